@@ -1,0 +1,91 @@
+#include "bench/throughput.h"
+
+#include <chrono>
+#include <random>
+
+#include "engine/core/error.h"
+#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/sampler.h"
+#include "scheduler/batch_formation.h"
+
+namespace offgen::bench {
+
+double BenchRow::prefill_tokens_per_second() const {
+  return prefill_seconds > 0 ? config.batch * static_cast<double>(config.prompt_len) / prefill_seconds
+                             : 0.0;
+}
+
+double BenchRow::decode_tokens_per_second() const {
+  return decode_seconds > 0 ? config.batch * static_cast<double>(config.gen_len - 1) / decode_seconds
+                            : 0.0;
+}
+
+double BenchRow::generated_tokens_per_second() const {
+  return total_seconds() > 0 ? config.batch * static_cast<double>(config.gen_len) / total_seconds()
+                             : 0.0;
+}
+
+std::vector<BenchCase> sweep(const std::vector<int>& batches, const std::vector<int>& prompt_lens,
+                             const std::vector<int>& gen_lens) {
+  std::vector<BenchCase> cases;
+  for (int batch : batches) {
+    for (int prompt : prompt_lens) {
+      for (int gen : gen_lens) cases.push_back({batch, prompt, gen});
+    }
+  }
+  return cases;
+}
+
+BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
+  using Clock = std::chrono::steady_clock;
+  BenchRow row;
+  row.config = config;
+  const OptConfig& model = engine.config();
+  if (config.batch < 1 || config.prompt_len < 1 || config.gen_len < 1) {
+    row.error = "batch, prompt and gen lengths must be >= 1";
+    return row;
+  }
+  if (config.prompt_len + config.gen_len > model.max_position_embeddings) {
+    row.error = fmt::format("prompt + gen = {} exceeds the model's {} positions",
+                            config.prompt_len + config.gen_len, model.max_position_embeddings);
+    return row;
+  }
+  // Synthetic prompts: BOS then uniformly drawn ordinary token ids.
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::int32_t> token(4, model.vocab_size - 1);
+  std::vector<std::vector<std::int32_t>> prompts(static_cast<std::size_t>(config.batch));
+  for (auto& prompt : prompts) {
+    prompt.push_back(model.bos_token_id);
+    while (static_cast<int>(prompt.size()) < config.prompt_len) prompt.push_back(token(rng));
+  }
+  const PaddedBatch padded = left_pad(prompts, model.pad_token_id);
+  engine.device().reset_peaks();
+  try {
+    auto runner = engine.make_runner(config.batch, config.prompt_len, config.gen_len - 1);
+    row.kv_bytes = runner->kv_bytes();
+    const std::size_t vocab = static_cast<std::size_t>(model.vocab_size);
+    std::vector<std::int32_t> next(prompts.size());
+    const std::vector<std::uint8_t> advancing(prompts.size(), 1);
+    auto pick = [&](std::span<const float> logits) {
+      for (std::size_t b = 0; b < next.size(); ++b) next[b] = argmax(logits.subspan(b * vocab, vocab));
+    };
+
+    const auto start = Clock::now();
+    runner->prefill(padded);
+    pick(runner->last_logits());
+    const auto prefilled = Clock::now();
+    for (int step = 1; step < config.gen_len; ++step) {
+      runner->decode(next, advancing);
+      pick(runner->last_logits());
+    }
+    const auto done = Clock::now();
+    row.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
+    row.decode_seconds = std::chrono::duration<double>(done - prefilled).count();
+  } catch (const OutOfMemoryError& e) {
+    row.error = fmt::format("does not fit: {}", e.what());
+  }
+  row.peak_gpu_bytes = engine.device().usage(Tier::gpu).peak;
+  return row;
+}
+
+}  // namespace offgen::bench

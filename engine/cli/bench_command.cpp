@@ -1,0 +1,47 @@
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "bench/table.h"
+#include "bench/throughput.h"
+#include "engine/cli/commands.h"
+#include "engine/core/units.h"
+
+namespace offgen::cli {
+
+void add_bench_command(CLI::App& app, BenchOptions& options) {
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "throughput sweep over batch sizes and lengths (synthetic prompts, EOS ignored)");
+  add_common_options(*cmd, options.common);
+  cmd->add_option("--batch", options.batches, "batch sizes, e.g. 1,8,32")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--prompt-len", options.prompt_lens, "prompt lengths in tokens, e.g. 128,512")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--gen-len", options.gen_lens, "generated tokens per sequence, e.g. 32")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", options.seed, "seed of the synthetic prompts")->capture_default_str();
+}
+
+int run_bench(const BenchOptions& options) {
+  EngineOptions engine_options = options.common.engine_options();
+  Engine engine(engine_options);
+  fmt::print("model: {}   device: {}   weights: {}\n", engine.model_description(),
+             engine.device().name(), format_bytes(engine.weight_bytes()));
+  // One small untimed case first, so first-touch page faults and thread-pool start-up are not
+  // charged to the first row.
+  bench::run_case(engine, {1, 8, 2}, options.seed);
+  std::vector<bench::BenchRow> rows;
+  for (const bench::BenchCase& c : bench::sweep(options.batches, options.prompt_lens, options.gen_lens)) {
+    rows.push_back(bench::run_case(engine, c, options.seed));
+    spdlog::debug("batch {} prompt {} gen {} done", c.batch, c.prompt_len, c.gen_len);
+  }
+  fmt::print("{}", bench::format_table(rows));
+  return 0;
+}
+
+}  // namespace offgen::cli

@@ -1,0 +1,60 @@
+// The offgen subcommands. Each registers its flags on a CLI11 app and runs from the parsed
+// options; main.cpp only wires them together.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/engine.h"
+
+namespace offgen::cli {
+
+// Flags every command shares: which model, where it runs, how big a batch.
+struct CommonOptions {
+  std::string model = "opt-125m";
+  std::string tokenizer;
+  std::string device = "auto";
+  int batch_size = 8;
+  std::string gpu_mem;  // e.g. "16GiB"; empty = the device's default
+  std::uint64_t dummy_seed = 0;
+
+  EngineOptions engine_options() const;
+};
+void add_common_options(CLI::App& app, CommonOptions& options);
+
+struct GenerateOptions {
+  CommonOptions common;
+  std::string input;
+  std::string output;
+  int max_tokens = 16;
+  float temperature = 1.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  std::uint64_t seed = 0;
+};
+void add_generate_command(CLI::App& app, GenerateOptions& options);
+int run_generate(const GenerateOptions& options);
+
+struct ScoreOptions {
+  CommonOptions common;
+  std::string input;
+  std::string output;
+  int prefill_tokens = 0;
+};
+void add_score_command(CLI::App& app, ScoreOptions& options);
+int run_score(const ScoreOptions& options);
+
+struct BenchOptions {
+  CommonOptions common;
+  std::vector<int> batches = {1, 8};
+  std::vector<int> prompt_lens = {64};
+  std::vector<int> gen_lens = {16};
+  std::uint64_t seed = 0;
+};
+void add_bench_command(CLI::App& app, BenchOptions& options);
+int run_bench(const BenchOptions& options);
+
+}  // namespace offgen::cli

@@ -1,0 +1,37 @@
+#include "engine/cli/commands.h"
+
+#include "engine/core/units.h"
+
+namespace offgen::cli {
+
+EngineOptions CommonOptions::engine_options() const {
+  EngineOptions out;
+  out.model = model;
+  out.tokenizer = tokenizer;
+  out.device = parse_device_choice(device);
+  out.max_batch = batch_size;
+  out.dummy_seed = dummy_seed;
+  if (!gpu_mem.empty()) out.budgets.gpu = parse_bytes(gpu_mem);
+  return out;
+}
+
+void add_common_options(CLI::App& app, CommonOptions& options) {
+  app.add_option("--model", options.model,
+                 "Hugging Face OPT checkpoint directory, or a config name (opt-125m ... opt-175b) "
+                 "for deterministic dummy weights")
+      ->capture_default_str();
+  app.add_option("--tokenizer", options.tokenizer,
+                 "directory with vocab.json + merges.txt (default: the model directory)");
+  app.add_option("--device", options.device, "auto, cuda or cpu")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  app.add_option("--batch-size", options.batch_size, "sequences per batch")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--gpu-mem", options.gpu_mem,
+                 "memory budget of the gpu tier, e.g. 16GiB (default: what the device has)");
+  app.add_option("--dummy-seed", options.dummy_seed, "seed of dummy weights (config-name models)")
+      ->capture_default_str();
+}
+
+}  // namespace offgen::cli

@@ -1,0 +1,137 @@
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "engine/cli/commands.h"
+#include "engine/cli/jsonl.h"
+#include "engine/core/error.h"
+
+namespace offgen::cli {
+namespace {
+
+// Keys this command interprets; every other key of an input line is copied to its output.
+bool is_request_key(const std::string& key) {
+  return key == "prompt" || key == "prompt_token_ids";
+}
+
+// Parses one line into a request; returns the problem or an empty string.
+std::string parse_request(const nlohmann::json& line, const Engine& engine,
+                          const GenerateOptions& options, std::size_t index,
+                          GenerationRequest& request) {
+  const OptConfig& config = engine.config();
+  if (line.contains("prompt_token_ids")) {
+    const auto& ids = line["prompt_token_ids"];
+    if (!ids.is_array()) return "'prompt_token_ids' must be an array of integers";
+    for (const auto& id : ids) {
+      if (!id.is_number_integer()) return "'prompt_token_ids' must be an array of integers";
+      const auto value = id.get<std::int64_t>();
+      if (value < 0 || value >= config.vocab_size) {
+        return fmt::format("token id {} is outside the vocabulary [0, {})", value, config.vocab_size);
+      }
+      request.prompt.push_back(static_cast<std::int32_t>(value));
+    }
+  } else if (line.contains("prompt")) {
+    if (!line["prompt"].is_string()) return "'prompt' must be a string";
+    if (engine.tokenizer() == nullptr) {
+      return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give "
+                         "'prompt_token_ids'",
+                         engine.model_description());
+    }
+    request.prompt.push_back(config.bos_token_id);  // OPT prepends </s> as BOS
+    const auto ids = engine.tokenizer()->encode(line["prompt"].get_ref<const std::string&>());
+    request.prompt.insert(request.prompt.end(), ids.begin(), ids.end());
+  } else {
+    return "the line has neither 'prompt' nor 'prompt_token_ids'";
+  }
+  request.max_tokens = options.max_tokens;
+  request.sampling = {options.temperature, options.top_k, options.top_p};
+  request.seed = options.seed + index;  // distinct per request, reproducible per run
+  return {};
+}
+
+nlohmann::json passthrough(const nlohmann::json& line) {
+  nlohmann::json out = nlohmann::json::object();
+  if (line.is_object()) {
+    for (const auto& [key, value] : line.items()) {
+      if (!is_request_key(key)) out[key] = value;
+    }
+  }
+  return out;
+}
+
+std::string decode_text(const Engine& engine, const std::vector<std::int32_t>& tokens) {
+  const OptConfig& c = engine.config();
+  std::vector<std::int32_t> visible;
+  for (std::int32_t t : tokens) {
+    if (t != c.eos_token_id && t != c.bos_token_id && t != c.pad_token_id) visible.push_back(t);
+  }
+  return to_valid_utf8(engine.tokenizer()->decode(visible));
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app, GenerateOptions& options) {
+  CLI::App* cmd = app.add_subcommand("generate", "generate completions for a JSONL file of prompts");
+  add_common_options(*cmd, options.common);
+  cmd->add_option("--input", options.input,
+                  "JSONL: {\"prompt\": \"...\"} or {\"prompt_token_ids\": [...]} per line; other "
+                  "keys are copied to the output")
+      ->required();
+  cmd->add_option("--output", options.output, "JSONL results, one per input line, in input order")
+      ->required();
+  cmd->add_option("--max-tokens", options.max_tokens, "tokens to generate per prompt")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--temperature", options.temperature, "0 = greedy")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--top-k", options.top_k, "0 = off")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--top-p", options.top_p, "1 = off")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+  cmd->add_option("--seed", options.seed, "sampling seed (request i uses seed + i)")->capture_default_str();
+}
+
+int run_generate(const GenerateOptions& options) {
+  const auto lines = read_jsonl(options.input);
+  OrderedJsonlWriter writer(options.output);  // fails now, not after the work, if unwritable
+  Engine engine(options.common.engine_options());
+
+  std::vector<GenerationRequest> requests(lines.size());
+  std::vector<std::string> problems(lines.size());
+  for (const JsonlLine& line : lines) {
+    problems[line.index] = line.error;
+    if (problems[line.index].empty()) {
+      problems[line.index] =
+          parse_request(line.value, engine, options, line.index, requests[line.index]);
+    }
+  }
+  // Lines that failed to parse carry an empty prompt, which the engine rejects; the parse
+  // problem is reported instead of the engine's.
+  std::size_t errors = 0;
+  std::size_t generated = 0;
+  const auto start = std::chrono::steady_clock::now();
+  engine.generate(requests, [&](std::size_t index, const GenerationResult& result) {
+    nlohmann::json record = passthrough(lines[index].value);
+    record["index"] = index;
+    const std::string& problem = problems[index].empty() ? result.error : problems[index];
+    if (!problem.empty()) {
+      record["error"] = fmt::format("line {}: {}", lines[index].line_number, problem);
+      ++errors;
+    } else {
+      record["prompt_token_ids"] = requests[index].prompt;
+      record["token_ids"] = result.tokens;
+      record["text"] = engine.tokenizer() ? nlohmann::json(decode_text(engine, result.tokens))
+                                          : nlohmann::json(nullptr);
+      record["finish_reason"] = finish_reason_name(result.finish);
+      generated += result.tokens.size();
+    }
+    writer.put(index, record);
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("{} requests ({} failed), {} tokens generated in {:.2f} s ({:.1f} tokens/s) -> {}",
+               lines.size(), errors, generated, seconds, static_cast<double>(generated) / std::max(seconds, 1e-9),
+               options.output);
+  return errors == 0 ? 0 : 2;
+}
+
+}  // namespace offgen::cli

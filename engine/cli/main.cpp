@@ -1,0 +1,46 @@
+// offgen: throughput-oriented batch inference for OPT models.
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "engine/cli/commands.h"
+#include "engine/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"offgen: batch inference for OPT language models on one device"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+
+  offgen::cli::GenerateOptions generate;
+  offgen::cli::ScoreOptions score;
+  offgen::cli::BenchOptions bench;
+  offgen::cli::add_generate_command(app, generate);
+  offgen::cli::add_score_command(app, score);
+  offgen::cli::add_bench_command(app, bench);
+
+  // Logs go to stderr so stdout carries only results (the bench table).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("offgen"));
+  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  try {
+    if (app.got_subcommand("generate")) return offgen::cli::run_generate(generate);
+    if (app.got_subcommand("score")) return offgen::cli::run_score(score);
+    if (app.got_subcommand("bench")) return offgen::cli::run_bench(bench);
+  } catch (const offgen::Error& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    spdlog::error("unexpected error: {}", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,119 @@
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "engine/cli/commands.h"
+#include "engine/cli/jsonl.h"
+#include "engine/core/error.h"
+
+namespace offgen::cli {
+namespace {
+
+bool is_request_key(const std::string& key) { return key == "text" || key == "token_ids"; }
+
+std::string parse_request(const nlohmann::json& line, const Engine& engine, ScoreRequest& request) {
+  const OptConfig& config = engine.config();
+  if (line.contains("token_ids")) {
+    const auto& ids = line["token_ids"];
+    if (!ids.is_array()) return "'token_ids' must be an array of integers";
+    for (const auto& id : ids) {
+      if (!id.is_number_integer()) return "'token_ids' must be an array of integers";
+      const auto value = id.get<std::int64_t>();
+      if (value < 0 || value >= config.vocab_size) {
+        return fmt::format("token id {} is outside the vocabulary [0, {})", value, config.vocab_size);
+      }
+      request.tokens.push_back(static_cast<std::int32_t>(value));
+    }
+  } else if (line.contains("text")) {
+    if (!line["text"].is_string()) return "'text' must be a string";
+    if (engine.tokenizer() == nullptr) {
+      return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give 'token_ids'",
+                         engine.model_description());
+    }
+    request.tokens.push_back(config.bos_token_id);
+    const auto ids = engine.tokenizer()->encode(line["text"].get_ref<const std::string&>());
+    request.tokens.insert(request.tokens.end(), ids.begin(), ids.end());
+  } else {
+    return "the line has neither 'text' nor 'token_ids'";
+  }
+  return {};
+}
+
+}  // namespace
+
+void add_score_command(CLI::App& app, ScoreOptions& options) {
+  CLI::App* cmd = app.add_subcommand(
+      "score", "log-probabilities and perplexity of texts (token_logprobs[i] = log p(t_i | t_<i))");
+  add_common_options(*cmd, options.common);
+  cmd->add_option("--input", options.input,
+                  "JSONL: {\"text\": \"...\"} or {\"token_ids\": [...]} per line")
+      ->required();
+  cmd->add_option("--output", options.output, "JSONL results in input order")->required();
+  cmd->add_option("--prefill-tokens", options.prefill_tokens,
+                  "run the first N tokens as one prefill and the rest as teacher-forced decode "
+                  "steps through the KV cache (0 = the whole text as prefill)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
+int run_score(const ScoreOptions& options) {
+  const auto lines = read_jsonl(options.input);
+  OrderedJsonlWriter writer(options.output);
+  Engine engine(options.common.engine_options());
+
+  std::vector<ScoreRequest> requests(lines.size());
+  std::vector<std::string> problems(lines.size());
+  for (const JsonlLine& line : lines) {
+    problems[line.index] = line.error;
+    if (problems[line.index].empty()) {
+      problems[line.index] = parse_request(line.value, engine, requests[line.index]);
+    }
+  }
+  std::size_t errors = 0;
+  double total_logprob = 0.0;
+  std::size_t total_scored = 0;
+  engine.score(requests, options.prefill_tokens, [&](std::size_t index, const ScoreResult& result) {
+    nlohmann::json record = nlohmann::json::object();
+    if (lines[index].value.is_object()) {
+      for (const auto& [key, value] : lines[index].value.items()) {
+        if (!is_request_key(key)) record[key] = value;
+      }
+    }
+    record["index"] = index;
+    const std::string& problem = problems[index].empty() ? result.error : problems[index];
+    if (!problem.empty()) {
+      record["error"] = fmt::format("line {}: {}", lines[index].line_number, problem);
+      ++errors;
+      writer.put(index, record);
+      return;
+    }
+    nlohmann::json logprobs = nlohmann::json::array();
+    double sum = 0.0;
+    std::size_t scored = 0;
+    for (float lp : result.token_logprobs) {
+      if (std::isnan(lp)) {
+        logprobs.push_back(nullptr);
+      } else {
+        logprobs.push_back(lp);
+        sum += lp;
+        ++scored;
+      }
+    }
+    record["token_ids"] = requests[index].tokens;
+    record["token_logprobs"] = std::move(logprobs);
+    record["sum_logprob"] = sum;
+    record["num_scored"] = scored;
+    record["perplexity"] = scored > 0 ? nlohmann::json(std::exp(-sum / static_cast<double>(scored)))
+                                      : nlohmann::json(nullptr);
+    total_logprob += sum;
+    total_scored += scored;
+    writer.put(index, record);
+  });
+  spdlog::info("{} texts ({} failed), {} tokens scored, perplexity {:.3f} -> {}", lines.size(),
+               errors, total_scored,
+               total_scored ? std::exp(-total_logprob / static_cast<double>(total_scored)) : 0.0,
+               options.output);
+  return errors == 0 ? 0 : 2;
+}
+
+}  // namespace offgen::cli

@@ -1,0 +1,71 @@
+// The cpu device: the Device contract on the host, so every schedule, budget and ordering rule
+// runs (and is tested) without a GPU. Its "gpu" tier is host memory with a hard byte budget; each
+// stream is a worker thread with a FIFO queue, so work on different streams really overlaps, and a
+// missing event wait is a real data race that ThreadSanitizer reports.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "engine/device/device.h"
+
+namespace offgen {
+
+class CpuStream final : public Stream {
+ public:
+  explicit CpuStream(StreamRole role);
+  ~CpuStream() override;  // drains the queue, then joins the worker
+  CpuStream(const CpuStream&) = delete;
+  CpuStream& operator=(const CpuStream&) = delete;
+
+  StreamRole role() const override { return role_; }
+  void synchronize() override;
+  // Runs `task` on this stream's worker after everything enqueued before it. An exception thrown by
+  // a task is kept and rethrown by synchronize(); later tasks are skipped (sticky error).
+  void enqueue(std::function<void()> task);
+
+ private:
+  void run();
+
+  StreamRole role_;
+  std::mutex mutex_;
+  std::condition_variable work_ready_;
+  std::condition_variable idle_;
+  std::deque<std::function<void()>> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  std::thread worker_;
+};
+
+class CpuDevice final : public Device {
+ public:
+  // Zero budgets take defaults: the gpu tier gets half of physical memory, pinned and host a
+  // quarter each (all three are ordinary host memory here).
+  explicit CpuDevice(const DeviceBudgets& budgets = {});
+  ~CpuDevice() override;
+
+  DeviceKind kind() const override { return DeviceKind::cpu; }
+  std::string name() const override;
+  Stream& stream(StreamRole role) override;
+  CpuStream& cpu_stream(StreamRole role);
+  std::unique_ptr<Event> create_event() override;
+  void copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) override;
+
+ protected:
+  void* raw_allocate(Tier tier, std::size_t bytes) override;
+  void raw_free(Tier tier, void* data, std::size_t bytes) noexcept override;
+
+ private:
+  std::unique_ptr<CpuStream> streams_[kNumStreamRoles];
+};
+
+// Physical memory of this machine in bytes.
+std::uint64_t physical_memory_bytes();
+
+}  // namespace offgen

@@ -1,0 +1,310 @@
+#include "engine/model/safetensors.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
+#include <system_error>
+
+#include "engine/core/error.h"
+#include "engine/model/tensor_shape.h"
+
+namespace offgen {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr std::size_t kHeaderLengthBytes = 8;
+
+std::string errno_text(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
+
+// Closes the descriptor on every path out of open(); the mapping outlives it.
+struct FileDescriptor {
+  int fd = -1;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// A JSON value, shortened so a hostile header cannot flood the error message.
+std::string brief(const Json& value) {
+  std::string text = value.dump();
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
+}
+
+std::optional<std::uint64_t> as_unsigned(const Json& value) {
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+  if (value.is_number_integer() && value.get<std::int64_t>() >= 0) {
+    return static_cast<std::uint64_t>(value.get<std::int64_t>());
+  }
+  return std::nullopt;
+}
+
+// The safetensors dtype names offgen reads; every other name (F64, I64, U8, BOOL, F8_*, ...) is
+// refused by name because the engine computes in fp16 and would have to guess a conversion.
+std::optional<DType> parse_dtype(std::string_view name) {
+  if (name == "F16") return DType::f16;
+  if (name == "BF16") return DType::bf16;
+  if (name == "F32") return DType::f32;
+  return std::nullopt;
+}
+
+std::string_view safetensors_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return "F16";
+    case DType::bf16:
+      return "BF16";
+    case DType::f32:
+      return "F32";
+    case DType::i32:
+      return "I32";
+  }
+  return "?";
+}
+
+struct Extent {
+  std::uint64_t begin;
+  std::uint64_t end;
+  const std::string* name;
+};
+
+struct ParsedEntry {
+  SafetensorsFile::Tensor tensor;
+  std::uint64_t begin;
+  std::uint64_t end;
+};
+
+// Validates one header entry against the data region and returns the tensor it describes.
+ParsedEntry parse_entry(const std::string& where, const std::string& name, const Json& entry,
+                        const std::byte* data, std::uint64_t data_size) {
+  if (!entry.is_object()) {
+    fail("{}: tensor '{}': entry must be an object with dtype, shape and data_offsets, got {}",
+         where, name, brief(entry));
+  }
+  for (const char* field : {"dtype", "shape", "data_offsets"}) {
+    if (!entry.contains(field)) fail("{}: tensor '{}' has no '{}'", where, name, field);
+  }
+
+  const Json& dtype_json = entry["dtype"];
+  if (!dtype_json.is_string()) {
+    fail("{}: tensor '{}': dtype must be a string, got {}", where, name, brief(dtype_json));
+  }
+  const auto dtype = parse_dtype(dtype_json.get<std::string>());
+  if (!dtype) {
+    fail("{}: unsupported dtype '{}' for tensor '{}' (offgen reads F16, BF16 and F32)", where,
+         dtype_json.get<std::string>(), name);
+  }
+
+  const Json& shape_json = entry["shape"];
+  if (!shape_json.is_array()) {
+    fail("{}: tensor '{}': shape must be an array of integers, got {}", where, name,
+         brief(shape_json));
+  }
+  std::vector<std::int64_t> shape;
+  for (const Json& dim : shape_json) {
+    if (!dim.is_number_integer()) {
+      fail("{}: tensor '{}': shape must be an array of integers, got {}", where, name,
+           brief(shape_json));
+    }
+    if (dim.is_number_unsigned() &&
+        dim.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+      fail("{}: tensor '{}': dimension {} in shape {} is too large", where, name, brief(dim),
+           brief(shape_json));
+    }
+    const auto value = dim.get<std::int64_t>();
+    if (value < 0) {
+      fail("{}: tensor '{}' has negative dimension {} in shape {}", where, name, value,
+           brief(shape_json));
+    }
+    shape.push_back(value);
+  }
+  // Byte counts are kept within int64 so later pointer and size arithmetic cannot wrap.
+  const auto numel = shape_numel(shape);
+  std::int64_t signed_bytes = 0;
+  if (!numel || __builtin_mul_overflow(*numel, static_cast<std::int64_t>(dtype_size(*dtype)),
+                                       &signed_bytes)) {
+    fail("{}: tensor '{}': shape {} has too many elements", where, name, brief(shape_json));
+  }
+  const auto expected_bytes = static_cast<std::uint64_t>(signed_bytes);
+
+  const Json& offsets = entry["data_offsets"];
+  std::optional<std::uint64_t> begin, end;
+  if (offsets.is_array() && offsets.size() == 2) {
+    begin = as_unsigned(offsets[0]);
+    end = as_unsigned(offsets[1]);
+  }
+  if (!begin || !end) {
+    fail("{}: tensor '{}': data_offsets must be [begin, end] with non-negative integers, got {}",
+         where, name, brief(offsets));
+  }
+  if (*begin > *end) {
+    fail("{}: tensor '{}': data_offsets [{}, {}] begin after they end", where, name, *begin, *end);
+  }
+  if (*end > data_size) {
+    fail(
+        "{}: tensor '{}': data_offsets [{}, {}] run past the end of the data ({} bytes after the "
+        "header; is the file truncated?)",
+        where, name, *begin, *end, data_size);
+  }
+  if (*end - *begin != expected_bytes) {
+    fail("{}: tensor '{}': data_offsets [{}, {}] span {} bytes but shape {} of {} needs {}", where,
+         name, *begin, *end, *end - *begin, format_shape(shape), dtype_json.get<std::string>(),
+         expected_bytes);
+  }
+
+  ParsedEntry parsed{{}, *begin, *end};
+  parsed.tensor.name = name;
+  parsed.tensor.dtype = *dtype;
+  parsed.tensor.shape = std::move(shape);
+  parsed.tensor.data = data + *begin;
+  parsed.tensor.bytes = static_cast<std::size_t>(expected_bytes);
+  return parsed;
+}
+
+// Two tensors sharing bytes would alias silently; the format forbids it, so refuse the file.
+void check_no_overlap(const std::string& where, std::vector<Extent>& extents) {
+  std::erase_if(extents, [](const Extent& e) { return e.begin == e.end; });
+  std::ranges::sort(extents, [](const Extent& a, const Extent& b) { return a.begin < b.begin; });
+  const Extent* furthest = nullptr;  // the extent reaching furthest so far
+  for (const Extent& extent : extents) {
+    if (furthest && extent.begin < furthest->end) {
+      fail("{}: tensors '{}' (bytes {}..{}) and '{}' (bytes {}..{}) overlap", where,
+           *furthest->name, furthest->begin, furthest->end, *extent.name, extent.begin, extent.end);
+    }
+    if (!furthest || extent.end > furthest->end) furthest = &extent;
+  }
+}
+
+std::map<std::string, SafetensorsFile::Tensor> parse_file(const std::string& where,
+                                                          const std::byte* bytes,
+                                                          std::size_t size) {
+  std::uint64_t header_length = 0;
+  for (std::size_t i = kHeaderLengthBytes; i-- > 0;) {
+    header_length = (header_length << 8) | std::to_integer<std::uint64_t>(bytes[i]);
+  }
+  if (header_length > size - kHeaderLengthBytes) {
+    fail("{}: header length {} runs past the end of the file ({} bytes; is it truncated?)", where,
+         header_length, size);
+  }
+  const auto* text = reinterpret_cast<const char*>(bytes + kHeaderLengthBytes);
+  Json header;
+  try {
+    header = Json::parse(text, text + header_length);
+  } catch (const Json::parse_error& e) {
+    fail("{}: header is not valid JSON: {}", where, e.what());
+  }
+  if (!header.is_object()) fail("{}: header must be a JSON object, got {}", where, brief(header));
+
+  const std::byte* data = bytes + kHeaderLengthBytes + header_length;
+  const std::uint64_t data_size = size - kHeaderLengthBytes - header_length;
+  std::map<std::string, SafetensorsFile::Tensor> tensors;
+  std::vector<Extent> extents;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;  // free-form string map (format, producer); unused
+    ParsedEntry parsed = parse_entry(where, name, entry, data, data_size);
+    const auto inserted = tensors.emplace(name, std::move(parsed.tensor)).first;
+    extents.push_back(Extent{parsed.begin, parsed.end, &inserted->first});
+  }
+  check_no_overlap(where, extents);
+  return tensors;
+}
+
+// Converts elements [begin, end) of a non-fp16 tensor through an aligned float buffer: the
+// mapping gives no alignment guarantee for F32 data, and the bulk converter uses F16C.
+void convert_range_via_float(const SafetensorsFile::Tensor& tensor, Half* dst, std::size_t begin,
+                             std::size_t end) {
+  constexpr std::size_t kChunk = 2048;
+  alignas(64) float buffer[kChunk];
+  for (std::size_t start = begin; start < end; start += kChunk) {
+    const std::size_t count = std::min(kChunk, end - start);
+    if (tensor.dtype == DType::f32) {
+      std::memcpy(buffer, tensor.data + start * sizeof(float), count * sizeof(float));
+    } else {
+      for (std::size_t i = 0; i < count; ++i) {
+        BFloat16 value;
+        std::memcpy(&value.bits, tensor.data + (start + i) * sizeof(BFloat16), sizeof(BFloat16));
+        buffer[i] = bf16_to_float(value);
+      }
+    }
+    float_to_half(buffer, dst + start, count);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
+  const std::string where = path.string();
+  FileDescriptor file_descriptor{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file_descriptor.fd < 0) fail("cannot open {}: {}", where, errno_text(errno));
+  struct stat status {};
+  if (::fstat(file_descriptor.fd, &status) != 0) {
+    fail("cannot stat {}: {}", where, errno_text(errno));
+  }
+  if (!S_ISREG(status.st_mode)) fail("{}: not a regular file", where);
+  const auto size = static_cast<std::size_t>(status.st_size);
+  if (size < kHeaderLengthBytes) {
+    fail("{}: file is {} bytes, too short for a safetensors file (the header length alone is 8)",
+         where, size);
+  }
+
+  // Owned from here on, so the destructor unmaps if validation throws.
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = path;
+  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file_descriptor.fd, 0);
+  if (mapping == MAP_FAILED) fail("cannot memory-map {}: {}", where, errno_text(errno));
+  file->mapping_ = mapping;
+  file->mapping_size_ = size;
+
+  file->tensors_ = parse_file(where, static_cast<const std::byte*>(mapping), size);
+  return file;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_size_);
+}
+
+const SafetensorsFile::Tensor* SafetensorsFile::find(const std::string& name) const {
+  const auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+void SafetensorsFile::convert_to_f16(const Tensor& tensor, Half* dst) {
+  OFFGEN_CHECK(
+      tensor.dtype == DType::f16 || tensor.dtype == DType::bf16 || tensor.dtype == DType::f32,
+      "tensor '{}': cannot convert {} to fp16", tensor.name, safetensors_dtype_name(tensor.dtype));
+  const std::size_t element_size = dtype_size(tensor.dtype);
+  const std::size_t numel = tensor.bytes / element_size;
+  const auto convert = [&](std::size_t begin, std::size_t end) {
+    if (tensor.dtype == DType::f16) {
+      std::memcpy(dst + begin, tensor.data + begin * element_size, (end - begin) * sizeof(Half));
+    } else {
+      convert_range_via_float(tensor, dst, begin, end);
+    }
+  };
+  // Small tensors (biases, layer norms) are not worth waking the thread pool for.
+  constexpr std::size_t kParallelGrain = std::size_t{1} << 16;
+  if (numel <= 4 * kParallelGrain) {
+    convert(0, numel);
+    return;
+  }
+  tbb::parallel_for(
+      tbb::blocked_range<std::size_t>(0, numel, kParallelGrain),
+      [&](const tbb::blocked_range<std::size_t>& range) { convert(range.begin(), range.end()); });
+}
+
+}  // namespace offgen

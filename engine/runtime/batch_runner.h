@@ -1,0 +1,89 @@
+// Runs one batch of sequences through the OPT forward pass: a prefill of the left-padded prompts,
+// then decode steps of one token per sequence over the KV cache. It owns the batch's KV cache and
+// activation scratch (gpu tier of the device) and issues every op through `Ops` on the compute
+// stream; the host waits only when it reads an output.
+//
+// Semantics are Hugging Face's OPTForCausalLM (design section 4): learned positions offset by 2
+// with position ids cumsum(mask) - 1, q scaled by head_dim^-0.5, ReLU MLP, pre- or post-LN,
+// optional project_in / project_out, LM head tied to the token embedding.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/device/device.h"
+#include "engine/model/opt_config.h"
+#include "engine/runtime/ops.h"
+#include "offload/model_weights.h"
+#include "policies/full_policy.h"
+#include "scheduler/batch_formation.h"
+
+namespace offgen {
+
+class BatchRunner {
+ public:
+  // Sizes everything for `batch` sequences of up to `max_prompt` prompt tokens and `max_new`
+  // decode steps. Throws OutOfMemoryError if the KV cache or scratch does not fit the gpu tier.
+  BatchRunner(Device& device, Ops& ops, const OptConfig& config, const ModelWeights& weights,
+              int batch, int max_prompt, int max_new);
+  BatchRunner(const BatchRunner&) = delete;
+  BatchRunner& operator=(const BatchRunner&) = delete;
+  ~BatchRunner();
+
+  // Runs the prompts (prompts.batch must equal this runner's batch, prompts.seq <= max_prompt).
+  void prefill(const PaddedBatch& prompts);
+  // One decode step: tokens[b] is sequence b's next input token. advancing[b] = 0 marks a
+  // sequence that is done (finished, or past the end of its text): its token is computed but not
+  // kept in the cache, so it costs nothing later.
+  void decode(std::span<const std::int32_t> tokens, std::span<const std::uint8_t> advancing);
+
+  // After prefill() or decode(): the fp32 logits of each sequence's newest token, [batch, vocab],
+  // on the host (waits for the device). Valid until the next call on this runner.
+  std::span<const float> last_logits();
+  // After prefill() or decode(): log p(targets[r]) for each row r of the last step — prefill rows
+  // are b * seq + i, decode rows are b. Rows with targets[r] < 0 are skipped and come back NaN.
+  std::vector<float> target_logprobs(std::span<const std::int32_t> targets);
+
+  int batch() const { return batch_; }
+  int kv_capacity() const { return capacity_; }
+  // Bytes of KV cache this runner allocated (all layers, K and V).
+  std::uint64_t kv_bytes() const;
+
+ private:
+  void upload(void* device_dst, const void* host_src, std::size_t bytes);
+  void embed(std::int64_t rows);
+  void layer(int index, std::int64_t rows, bool is_prefill);
+  // Final norm, project_out and logits for `n` rows of x_ (row ids already uploaded to out_rows_).
+  void head(int n, std::int64_t rows_in_x);
+  void sync();
+
+  Device& device_;
+  Ops& ops_;
+  const OptConfig& config_;
+  const ModelWeights& weights_;
+  Stream& compute_;
+  int batch_;
+  int max_prompt_;
+  int capacity_;
+  int out_chunk_;
+  FullPolicy policy_;
+
+  // Inputs of the current step (device) and the pinned host staging they are copied from.
+  Buffer ids_, valid_, positions_, write_slot_, slot_count_;
+  Buffer staging_;
+  std::size_t staging_used_ = 0;
+  // Activations.
+  Buffer x_, t_, emb_, qkv_, attn_, ffn_;
+  // Output head.
+  Buffer out_rows_, gathered_, projected_, logits_, targets_, logprobs_;
+  Buffer host_logits_, host_logprobs_;
+  // KV cache, per layer: [batch, heads, capacity, head_dim].
+  std::vector<Buffer> k_cache_, v_cache_;
+
+  // Shape of the last step.
+  bool last_was_prefill_ = false;
+  int last_seq_ = 0;
+};
+
+}  // namespace offgen

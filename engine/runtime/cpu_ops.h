@@ -1,0 +1,39 @@
+// Ops on the cpu device: each call enqueues the TBB kernel of kernels/cpu on the device's compute
+// stream, so kernels run in issue order on the stream's worker and overlap other streams' copies.
+#pragma once
+
+#include "engine/device/cpu_device.h"
+#include "engine/runtime/ops.h"
+
+namespace offgen {
+
+class CpuOps final : public Ops {
+ public:
+  explicit CpuOps(CpuDevice& device) : stream_(device.cpu_stream(StreamRole::compute)) {}
+
+  void gather_rows(const Half* table, std::int64_t table_rows, int dim, const std::int32_t* ids,
+                   std::int64_t n, Half* out) override;
+  void add_position_embeddings(Half* x, const Half* table, int dim, const std::int32_t* positions,
+                               std::int64_t n, int offset) override;
+  void layer_norm(const Half* x, const Half* gamma, const Half* beta, Half* y, std::int64_t rows,
+                  int dim, float eps) override;
+  void linear(const Half* x, const Half* weight, const Half* bias, Half* y, std::int64_t m, int n,
+              int k, kernels::Activation activation) override;
+  void add_inplace(Half* y, const Half* x, std::int64_t n) override;
+  void prefill_attention(const kernels::PrefillAttentionArgs& args) override;
+  void store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq, int heads,
+                        int head_dim, Half* k_cache, Half* v_cache, int capacity) override;
+  void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads,
+                 int head_dim, Half* k_cache, Half* v_cache, int capacity) override;
+  void decode_attention(const kernels::DecodeAttentionArgs& args) override;
+  void logits(const Half* x, const Half* embed, float* out, std::int64_t m, int vocab,
+              int dim) override;
+  void log_softmax(float* values, std::int64_t rows, int cols) override;
+  void token_logprobs(const float* logits, const std::int32_t* targets, float* out,
+                      std::int64_t rows, int vocab) override;
+
+ private:
+  CpuStream& stream_;
+};
+
+}  // namespace offgen

@@ -1,0 +1,308 @@
+#include "engine/runtime/engine.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "engine/core/error.h"
+#include "engine/device/cpu_device.h"
+#include "engine/device/cuda_probe.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/dummy_weights.h"
+#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/cpu_ops.h"
+#include "offload/weight_store.h"
+#include "scheduler/batch_formation.h"
+
+namespace offgen {
+
+DeviceChoice parse_device_choice(const std::string& text) {
+  if (text == "auto") return DeviceChoice::automatic;
+  if (text == "cpu") return DeviceChoice::cpu;
+  if (text == "cuda") return DeviceChoice::cuda;
+  fail("unknown device '{}' (expected auto, cuda or cpu)", text);
+}
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::stop:
+      return "stop";
+    case FinishReason::length:
+      return "length";
+  }
+  return "?";
+}
+
+Engine::Engine(const EngineOptions& options) : options_(options) {
+  OFFGEN_CHECK(options.max_batch > 0, "batch size must be positive (got {})", options.max_batch);
+  namespace fs = std::filesystem;
+  std::unique_ptr<WeightSource> source;
+  std::unique_ptr<Checkpoint> checkpoint;
+  if (fs::is_directory(options.model)) {
+    checkpoint = Checkpoint::open(options.model);
+    config_ = checkpoint->config();
+    model_description_ = checkpoint->describe();
+  } else if (auto named = OptConfig::from_name(options.model)) {
+    config_ = *named;
+    source = std::make_unique<DummyWeights>(config_, options.dummy_seed);
+    model_description_ = source->describe();
+  } else {
+    fail("--model '{}' is neither a checkpoint directory nor a known config name ({})",
+         options.model, fmt::join(OptConfig::known_names(), ", "));
+  }
+
+  // The CUDA device joins here; until then `auto` means the cpu device.
+  const auto gpus = list_cuda_gpus();
+  switch (options.device) {
+    case DeviceChoice::cuda:
+      fail("this version of offgen has no CUDA device yet ({} GPU(s) visible); use --device cpu",
+           gpus.size());
+    case DeviceChoice::automatic:
+      if (!gpus.empty()) {
+        spdlog::warn("found {} ({} GiB) but this version has no CUDA device yet: using the cpu",
+                     gpus.front().name, gpus.front().memory_bytes >> 30);
+      }
+      [[fallthrough]];
+    case DeviceChoice::cpu: {
+      auto cpu = std::make_unique<CpuDevice>(options.budgets);
+      ops_ = std::make_unique<CpuOps>(*cpu);
+      device_ = std::move(cpu);
+      break;
+    }
+  }
+
+  const WeightSource& weights = checkpoint ? static_cast<const WeightSource&>(*checkpoint) : *source;
+  weights_ = std::make_unique<WeightStore>(*device_, config_, weights);
+
+  fs::path tokenizer_dir = options.tokenizer;
+  if (tokenizer_dir.empty() && checkpoint && fs::exists(checkpoint->dir() / "vocab.json")) {
+    tokenizer_dir = checkpoint->dir();
+  }
+  if (!tokenizer_dir.empty()) tokenizer_ = Tokenizer::load(tokenizer_dir);
+  spdlog::info("model {} ({} layers, hidden {}) on {}", model_description_, config_.num_layers,
+               config_.hidden_size, device_->name());
+}
+
+Engine::~Engine() {
+  if (device_) {
+    try {
+      device_->synchronize();
+    } catch (const std::exception& e) {
+      spdlog::warn("engine: device error while shutting down: {}", e.what());
+    }
+  }
+}
+
+std::uint64_t Engine::weight_bytes() const { return weights_->bytes(); }
+
+namespace {
+std::string check_ids(std::span<const std::int32_t> ids, const OptConfig& config) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= config.vocab_size) {
+      return fmt::format("token id {} at position {} is outside the vocabulary [0, {})", ids[i], i,
+                         config.vocab_size);
+    }
+  }
+  return {};
+}
+}  // namespace
+
+std::string Engine::check(const GenerationRequest& request) const {
+  if (request.prompt.empty()) return "the prompt is empty";
+  if (request.max_tokens < 1) return fmt::format("max_tokens must be >= 1 (got {})", request.max_tokens);
+  const std::int64_t total = static_cast<std::int64_t>(request.prompt.size()) + request.max_tokens;
+  if (total > config_.max_position_embeddings) {
+    return fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the model's {} positions",
+                       request.prompt.size(), request.max_tokens, config_.max_position_embeddings);
+  }
+  try {
+    validate(request.sampling);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return check_ids(request.prompt, config_);
+}
+
+std::string Engine::check(const ScoreRequest& request) const {
+  if (request.tokens.empty()) return "the text has no tokens";
+  if (static_cast<std::int64_t>(request.tokens.size()) > config_.max_position_embeddings) {
+    return fmt::format("the text has {} tokens, more than the model's {} positions",
+                       request.tokens.size(), config_.max_position_embeddings);
+  }
+  return check_ids(request.tokens, config_);
+}
+
+std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new) {
+  return std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), batch,
+                                       max_prompt, max_new);
+}
+
+std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest> requests,
+                                               const GenerationCallback& on_done) {
+  std::vector<GenerationResult> results(requests.size());
+  std::vector<std::size_t> good;
+  std::vector<std::size_t> lengths;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    results[i].error = check(requests[i]);
+    if (results[i].error.empty()) {
+      good.push_back(i);
+      lengths.push_back(requests[i].prompt.size());
+    } else if (on_done) {
+      on_done(i, results[i]);
+    }
+  }
+  for (const auto& group : group_by_length(lengths, static_cast<std::size_t>(options_.max_batch))) {
+    std::vector<std::size_t> indices;
+    for (std::size_t g : group) indices.push_back(good[g]);
+    generate_batch(requests, indices, results, on_done);
+  }
+  return results;
+}
+
+void Engine::generate_batch(std::span<const GenerationRequest> requests,
+                            std::span<const std::size_t> indices,
+                            std::vector<GenerationResult>& results,
+                            const GenerationCallback& on_done) {
+  const int batch = static_cast<int>(indices.size());
+  std::vector<std::vector<std::int32_t>> prompts;
+  int max_new = 0;
+  std::vector<std::mt19937_64> rngs;
+  for (std::size_t index : indices) {
+    prompts.push_back(requests[index].prompt);
+    max_new = std::max(max_new, requests[index].max_tokens);
+    rngs.emplace_back(requests[index].seed);
+  }
+  const PaddedBatch padded = left_pad(prompts, config_.pad_token_id);
+  // The last sampled token is never fed back, so the cache needs max_new - 1 decode slots.
+  auto runner = make_runner(batch, padded.seq, max_new - 1);
+  runner->prefill(padded);
+
+  std::vector<std::uint8_t> active(indices.size(), 1);
+  std::vector<std::int32_t> next(indices.size(), config_.pad_token_id);
+  std::span<const float> logits = runner->last_logits();
+  const std::size_t vocab = static_cast<std::size_t>(config_.vocab_size);
+  for (int step = 0; step < max_new; ++step) {
+    bool any_active = false;
+    for (std::size_t b = 0; b < indices.size(); ++b) {
+      if (!active[b]) continue;
+      const GenerationRequest& request = requests[indices[b]];
+      GenerationResult& result = results[indices[b]];
+      const std::int32_t token =
+          sample_token(logits.subspan(b * vocab, vocab), request.sampling, rngs[b]);
+      result.tokens.push_back(token);
+      const bool eos = token == config_.eos_token_id && !request.ignore_eos;
+      if (eos || static_cast<int>(result.tokens.size()) >= request.max_tokens) {
+        result.finish = eos ? FinishReason::stop : FinishReason::length;
+        active[b] = 0;
+        if (on_done) on_done(indices[b], result);
+      } else {
+        next[b] = token;
+        any_active = true;
+      }
+    }
+    if (!any_active) break;
+    for (std::size_t b = 0; b < indices.size(); ++b) {
+      if (!active[b]) next[b] = config_.pad_token_id;
+    }
+    runner->decode(next, active);
+    logits = runner->last_logits();
+  }
+}
+
+std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, int prefill_tokens,
+                                       const ScoreCallback& on_done) {
+  OFFGEN_CHECK(prefill_tokens >= 0, "--prefill-tokens must be >= 0 (got {})", prefill_tokens);
+  std::vector<ScoreResult> results(requests.size());
+  std::vector<std::size_t> good;
+  std::vector<std::size_t> lengths;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    results[i].error = check(requests[i]);
+    if (results[i].error.empty()) {
+      good.push_back(i);
+      lengths.push_back(requests[i].tokens.size());
+    } else if (on_done) {
+      on_done(i, results[i]);
+    }
+  }
+  for (const auto& group : group_by_length(lengths, static_cast<std::size_t>(options_.max_batch))) {
+    std::vector<std::size_t> indices;
+    for (std::size_t g : group) indices.push_back(good[g]);
+    score_batch(requests, indices, prefill_tokens, results, on_done);
+  }
+  return results;
+}
+
+void Engine::score_batch(std::span<const ScoreRequest> requests,
+                         std::span<const std::size_t> indices, int prefill_tokens,
+                         std::vector<ScoreResult>& results, const ScoreCallback& on_done) {
+  const int batch = static_cast<int>(indices.size());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::vector<std::int32_t>> prefixes;
+  std::vector<int> lengths;
+  int decode_steps = 0;
+  for (std::size_t index : indices) {
+    const auto& tokens = requests[index].tokens;
+    const int len = static_cast<int>(tokens.size());
+    const int prefix = prefill_tokens > 0 ? std::min(prefill_tokens, len) : len;
+    prefixes.emplace_back(tokens.begin(), tokens.begin() + prefix);
+    lengths.push_back(len);
+    // Teacher forcing feeds tokens prefix .. len-2; the last token is only ever a target.
+    decode_steps = std::max(decode_steps, len - prefix - 1);
+    results[index].token_logprobs.assign(tokens.size(), nan);
+  }
+  const PaddedBatch padded = left_pad(prefixes, config_.pad_token_id);
+  auto runner = make_runner(batch, padded.seq, decode_steps);
+  runner->prefill(padded);
+
+  // Prefill rows: row (b, column) holds token i = column - padding; its target is token i + 1.
+  std::vector<std::int32_t> targets(padded.tokens.size(), -1);
+  for (int b = 0; b < batch; ++b) {
+    const auto& tokens = requests[indices[static_cast<std::size_t>(b)]].tokens;
+    const int prefix = padded.lengths[static_cast<std::size_t>(b)];
+    const int pad = padded.seq - prefix;
+    for (int i = 0; i + 1 < lengths[static_cast<std::size_t>(b)] && i < prefix; ++i) {
+      targets[static_cast<std::size_t>(b * padded.seq + pad + i)] =
+          tokens[static_cast<std::size_t>(i + 1)];
+    }
+  }
+  std::vector<float> lp = runner->target_logprobs(targets);
+  for (int b = 0; b < batch; ++b) {
+    const int prefix = padded.lengths[static_cast<std::size_t>(b)];
+    const int pad = padded.seq - prefix;
+    auto& out = results[indices[static_cast<std::size_t>(b)]].token_logprobs;
+    for (int i = 0; i + 1 < lengths[static_cast<std::size_t>(b)] && i < prefix; ++i) {
+      out[static_cast<std::size_t>(i + 1)] = lp[static_cast<std::size_t>(b * padded.seq + pad + i)];
+    }
+  }
+
+  std::vector<std::int32_t> inputs(indices.size());
+  std::vector<std::uint8_t> advancing(indices.size());
+  std::vector<std::int32_t> step_targets(indices.size());
+  for (int step = 0; step < decode_steps; ++step) {
+    for (std::size_t b = 0; b < indices.size(); ++b) {
+      const auto& tokens = requests[indices[b]].tokens;
+      const int at = padded.lengths[b] + step;  // index of the token fed this step
+      const bool real = at + 1 < lengths[b];
+      inputs[b] = real ? tokens[static_cast<std::size_t>(at)] : config_.pad_token_id;
+      advancing[b] = real ? 1 : 0;
+      step_targets[b] = real ? tokens[static_cast<std::size_t>(at + 1)] : -1;
+    }
+    runner->decode(inputs, advancing);
+    lp = runner->target_logprobs(step_targets);
+    for (std::size_t b = 0; b < indices.size(); ++b) {
+      if (step_targets[b] >= 0) {
+        results[indices[b]].token_logprobs[static_cast<std::size_t>(padded.lengths[b] + step + 1)] =
+            lp[b];
+      }
+    }
+  }
+  if (on_done) {
+    for (std::size_t index : indices) on_done(index, results[index]);
+  }
+}
+
+}  // namespace offgen

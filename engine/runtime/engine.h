@@ -1,0 +1,121 @@
+// The Engine API: load a model onto a device, then generate completions or score texts in
+// batches. The CLI, the bench drivers and the tests all go through it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/device/device.h"
+#include "engine/model/opt_config.h"
+#include "engine/runtime/sampler.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace offgen {
+
+class BatchRunner;
+class Ops;
+class WeightSource;
+class WeightStore;
+
+enum class DeviceChoice { automatic, cpu, cuda };
+DeviceChoice parse_device_choice(const std::string& text);
+
+struct EngineOptions {
+  // A Hugging Face OPT checkpoint directory, or a config name (opt-125m ... opt-175b) for
+  // deterministic dummy weights.
+  std::string model = "opt-125m";
+  // Tokenizer directory (vocab.json + merges.txt); empty = the model directory, if it has one.
+  std::string tokenizer;
+  DeviceChoice device = DeviceChoice::automatic;
+  std::uint64_t dummy_seed = 0;
+  int max_batch = 8;  // sequences per batch
+  DeviceBudgets budgets;
+};
+
+enum class FinishReason { stop, length };
+const char* finish_reason_name(FinishReason reason);
+
+struct GenerationRequest {
+  std::vector<std::int32_t> prompt;  // token ids, BOS included
+  int max_tokens = 16;
+  SamplingParams sampling;
+  std::uint64_t seed = 0;
+  bool ignore_eos = false;  // benchmarks generate exactly max_tokens
+};
+
+struct GenerationResult {
+  std::vector<std::int32_t> tokens;  // generated ids (the EOS that stopped it included)
+  FinishReason finish = FinishReason::length;
+  std::string error;  // non-empty: the request was rejected, nothing generated
+};
+
+struct ScoreRequest {
+  std::vector<std::int32_t> tokens;  // BOS included when the caller wants it scored against
+};
+
+struct ScoreResult {
+  // token_logprobs[i] = log p(tokens[i] | tokens[:i]); [0] is NaN (nothing to condition on).
+  std::vector<float> token_logprobs;
+  std::string error;
+};
+
+class Engine {
+ public:
+  // Loads the model (and tokenizer, if one is found) onto the chosen device. Throws offgen::Error
+  // with a message naming the model / file and the problem.
+  explicit Engine(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const OptConfig& config() const { return config_; }
+  // Null when the model has no tokenizer files (dummy weights without --tokenizer).
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  Device& device() { return *device_; }
+  const std::string& model_description() const { return model_description_; }
+  std::uint64_t weight_bytes() const;
+  int max_batch() const { return options_.max_batch; }
+
+  // Checks a request against the model (ids in the vocab, prompt + max_tokens within the
+  // positions); returns the problem, or an empty string.
+  std::string check(const GenerationRequest& request) const;
+  std::string check(const ScoreRequest& request) const;
+
+  // Runs every request; bad requests get `error` set and the rest still run. `on_done(index,
+  // result)` is called as each request finishes (batch by batch, not in input order).
+  using GenerationCallback = std::function<void(std::size_t, const GenerationResult&)>;
+  std::vector<GenerationResult> generate(std::span<const GenerationRequest> requests,
+                                         const GenerationCallback& on_done = {});
+
+  // Scores every request. The first `prefill_tokens` tokens of each text run as one prefill, the
+  // rest as teacher-forced decode steps through the KV cache (0 = the whole text as prefill).
+  using ScoreCallback = std::function<void(std::size_t, const ScoreResult&)>;
+  std::vector<ScoreResult> score(std::span<const ScoreRequest> requests, int prefill_tokens = 0,
+                                 const ScoreCallback& on_done = {});
+
+  // A runner for `batch` sequences of up to max_prompt + max_new tokens (benchmarks drive it).
+  std::unique_ptr<BatchRunner> make_runner(int batch, int max_prompt, int max_new);
+
+ private:
+  void generate_batch(std::span<const GenerationRequest> requests,
+                      std::span<const std::size_t> indices, std::vector<GenerationResult>& results,
+                      const GenerationCallback& on_done);
+  void score_batch(std::span<const ScoreRequest> requests, std::span<const std::size_t> indices,
+                   int prefill_tokens, std::vector<ScoreResult>& results,
+                   const ScoreCallback& on_done);
+
+  EngineOptions options_;
+  OptConfig config_;
+  std::string model_description_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Ops> ops_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<WeightStore> weights_;
+};
+
+}  // namespace offgen

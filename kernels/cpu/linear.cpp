@@ -1,0 +1,516 @@
+// Linear / logits: fp32 GEMM over fp16 operands, y[m, n] = Σ_k x[m, k]·W[n, k] (+ epilogue).
+//
+// Two paths, both TBB-parallel over an (n-block × m-block) task grid; each task converts its
+// block of W rows to fp32 into thread-local scratch once, and finishes its outputs through the
+// epilogue (bias, activation, one rounding to fp16 — or plain fp32 for logits).
+//
+//  * Panel path (m >= one x panel: 32 rows with AVX-512, 16 with AVX2) — the compute-bound case.
+//    x is packed once per call into k-major panels xp[kk][P] and W's scratch keeps rows at a fixed
+//    stride of kChunk floats, so the micro-kernel is an outer product: per kk it loads P x values
+//    as vectors and broadcasts G W values (compile-time displacements), G×P accumulators
+//    (AVX-512: 12 × 32 = 24 zmm; AVX2: 6 × 16 = 12 ymm). No horizontal reductions.
+//    k runs in chunks of <= kChunk so a W group stays in L1 while x panels stream from L2.
+//  * Dot path (small m: decode, short prompts) — memory-bound on W. x rows are zero-padded to a
+//    multiple of 16; each NR-row group of W is converted right before use; the micro-kernel does
+//    MR × NR dot products vectorised over k and reduces them horizontally once per tile.
+//
+// Micro-kernels are picked at run time (AVX-512, AVX2+FMA, portable); OFFGEN_CPU_ISA=avx2 or
+// =portable caps the choice so tests can cover the fallbacks on any x86 machine.
+#include "kernels/cpu/linear.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string_view>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace offgen::kernels::cpu {
+namespace {
+
+// ---- shared ----------------------------------------------------------------------------------
+
+// 64-byte aligned fp32 buffer: vector loads that straddle cache lines halve L1 throughput.
+class AlignedFloats {
+ public:
+  float* get(std::size_t n) {
+    if (n > size_) {
+      data_.reset(static_cast<float*>(::operator new[](n * sizeof(float), kAlign)));
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  static constexpr std::align_val_t kAlign{64};
+  struct Free {
+    void operator()(float* p) const { ::operator delete[](p, kAlign); }
+  };
+  std::unique_ptr<float[], Free> data_;
+  std::size_t size_ = 0;
+};
+
+std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
+std::int64_t ceil_div(std::int64_t v, std::int64_t d) { return (v + d - 1) / d; }
+
+// Tasks wanted for load balance: a few per worker.
+std::int64_t task_target() {
+  return 8 * static_cast<std::int64_t>(tbb::this_task_arena::max_concurrency());
+}
+
+// Finishes `count` fp32 sums of output row `row`, columns [n0, n0 + count); may modify c.
+struct Epilogue {
+  const float* bias = nullptr;  // fp32, [n]; null = none
+  bool relu = false;
+  Half* y = nullptr;      // linear output, or
+  float* out = nullptr;   // logits output
+  std::int64_t n = 0;
+
+  void operator()(std::int64_t row, std::int64_t n0, std::int64_t count, float* c) const {
+    if (out != nullptr) {
+      std::copy(c, c + count, out + row * n + n0);
+      return;
+    }
+    const float* b = bias != nullptr ? bias + n0 : nullptr;
+#pragma omp simd
+    for (std::int64_t j = 0; j < count; ++j) {
+      const float v = c[j] + (b != nullptr ? b[j] : 0.0f);
+      c[j] = relu ? std::max(v, 0.0f) : v;
+    }
+    float_to_half(c, y + row * n + n0, static_cast<std::size_t>(count));
+  }
+};
+
+// ---- dot path: micro-kernels -----------------------------------------------------------------
+
+constexpr int kDotAlign = 16;    // x / W rows padded to a multiple of one zmm of floats
+constexpr int kDotChunk = 1024;  // k per pass
+constexpr int kMaxMr = 4;
+
+// c[i·ldc + j] += dot(x_i, w_j) over len (a multiple of 16) for i < MR, j < NR.
+using DotTile = void (*)(const float* x, std::int64_t ldx, const float* w, std::int64_t ldw,
+                         int len, float* c, std::int64_t ldc);
+
+struct DotIsa {
+  int mr = 0;
+  int nr = 0;
+  DotTile tile[kMaxMr + 1] = {};  // tile[r] handles r rows of x (1 <= r <= mr)
+};
+
+// ---- portable ------------------------------------------------------------------------------
+template <int MR>
+void dot_portable(const float* x, std::int64_t ldx, const float* w, std::int64_t ldw, int len,
+                   float* c, std::int64_t ldc) {
+  constexpr int kNr = 4;
+  constexpr int kLanes = 8;
+  float acc[MR][kNr][kLanes] = {};
+  for (int kk = 0; kk < len; kk += kLanes) {
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < kNr; ++j) {
+#pragma omp simd
+        for (int l = 0; l < kLanes; ++l) acc[i][j][l] += x[i * ldx + kk + l] * w[j * ldw + kk + l];
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < kNr; ++j) {
+      float s = 0.0f;
+      for (int l = 0; l < kLanes; ++l) s += acc[i][j][l];
+      c[i * ldc + j] += s;
+    }
+  }
+}
+
+#if defined(__x86_64__)
+// ---- AVX2 + FMA: 3 x-rows × 4 W-rows = 12 ymm accumulators + 3 x + 1 w = 16 registers -------
+template <int MR>
+__attribute__((target("avx2,fma"))) void dot_avx2(const float* x, std::int64_t ldx,
+                                                   const float* w, std::int64_t ldw, int len,
+                                                   float* c, std::int64_t ldc) {
+  constexpr int kNr = 4;
+  __m256 acc[MR][kNr];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kNr; ++j) acc[i][j] = _mm256_setzero_ps();
+  }
+  for (int kk = 0; kk < len; kk += 8) {
+    __m256 xv[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) xv[i] = _mm256_loadu_ps(x + i * ldx + kk);
+#pragma GCC unroll 4
+    for (int j = 0; j < kNr; ++j) {
+      const __m256 wv = _mm256_loadu_ps(w + j * ldw + kk);
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm256_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+    // [a0 a1 a2 a3] -> four sums: hadd pairs, then fold the two 128-bit halves.
+    const __m256 h01 = _mm256_hadd_ps(acc[i][0], acc[i][1]);
+    const __m256 h23 = _mm256_hadd_ps(acc[i][2], acc[i][3]);
+    const __m256 h = _mm256_hadd_ps(h01, h23);
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    _mm_storeu_ps(c + i * ldc, _mm_add_ps(_mm_loadu_ps(c + i * ldc), s));
+  }
+}
+
+// ---- AVX-512: 4 x-rows × 6 W-rows = 24 zmm accumulators + 4 x + 1 w = 29 of 32 registers ----
+__attribute__((target("avx512f"))) inline __m256 fold512(__m512 v) {
+  // The maskz forms: GCC 12's plain extract / cast intrinsics trip -Wuninitialized on their
+  // internal _mm256_undefined_pd(); an all-ones mask compiles to the same instruction.
+  const __m512d d = _mm512_castps_pd(v);
+  return _mm256_add_ps(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 0)),
+                       _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 1)));
+}
+
+template <int MR>
+__attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t ldx,
+                                                    const float* w, std::int64_t ldw, int len,
+                                                    float* c, std::int64_t ldc) {
+  constexpr int kNr = 6;
+  __m512 acc[MR][kNr];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 6
+    for (int j = 0; j < kNr; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int kk = 0; kk < len; kk += 16) {
+    __m512 xv[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) xv[i] = _mm512_loadu_ps(x + i * ldx + kk);
+#pragma GCC unroll 6
+    for (int j = 0; j < kNr; ++j) {
+      const __m512 wv = _mm512_loadu_ps(w + j * ldw + kk);
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+    // Six zmm -> six sums: fold each to 256 bits, then an 8-wide hadd tree (two zero slots).
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 h01 = _mm256_hadd_ps(fold512(acc[i][0]), fold512(acc[i][1]));
+    const __m256 h23 = _mm256_hadd_ps(fold512(acc[i][2]), fold512(acc[i][3]));
+    const __m256 h45 = _mm256_hadd_ps(fold512(acc[i][4]), fold512(acc[i][5]));
+    const __m256 h0123 = _mm256_hadd_ps(h01, h23);
+    const __m256 h45zz = _mm256_hadd_ps(h45, zero);
+    const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h45zz, 0x20),
+                                   _mm256_permute2f128_ps(h0123, h45zz, 0x31));
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, s);
+    for (int j = 0; j < kNr; ++j) c[i * ldc + j] += sums[j];
+  }
+}
+#endif
+
+
+// ---- panel path: micro-kernels ---------------------------------------------------------------
+
+// k per pass, and the fixed row stride (floats) of the W scratch, so a kernel addresses W row j
+// at the compile-time displacement j·kChunk.
+constexpr int kChunk = 512;
+
+// ct[j·ldc + r] += Σ_kk w[j·kChunk + kk] · xp[kk·P + r] for j < G and the first V·(P/2) rows r.
+using PanelTile = void (*)(const float* xp, const float* w, int len, float* ct, std::int64_t ldc);
+
+struct PanelIsa {
+  int rows = 0;   // P: x rows per panel (two vectors)
+  int group = 0;  // G: W rows per micro-tile
+  PanelTile tile[3] = {};  // tile[v]: v vectors of rows (v = 1 for a panel at most half full)
+};
+
+#if defined(__x86_64__)
+template <int V>
+__attribute__((target("avx512f"))) void panel_avx512(const float* xp, const float* w, int len,
+                                                     float* ct, std::int64_t ldc) {
+  constexpr int kG = 12;
+  constexpr int kP = 32;
+  __m512 acc[kG][V];
+#pragma GCC unroll 12
+  for (int j = 0; j < kG; ++j) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[j][v] = _mm512_setzero_ps();
+  }
+  for (int kk = 0; kk < len; ++kk) {
+    __m512 xv[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) xv[v] = _mm512_load_ps(xp + kk * kP + 16 * v);
+#pragma GCC unroll 12
+    for (int j = 0; j < kG; ++j) {
+      const __m512 b = _mm512_set1_ps(w[j * kChunk + kk]);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[j][v] = _mm512_fmadd_ps(b, xv[v], acc[j][v]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int j = 0; j < kG; ++j) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) {
+      float* c = ct + j * ldc + 16 * v;
+      _mm512_storeu_ps(c, _mm512_add_ps(_mm512_loadu_ps(c), acc[j][v]));
+    }
+  }
+}
+
+template <int V>
+__attribute__((target("avx2,fma"))) void panel_avx2(const float* xp, const float* w, int len,
+                                                    float* ct, std::int64_t ldc) {
+  constexpr int kG = 6;
+  constexpr int kP = 16;
+  __m256 acc[kG][V];
+#pragma GCC unroll 6
+  for (int j = 0; j < kG; ++j) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[j][v] = _mm256_setzero_ps();
+  }
+  for (int kk = 0; kk < len; ++kk) {
+    __m256 xv[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) xv[v] = _mm256_load_ps(xp + kk * kP + 8 * v);
+#pragma GCC unroll 6
+    for (int j = 0; j < kG; ++j) {
+      const __m256 b = _mm256_broadcast_ss(w + j * kChunk + kk);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[j][v] = _mm256_fmadd_ps(b, xv[v], acc[j][v]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int j = 0; j < kG; ++j) {
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) {
+      float* c = ct + j * ldc + 8 * v;
+      _mm256_storeu_ps(c, _mm256_add_ps(_mm256_loadu_ps(c), acc[j][v]));
+    }
+  }
+}
+#endif
+
+// ---- selection -------------------------------------------------------------------------------
+
+struct Kernels {
+  DotIsa dot;
+  PanelIsa panel;  // panel.rows == 0: none (portable builds use the dot path for every m)
+};
+
+// Best kernels this CPU runs, capped by OFFGEN_CPU_ISA (read per call: tests flip it).
+Kernels select_kernels() {
+  const char* env = std::getenv("OFFGEN_CPU_ISA");
+  const std::string_view cap = env != nullptr ? env : "";
+  Kernels k;
+  k.dot = {2, 4, {nullptr, dot_portable<1>, dot_portable<2>}};
+  if (cap == "portable") return k;
+#if defined(__x86_64__)
+  static const bool has_avx512 = __builtin_cpu_supports("avx512f");
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (has_avx512 && cap != "avx2") {
+    k.dot = {4, 6, {nullptr, dot_avx512<1>, dot_avx512<2>, dot_avx512<3>, dot_avx512<4>}};
+    k.panel = {32, 12, {nullptr, panel_avx512<1>, panel_avx512<2>}};
+  } else if (has_avx2) {
+    k.dot = {3, 4, {nullptr, dot_avx2<1>, dot_avx2<2>, dot_avx2<3>}};
+    k.panel = {16, 6, {nullptr, panel_avx2<1>, panel_avx2<2>}};
+  }
+#endif
+  return k;
+}
+
+// ---- dot path: driver ------------------------------------------------------------------------
+
+void gemm_dot(const DotIsa& isa, const Half* x, const Half* weight, std::int64_t m, std::int64_t n,
+              std::int64_t k, const Epilogue& store) {
+  const std::int64_t kp = round_up(std::max<std::int64_t>(k, 1), kDotAlign);
+  AlignedFloats x_buffer;  // x in fp32, rows zero-padded to kp
+  float* const xf = x_buffer.get(static_cast<std::size_t>(m * kp));
+  for (std::int64_t i = 0; i < m; ++i) {
+    half_to_float(x + i * k, xf + i * kp, static_cast<std::size_t>(k));
+    std::fill(xf + i * kp + k, xf + (i + 1) * kp, 0.0f);
+  }
+  const std::int64_t chunk = round_up(ceil_div(kp, ceil_div(kp, kDotChunk)), kDotAlign);
+  // Blocks of W rows per task; small, since m is small and tasks must outnumber the workers.
+  std::int64_t nb = 16 * isa.nr;
+  while (nb > isa.nr && ceil_div(n, nb) < task_target()) nb -= isa.nr;
+  const std::int64_t n_blocks = ceil_div(n, nb);
+
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n_blocks), [&](const auto& r) {
+      thread_local AlignedFloats w_buffer;
+      thread_local AlignedFloats c_buffer;
+      float* const wf = w_buffer.get(static_cast<std::size_t>(isa.nr * kp));
+      for (std::int64_t t = r.begin(); t != r.end(); ++t) {
+        const std::int64_t n0 = t * nb;
+        const std::int64_t ncount = std::min(nb, n - n0);
+        const std::int64_t nbp = round_up(ncount, isa.nr);
+        float* const c = c_buffer.get(static_cast<std::size_t>(m * nbp));
+        std::fill(c, c + m * nbp, 0.0f);
+        for (std::int64_t j0 = 0; j0 < nbp; j0 += isa.nr) {
+          // Convert this group (zero rows past n) into L1-sized scratch right before use.
+          const std::int64_t rows = std::min<std::int64_t>(isa.nr, ncount - j0);
+          for (std::int64_t j = 0; j < rows; ++j) {
+            half_to_float(weight + (n0 + j0 + j) * k, wf + j * kp, static_cast<std::size_t>(k));
+            std::fill(wf + j * kp + k, wf + (j + 1) * kp, 0.0f);
+          }
+          std::fill(wf + rows * kp, wf + isa.nr * kp, 0.0f);
+          for (std::int64_t k0 = 0; k0 < kp; k0 += chunk) {
+            const int len = static_cast<int>(std::min(chunk, kp - k0));
+            for (std::int64_t i0 = 0; i0 < m; i0 += isa.mr) {
+              const auto mr = std::min<std::int64_t>(isa.mr, m - i0);
+              isa.tile[mr](xf + i0 * kp + k0, kp, wf + k0, kp, len, c + i0 * nbp + j0, nbp);
+            }
+          }
+        }
+        for (std::int64_t i = 0; i < m; ++i) store(i, n0, ncount, c + i * nbp);
+      }
+    });
+  });
+}
+
+// ---- panel path: driver ----------------------------------------------------------------------
+
+void gemm_panel(const PanelIsa& isa, const Half* x, const Half* weight, std::int64_t m,
+                std::int64_t n, std::int64_t k, const Epilogue& store) {
+  const std::int64_t P = isa.rows;
+  const std::int64_t G = isa.group;
+  const std::int64_t panels = ceil_div(m, P);
+  const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(k, kChunk));
+  const std::int64_t clen = ceil_div(k, chunks);  // balanced chunks, each <= kChunk
+
+  // x packed k-major: panel p holds rows [p·P, p·P + P) as xp[p·k·P + kk·P + r], zero past m.
+  AlignedFloats x_buffer;
+  float* const xp = x_buffer.get(static_cast<std::size_t>(std::max<std::int64_t>(panels * k * P, 1)));
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, panels), [&](const auto& r) {
+    thread_local AlignedFloats rows_buffer;
+    float* const rows = rows_buffer.get(static_cast<std::size_t>(std::max<std::int64_t>(P * k, 1)));
+    for (std::int64_t p = r.begin(); p != r.end(); ++p) {
+      // Convert the panel's rows (bulk F16C), then transpose with sequential writes: the P rows'
+      // read streams stay in L1 while dst is written once, in order.
+      const std::int64_t real = std::min(P, m - p * P);
+      half_to_float(x + p * P * k, rows, static_cast<std::size_t>(real * k));
+      std::fill(rows + real * k, rows + P * k, 0.0f);
+      float* const dst = xp + p * k * P;
+      for (std::int64_t kk = 0; kk < k; ++kk) {
+        for (std::int64_t i = 0; i < P; ++i) dst[kk * P + i] = rows[i * k + kk];
+      }
+    }
+  });
+
+  // Per task and chunk: W block (nb rows × kChunk) ~192 KiB and x block (mb rows) ~256 KiB in L2.
+  std::int64_t nb = 8 * G;
+  const std::int64_t mb = std::min(round_up(m, P), 4 * P);
+  const std::int64_t m_blocks = ceil_div(m, mb);
+  while (nb > G && ceil_div(n, nb) * m_blocks < task_target()) nb -= G;
+  const std::int64_t n_blocks = ceil_div(n, nb);
+
+  static std::atomic<std::uint64_t> calls{0};
+  const std::uint64_t call = ++calls;
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n_blocks * m_blocks), [&](const auto& r) {
+      thread_local AlignedFloats w_buffer;
+      thread_local AlignedFloats c_buffer;
+      thread_local AlignedFloats row_buffer;
+      // Which (call, n-block) this thread's W scratch holds: consecutive tasks share the block,
+      // and TBB hands a thread neighbouring ranges, so the conversion is mostly done once.
+      thread_local std::uint64_t cached_call = 0;
+      thread_local std::int64_t cached_block = -1;
+      for (std::int64_t t = r.begin(); t != r.end(); ++t) {
+        const std::int64_t nblock = t / m_blocks;
+        const std::int64_t n0 = nblock * nb;
+        const std::int64_t ncount = std::min(nb, n - n0);
+        const std::int64_t nbp = round_up(ncount, G);
+        // Always the full-block size, so the buffer never moves under a cached block.
+        float* const wf = w_buffer.get(static_cast<std::size_t>(chunks * round_up(nb, G) * kChunk));
+        if (cached_call != call || cached_block != nblock) {
+          // W scratch: wf[(c·nbp + j)·kChunk + kk] = W[n0 + j, c·clen + kk]; rows past n are 0.
+          for (std::int64_t c = 0; c < chunks; ++c) {
+            const std::int64_t k0 = c * clen;
+            const std::int64_t len = std::min(clen, k - k0);
+            for (std::int64_t j = 0; j < nbp; ++j) {
+              float* const dst = wf + (c * nbp + j) * kChunk;
+              if (j < ncount) {
+                half_to_float(weight + (n0 + j) * k + k0, dst, static_cast<std::size_t>(len));
+              } else {
+                std::fill(dst, dst + len, 0.0f);
+              }
+            }
+          }
+          cached_call = call;
+          cached_block = nblock;
+        }
+        const std::int64_t m0 = (t % m_blocks) * mb;
+        const std::int64_t mcount = std::min(mb, m - m0);
+        const std::int64_t ldc = round_up(mcount, P);
+        // ct is the output tile transposed: ct[j·ldc + i] for output (m0 + i, n0 + j).
+        float* const ct = c_buffer.get(static_cast<std::size_t>(nbp * ldc));
+        std::fill(ct, ct + nbp * ldc, 0.0f);
+        for (std::int64_t c = 0; c < chunks; ++c) {
+          const std::int64_t k0 = c * clen;
+          const int len = static_cast<int>(std::min(clen, k - k0));
+          for (std::int64_t j0 = 0; j0 < nbp; j0 += G) {
+            const float* const w = wf + (c * nbp + j0) * kChunk;
+            for (std::int64_t i0 = 0; i0 < mcount; i0 += P) {
+              const int vectors = mcount - i0 > P / 2 ? 2 : 1;
+              isa.tile[vectors](xp + (m0 + i0) * k + k0 * P, w, len, ct + j0 * ldc + i0, ldc);
+            }
+          }
+        }
+        // Transpose back 16 rows at a time (each ct read is one cache line), then finish rows.
+        constexpr std::int64_t kRows = 16;
+        float* const rows = row_buffer.get(static_cast<std::size_t>(kRows * nbp));
+        for (std::int64_t i0 = 0; i0 < mcount; i0 += kRows) {
+          const std::int64_t count = std::min(kRows, mcount - i0);
+          for (std::int64_t j = 0; j < ncount; ++j) {
+            for (std::int64_t i = 0; i < count; ++i) rows[i * nbp + j] = ct[j * ldc + i0 + i];
+          }
+          for (std::int64_t i = 0; i < count; ++i) store(m0 + i0 + i, n0, ncount, rows + i * nbp);
+        }
+      }
+    });
+  });
+}
+
+void gemm(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std::int64_t k,
+          const Epilogue& store) {
+  if (m <= 0 || n <= 0) return;
+  const Kernels kernels = select_kernels();
+  // The panel path pads x to whole panels; below one panel the dot path wastes nothing.
+  if (kernels.panel.rows > 0 && m >= kernels.panel.rows) {
+    gemm_panel(kernels.panel, x, weight, m, n, k, store);
+  } else {
+    gemm_dot(kernels.dot, x, weight, m, n, k, store);
+  }
+}
+
+}  // namespace
+
+void linear(const Half* x, const Half* weight, const Half* bias, Half* y, std::int64_t m, int n,
+            int k, Activation activation) {
+  std::vector<float> bias_f;
+  if (bias != nullptr) {
+    bias_f.resize(static_cast<std::size_t>(std::max(n, 0)));
+    half_to_float(bias, bias_f.data(), bias_f.size());
+  }
+  Epilogue e;
+  e.bias = bias != nullptr ? bias_f.data() : nullptr;
+  e.relu = activation == Activation::relu;
+  e.y = y;
+  e.n = n;
+  gemm(x, weight, m, n, k, e);
+}
+
+void logits(const Half* x, const Half* embed, float* out, std::int64_t m, int vocab, int dim) {
+  Epilogue e;
+  e.out = out;
+  e.n = vocab;
+  gemm(x, embed, m, vocab, dim, e);
+}
+
+}  // namespace offgen::kernels::cpu

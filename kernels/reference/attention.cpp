@@ -1,0 +1,141 @@
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/reference/reference.h"
+
+namespace offgen::kernels::reference {
+namespace {
+
+double dot(const Half* a, const Half* b, int n) {
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += double{half_to_float(a[i])} * half_to_float(b[i]);
+  return sum;
+}
+
+// In-place softmax over the entries of `scores` whose `use` flag is set; others become 0.
+void softmax(std::vector<double>& scores, const std::vector<bool>& use) {
+  double max = -std::numeric_limits<double>::infinity();
+  for (std::size_t j = 0; j < scores.size(); ++j) {
+    if (use[j] && scores[j] > max) max = scores[j];
+  }
+  double sum = 0.0;
+  for (std::size_t j = 0; j < scores.size(); ++j) {
+    scores[j] = use[j] ? std::exp(scores[j] - max) : 0.0;
+    sum += scores[j];
+  }
+  for (double& s : scores) s /= sum;
+}
+
+void copy_head(const Half* from, Half* to, int head_dim) {
+  for (int d = 0; d < head_dim; ++d) to[d] = from[d];
+}
+
+}  // namespace
+
+void prefill_attention(const PrefillAttentionArgs& a) {
+  const int hd = a.heads * a.head_dim;
+  const std::int64_t qkv_stride = 3 * std::int64_t{hd};
+  for (int b = 0; b < a.batch; ++b) {
+    const std::uint8_t* valid = a.valid + std::int64_t{b} * a.seq;
+    for (int h = 0; h < a.heads; ++h) {
+      float* key_sums = a.key_prob_sums != nullptr
+                            ? a.key_prob_sums + (std::int64_t{b} * a.heads + h) * a.seq
+                            : nullptr;
+      std::vector<double> key_sums_acc(static_cast<std::size_t>(a.seq), 0.0);
+      for (int i = 0; i < a.seq; ++i) {
+        const std::int64_t token = std::int64_t{b} * a.seq + i;
+        Half* out = a.out + token * hd + std::int64_t{h} * a.head_dim;
+        if (valid[i] == 0) {  // padding query: zeros
+          for (int d = 0; d < a.head_dim; ++d) out[d] = float_to_half(0.0f);
+          continue;
+        }
+        const Half* q = a.qkv + token * qkv_stride + std::int64_t{h} * a.head_dim;
+        std::vector<double> p(static_cast<std::size_t>(i + 1));
+        std::vector<bool> use(static_cast<std::size_t>(i + 1));
+        for (int j = 0; j <= i; ++j) {  // causal: keys 0..i, real ones only
+          const Half* k = a.qkv + (std::int64_t{b} * a.seq + j) * qkv_stride + hd +
+                          std::int64_t{h} * a.head_dim;
+          use[j] = valid[j] != 0;
+          p[j] = use[j] ? double{a.scale} * dot(q, k, a.head_dim) : 0.0;
+        }
+        softmax(p, use);
+        for (int d = 0; d < a.head_dim; ++d) {
+          double acc = 0.0;
+          for (int j = 0; j <= i; ++j) {
+            const Half* v = a.qkv + (std::int64_t{b} * a.seq + j) * qkv_stride + 2 * hd +
+                            std::int64_t{h} * a.head_dim;
+            acc += p[j] * half_to_float(v[d]);
+          }
+          out[d] = float_to_half(static_cast<float>(acc));
+        }
+        for (int j = 0; j <= i; ++j) key_sums_acc[j] += p[j];
+      }
+      if (key_sums != nullptr) {
+        for (int j = 0; j < a.seq; ++j) key_sums[j] = static_cast<float>(key_sums_acc[j]);
+      }
+    }
+  }
+}
+
+void store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq, int heads,
+                      int head_dim, Half* k_cache, Half* v_cache, int capacity) {
+  const int hd = heads * head_dim;
+  for (int b = 0; b < batch; ++b) {
+    int slot = 0;
+    for (int i = 0; i < seq; ++i) {
+      const std::int64_t token = std::int64_t{b} * seq + i;
+      if (valid[token] == 0) continue;
+      for (int h = 0; h < heads; ++h) {
+        const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + slot) * head_dim;
+        const Half* src = qkv + token * 3 * hd + std::int64_t{h} * head_dim;
+        copy_head(src + hd, k_cache + dst, head_dim);
+        copy_head(src + 2 * hd, v_cache + dst, head_dim);
+      }
+      ++slot;
+    }
+  }
+}
+
+void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
+               Half* k_cache, Half* v_cache, int capacity) {
+  const int hd = heads * head_dim;
+  for (int b = 0; b < batch; ++b) {
+    for (int h = 0; h < heads; ++h) {
+      const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + write_slot[b]) * head_dim;
+      const Half* src = qkv + std::int64_t{b} * 3 * hd + std::int64_t{h} * head_dim;
+      copy_head(src + hd, k_cache + dst, head_dim);
+      copy_head(src + 2 * hd, v_cache + dst, head_dim);
+    }
+  }
+}
+
+void decode_attention(const DecodeAttentionArgs& a) {
+  const int hd = a.heads * a.head_dim;
+  for (int b = 0; b < a.batch; ++b) {
+    const int count = a.slot_count[b];
+    for (int h = 0; h < a.heads; ++h) {
+      const std::int64_t cache = (std::int64_t{b} * a.heads + h) * a.capacity;
+      const Half* q = a.qkv + std::int64_t{b} * 3 * hd + std::int64_t{h} * a.head_dim;
+      Half* out = a.out + std::int64_t{b} * hd + std::int64_t{h} * a.head_dim;
+      std::vector<double> p(static_cast<std::size_t>(count));
+      for (int j = 0; j < count; ++j) {
+        p[j] = double{a.scale} * dot(q, a.k_cache + (cache + j) * a.head_dim, a.head_dim);
+      }
+      softmax(p, std::vector<bool>(p.size(), true));
+      for (int d = 0; d < a.head_dim; ++d) {
+        double acc = 0.0;  // count == 0: stays 0
+        for (int j = 0; j < count; ++j) {
+          acc += p[j] * half_to_float(a.v_cache[(cache + j) * a.head_dim + d]);
+        }
+        out[d] = float_to_half(static_cast<float>(acc));
+      }
+      if (a.probs != nullptr) {
+        float* row = a.probs + cache;
+        for (int j = 0; j < a.capacity; ++j) row[j] = j < count ? static_cast<float>(p[j]) : 0.0f;
+      }
+    }
+  }
+}
+
+}  // namespace offgen::kernels::reference

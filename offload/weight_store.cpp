@@ -1,0 +1,156 @@
+#include "offload/weight_store.h"
+
+#include <spdlog/spdlog.h>
+#include <tbb/parallel_for_each.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/core/error.h"
+
+namespace offgen {
+namespace {
+
+// One contiguous block of device memory holding several tensors back to back (each 128-element
+// aligned so vector loads never straddle tensors). `bind` receives the block's base address and
+// publishes the tensors' pointers into ModelWeights once the block is on the device.
+struct BlockLayout {
+  struct Piece {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::size_t offset = 0;  // elements
+  };
+  std::vector<Piece> pieces;
+  std::size_t elements = 0;
+  std::vector<std::function<void(const Half*)>> binders;
+
+  // Adds a tensor; returns its element offset inside the block.
+  std::size_t add(std::string name, std::vector<std::int64_t> shape) {
+    std::size_t numel = 1;
+    for (std::int64_t d : shape) numel *= static_cast<std::size_t>(d);
+    const std::size_t offset = elements;
+    pieces.push_back({std::move(name), std::move(shape), offset});
+    elements += (numel + 127) / 128 * 128;
+    return offset;
+  }
+
+  // Adds a tensor and remembers to point `slot` at it.
+  void add(std::string name, std::vector<std::int64_t> shape, const Half** slot) {
+    const std::size_t offset = add(std::move(name), std::move(shape));
+    binders.push_back([slot, offset](const Half* base) { *slot = base + offset; });
+  }
+
+  // q, k, v stacked into one [3·rows, cols] matrix (or [3·rows] bias) at consecutive offsets.
+  void add_fused_qkv(const std::string& prefix, const std::string& suffix,
+                     std::vector<std::int64_t> shape, const Half** slot) {
+    std::size_t numel = 1;
+    for (std::int64_t d : shape) numel *= static_cast<std::size_t>(d);
+    const std::size_t offset = elements;
+    for (const char* part : {"q_proj", "k_proj", "v_proj"}) {
+      pieces.push_back({prefix + part + suffix, shape, elements});
+      elements += numel;
+    }
+    elements = (elements + 127) / 128 * 128;
+    binders.push_back([slot, offset](const Half* base) { *slot = base + offset; });
+  }
+};
+
+BlockLayout global_layout(const OptConfig& c, ModelWeights& w) {
+  BlockLayout block;
+  block.add("decoder.embed_tokens.weight", {c.vocab_size, c.word_embed_proj_dim}, &w.embed_tokens);
+  block.add("decoder.embed_positions.weight", {c.max_position_embeddings + c.position_offset,
+                                               c.hidden_size},
+            &w.embed_positions);
+  if (c.has_projections()) {
+    block.add("decoder.project_in.weight", {c.hidden_size, c.word_embed_proj_dim}, &w.project_in);
+    block.add("decoder.project_out.weight", {c.word_embed_proj_dim, c.hidden_size},
+              &w.project_out);
+  }
+  if (c.has_final_layer_norm() && c.layer_norm_elementwise_affine) {
+    block.add("decoder.final_layer_norm.weight", {c.hidden_size}, &w.final_ln_weight);
+    block.add("decoder.final_layer_norm.bias", {c.hidden_size}, &w.final_ln_bias);
+  }
+  return block;
+}
+
+BlockLayout layer_layout(const OptConfig& c, int index, LayerWeights& l) {
+  BlockLayout block;
+  const std::string p = "decoder.layers." + std::to_string(index) + ".";
+  const std::int64_t h = c.hidden_size;
+  const std::int64_t f = c.ffn_dim;
+  const bool affine = c.layer_norm_elementwise_affine;
+  const bool bias = c.enable_bias;
+  if (affine) {
+    block.add(p + "self_attn_layer_norm.weight", {h}, &l.attn_ln_weight);
+    block.add(p + "self_attn_layer_norm.bias", {h}, &l.attn_ln_bias);
+  }
+  block.add_fused_qkv(p + "self_attn.", ".weight", {h, h}, &l.qkv_weight);
+  if (bias) block.add_fused_qkv(p + "self_attn.", ".bias", {h}, &l.qkv_bias);
+  block.add(p + "self_attn.out_proj.weight", {h, h}, &l.out_weight);
+  if (bias) block.add(p + "self_attn.out_proj.bias", {h}, &l.out_bias);
+  if (affine) {
+    block.add(p + "final_layer_norm.weight", {h}, &l.ffn_ln_weight);
+    block.add(p + "final_layer_norm.bias", {h}, &l.ffn_ln_bias);
+  }
+  block.add(p + "fc1.weight", {f, h}, &l.fc1_weight);
+  if (bias) block.add(p + "fc1.bias", {f}, &l.fc1_bias);
+  block.add(p + "fc2.weight", {h, f}, &l.fc2_weight);
+  if (bias) block.add(p + "fc2.bias", {h}, &l.fc2_bias);
+  return block;
+}
+
+}  // namespace
+
+WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSource& source) {
+  weights_.layers.resize(static_cast<std::size_t>(config.num_layers));
+  std::vector<BlockLayout> layouts;
+  layouts.push_back(global_layout(config, weights_));
+  for (int i = 0; i < config.num_layers; ++i) {
+    layouts.push_back(layer_layout(config, i, weights_.layers[static_cast<std::size_t>(i)]));
+  }
+
+  std::size_t largest = 0;
+  for (const BlockLayout& layout : layouts) {
+    largest = std::max(largest, layout.elements);
+    bytes_ += layout.elements * sizeof(Half);
+  }
+
+  // Two staging buffers: block i converts into one while block i-1 copies out of the other.
+  Stream& copies = device.stream(StreamRole::h2d_weights);
+  Buffer staging[2] = {device.allocate(Tier::pinned, largest * sizeof(Half)),
+                       device.allocate(Tier::pinned, largest * sizeof(Half))};
+  std::unique_ptr<Event> copied[2] = {device.create_event(), device.create_event()};
+
+  // A failure mid-load (a missing tensor) must not free staging memory a queued copy still reads.
+  struct DrainOnExit {
+    Stream& stream;
+    ~DrainOnExit() {
+      try {
+        stream.synchronize();
+      } catch (const std::exception& e) {
+        spdlog::warn("weight load: copy stream failed while unwinding: {}", e.what());
+      }
+    }
+  } drain{copies};
+
+  for (std::size_t i = 0; i < layouts.size(); ++i) {
+    const BlockLayout& layout = layouts[i];
+    const std::size_t slot = i % 2;
+    copied[slot]->synchronize();  // the copy that last read this staging buffer has finished
+    Half* host = staging[slot].as<Half>();
+    tbb::parallel_for_each(layout.pieces.begin(), layout.pieces.end(),
+                           [&](const BlockLayout::Piece& piece) {
+                             source.read_f16(piece.name, piece.shape, host + piece.offset);
+                           });
+    Buffer block = device.allocate(Tier::gpu, layout.elements * sizeof(Half));
+    device.copy_async(block.data(), host, layout.elements * sizeof(Half), copies);
+    copied[slot]->record(copies);
+    for (const auto& bind : layout.binders) bind(block.as<Half>());
+    blocks_.push_back(std::move(block));
+  }
+  copies.synchronize();
+  spdlog::debug("loaded {} weight bytes from {}", bytes_, source.describe());
+}
+
+}  // namespace offgen

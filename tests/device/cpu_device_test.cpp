@@ -1,0 +1,125 @@
+#include "engine/device/cpu_device.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "engine/core/error.h"
+
+namespace offgen {
+namespace {
+
+TEST(CpuDevice, AllocationsCountAgainstTheTierBudget) {
+  CpuDevice device(DeviceBudgets{.gpu = 1 << 20, .pinned = 1 << 20, .host = 1 << 20});
+  Buffer a = device.allocate(Tier::gpu, 600 << 10);
+  EXPECT_EQ(device.usage(Tier::gpu).used, 600u << 10);
+  EXPECT_EQ(device.usage(Tier::pinned).used, 0u);
+  try {
+    Buffer b = device.allocate(Tier::gpu, 600 << 10);
+    FAIL() << "expected the budget to be enforced";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu tier"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1.00 MiB budget"), std::string::npos) << e.what();
+  }
+  a.reset();
+  EXPECT_EQ(device.usage(Tier::gpu).used, 0u);
+  EXPECT_EQ(device.usage(Tier::gpu).peak, 600u << 10);
+  Buffer c = device.allocate(Tier::gpu, 1 << 20);  // fits again once freed
+  EXPECT_TRUE(c);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(c.data()) % 256, 0u);
+}
+
+TEST(CpuDevice, BuffersAreMoveOnlyAndFreeOnce) {
+  CpuDevice device(DeviceBudgets{.gpu = 1 << 20, .pinned = 1 << 20, .host = 1 << 20});
+  Buffer a = device.allocate(Tier::host, 1000);
+  Buffer b = std::move(a);
+  EXPECT_FALSE(a);
+  EXPECT_TRUE(b);
+  EXPECT_EQ(device.usage(Tier::host).used, 1000u);
+  b = Buffer();
+  EXPECT_EQ(device.usage(Tier::host).used, 0u);
+}
+
+TEST(CpuDevice, WorkOnOneStreamRunsInIssueOrder) {
+  CpuDevice device;
+  CpuStream& stream = device.cpu_stream(StreamRole::compute);
+  std::vector<int> order;
+  for (int i = 0; i < 100; ++i) stream.enqueue([&order, i] { order.push_back(i); });
+  stream.synchronize();
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
+}
+
+TEST(CpuDevice, EventsOrderWorkAcrossStreams) {
+  CpuDevice device;
+  CpuStream& copy = device.cpu_stream(StreamRole::h2d_weights);
+  CpuStream& compute = device.cpu_stream(StreamRole::compute);
+  for (int trial = 0; trial < 20; ++trial) {
+    int value = 0;  // written by the copy stream, read by compute: only the event orders them
+    auto ready = device.create_event();
+    copy.enqueue([&value] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      value = 42;
+    });
+    ready->record(copy);
+    ready->wait_on(compute);
+    int seen = -1;
+    compute.enqueue([&] { seen = value; });
+    compute.synchronize();
+    EXPECT_EQ(seen, 42);
+    EXPECT_TRUE(ready->query());
+  }
+}
+
+TEST(CpuDevice, EventWaitsForTheRecordMadeBeforeTheWait) {
+  CpuDevice device;
+  CpuStream& a = device.cpu_stream(StreamRole::h2d_kv);
+  auto event = device.create_event();
+  std::atomic<bool> release{false};
+  a.enqueue([&] {
+    while (!release) std::this_thread::yield();
+  });
+  event->record(a);
+  EXPECT_FALSE(event->query());
+  release = true;
+  event->synchronize();
+  EXPECT_TRUE(event->query());
+}
+
+TEST(CpuDevice, AnEventNeverRecordedDoesNotBlock) {
+  CpuDevice device;
+  auto event = device.create_event();
+  event->wait_on(device.stream(StreamRole::compute));
+  event->synchronize();
+  device.stream(StreamRole::compute).synchronize();
+  EXPECT_TRUE(event->query());
+}
+
+TEST(CpuDevice, CopyAsyncCopiesInStreamOrder) {
+  CpuDevice device;
+  Buffer src = device.allocate(Tier::pinned, 4096);
+  Buffer dst = device.allocate(Tier::gpu, 4096);
+  std::memset(src.data(), 7, 4096);
+  Stream& stream = device.stream(StreamRole::h2d_weights);
+  device.copy_async(dst.data(), src.data(), 4096, stream);
+  stream.synchronize();
+  EXPECT_EQ(std::memcmp(src.data(), dst.data(), 4096), 0);
+}
+
+TEST(CpuDevice, ErrorsAreStickyAndSurfaceAtSynchronize) {
+  CpuDevice device;
+  CpuStream& stream = device.cpu_stream(StreamRole::compute);
+  bool later_ran = false;
+  stream.enqueue([] { throw Error("kernel failed"); });
+  stream.enqueue([&] { later_ran = true; });
+  EXPECT_THROW(stream.synchronize(), Error);
+  EXPECT_FALSE(later_ran);
+  EXPECT_THROW(stream.synchronize(), Error);
+}
+
+}  // namespace
+}  // namespace offgen

@@ -1,0 +1,239 @@
+// Checkpoint: single-file and sharded directories, both tensor-name spellings, and the refusals.
+#include "engine/model/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+#include "engine/model/opt_tensors.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+namespace fs = std::filesystem;
+using test::SafetensorsEntry;
+
+// A tiny OPT (pre-LN, 2 layers) that keeps the files small.
+constexpr const char* kTinyConfig = R"({
+  "model_type": "opt", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+  "ffn_dim": 128, "vocab_size": 100, "max_position_embeddings": 32, "word_embed_proj_dim": 64,
+  "do_layer_norm_before": true, "activation_function": "relu"
+})";
+
+OptConfig tiny_config() {
+  return OptConfig::from_json_text(kTinyConfig, "tiny");
+}
+
+// Value k of the tensor at position `t` in the spec list, so every tensor's contents differ.
+float value_of(std::size_t t, std::int64_t k) {
+  return static_cast<float>(t % 16) * 0.25f + static_cast<float>(k % 64) * 0.015625f;
+}
+
+// Every tensor of the tiny model as F16 entries named `prefix` + canonical name.
+std::vector<SafetensorsEntry> tiny_entries(const std::string& prefix, const char* dtype = "F16") {
+  std::vector<SafetensorsEntry> entries;
+  const auto specs = opt_tensor_specs(tiny_config());
+  for (std::size_t t = 0; t < specs.size(); ++t) {
+    std::vector<float> values(static_cast<std::size_t>(specs[t].numel()));
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      values[k] = value_of(t, static_cast<std::int64_t>(k));
+    }
+    entries.push_back(
+        {prefix + specs[t].name, dtype, specs[t].shape,
+         std::string(dtype) == "F32" ? test::f32_bytes(values) : test::f16_bytes(values)});
+  }
+  return entries;
+}
+
+// Reads every spec'd tensor and checks its values against value_of().
+void expect_tiny_contents(const Checkpoint& checkpoint) {
+  const auto specs = opt_tensor_specs(checkpoint.config());
+  for (std::size_t t = 0; t < specs.size(); ++t) {
+    ASSERT_TRUE(checkpoint.contains(specs[t].name)) << specs[t].name;
+    ASSERT_TRUE(checkpoint.contains("model." + specs[t].name)) << specs[t].name;
+    std::vector<Half> out(static_cast<std::size_t>(specs[t].numel()));
+    checkpoint.read_f16(specs[t].name, specs[t].shape, out.data());
+    for (std::size_t k = 0; k < out.size(); k += 7) {
+      ASSERT_EQ(half_to_float(out[k]), value_of(t, static_cast<std::int64_t>(k)))
+          << specs[t].name << "[" << k << "]";
+    }
+  }
+}
+
+std::string open_error(const fs::path& dir) {
+  try {
+    Checkpoint::open(dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "open() accepted " << dir;
+  return "";
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override { test::write_file(dir_ / "config.json", kTinyConfig); }
+
+  test::TempDir tmp_;
+  fs::path dir_ = tmp_.path() / "tiny-opt";
+};
+
+TEST_F(CheckpointTest, SingleFileWithCausalLmNames) {
+  auto entries = tiny_entries("model.");
+  // OPTForCausalLM also saves the tied head; it must be ignored, not rejected.
+  entries.push_back({"lm_head.weight", "F16", {100, 64}, std::string(100 * 64 * 2, '\0')});
+  test::write_safetensors(dir_ / "model.safetensors", entries);
+  const auto checkpoint = Checkpoint::open(dir_);
+  EXPECT_EQ(checkpoint->config().name, "tiny-opt");
+  EXPECT_EQ(checkpoint->config().hidden_size, 64);
+  EXPECT_EQ(checkpoint->dir(), dir_);
+  EXPECT_EQ(checkpoint->describe(), dir_.string());
+  EXPECT_FALSE(checkpoint->contains("lm_head.weight"));
+  EXPECT_FALSE(checkpoint->contains("decoder.layers.2.fc1.weight"));
+  expect_tiny_contents(*checkpoint);
+}
+
+TEST_F(CheckpointTest, SingleFileWithOptModelNamesInF32) {
+  test::write_safetensors(dir_ / "model.safetensors", tiny_entries("", "F32"));
+  expect_tiny_contents(*Checkpoint::open(dir_));
+}
+
+TEST_F(CheckpointTest, ShardedWithIndex) {
+  const auto entries = tiny_entries("model.");
+  const std::size_t half = entries.size() / 2;
+  const std::vector<SafetensorsEntry> first(entries.begin(), entries.begin() + half);
+  const std::vector<SafetensorsEntry> second(entries.begin() + half, entries.end());
+  test::write_safetensors(dir_ / "model-00001-of-00002.safetensors", first);
+  test::write_safetensors(dir_ / "model-00002-of-00002.safetensors", second);
+  nlohmann::json index = {{"metadata", {{"total_size", 12345}}},
+                          {"weight_map", nlohmann::json::object()}};
+  for (const auto& e : first) index["weight_map"][e.name] = "model-00001-of-00002.safetensors";
+  for (const auto& e : second) index["weight_map"][e.name] = "model-00002-of-00002.safetensors";
+  test::write_file(dir_ / "model.safetensors.index.json", index.dump(2));
+  expect_tiny_contents(*Checkpoint::open(dir_));
+}
+
+TEST_F(CheckpointTest, ShardMissingFromDisk) {
+  test::write_safetensors(dir_ / "a.safetensors", tiny_entries(""));
+  test::write_file(dir_ / "model.safetensors.index.json",
+                   R"({"weight_map": {"decoder.embed_tokens.weight": "a.safetensors",
+                                      "decoder.layers.0.fc1.weight": "b.safetensors"}})");
+  const std::string message = open_error(dir_);
+  EXPECT_NE(message.find("model.safetensors.index.json"), std::string::npos) << message;
+  EXPECT_NE(message.find("shard 'b.safetensors'"), std::string::npos) << message;
+  EXPECT_NE(message.find("is missing"), std::string::npos) << message;
+}
+
+TEST_F(CheckpointTest, IndexListsATensorItsShardLacks) {
+  test::write_safetensors(dir_ / "a.safetensors", tiny_entries(""));
+  test::write_file(dir_ / "model.safetensors.index.json",
+                   R"({"weight_map": {"decoder.not_a_tensor": "a.safetensors"}})");
+  const std::string message = open_error(dir_);
+  EXPECT_NE(message.find("tensor 'decoder.not_a_tensor'"), std::string::npos) << message;
+  EXPECT_NE(message.find("a.safetensors does not contain it"), std::string::npos) << message;
+}
+
+TEST_F(CheckpointTest, MalformedIndex) {
+  test::write_file(dir_ / "model.safetensors.index.json", R"({"weight_map": [1]})");
+  EXPECT_NE(open_error(dir_).find("weight_map"), std::string::npos);
+  test::write_file(dir_ / "model.safetensors.index.json", R"({"weight_map": )");
+  EXPECT_NE(open_error(dir_).find("model.safetensors.index.json: malformed JSON"),
+            std::string::npos);
+  test::write_file(dir_ / "model.safetensors.index.json", R"({"weight_map": {"x": "../x"}})");
+  EXPECT_NE(open_error(dir_).find("not a file inside"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, TensorStoredUnderBothSpellingsIsRejected) {
+  auto entries = tiny_entries("model.");
+  entries.push_back({"decoder.embed_tokens.weight", "F16", {100, 64}, std::string(12800, '\0')});
+  test::write_safetensors(dir_ / "model.safetensors", entries);
+  EXPECT_NE(open_error(dir_).find("tensor 'decoder.embed_tokens.weight' is stored twice"),
+            std::string::npos);
+}
+
+TEST_F(CheckpointTest, PytorchBinIsRefusedWithConversionHint) {
+  for (const char* name : {"pytorch_model.bin", "pytorch_model-00001-of-00002.bin", "opt.pt"}) {
+    test::TempDir tmp;
+    test::write_file(tmp.path() / "config.json", kTinyConfig);
+    test::write_file(tmp.path() / name, "not really a pickle");
+    const std::string message = open_error(tmp.path());
+    EXPECT_NE(message.find(name), std::string::npos) << message;
+    EXPECT_NE(message.find("safetensors"), std::string::npos) << message;
+    EXPECT_NE(message.find("from_pretrained('" + tmp.path().string() + "'"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("save_pretrained("), std::string::npos) << message;
+    EXPECT_NE(message.find("safe_serialization=True"), std::string::npos) << message;
+  }
+}
+
+TEST_F(CheckpointTest, NoWeightsAtAll) {
+  const std::string message = open_error(dir_);
+  EXPECT_NE(message.find("no model.safetensors"), std::string::npos) << message;
+}
+
+TEST_F(CheckpointTest, MissingDirectoryOrConfig) {
+  EXPECT_NE(open_error(tmp_.path() / "nowhere").find("does not exist"), std::string::npos);
+  test::TempDir empty;
+  const std::string message = open_error(empty.path());
+  EXPECT_NE(message.find("has no config.json"), std::string::npos) << message;
+  EXPECT_NE(open_error(dir_ / "config.json").find("is not a directory"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, BadConfigIsReportedWithItsPath) {
+  test::write_safetensors(dir_ / "model.safetensors", tiny_entries(""));
+  test::write_file(dir_ / "config.json", R"({"hidden_size": 64})");
+  const std::string message = open_error(dir_);
+  EXPECT_NE(
+      message.find((dir_ / "config.json").string() + ": field 'num_hidden_layers' is missing"),
+      std::string::npos)
+      << message;
+}
+
+TEST_F(CheckpointTest, BrokenSafetensorsIsReportedWithItsPath) {
+  test::write_safetensors(dir_ / "model.safetensors", tiny_entries(""), {.truncate_to = 100});
+  const std::string message = open_error(dir_);
+  EXPECT_NE(message.find((dir_ / "model.safetensors").string()), std::string::npos) << message;
+}
+
+TEST_F(CheckpointTest, ShapeMismatchAgainstTheConfigNamesTheTensor) {
+  auto entries = tiny_entries("");
+  for (auto& entry : entries) {
+    if (entry.name == "decoder.layers.0.fc1.weight") {
+      entry.shape = {256, 64};
+      entry.data = std::string(256 * 64 * 2, '\0');
+    }
+  }
+  test::write_safetensors(dir_ / "model.safetensors", entries);
+  const auto checkpoint = Checkpoint::open(dir_);  // headers are self-consistent; opening works
+  std::vector<Half> out(128 * 64);
+  const std::vector<std::int64_t> wanted = {128, 64};
+  try {
+    checkpoint->read_f16("decoder.layers.0.fc1.weight", wanted, out.data());
+    FAIL() << "expected a shape error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "tensor 'decoder.layers.0.fc1.weight' in " +
+                                         (dir_ / "model.safetensors").string() +
+                                         " has shape [256, 64] but the config needs [128, 64]");
+  }
+}
+
+TEST_F(CheckpointTest, ReadingAMissingTensorNamesIt) {
+  test::write_safetensors(dir_ / "model.safetensors", tiny_entries(""));
+  const auto checkpoint = Checkpoint::open(dir_);
+  Half out[64];
+  const std::vector<std::int64_t> shape = {64};
+  try {
+    checkpoint->read_f16("decoder.project_in.weight", shape, out);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no tensor 'decoder.project_in.weight'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace offgen

@@ -1,0 +1,28 @@
+// Helpers shared by the test binaries.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace offgen::test {
+
+// tests/data, where golden fixtures and small checkpoints live.
+inline std::filesystem::path data_dir() { return OFFGEN_TEST_DATA_DIR; }
+
+// A fresh empty directory under the system temp dir, removed when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes `contents` to `path` (binary), creating parent directories.
+void write_file(const std::filesystem::path& path, const std::string& contents);
+
+}  // namespace offgen::test
