@@ -35,7 +35,10 @@ std::vector<std::string> pytorch_weight_files(const fs::path& dir) {
 }
 
 [[noreturn]] void refuse_pytorch(const fs::path& dir, const std::vector<std::string>& files) {
-  const std::string out = dir.string() + "-safetensors";
+  fs::path base = dir.lexically_normal();
+  if (base.filename().empty())
+    base = base.parent_path();  // "opt/" -> "opt", not "opt/-safetensors"
+  const std::string out = base.string() + "-safetensors";
   fail(
       "{} holds PyTorch weights ({}) but no {} or {}; offgen reads only safetensors. Convert once "
       "with:\n  python -c \"from transformers import AutoModelForCausalLM as M; "

@@ -1,6 +1,10 @@
-// Ops on the cpu device: each call enqueues the TBB kernel of kernels/cpu on the device's compute
-// stream, so kernels run in issue order on the stream's worker and overlap other streams' copies.
+// Ops on the cpu device: each call enqueues a kernel on the device's compute stream, so kernels
+// run in issue order on the stream's worker and overlap other streams' copies. Two kernel sets:
+// the TBB kernels of kernels/cpu (what users run) and the naive kernels of kernels/reference
+// (the truth the parity suite checks against), so the whole model can also run on the reference.
 #pragma once
+
+#include <utility>
 
 #include "engine/device/cpu_device.h"
 #include "engine/runtime/ops.h"
@@ -9,7 +13,8 @@ namespace offgen {
 
 class CpuOps final : public Ops {
  public:
-  explicit CpuOps(CpuDevice& device) : stream_(device.cpu_stream(StreamRole::compute)) {}
+  explicit CpuOps(CpuDevice& device, CpuKernelSet kernels = CpuKernelSet::optimized)
+      : stream_(device.cpu_stream(StreamRole::compute)), kernels_(kernels) {}
 
   void gather_rows(const Half* table, std::int64_t table_rows, int dim, const std::int32_t* ids,
                    std::int64_t n, Half* out) override;
@@ -33,7 +38,18 @@ class CpuOps final : public Ops {
                       std::int64_t rows, int vocab) override;
 
  private:
+  // Enqueues Optimized(args...) or Reference(args...); arguments are copied into the task.
+  template <auto Optimized, auto Reference, typename... Args>
+  void enqueue(Args... args) {
+    if (kernels_ == CpuKernelSet::reference) {
+      stream_.enqueue([=] { Reference(args...); });
+    } else {
+      stream_.enqueue([=] { Optimized(args...); });
+    }
+  }
+
   CpuStream& stream_;
+  CpuKernelSet kernels_;
 };
 
 }  // namespace offgen

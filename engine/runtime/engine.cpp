@@ -69,7 +69,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
       [[fallthrough]];
     case DeviceChoice::cpu: {
       auto cpu = std::make_unique<CpuDevice>(options.budgets);
-      ops_ = std::make_unique<CpuOps>(*cpu);
+      ops_ = std::make_unique<CpuOps>(*cpu, options.cpu_kernels);
       device_ = std::move(cpu);
       break;
     }

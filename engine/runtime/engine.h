@@ -12,13 +12,13 @@
 
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
+#include "engine/runtime/ops.h"
 #include "engine/runtime/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace offgen {
 
 class BatchRunner;
-class Ops;
 class WeightSource;
 class WeightStore;
 
@@ -32,6 +32,7 @@ struct EngineOptions {
   // Tokenizer directory (vocab.json + merges.txt); empty = the model directory, if it has one.
   std::string tokenizer;
   DeviceChoice device = DeviceChoice::automatic;
+  CpuKernelSet cpu_kernels = CpuKernelSet::optimized;
   std::uint64_t dummy_seed = 0;
   int max_batch = 8;  // sequences per batch
   DeviceBudgets budgets;

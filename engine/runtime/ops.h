@@ -14,6 +14,9 @@
 
 namespace offgen {
 
+// Which kernels the cpu device runs: the TBB ones users run, or the naive references.
+enum class CpuKernelSet { optimized, reference };
+
 class Ops {
  public:
   virtual ~Ops() = default;

@@ -3,14 +3,16 @@
 // bpe (merge loop), piece_cache (memo).
 #include "engine/tokenizer/tokenizer.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/bpe.h"
@@ -49,8 +51,9 @@ std::string read_file(const std::filesystem::path& path, std::string_view what) 
 }
 
 // A token's bytes: its characters mapped back through the byte map. HF's ByteLevel decoder keeps
-// a token that has any character outside the map (an added token such as "<|endoftext|>" written
-// in plain Unicode) as its UTF-8 text, whole; so do we.
+// a token that has any character outside the map (an added token spelled in plain Unicode, with a
+// real space or a letter past U+00FF) as its UTF-8 text, whole; so do we. ASCII special tokens
+// such as "</s>" are inside the map and come out as themselves either way.
 std::string token_bytes(std::string_view token) {
   std::string bytes;
   bytes.reserve(token.size());
@@ -214,6 +217,8 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids) const {
   return out;
 }
 
+// One past the largest id, so every id below it indexes the embedding table (equal to the number
+// of entries for OPT's and GPT-2's files, whose ids have no holes).
 std::int32_t Tokenizer::vocab_size() const {
   return static_cast<std::int32_t>(impl_->id_bytes.size());
 }

@@ -22,15 +22,20 @@ nlohmann::json load_expected(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
-EngineOptions options_for(const std::string& name, int batch) {
-  EngineOptions options;
-  options.model = (test::data_dir() / "golden" / name).string();
-  options.device = DeviceChoice::cpu;
-  options.max_batch = batch;
-  return options;
-}
 
-class Golden : public ::testing::TestWithParam<std::string> {};
+// Each checkpoint runs on both cpu kernel sets: the TBB kernels and the naive references.
+class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernelSet>> {
+ protected:
+  std::string name() const { return std::get<0>(GetParam()); }
+  EngineOptions options_for(const std::string& model, int batch) const {
+    EngineOptions options;
+    options.model = (test::data_dir() / "golden" / model).string();
+    options.device = DeviceChoice::cpu;
+    options.cpu_kernels = std::get<1>(GetParam());
+    options.max_batch = batch;
+    return options;
+  }
+};
 
 void expect_scores_match(Engine& engine, const nlohmann::json& expected, int prefill_tokens) {
   std::vector<ScoreRequest> requests;
@@ -54,15 +59,15 @@ void expect_scores_match(Engine& engine, const nlohmann::json& expected, int pre
 }
 
 TEST_P(Golden, ScoreMatchesHuggingFaceAsOnePrefill) {
-  const auto expected = load_expected(GetParam());
-  Engine engine(options_for(GetParam(), 4));
+  const auto expected = load_expected(name());
+  Engine engine(options_for(name(), 4));
   expect_scores_match(engine, expected, 0);
 }
 
 TEST_P(Golden, ScoreMatchesThroughTheKvCache) {
   // Teacher-forced decode steps through the cache give the same log-probabilities as one prefill.
-  const auto expected = load_expected(GetParam());
-  Engine engine(options_for(GetParam(), 3));
+  const auto expected = load_expected(name());
+  Engine engine(options_for(name(), 3));
   expect_scores_match(engine, expected, 4);
   expect_scores_match(engine, expected, 1);
 }
@@ -89,33 +94,35 @@ void expect_generation_matches(Engine& engine, const nlohmann::json& fixture, bo
 }
 
 TEST_P(Golden, GreedyGenerationOfALeftPaddedBatchMatches) {
-  const auto expected = load_expected(GetParam());
-  Engine engine(options_for(GetParam(), 4));  // all four prompts in one left-padded batch
+  const auto expected = load_expected(name());
+  Engine engine(options_for(name(), 4));  // all four prompts in one left-padded batch
   expect_generation_matches(engine, expected["generate"], /*eos_enabled=*/false);
 }
 
 TEST_P(Golden, GreedyGenerationOneSequenceAtATimeMatches) {
-  const auto expected = load_expected(GetParam());
-  Engine engine(options_for(GetParam(), 1));
+  const auto expected = load_expected(name());
+  Engine engine(options_for(name(), 1));
   expect_generation_matches(engine, expected["generate"], /*eos_enabled=*/false);
 }
 
 TEST_P(Golden, GenerationStopsAtEos) {
-  const auto expected = load_expected(GetParam());
+  const auto expected = load_expected(name());
   ASSERT_TRUE(expected.contains("generate_eos"));
-  Engine engine(options_for(GetParam(), 4));
+  Engine engine(options_for(name(), 4));
   expect_generation_matches(engine, expected["generate_eos"], /*eos_enabled=*/true);
 }
 
-INSTANTIATE_TEST_SUITE_P(Checkpoints, Golden,
-                         ::testing::Values("tiny-preln", "tiny-postln-proj", "tiny-bf16-noprefix"),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           for (char& c : name) {
-                             if (c == '-') c = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoints, Golden,
+    ::testing::Combine(::testing::Values("tiny-preln", "tiny-postln-proj", "tiny-bf16-noprefix"),
+                       ::testing::Values(CpuKernelSet::optimized, CpuKernelSet::reference)),
+    [](const auto& param_info) {
+      std::string name = std::get<0>(param_info.param);
+      for (char& c : name) {
+        if (c == '-') c = '_';
+      }
+      return name + (std::get<1>(param_info.param) == CpuKernelSet::reference ? "_reference" : "_cpu");
+    });
 
 }  // namespace
 }  // namespace offgen

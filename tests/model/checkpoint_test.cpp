@@ -169,6 +169,13 @@ TEST_F(CheckpointTest, PytorchBinIsRefusedWithConversionHint) {
   }
 }
 
+TEST_F(CheckpointTest, ConversionHintForADirectoryWithATrailingSlash) {
+  test::write_file(dir_ / "pytorch_model.bin", "x");
+  const std::string message = open_error(dir_.string() + "/");
+  EXPECT_NE(message.find("save_pretrained('" + dir_.string() + "-safetensors'"), std::string::npos)
+      << message;
+}
+
 TEST_F(CheckpointTest, NoWeightsAtAll) {
   const std::string message = open_error(dir_);
   EXPECT_NE(message.find("no model.safetensors"), std::string::npos) << message;

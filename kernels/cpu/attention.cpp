@@ -1,0 +1,298 @@
+// CPU attention: prefill (causal + padding mask) and decode over the KV cache.
+//
+// Prefill runs one task per (sequence, head, block of queries). A task converts the keys its
+// queries can see into a transposed fp32 K (kt[d][j]) and V into fp32 rows, then handles its
+// queries four at a time so each K / V load feeds four rows: scores s[r][j] += q[r][d]·kt[d][j]
+// and out[r][d] += p[r][j]·v[j][d] are both vectorised along a contiguous axis with no horizontal
+// reductions. When key_prob_sums is wanted a task covers all of a (sequence, head)'s queries, so
+// the sums are accumulated by one thread in a fixed order (deterministic, no atomics).
+//
+// Decode is memory-bound (each cached key / value is read once): one task per (sequence, head),
+// K and V converted in slot chunks with F16C, scores as dot products.
+#include "kernels/cpu/attention.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "kernels/cpu/vector_math.h"
+
+namespace offgen::kernels::cpu {
+namespace {
+
+constexpr int kQueryBlock = 64;  // queries per prefill task (without key sums)
+constexpr int kGroup = 4;        // queries sharing each K / V load
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+
+float* grow(std::vector<float>& v, std::int64_t n) {
+  if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
+  return v.data();
+}
+
+void zero_half(Half* p, int n) { std::fill(p, p + n, Half{}); }  // bits 0 = +0.0
+
+// Queries [q0, q1) of sequence b, head h. key_sums: that (b, h)'s row, zeroed, or null.
+OFFGEN_SIMD_CLONES void prefill_block(const PrefillAttentionArgs& a, int b, int h, int q0, int q1,
+                                      float* key_sums) {
+  const int dim = a.head_dim;
+  const std::int64_t hd = std::int64_t{a.heads} * dim;
+  const std::int64_t stride = 3 * hd;
+  const std::uint8_t* valid = a.valid + std::int64_t{b} * a.seq;
+  const Half* tokens = a.qkv + std::int64_t{b} * a.seq * stride;
+  Half* out = a.out + std::int64_t{b} * a.seq * hd + std::int64_t{h} * dim;
+
+  int last = q1 - 1;  // last real query of the block: keys [0, last] are all it needs
+  while (last >= q0 && valid[last] == 0) --last;
+  for (int i = q0; i < q1; ++i) {
+    if (valid[i] == 0) zero_half(out + i * hd, dim);
+  }
+  if (last < q0) return;
+  const int keys = last + 1;
+  const int ldk = (keys + 15) / 16 * 16;
+
+  thread_local std::vector<float> kt_buf, v_buf, mask_buf, s_buf, q_buf, acc_buf;
+  float* const kt = grow(kt_buf, std::int64_t{dim} * ldk);
+  float* const v = grow(v_buf, std::int64_t{keys} * dim);
+  float* const mask = grow(mask_buf, ldk);  // 0 for real keys, -inf for padding
+  float* const s = grow(s_buf, std::int64_t{kGroup} * ldk);
+  float* const q = grow(q_buf, std::int64_t{kGroup} * dim);
+  float* const acc = grow(acc_buf, std::int64_t{kGroup} * dim);
+
+  for (int j = 0; j < keys; ++j) {
+    const Half* k_row = tokens + j * stride + hd + std::int64_t{h} * dim;
+    float* const v_row = v + std::int64_t{j} * dim;
+    if (valid[j] != 0) {
+      half_to_float(k_row, v_row, static_cast<std::size_t>(dim));  // v_row as staging for K
+      for (int d = 0; d < dim; ++d) kt[std::int64_t{d} * ldk + j] = v_row[d];
+      half_to_float(k_row + hd, v_row, static_cast<std::size_t>(dim));
+      mask[j] = 0.0f;
+    } else {  // finite zeros: the mask, not the data, removes padding keys
+      for (int d = 0; d < dim; ++d) kt[std::int64_t{d} * ldk + j] = 0.0f;
+      std::fill(v_row, v_row + dim, 0.0f);
+      mask[j] = kMinusInf;
+    }
+  }
+
+  for (int i0 = q0; i0 <= last; i0 += kGroup) {
+    const int rows = std::min(kGroup, last + 1 - i0);
+    const int n = i0 + rows;  // keys any query of the group can see
+    for (int r = 0; r < kGroup; ++r) {
+      float* const qr = q + r * dim;
+      if (r < rows && valid[i0 + r] != 0) {
+        half_to_float(tokens + (i0 + r) * stride + std::int64_t{h} * dim, qr,
+                      static_cast<std::size_t>(dim));
+        for (int d = 0; d < dim; ++d) qr[d] *= a.scale;
+      } else {
+        std::fill(qr, qr + dim, 0.0f);
+      }
+    }
+    float* const s0 = s;
+    float* const s1 = s + ldk;
+    float* const s2 = s + 2 * ldk;
+    float* const s3 = s + 3 * ldk;
+    std::fill(s, s + kGroup * ldk, 0.0f);
+    for (int d = 0; d < dim; ++d) {
+      const float* kr = kt + std::int64_t{d} * ldk;
+      const float a0 = q[d], a1 = q[dim + d], a2 = q[2 * dim + d], a3 = q[3 * dim + d];
+#pragma omp simd
+      for (int j = 0; j < n; ++j) {
+        s0[j] += a0 * kr[j];
+        s1[j] += a1 * kr[j];
+        s2[j] += a2 * kr[j];
+        s3[j] += a3 * kr[j];
+      }
+    }
+    // Softmax per row over keys j <= i (masked); p overwrites s, zero beyond i and for padding.
+    for (int r = 0; r < kGroup; ++r) {
+      float* const p = s + r * ldk;
+      const int i = i0 + r;
+      if (r >= rows || valid[i] == 0) {
+        std::fill(p, p + n, 0.0f);
+        continue;
+      }
+      float max = kMinusInf;
+#pragma omp simd reduction(max : max)
+      for (int j = 0; j <= i; ++j) max = vmax(max, p[j] + mask[j]);
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int j = 0; j <= i; ++j) {
+        p[j] = fast_exp(p[j] + mask[j] - max);
+        sum += p[j];
+      }
+      const float inv = 1.0f / sum;
+#pragma omp simd
+      for (int j = 0; j <= i; ++j) p[j] *= inv;
+      std::fill(p + i + 1, p + n, 0.0f);
+      if (key_sums != nullptr) {
+#pragma omp simd
+        for (int j = 0; j <= i; ++j) key_sums[j] += p[j];
+      }
+    }
+    float* const o0 = acc;
+    float* const o1 = acc + dim;
+    float* const o2 = acc + 2 * dim;
+    float* const o3 = acc + 3 * dim;
+    std::fill(acc, acc + kGroup * dim, 0.0f);
+    for (int j = 0; j < n; ++j) {
+      const float* vr = v + std::int64_t{j} * dim;
+      const float p0 = s0[j], p1 = s1[j], p2 = s2[j], p3 = s3[j];
+#pragma omp simd
+      for (int d = 0; d < dim; ++d) {
+        o0[d] += p0 * vr[d];
+        o1[d] += p1 * vr[d];
+        o2[d] += p2 * vr[d];
+        o3[d] += p3 * vr[d];
+      }
+    }
+    for (int r = 0; r < rows; ++r) {
+      if (valid[i0 + r] != 0) {
+        float_to_half(acc + r * dim, out + (i0 + r) * hd, static_cast<std::size_t>(dim));
+      }
+    }
+  }
+}
+
+// One (sequence, head) of decode.
+OFFGEN_SIMD_CLONES void decode_head(const DecodeAttentionArgs& a, int b, int h) {
+  const int dim = a.head_dim;
+  const std::int64_t hd = std::int64_t{a.heads} * dim;
+  const int count = a.slot_count[b];
+  const std::int64_t cache = (std::int64_t{b} * a.heads + h) * a.capacity;
+  Half* const out = a.out + std::int64_t{b} * hd + std::int64_t{h} * dim;
+  float* const probs_row = a.probs != nullptr ? a.probs + cache : nullptr;
+  if (probs_row != nullptr) std::fill(probs_row + count, probs_row + a.capacity, 0.0f);
+  if (count == 0) {
+    zero_half(out, dim);
+    return;
+  }
+
+  constexpr int kChunk = 64;  // slots converted at a time (F16C), L1-sized for D <= 128
+  thread_local std::vector<float> q_buf, rows_buf, p_buf, acc_buf;
+  float* const q = grow(q_buf, dim);
+  float* const rows = grow(rows_buf, std::int64_t{kChunk} * dim);
+  float* const p = probs_row != nullptr ? probs_row : grow(p_buf, count);
+  float* const acc = grow(acc_buf, dim);
+
+  half_to_float(a.qkv + std::int64_t{b} * 3 * hd + std::int64_t{h} * dim, q,
+                static_cast<std::size_t>(dim));
+  for (int d = 0; d < dim; ++d) q[d] *= a.scale;
+  for (int j0 = 0; j0 < count; j0 += kChunk) {
+    const int n = std::min(kChunk, count - j0);
+    half_to_float(a.k_cache + (cache + j0) * dim, rows, static_cast<std::size_t>(n) * dim);
+    for (int j = 0; j < n; ++j) {
+      const float* kr = rows + std::int64_t{j} * dim;
+      float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
+      for (int d = 0; d < dim; ++d) dot += q[d] * kr[d];
+      p[j0 + j] = dot;
+    }
+  }
+  float max = kMinusInf;
+#pragma omp simd reduction(max : max)
+  for (int j = 0; j < count; ++j) max = vmax(max, p[j]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int j = 0; j < count; ++j) {
+    p[j] = fast_exp(p[j] - max);
+    sum += p[j];
+  }
+  const float inv = 1.0f / sum;
+#pragma omp simd
+  for (int j = 0; j < count; ++j) p[j] *= inv;
+
+  std::fill(acc, acc + dim, 0.0f);
+  for (int j0 = 0; j0 < count; j0 += kChunk) {
+    const int n = std::min(kChunk, count - j0);
+    half_to_float(a.v_cache + (cache + j0) * dim, rows, static_cast<std::size_t>(n) * dim);
+    for (int j = 0; j < n; ++j) {
+      const float* vr = rows + std::int64_t{j} * dim;
+      const float pj = p[j0 + j];
+#pragma omp simd
+      for (int d = 0; d < dim; ++d) acc[d] += pj * vr[d];
+    }
+  }
+  float_to_half(acc, out, static_cast<std::size_t>(dim));
+}
+
+// k and v of one token, every head, into slot `slot` of sequence b's cache.
+void write_slot(const Half* token_qkv, int b, int slot, int heads, int head_dim, Half* k_cache,
+                Half* v_cache, int capacity) {
+  const std::int64_t hd = std::int64_t{heads} * head_dim;
+  const auto bytes = static_cast<std::size_t>(head_dim) * sizeof(Half);
+  for (int h = 0; h < heads; ++h) {
+    const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + slot) * head_dim;
+    std::memcpy(k_cache + dst, token_qkv + hd + std::int64_t{h} * head_dim, bytes);
+    std::memcpy(v_cache + dst, token_qkv + 2 * hd + std::int64_t{h} * head_dim, bytes);
+  }
+}
+
+}  // namespace
+
+void prefill_attention(const PrefillAttentionArgs& args) {
+  if (args.batch <= 0 || args.seq <= 0 || args.heads <= 0) return;
+  // Key sums need every query of a (sequence, head) in one task (fixed summation order).
+  const int block = args.key_prob_sums != nullptr ? args.seq : kQueryBlock;
+  const std::int64_t blocks = (args.seq + block - 1) / block;
+  const std::int64_t tasks = std::int64_t{args.batch} * args.heads * blocks;
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, tasks, 1), [&](const auto& r) {
+    for (std::int64_t t = r.begin(); t != r.end(); ++t) {
+      const auto bh = static_cast<int>(t / blocks);
+      const auto q0 = static_cast<int>(t % blocks) * block;
+      const int b = bh / args.heads;
+      const int h = bh % args.heads;
+      float* key_sums = nullptr;
+      if (args.key_prob_sums != nullptr) {
+        key_sums = args.key_prob_sums + std::int64_t{bh} * args.seq;
+        std::fill(key_sums, key_sums + args.seq, 0.0f);
+      }
+      prefill_block(args, b, h, q0, std::min(args.seq, q0 + block), key_sums);
+    }
+  });
+}
+
+void store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq, int heads,
+                      int head_dim, Half* k_cache, Half* v_cache, int capacity) {
+  const std::int64_t stride = 3 * std::int64_t{heads} * head_dim;
+  tbb::parallel_for(0, batch, [&](int b) {
+    int slot = 0;
+    for (int i = 0; i < seq; ++i) {
+      const std::int64_t token = std::int64_t{b} * seq + i;
+      if (valid[token] == 0) continue;
+      OFFGEN_CHECK(slot < capacity, "store_prefill_kv: sequence {} has more than {} real tokens",
+                   b, capacity);
+      write_slot(qkv + token * stride, b, slot++, heads, head_dim, k_cache, v_cache, capacity);
+    }
+  });
+}
+
+void append_kv(const Half* qkv, const std::int32_t* write_slot_of, int batch, int heads,
+               int head_dim, Half* k_cache, Half* v_cache, int capacity) {
+  const std::int64_t stride = 3 * std::int64_t{heads} * head_dim;
+  for (int b = 0; b < batch; ++b) {  // a few KiB per call: not worth tasks
+    OFFGEN_CHECK(write_slot_of[b] >= 0 && write_slot_of[b] < capacity,
+                 "append_kv: slot {} of sequence {} is outside the cache capacity {}",
+                 write_slot_of[b], b, capacity);
+    write_slot(qkv + b * stride, b, write_slot_of[b], heads, head_dim, k_cache, v_cache, capacity);
+  }
+}
+
+void decode_attention(const DecodeAttentionArgs& args) {
+  for (int b = 0; b < args.batch; ++b) {
+    OFFGEN_CHECK(args.slot_count[b] >= 0 && args.slot_count[b] <= args.capacity,
+                 "decode_attention: slot_count {} of sequence {} is outside [0, {}]",
+                 args.slot_count[b], b, args.capacity);
+  }
+  const std::int64_t tasks = std::int64_t{args.batch} * args.heads;
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, tasks, 1), [&](const auto& r) {
+    for (std::int64_t t = r.begin(); t != r.end(); ++t) {
+      decode_head(args, static_cast<int>(t / args.heads), static_cast<int>(t % args.heads));
+    }
+  });
+}
+
+}  // namespace offgen::kernels::cpu

@@ -1,0 +1,162 @@
+// Parity-test support: every kernel implementation is checked against kernels/reference with
+// fresh random inputs, guard regions around outputs, and per-case tolerances that say why.
+//
+// An implementation is a KernelSet: host-callable functions with the CPU signatures. The CPU
+// kernels plug in directly (once per micro-kernel ISA); a device implementation plugs in through
+// host wrappers that copy inputs over, launch, and copy outputs back into the given buffers.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "engine/core/half.h"
+#include "kernels/activation.h"
+#include "kernels/attention_args.h"
+
+namespace offgen::test {
+
+// ---- implementations under test --------------------------------------------------------------
+
+struct KernelSet {
+  std::string name;
+  // Value of OFFGEN_CPU_ISA while this set runs (CPU fallbacks); empty = leave unset.
+  std::string cpu_isa;
+  void (*gather_rows)(const Half*, std::int64_t, int, const std::int32_t*, std::int64_t, Half*);
+  void (*add_position_embeddings)(Half*, const Half*, int, const std::int32_t*, std::int64_t, int);
+  void (*layer_norm)(const Half*, const Half*, const Half*, Half*, std::int64_t, int, float);
+  void (*linear)(const Half*, const Half*, const Half*, Half*, std::int64_t, int, int,
+                 kernels::Activation);
+  void (*logits)(const Half*, const Half*, float*, std::int64_t, int, int);
+  void (*add_inplace)(Half*, const Half*, std::int64_t);
+  void (*log_softmax)(float*, std::int64_t, int);
+  void (*token_logprobs)(const float*, const std::int32_t*, float*, std::int64_t, int);
+  void (*prefill_attention)(const kernels::PrefillAttentionArgs&);
+  void (*store_prefill_kv)(const Half*, const std::uint8_t*, int, int, int, int, Half*, Half*, int);
+  void (*append_kv)(const Half*, const std::int32_t*, int, int, int, Half*, Half*, int);
+  void (*decode_attention)(const kernels::DecodeAttentionArgs&);
+};
+
+// The CPU kernels with each micro-kernel ISA this machine runs (best, avx2, portable).
+std::vector<const KernelSet*> cpu_kernel_sets();
+
+// Fixture for value-parameterised parity suites: applies the set's environment.
+class ParityTest : public ::testing::TestWithParam<const KernelSet*> {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+  const KernelSet& impl() const { return *GetParam(); }
+};
+
+std::string kernel_set_name(const ::testing::TestParamInfo<const KernelSet*>& info);
+
+// ---- randomness ------------------------------------------------------------------------------
+
+// Seeded from std::random_device (OFFGEN_TEST_SEED=<n> replays one); put `SCOPED_TRACE(rng.trace())`
+// right after constructing so any failure prints the seed.
+class Rng {
+ public:
+  Rng();
+  std::string trace() const { return "random seed " + std::to_string(seed_) + " (OFFGEN_TEST_SEED)"; }
+  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen_); }
+  int integer(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen_); }
+  // fp16 values uniform in [lo, hi] (rounded to fp16).
+  std::vector<Half> halves(std::size_t n, float lo, float hi);
+  std::vector<float> floats(std::size_t n, float lo, float hi);
+
+ private:
+  std::uint64_t seed_;
+  std::mt19937_64 gen_;
+};
+
+// ---- guarded buffers -------------------------------------------------------------------------
+
+// n elements with kGuard sentinel elements on each side; check_guards() reports any write outside.
+template <typename T>
+class Guarded {
+ public:
+  static constexpr std::size_t kGuard = 64;
+
+  // Filled with `fill` (outputs: a NaN poison, so an element the kernel forgot to write fails).
+  Guarded(std::size_t n, T fill) : storage_(n + 2 * kGuard, fill), n_(n) {
+    for (std::size_t i = 0; i < kGuard; ++i) {
+      storage_[i] = sentinel();
+      storage_[kGuard + n + i] = sentinel();
+    }
+  }
+  explicit Guarded(const std::vector<T>& values) : Guarded(values.size(), T{}) {
+    std::copy(values.begin(), values.end(), data());
+  }
+
+  T* data() { return storage_.data() + kGuard; }
+  const T* data() const { return storage_.data() + kGuard; }
+  std::size_t size() const { return n_; }
+  std::vector<T> values() const { return {data(), data() + n_}; }
+
+  ::testing::AssertionResult guards_intact() const {
+    for (std::size_t i = 0; i < kGuard; ++i) {
+      if (!same(storage_[i], sentinel())) {
+        return ::testing::AssertionFailure() << "wrote " << (kGuard - i) << " elements before the output";
+      }
+      if (!same(storage_[kGuard + n_ + i], sentinel())) {
+        return ::testing::AssertionFailure() << "wrote element " << (n_ + i) << " past the end (size "
+                                             << n_ << ")";
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  // A NaN payload no kernel computes, so "unchanged" is a bit comparison.
+  static T sentinel() {
+    if constexpr (std::is_same_v<T, Half>) {
+      return Half{0x7E5A};
+    } else if constexpr (std::is_same_v<T, float>) {
+      return std::bit_cast<float>(0x7FA5A5A5u);
+    } else {
+      return static_cast<T>(0x5A);
+    }
+  }
+  static bool same(const T& a, const T& b) { return std::memcmp(&a, &b, sizeof(T)) == 0; }
+
+  std::vector<T> storage_;
+  std::size_t n_;
+};
+
+inline Half half_nan() { return Half{0x7E00}; }
+inline float float_nan() { return std::numeric_limits<float>::quiet_NaN(); }
+
+// ---- comparisons -----------------------------------------------------------------------------
+
+constexpr double kHalfUlp = 1.0 / 1024;         // fp16 spacing relative to |x| (2^-10)
+constexpr double kHalfMin = 1.0 / 16777216;     // fp16 subnormal spacing (2^-24)
+constexpr double kFloatEps = 1.0 / 16777216;    // fp32 unit roundoff u (2^-24)
+
+// |actual - expected| <= abs + rel * |expected|, and every actual value finite. `why` says
+// where the allowance comes from; it is printed with any failure.
+struct Tolerance {
+  double abs = 0.0;
+  double rel = 0.0;
+  std::string why;
+};
+
+::testing::AssertionResult all_close(const std::vector<Half>& actual,
+                                     const std::vector<Half>& expected, const Tolerance& tol);
+::testing::AssertionResult all_close(const std::vector<float>& actual,
+                                     const std::vector<float>& expected, const Tolerance& tol);
+// Exact equality (copies): bit patterns must match.
+::testing::AssertionResult bitwise_equal(const std::vector<Half>& actual,
+                                         const std::vector<Half>& expected);
+
+std::vector<float> to_floats(const std::vector<Half>& h);
+
+}  // namespace offgen::test
