@@ -11,13 +11,15 @@
 namespace offgen::bench {
 
 double BenchRow::prefill_tokens_per_second() const {
-  return prefill_seconds > 0 ? config.batch * static_cast<double>(config.prompt_len) / prefill_seconds
-                             : 0.0;
+  return prefill_seconds > 0
+             ? config.batch * static_cast<double>(config.prompt_len) / prefill_seconds
+             : 0.0;
 }
 
 double BenchRow::decode_tokens_per_second() const {
-  return decode_seconds > 0 ? config.batch * static_cast<double>(config.gen_len - 1) / decode_seconds
-                            : 0.0;
+  return decode_seconds > 0
+             ? config.batch * static_cast<double>(config.gen_len - 1) / decode_seconds
+             : 0.0;
 }
 
 double BenchRow::generated_tokens_per_second() const {
@@ -67,7 +69,8 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
     std::vector<std::int32_t> next(prompts.size());
     const std::vector<std::uint8_t> advancing(prompts.size(), 1);
     auto pick = [&](std::span<const float> logits) {
-      for (std::size_t b = 0; b < next.size(); ++b) next[b] = argmax(logits.subspan(b * vocab, vocab));
+      for (std::size_t b = 0; b < next.size(); ++b)
+        next[b] = argmax(logits.subspan(b * vocab, vocab));
     };
 
     const auto start = Clock::now();

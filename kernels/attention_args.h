@@ -17,7 +17,7 @@
 namespace offgen::kernels {
 
 struct PrefillAttentionArgs {
-  const Half* qkv = nullptr;           // [batch * seq, 3 * heads * head_dim]
+  const Half* qkv = nullptr;            // [batch * seq, 3 * heads * head_dim]
   const std::uint8_t* valid = nullptr;  // [batch * seq]: 1 = real token, 0 = left padding
   Half* out = nullptr;                  // [batch * seq, heads * head_dim]; padding rows -> 0
   // Optional (null = not wanted): [batch, heads, seq]; entry j = sum over the real queries i >= j
@@ -31,11 +31,11 @@ struct PrefillAttentionArgs {
 };
 
 struct DecodeAttentionArgs {
-  const Half* qkv = nullptr;               // [batch, 3 * heads * head_dim]; only q is read
-  const Half* k_cache = nullptr;           // [batch, heads, capacity, head_dim]
+  const Half* qkv = nullptr;      // [batch, 3 * heads * head_dim]; only q is read
+  const Half* k_cache = nullptr;  // [batch, heads, capacity, head_dim]
   const Half* v_cache = nullptr;
   const std::int32_t* slot_count = nullptr;  // [batch]: attend over slots [0, slot_count[b])
-  Half* out = nullptr;                     // [batch, heads * head_dim]
+  Half* out = nullptr;                       // [batch, heads * head_dim]
   // Optional: [batch, heads, capacity]; the softmax row (slots >= slot_count[b] written as 0).
   float* probs = nullptr;
   int batch = 0;

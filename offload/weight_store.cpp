@@ -59,13 +59,11 @@ struct BlockLayout {
 BlockLayout global_layout(const OptConfig& c, ModelWeights& w) {
   BlockLayout block;
   block.add("decoder.embed_tokens.weight", {c.vocab_size, c.word_embed_proj_dim}, &w.embed_tokens);
-  block.add("decoder.embed_positions.weight", {c.max_position_embeddings + c.position_offset,
-                                               c.hidden_size},
-            &w.embed_positions);
+  block.add("decoder.embed_positions.weight",
+            {c.max_position_embeddings + c.position_offset, c.hidden_size}, &w.embed_positions);
   if (c.has_projections()) {
     block.add("decoder.project_in.weight", {c.hidden_size, c.word_embed_proj_dim}, &w.project_in);
-    block.add("decoder.project_out.weight", {c.word_embed_proj_dim, c.hidden_size},
-              &w.project_out);
+    block.add("decoder.project_out.weight", {c.word_embed_proj_dim, c.hidden_size}, &w.project_out);
   }
   if (c.has_final_layer_norm() && c.layer_norm_elementwise_affine) {
     block.add("decoder.final_layer_norm.weight", {c.hidden_size}, &w.final_ln_weight);

@@ -21,7 +21,7 @@ struct PaddedBatch {
   std::vector<std::int32_t> tokens;  // padding holds pad_id
   std::vector<std::uint8_t> valid;   // 1 = real token
   std::vector<std::int32_t> positions;
-  std::vector<int> lengths;          // real tokens per sequence
+  std::vector<int> lengths;  // real tokens per sequence
 };
 
 PaddedBatch left_pad(std::span<const std::vector<std::int32_t>> sequences, std::int32_t pad_id);

@@ -35,9 +35,9 @@ void Linear(benchmark::State& state) {
                                  offgen::kernels::Activation::relu);
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * static_cast<double>(m) * n * k, benchmark::Counter::kIsIterationInvariantRate,
-      benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m) * n * k,
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
 }
 BENCHMARK(Linear)
     ->Args({1, 768, 768})
@@ -79,7 +79,11 @@ void DecodeAttention(benchmark::State& state) {
       2.0 * static_cast<double>(cache_size) * sizeof(Half),
       benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(DecodeAttention)->Args({8, 512})->Args({32, 1024})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(DecodeAttention)
+    ->Args({8, 512})
+    ->Args({32, 1024})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 

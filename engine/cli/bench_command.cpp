@@ -36,7 +36,8 @@ int run_bench(const BenchOptions& options) {
   // charged to the first row.
   bench::run_case(engine, {1, 8, 2}, options.seed);
   std::vector<bench::BenchRow> rows;
-  for (const bench::BenchCase& c : bench::sweep(options.batches, options.prompt_lens, options.gen_lens)) {
+  for (const bench::BenchCase& c :
+       bench::sweep(options.batches, options.prompt_lens, options.gen_lens)) {
     rows.push_back(bench::run_case(engine, c, options.seed));
     spdlog::debug("batch {} prompt {} gen {} done", c.batch, c.prompt_len, c.gen_len);
   }

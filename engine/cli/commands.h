@@ -49,9 +49,10 @@ int run_score(const ScoreOptions& options);
 
 struct BenchOptions {
   CommonOptions common;
-  std::vector<int> batches = {1, 8};
-  std::vector<int> prompt_lens = {64};
-  std::vector<int> gen_lens = {16};
+  // The embedded default: about a minute on a 2-core machine with dummy opt-125m.
+  std::vector<int> batches = {1, 8, 32};
+  std::vector<int> prompt_lens = {128, 512};
+  std::vector<int> gen_lens = {32};
   std::uint64_t seed = 0;
 };
 void add_bench_command(CLI::App& app, BenchOptions& options);

@@ -26,16 +26,18 @@ std::string parse_request(const nlohmann::json& line, const Engine& engine,
       if (!id.is_number_integer()) return "'prompt_token_ids' must be an array of integers";
       const auto value = id.get<std::int64_t>();
       if (value < 0 || value >= config.vocab_size) {
-        return fmt::format("token id {} is outside the vocabulary [0, {})", value, config.vocab_size);
+        return fmt::format("token id {} is outside the vocabulary [0, {})", value,
+                           config.vocab_size);
       }
       request.prompt.push_back(static_cast<std::int32_t>(value));
     }
   } else if (line.contains("prompt")) {
     if (!line["prompt"].is_string()) return "'prompt' must be a string";
     if (engine.tokenizer() == nullptr) {
-      return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give "
-                         "'prompt_token_ids'",
-                         engine.model_description());
+      return fmt::format(
+          "model {} has no tokenizer: pass --tokenizer DIR or give "
+          "'prompt_token_ids'",
+          engine.model_description());
     }
     request.prompt.push_back(config.bos_token_id);  // OPT prepends </s> as BOS
     const auto ids = engine.tokenizer()->encode(line["prompt"].get_ref<const std::string&>());
@@ -71,7 +73,8 @@ std::string decode_text(const Engine& engine, const std::vector<std::int32_t>& t
 }  // namespace
 
 void add_generate_command(CLI::App& app, GenerateOptions& options) {
-  CLI::App* cmd = app.add_subcommand("generate", "generate completions for a JSONL file of prompts");
+  CLI::App* cmd =
+      app.add_subcommand("generate", "generate completions for a JSONL file of prompts");
   add_common_options(*cmd, options.common);
   cmd->add_option("--input", options.input,
                   "JSONL: {\"prompt\": \"...\"} or {\"prompt_token_ids\": [...]} per line; other "
@@ -85,9 +88,14 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
   cmd->add_option("--temperature", options.temperature, "0 = greedy")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--top-k", options.top_k, "0 = off")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--top-p", options.top_p, "1 = off")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
-  cmd->add_option("--seed", options.seed, "sampling seed (request i uses seed + i)")->capture_default_str();
+  cmd->add_option("--top-k", options.top_k, "0 = off")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--top-p", options.top_p, "1 = off")
+      ->check(CLI::Range(0.0f, 1.0f))
+      ->capture_default_str();
+  cmd->add_option("--seed", options.seed, "sampling seed (request i uses seed + i)")
+      ->capture_default_str();
 }
 
 int run_generate(const GenerateOptions& options) {
@@ -129,8 +137,8 @@ int run_generate(const GenerateOptions& options) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("{} requests ({} failed), {} tokens generated in {:.2f} s ({:.1f} tokens/s) -> {}",
-               lines.size(), errors, generated, seconds, static_cast<double>(generated) / std::max(seconds, 1e-9),
-               options.output);
+               lines.size(), errors, generated, seconds,
+               static_cast<double>(generated) / std::max(seconds, 1e-9), options.output);
   return errors == 0 ? 0 : 2;
 }
 

@@ -29,7 +29,8 @@ std::vector<JsonlLine> read_jsonl(const std::filesystem::path& path) {
         line.value = nullptr;
       }
     } catch (const nlohmann::json::parse_error& e) {
-      line.error = fmt::format("{} line {}: invalid JSON ({})", path.string(), line_number, e.what());
+      line.error =
+          fmt::format("{} line {}: invalid JSON ({})", path.string(), line_number, e.what());
     }
     lines.push_back(std::move(line));
   }
@@ -53,8 +54,8 @@ OrderedJsonlWriter::~OrderedJsonlWriter() {
 
 void OrderedJsonlWriter::write_line(std::string line) {
   line += '\n';
-  const bool ok = std::fwrite(line.data(), 1, line.size(), file_) == line.size() &&
-                  std::fflush(file_) == 0;
+  const bool ok =
+      std::fwrite(line.data(), 1, line.size(), file_) == line.size() && std::fflush(file_) == 0;
   OFFGEN_CHECK(ok, "writing {} failed: {}", path_.string(), std::strerror(errno));
 }
 

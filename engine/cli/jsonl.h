@@ -13,10 +13,10 @@
 namespace offgen::cli {
 
 struct JsonlLine {
-  std::size_t index = 0;     // position among the non-blank lines, from 0
+  std::size_t index = 0;        // position among the non-blank lines, from 0
   std::size_t line_number = 0;  // 1-based line in the file, for messages
-  nlohmann::json value;      // the parsed object (null if `error` is set)
-  std::string error;         // parse problem, naming the line
+  nlohmann::json value;         // the parsed object (null if `error` is set)
+  std::string error;            // parse problem, naming the line
 };
 
 // Reads every non-blank line; lines that are not a JSON object get `error`. Throws offgen::Error

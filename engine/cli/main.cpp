@@ -1,7 +1,7 @@
 // offgen: throughput-oriented batch inference for OPT models.
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"

@@ -9,7 +9,9 @@
 namespace offgen::cli {
 namespace {
 
-bool is_request_key(const std::string& key) { return key == "text" || key == "token_ids"; }
+bool is_request_key(const std::string& key) {
+  return key == "text" || key == "token_ids";
+}
 
 std::string parse_request(const nlohmann::json& line, const Engine& engine, ScoreRequest& request) {
   const OptConfig& config = engine.config();
@@ -20,7 +22,8 @@ std::string parse_request(const nlohmann::json& line, const Engine& engine, Scor
       if (!id.is_number_integer()) return "'token_ids' must be an array of integers";
       const auto value = id.get<std::int64_t>();
       if (value < 0 || value >= config.vocab_size) {
-        return fmt::format("token id {} is outside the vocabulary [0, {})", value, config.vocab_size);
+        return fmt::format("token id {} is outside the vocabulary [0, {})", value,
+                           config.vocab_size);
       }
       request.tokens.push_back(static_cast<std::int32_t>(value));
     }

@@ -28,7 +28,7 @@ template <typename... Args>
 }  // namespace offgen
 
 // Checks an invariant that bad input can break; throws offgen::Error with the formatted message.
-#define OFFGEN_CHECK(cond, ...)          \
-  do {                                   \
+#define OFFGEN_CHECK(cond, ...)               \
+  do {                                        \
     if (!(cond)) ::offgen::fail(__VA_ARGS__); \
   } while (0)

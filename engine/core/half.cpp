@@ -9,7 +9,7 @@ namespace {
 
 #if defined(__x86_64__)
 __attribute__((target("f16c,avx"))) void half_to_float_f16c(const Half* in, float* out,
-                                                             std::size_t n) {
+                                                            std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
@@ -19,7 +19,7 @@ __attribute__((target("f16c,avx"))) void half_to_float_f16c(const Half* in, floa
 }
 
 __attribute__((target("f16c,avx"))) void float_to_half_f16c(const float* in, Half* out,
-                                                             std::size_t n) {
+                                                            std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);

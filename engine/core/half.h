@@ -54,7 +54,7 @@ inline Half float_to_half(float value) {
   if (abs >= 0x477ff000u) {  // rounds to >= 65520: overflow to Inf
     return Half{static_cast<std::uint16_t>(sign | 0x7c00u)};
   }
-  if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+  if (abs < 0x38800000u) {                     // below the smallest normal half: subnormal or zero
     if (abs < 0x33000000u) return Half{sign};  // < 2^-25 rounds to zero
     const std::uint32_t exponent = abs >> 23;
     const std::uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
@@ -81,7 +81,8 @@ inline float bf16_to_float(BFloat16 b) {
 inline BFloat16 float_to_bf16(float value) {
   std::uint32_t x;
   std::memcpy(&x, &value, sizeof(x));
-  if ((x & 0x7fffffffu) > 0x7f800000u) return BFloat16{static_cast<std::uint16_t>((x >> 16) | 0x40u)};
+  if ((x & 0x7fffffffu) > 0x7f800000u)
+    return BFloat16{static_cast<std::uint16_t>((x >> 16) | 0x40u)};
   x += 0x7fffu + ((x >> 16) & 1u);
   return BFloat16{static_cast<std::uint16_t>(x >> 16)};
 }

@@ -14,13 +14,15 @@ namespace offgen {
 
 std::uint64_t parse_bytes(std::string_view text) {
   std::size_t pos = 0;
-  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
+  while (pos < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) {
     ++pos;
   }
   const std::string number(text.substr(0, pos));
   std::string unit;
   for (char c : text.substr(pos)) {
-    if (!std::isspace(static_cast<unsigned char>(c))) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!std::isspace(static_cast<unsigned char>(c)))
+      unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   double value = 0;
   const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);

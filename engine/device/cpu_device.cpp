@@ -160,8 +160,8 @@ CpuDevice::~CpuDevice() {
     try {
       stream->synchronize();
     } catch (const std::exception& e) {
-      spdlog::warn("cpu device: stream {} ended with an error: {}", stream_role_name(stream->role()),
-                   e.what());
+      spdlog::warn("cpu device: stream {} ended with an error: {}",
+                   stream_role_name(stream->role()), e.what());
     }
   }
 }
@@ -170,10 +170,16 @@ std::string CpuDevice::name() const {
   return fmt::format("cpu ({} threads)", tbb::info::default_concurrency());
 }
 
-Stream& CpuDevice::stream(StreamRole role) { return *streams_[static_cast<int>(role)]; }
-CpuStream& CpuDevice::cpu_stream(StreamRole role) { return *streams_[static_cast<int>(role)]; }
+Stream& CpuDevice::stream(StreamRole role) {
+  return *streams_[static_cast<int>(role)];
+}
+CpuStream& CpuDevice::cpu_stream(StreamRole role) {
+  return *streams_[static_cast<int>(role)];
+}
 
-std::unique_ptr<Event> CpuDevice::create_event() { return std::make_unique<CpuEvent>(); }
+std::unique_ptr<Event> CpuDevice::create_event() {
+  return std::make_unique<CpuEvent>();
+}
 
 void CpuDevice::copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) {
   dynamic_cast<CpuStream&>(stream).enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
@@ -189,6 +195,8 @@ void* CpuDevice::raw_allocate(Tier tier, std::size_t bytes) {
   return data;
 }
 
-void CpuDevice::raw_free(Tier, void* data, std::size_t) noexcept { std::free(data); }
+void CpuDevice::raw_free(Tier, void* data, std::size_t) noexcept {
+  std::free(data);
+}
 
 }  // namespace offgen

@@ -4,7 +4,9 @@
 
 namespace offgen {
 
-bool built_with_cuda() { return true; }
+bool built_with_cuda() {
+  return true;
+}
 
 std::vector<GpuInfo> list_cuda_gpus() {
   std::vector<GpuInfo> gpus;

@@ -4,8 +4,12 @@
 #ifndef OFFGEN_WITH_CUDA
 namespace offgen {
 
-bool built_with_cuda() { return false; }
-std::vector<GpuInfo> list_cuda_gpus() { return {}; }
+bool built_with_cuda() {
+  return false;
+}
+std::vector<GpuInfo> list_cuda_gpus() {
+  return {};
+}
 
 }  // namespace offgen
 #endif

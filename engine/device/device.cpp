@@ -109,7 +109,8 @@ void Device::reset_peaks() {
 }
 
 void Device::synchronize() {
-  for (int role = 0; role < kNumStreamRoles; ++role) stream(static_cast<StreamRole>(role)).synchronize();
+  for (int role = 0; role < kNumStreamRoles; ++role)
+    stream(static_cast<StreamRole>(role)).synchronize();
 }
 
 }  // namespace offgen

@@ -20,8 +20,8 @@ struct OptConfig {
   int vocab_size = 0;
   int max_position_embeddings = 0;
   int word_embed_proj_dim = 0;  // == hidden_size unless project_in / project_out exist (opt-350m)
-  bool do_layer_norm_before = true;          // pre-LN; false for opt-350m (post-LN)
-  bool remove_final_layer_norm = false;      // HF's `_remove_final_layer_norm`
+  bool do_layer_norm_before = true;      // pre-LN; false for opt-350m (post-LN)
+  bool remove_final_layer_norm = false;  // HF's `_remove_final_layer_norm`
   bool enable_bias = true;
   bool layer_norm_elementwise_affine = true;
   std::string activation_function = "relu";  // only "relu" is accepted

@@ -21,9 +21,9 @@ class SafetensorsFile {
  public:
   struct Tensor {
     std::string name;
-    DType dtype = DType::f16;          // F16, BF16, F32 accepted; anything else is an error
+    DType dtype = DType::f16;  // F16, BF16, F32 accepted; anything else is an error
     std::vector<std::int64_t> shape;
-    const std::byte* data = nullptr;   // into the mapping, valid while the file object lives
+    const std::byte* data = nullptr;  // into the mapping, valid while the file object lives
     std::size_t bytes = 0;
   };
 

@@ -49,9 +49,8 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   slot_count_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
   // Every step's inputs fit: ids + valid + positions of a prefill, or the 4 per-sequence arrays
   // of a decode step, or one chunk of output row ids and targets.
-  staging_ = device.allocate(Tier::pinned, bytes_of<std::int32_t>(3 * rows + 4 * batch +
-                                                                 2 * out_chunk_) +
-                                               1024);
+  staging_ = device.allocate(Tier::pinned,
+                             bytes_of<std::int32_t>(3 * rows + 4 * batch + 2 * out_chunk_) + 1024);
 
   x_ = device.allocate(gpu, bytes_of<Half>(rows * h));
   t_ = device.allocate(gpu, bytes_of<Half>(rows * wide));
@@ -210,10 +209,9 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
 
 void BatchRunner::decode(std::span<const std::int32_t> tokens,
                          std::span<const std::uint8_t> advancing) {
-  OFFGEN_CHECK(tokens.size() == static_cast<std::size_t>(batch_) &&
-                   advancing.size() == tokens.size(),
-               "decode needs one token per sequence ({} given for a batch of {})", tokens.size(),
-               batch_);
+  OFFGEN_CHECK(
+      tokens.size() == static_cast<std::size_t>(batch_) && advancing.size() == tokens.size(),
+      "decode needs one token per sequence ({} given for a batch of {})", tokens.size(), batch_);
   std::vector<std::int32_t> positions(tokens.size());
   std::vector<std::int32_t> write_slot(tokens.size());
   std::vector<std::int32_t> slot_count(tokens.size());
@@ -249,8 +247,7 @@ void BatchRunner::head(int n, std::int64_t rows_in_x) {
   }
   const Half* features = g;
   if (config_.has_projections()) {
-    ops_.linear(g, weights_.project_out, nullptr, projected_.as<Half>(), n, p, h,
-                Activation::none);
+    ops_.linear(g, weights_.project_out, nullptr, projected_.as<Half>(), n, p, h, Activation::none);
     features = projected_.as<Half>();
   }
   ops_.logits(features, weights_.embed_tokens, logits_.as<float>(), n, config_.vocab_size, p);
@@ -281,7 +278,8 @@ std::vector<float> BatchRunner::target_logprobs(std::span<const std::int32_t> ta
   for (std::size_t r = 0; r < targets.size(); ++r) {
     if (targets[r] >= 0) wanted.push_back(static_cast<std::int32_t>(r));
   }
-  for (std::size_t start = 0; start < wanted.size(); start += static_cast<std::size_t>(out_chunk_)) {
+  for (std::size_t start = 0; start < wanted.size();
+       start += static_cast<std::size_t>(out_chunk_)) {
     const std::size_t n = std::min(wanted.size() - start, static_cast<std::size_t>(out_chunk_));
     std::vector<std::int32_t> chunk_targets(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -289,12 +287,15 @@ std::vector<float> BatchRunner::target_logprobs(std::span<const std::int32_t> ta
       OFFGEN_CHECK(chunk_targets[i] < config_.vocab_size, "target token {} is outside the vocab",
                    chunk_targets[i]);
     }
-    upload(out_rows_.data(), wanted.data() + start, bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
-    upload(targets_.data(), chunk_targets.data(), bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
+    upload(out_rows_.data(), wanted.data() + start,
+           bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
+    upload(targets_.data(), chunk_targets.data(),
+           bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
     head(static_cast<int>(n), rows_in_x);
     ops_.token_logprobs(logits_.as<float>(), targets_.as<std::int32_t>(), logprobs_.as<float>(),
                         static_cast<std::int64_t>(n), config_.vocab_size);
-    device_.copy_async(host_logprobs_.data(), logprobs_.data(), bytes_of<float>(static_cast<std::int64_t>(n)), compute_);
+    device_.copy_async(host_logprobs_.data(), logprobs_.data(),
+                       bytes_of<float>(static_cast<std::int64_t>(n)), compute_);
     sync();
     for (std::size_t i = 0; i < n; ++i) {
       out[static_cast<std::size_t>(wanted[start + i])] = host_logprobs_.as<float>()[i];

@@ -43,16 +43,15 @@ void CpuOps::prefill_attention(const kernels::PrefillAttentionArgs& args) {
 }
 
 void CpuOps::store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq,
-                              int heads, int head_dim, Half* k_cache, Half* v_cache,
-                              int capacity) {
+                              int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity) {
   enqueue<cpu::store_prefill_kv, ref::store_prefill_kv>(qkv, valid, batch, seq, heads, head_dim,
                                                         k_cache, v_cache, capacity);
 }
 
 void CpuOps::append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads,
                        int head_dim, Half* k_cache, Half* v_cache, int capacity) {
-  enqueue<cpu::append_kv, ref::append_kv>(qkv, write_slot, batch, heads, head_dim, k_cache,
-                                          v_cache, capacity);
+  enqueue<cpu::append_kv, ref::append_kv>(qkv, write_slot, batch, heads, head_dim, k_cache, v_cache,
+                                          capacity);
 }
 
 void CpuOps::decode_attention(const kernels::DecodeAttentionArgs& args) {

@@ -75,7 +75,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     }
   }
 
-  const WeightSource& weights = checkpoint ? static_cast<const WeightSource&>(*checkpoint) : *source;
+  const WeightSource& weights =
+      checkpoint ? static_cast<const WeightSource&>(*checkpoint) : *source;
   weights_ = std::make_unique<WeightStore>(*device_, config_, weights);
 
   fs::path tokenizer_dir = options.tokenizer;
@@ -97,7 +98,9 @@ Engine::~Engine() {
   }
 }
 
-std::uint64_t Engine::weight_bytes() const { return weights_->bytes(); }
+std::uint64_t Engine::weight_bytes() const {
+  return weights_->bytes();
+}
 
 namespace {
 std::string check_ids(std::span<const std::int32_t> ids, const OptConfig& config) {
@@ -113,7 +116,8 @@ std::string check_ids(std::span<const std::int32_t> ids, const OptConfig& config
 
 std::string Engine::check(const GenerationRequest& request) const {
   if (request.prompt.empty()) return "the prompt is empty";
-  if (request.max_tokens < 1) return fmt::format("max_tokens must be >= 1 (got {})", request.max_tokens);
+  if (request.max_tokens < 1)
+    return fmt::format("max_tokens must be >= 1 (got {})", request.max_tokens);
   const std::int64_t total = static_cast<std::int64_t>(request.prompt.size()) + request.max_tokens;
   if (total > config_.max_position_embeddings) {
     return fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the model's {} positions",

@@ -48,9 +48,8 @@ std::int32_t sample_token(std::span<const float> logits, const SamplingParams& p
   std::vector<double> probs(keep);
   double total = 0.0;
   for (std::size_t i = 0; i < keep; ++i) {
-    probs[i] = std::exp(
-        static_cast<double>((logits[static_cast<std::size_t>(order[i])] - max_logit) /
-                            params.temperature));
+    probs[i] = std::exp(static_cast<double>(
+        (logits[static_cast<std::size_t>(order[i])] - max_logit) / params.temperature));
     total += probs[i];
   }
   // Top-p: the smallest prefix whose mass reaches top_p (the first token always stays).

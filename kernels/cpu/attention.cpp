@@ -34,7 +34,9 @@ float* grow(std::vector<float>& v, std::int64_t n) {
   return v.data();
 }
 
-void zero_half(Half* p, int n) { std::fill(p, p + n, Half{}); }  // bits 0 = +0.0
+void zero_half(Half* p, int n) {
+  std::fill(p, p + n, Half{});
+}  // bits 0 = +0.0
 
 // Queries [q0, q1) of sequence b, head h. key_sums: that (b, h)'s row, zeroed, or null.
 OFFGEN_SIMD_CLONES void prefill_block(const PrefillAttentionArgs& a, int b, int h, int q0, int q1,
@@ -263,8 +265,8 @@ void store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int
     for (int i = 0; i < seq; ++i) {
       const std::int64_t token = std::int64_t{b} * seq + i;
       if (valid[token] == 0) continue;
-      OFFGEN_CHECK(slot < capacity, "store_prefill_kv: sequence {} has more than {} real tokens",
-                   b, capacity);
+      OFFGEN_CHECK(slot < capacity, "store_prefill_kv: sequence {} has more than {} real tokens", b,
+                   capacity);
       write_slot(qkv + token * stride, b, slot++, heads, head_dim, k_cache, v_cache, capacity);
     }
   });

@@ -1,4 +1,5 @@
-// CPU attention kernels (TBB over sequences × heads). Layouts and semantics: kernels/attention_args.h.
+// CPU attention kernels (TBB over sequences × heads). Layouts and semantics:
+// kernels/attention_args.h.
 #pragma once
 
 #include <cstdint>

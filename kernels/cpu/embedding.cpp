@@ -11,7 +11,9 @@ namespace offgen::kernels::cpu {
 namespace {
 
 // Rows per task: ~16K elements, so tiny calls do not pay for many tasks.
-std::int64_t row_grain(int dim) { return std::max<std::int64_t>(1, 16384 / std::max(dim, 1)); }
+std::int64_t row_grain(int dim) {
+  return std::max<std::int64_t>(1, 16384 / std::max(dim, 1));
+}
 
 }  // namespace
 

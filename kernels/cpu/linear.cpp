@@ -59,8 +59,12 @@ class AlignedFloats {
   std::size_t size_ = 0;
 };
 
-std::int64_t round_up(std::int64_t v, std::int64_t to) { return (v + to - 1) / to * to; }
-std::int64_t ceil_div(std::int64_t v, std::int64_t d) { return (v + d - 1) / d; }
+std::int64_t round_up(std::int64_t v, std::int64_t to) {
+  return (v + to - 1) / to * to;
+}
+std::int64_t ceil_div(std::int64_t v, std::int64_t d) {
+  return (v + d - 1) / d;
+}
 
 // Tasks wanted for load balance: a few per worker.
 std::int64_t task_target() {
@@ -71,8 +75,8 @@ std::int64_t task_target() {
 struct Epilogue {
   const float* bias = nullptr;  // fp32, [n]; null = none
   bool relu = false;
-  Half* y = nullptr;      // linear output, or
-  float* out = nullptr;   // logits output
+  Half* y = nullptr;     // linear output, or
+  float* out = nullptr;  // logits output
   std::int64_t n = 0;
 
   void operator()(std::int64_t row, std::int64_t n0, std::int64_t count, float* c) const {
@@ -109,7 +113,7 @@ struct DotIsa {
 // ---- portable ------------------------------------------------------------------------------
 template <int MR>
 void dot_portable(const float* x, std::int64_t ldx, const float* w, std::int64_t ldw, int len,
-                   float* c, std::int64_t ldc) {
+                  float* c, std::int64_t ldc) {
   constexpr int kNr = 4;
   constexpr int kLanes = 8;
   float acc[MR][kNr][kLanes] = {};
@@ -133,9 +137,9 @@ void dot_portable(const float* x, std::int64_t ldx, const float* w, std::int64_t
 #if defined(__x86_64__)
 // ---- AVX2 + FMA: 3 x-rows × 4 W-rows = 12 ymm accumulators + 3 x + 1 w = 16 registers -------
 template <int MR>
-__attribute__((target("avx2,fma"))) void dot_avx2(const float* x, std::int64_t ldx,
-                                                   const float* w, std::int64_t ldw, int len,
-                                                   float* c, std::int64_t ldc) {
+__attribute__((target("avx2,fma"))) void dot_avx2(const float* x, std::int64_t ldx, const float* w,
+                                                  std::int64_t ldw, int len, float* c,
+                                                  std::int64_t ldc) {
   constexpr int kNr = 4;
   __m256 acc[MR][kNr];
 #pragma GCC unroll 4
@@ -175,9 +179,9 @@ __attribute__((target("avx512f"))) inline __m256 fold512(__m512 v) {
 }
 
 template <int MR>
-__attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t ldx,
-                                                    const float* w, std::int64_t ldw, int len,
-                                                    float* c, std::int64_t ldc) {
+__attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t ldx, const float* w,
+                                                   std::int64_t ldw, int len, float* c,
+                                                   std::int64_t ldc) {
   constexpr int kNr = 6;
   __m512 acc[MR][kNr];
 #pragma GCC unroll 4
@@ -214,7 +218,6 @@ __attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t 
 }
 #endif
 
-
 // ---- panel path: micro-kernels ---------------------------------------------------------------
 
 // k per pass, and the fixed row stride (floats) of the W scratch, so a kernel addresses W row j
@@ -225,8 +228,8 @@ constexpr int kChunk = 512;
 using PanelTile = void (*)(const float* xp, const float* w, int len, float* ct, std::int64_t ldc);
 
 struct PanelIsa {
-  int rows = 0;   // P: x rows per panel (two vectors)
-  int group = 0;  // G: W rows per micro-tile
+  int rows = 0;            // P: x rows per panel (two vectors)
+  int group = 0;           // G: W rows per micro-tile
   PanelTile tile[3] = {};  // tile[v]: v vectors of rows (v = 1 for a panel at most half full)
 };
 
@@ -386,7 +389,8 @@ void gemm_panel(const PanelIsa& isa, const Half* x, const Half* weight, std::int
 
   // x packed k-major: panel p holds rows [p·P, p·P + P) as xp[p·k·P + kk·P + r], zero past m.
   AlignedFloats x_buffer;
-  float* const xp = x_buffer.get(static_cast<std::size_t>(std::max<std::int64_t>(panels * k * P, 1)));
+  float* const xp =
+      x_buffer.get(static_cast<std::size_t>(std::max<std::int64_t>(panels * k * P, 1)));
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, panels), [&](const auto& r) {
     thread_local AlignedFloats rows_buffer;
     float* const rows = rows_buffer.get(static_cast<std::size_t>(std::max<std::int64_t>(P * k, 1)));

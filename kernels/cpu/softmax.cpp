@@ -19,7 +19,7 @@ OFFGEN_SIMD_CLONES double log_sum_exp(const float* row, int cols) {
 #pragma omp simd reduction(max : max)
   for (int c = 0; c < cols; ++c) max = vmax(max, row[c]);
   double total = 0.0;
-  constexpr int kBlock = 512;
+  constexpr int kBlock = 64;  // fp32 partial sums of <= 64 terms: error <= 63·2^-24 relative
   for (int c0 = 0; c0 < cols; c0 += kBlock) {
     const int c1 = std::min(cols, c0 + kBlock);
     float sum = 0.0f;
@@ -31,7 +31,9 @@ OFFGEN_SIMD_CLONES double log_sum_exp(const float* row, int cols) {
 }
 
 // Rows per task: ~32K elements each.
-std::int64_t row_grain(int cols) { return std::max<std::int64_t>(1, 32768 / std::max(cols, 1)); }
+std::int64_t row_grain(int cols) {
+  return std::max<std::int64_t>(1, 32768 / std::max(cols, 1));
+}
 
 }  // namespace
 
@@ -49,12 +51,13 @@ void log_softmax(float* values, std::int64_t rows, int cols) {
 
 void token_logprobs(const float* logits, const std::int32_t* targets, float* out, std::int64_t rows,
                     int vocab) {
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, row_grain(vocab)), [&](const auto& r) {
-    for (std::int64_t i = r.begin(); i != r.end(); ++i) {
-      const float* row = logits + i * vocab;
-      out[i] = static_cast<float>(double{row[targets[i]]} - log_sum_exp(row, vocab));
-    }
-  });
+  tbb::parallel_for(
+      tbb::blocked_range<std::int64_t>(0, rows, row_grain(vocab)), [&](const auto& r) {
+        for (std::int64_t i = r.begin(); i != r.end(); ++i) {
+          const float* row = logits + i * vocab;
+          out[i] = static_cast<float>(double{row[targets[i]]} - log_sum_exp(row, vocab));
+        }
+      });
 }
 
 }  // namespace offgen::kernels::cpu

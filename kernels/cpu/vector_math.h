@@ -9,7 +9,8 @@
 // build is plain -O3 (SSE2), so compute-heavy loops written in plain C++ (attention, softmax)
 // get this instead of hand-written intrinsics.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define OFFGEN_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define OFFGEN_SIMD_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define OFFGEN_SIMD_CLONES
 #endif
@@ -26,7 +27,9 @@ inline float pick(bool cond, float a, float b) {
 
 // max(a, b) that vectorises (std::max is a float ?:). A NaN b is skipped; callers feed every value
 // through exp afterwards, which brings the NaN back.
-inline float vmax(float a, float b) { return pick(b > a, b, a); }
+inline float vmax(float a, float b) {
+  return pick(b > a, b, a);
+}
 
 // exp() for fp32 softmax loops: plain branch-free C++ so `#pragma omp simd` loops vectorise it
 // (std::exp is a libm call that never vectorises without -ffast-math).

@@ -102,7 +102,8 @@ void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int h
   const int hd = heads * head_dim;
   for (int b = 0; b < batch; ++b) {
     for (int h = 0; h < heads; ++h) {
-      const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + write_slot[b]) * head_dim;
+      const std::int64_t dst =
+          ((std::int64_t{b} * heads + h) * capacity + write_slot[b]) * head_dim;
       const Half* src = qkv + std::int64_t{b} * 3 * hd + std::int64_t{h} * head_dim;
       copy_head(src + hd, k_cache + dst, head_dim);
       copy_head(src + 2 * hd, v_cache + dst, head_dim);

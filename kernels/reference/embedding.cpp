@@ -14,7 +14,8 @@ void add_position_embeddings(Half* x, const Half* table, int dim, const std::int
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t row = std::int64_t{positions[i]} + offset;  // padding: -1 + offset
     for (int d = 0; d < dim; ++d) {
-      const double sum = double{half_to_float(x[i * dim + d])} + half_to_float(table[row * dim + d]);
+      const double sum =
+          double{half_to_float(x[i * dim + d])} + half_to_float(table[row * dim + d]);
       x[i * dim + d] = float_to_half(static_cast<float>(sum));
     }
   }

@@ -31,14 +31,15 @@ cli::CommonOptions tiny_model() {
 TEST(GenerateCommand, BadLinesGetErrorsAndTheRestComplete) {
   test::TempDir dir;
   const auto input = dir.path() / "in.jsonl";
-  test::write_file(input,
-                   "{\"prompt\": \"Hello world\", \"custom_id\": \"a\"}\n"
-                   "{\"prompt_token_ids\": [2, 10, 20, 30]}\n"
-                   "this is not json\n"
-                   "\n"
-                   "{\"prompt_token_ids\": [2, 5000]}\n"
-                   "{\"no_prompt\": 1, \"custom_id\": \"e\"}\n"
-                   "{\"prompt\": \"a longer prompt that still fits easily\", \"custom_id\": \"f\"}\n");
+  test::write_file(
+      input,
+      "{\"prompt\": \"Hello world\", \"custom_id\": \"a\"}\n"
+      "{\"prompt_token_ids\": [2, 10, 20, 30]}\n"
+      "this is not json\n"
+      "\n"
+      "{\"prompt_token_ids\": [2, 5000]}\n"
+      "{\"no_prompt\": 1, \"custom_id\": \"e\"}\n"
+      "{\"prompt\": \"a longer prompt that still fits easily\", \"custom_id\": \"f\"}\n");
   cli::GenerateOptions options;
   options.common = tiny_model();
   options.input = input.string();

@@ -22,7 +22,6 @@ nlohmann::json load_expected(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
-
 // Each checkpoint runs on both cpu kernel sets: the TBB kernels and the naive references.
 class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernelSet>> {
  protected:
@@ -121,7 +120,8 @@ INSTANTIATE_TEST_SUITE_P(
       for (char& c : name) {
         if (c == '-') c = '_';
       }
-      return name + (std::get<1>(param_info.param) == CpuKernelSet::reference ? "_reference" : "_cpu");
+      return name +
+             (std::get<1>(param_info.param) == CpuKernelSet::reference ? "_reference" : "_cpu");
     });
 
 }  // namespace

@@ -70,7 +70,8 @@ TEST(Sampler, SameSeedSameDraws) {
   for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(static_cast<float>(i));
   std::mt19937_64 a(99), b(99);
   for (int i = 0; i < 50; ++i) {
-    EXPECT_EQ(sample_token(logits, {0.9f, 20, 0.95f}, a), sample_token(logits, {0.9f, 20, 0.95f}, b));
+    EXPECT_EQ(sample_token(logits, {0.9f, 20, 0.95f}, a),
+              sample_token(logits, {0.9f, 20, 0.95f}, b));
   }
 }
 

@@ -15,11 +15,20 @@ namespace {
 
 KernelSet cpu_set(std::string name, std::string isa) {
   namespace cpu = kernels::cpu;
-  return {std::move(name),        std::move(isa),          cpu::gather_rows,
-          cpu::add_position_embeddings, cpu::layer_norm,   cpu::linear,
-          cpu::logits,            cpu::add_inplace,        cpu::log_softmax,
-          cpu::token_logprobs,    cpu::prefill_attention,  cpu::store_prefill_kv,
-          cpu::append_kv,         cpu::decode_attention};
+  return {std::move(name),
+          std::move(isa),
+          cpu::gather_rows,
+          cpu::add_position_embeddings,
+          cpu::layer_norm,
+          cpu::linear,
+          cpu::logits,
+          cpu::add_inplace,
+          cpu::log_softmax,
+          cpu::token_logprobs,
+          cpu::prefill_attention,
+          cpu::store_prefill_kv,
+          cpu::append_kv,
+          cpu::decode_attention};
 }
 
 // NaN / Inf in either side always fails: a NaN compares false with everything, and an Inf
@@ -112,9 +121,8 @@ std::vector<float> to_floats(const std::vector<Half>& h) {
   }
   for (std::size_t i = 0; i < actual.size(); ++i) {
     if (actual[i].bits != expected[i].bits) {
-      return ::testing::AssertionFailure()
-             << "element " << i << ": bits 0x" << std::hex << actual[i].bits << " != 0x"
-             << expected[i].bits;
+      return ::testing::AssertionFailure() << "element " << i << ": bits 0x" << std::hex
+                                           << actual[i].bits << " != 0x" << expected[i].bits;
     }
   }
   return ::testing::AssertionSuccess();

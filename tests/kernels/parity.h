@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -58,15 +59,18 @@ class ParityTest : public ::testing::TestWithParam<const KernelSet*> {
 };
 
 std::string kernel_set_name(const ::testing::TestParamInfo<const KernelSet*>& info);
+inline void PrintTo(const KernelSet* set, std::ostream* os) { *os << set->name; }
 
 // ---- randomness ------------------------------------------------------------------------------
 
-// Seeded from std::random_device (OFFGEN_TEST_SEED=<n> replays one); put `SCOPED_TRACE(rng.trace())`
-// right after constructing so any failure prints the seed.
+// Seeded from std::random_device (OFFGEN_TEST_SEED=<n> replays one); put
+// `SCOPED_TRACE(rng.trace())` right after constructing so any failure prints the seed.
 class Rng {
  public:
   Rng();
-  std::string trace() const { return "random seed " + std::to_string(seed_) + " (OFFGEN_TEST_SEED)"; }
+  std::string trace() const {
+    return "random seed " + std::to_string(seed_) + " (OFFGEN_TEST_SEED)";
+  }
   float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen_); }
   int integer(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen_); }
   // fp16 values uniform in [lo, hi] (rounded to fp16).
@@ -105,11 +109,12 @@ class Guarded {
   ::testing::AssertionResult guards_intact() const {
     for (std::size_t i = 0; i < kGuard; ++i) {
       if (!same(storage_[i], sentinel())) {
-        return ::testing::AssertionFailure() << "wrote " << (kGuard - i) << " elements before the output";
+        return ::testing::AssertionFailure()
+               << "wrote " << (kGuard - i) << " elements before the output";
       }
       if (!same(storage_[kGuard + n_ + i], sentinel())) {
-        return ::testing::AssertionFailure() << "wrote element " << (n_ + i) << " past the end (size "
-                                             << n_ << ")";
+        return ::testing::AssertionFailure()
+               << "wrote element " << (n_ + i) << " past the end (size " << n_ << ")";
       }
     }
     return ::testing::AssertionSuccess();
@@ -132,14 +137,18 @@ class Guarded {
   std::size_t n_;
 };
 
-inline Half half_nan() { return Half{0x7E00}; }
-inline float float_nan() { return std::numeric_limits<float>::quiet_NaN(); }
+inline Half half_nan() {
+  return Half{0x7E00};
+}
+inline float float_nan() {
+  return std::numeric_limits<float>::quiet_NaN();
+}
 
 // ---- comparisons -----------------------------------------------------------------------------
 
-constexpr double kHalfUlp = 1.0 / 1024;         // fp16 spacing relative to |x| (2^-10)
-constexpr double kHalfMin = 1.0 / 16777216;     // fp16 subnormal spacing (2^-24)
-constexpr double kFloatEps = 1.0 / 16777216;    // fp32 unit roundoff u (2^-24)
+constexpr double kHalfUlp = 1.0 / 1024;       // fp16 spacing relative to |x| (2^-10)
+constexpr double kHalfMin = 1.0 / 16777216;   // fp16 subnormal spacing (2^-24)
+constexpr double kFloatEps = 1.0 / 16777216;  // fp32 unit roundoff u (2^-24)
 
 // |actual - expected| <= abs + rel * |expected|, and every actual value finite. `why` says
 // where the allowance comes from; it is printed with any failure.

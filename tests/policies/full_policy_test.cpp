@@ -15,7 +15,7 @@ TEST(FullPolicy, KeepsEveryRealTokenAndReusesTheSpareSlotForDoneSequences) {
   policy.plan_decode(write.data(), count.data());
   EXPECT_EQ(write, (std::vector<std::int32_t>{3, 1}));
   EXPECT_EQ(count, (std::vector<std::int32_t>{4, 2}));  // the new token attends to itself
-  policy.commit(std::vector<std::uint8_t>{1, 0});      // sequence 1 is done: its token is dropped
+  policy.commit(std::vector<std::uint8_t>{1, 0});       // sequence 1 is done: its token is dropped
   policy.plan_decode(write.data(), count.data());
   EXPECT_EQ(write, (std::vector<std::int32_t>{4, 1}));
   EXPECT_EQ(count, (std::vector<std::int32_t>{5, 2}));

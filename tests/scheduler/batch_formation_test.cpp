@@ -28,7 +28,7 @@ TEST(LeftPad, PadsOnTheLeftWithHuggingFacePositionIds) {
                                                  2, 20, 21, 22, 23}));
   EXPECT_EQ(p.valid, (std::vector<std::uint8_t>{0, 0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1}));
   // cumsum(mask) - 1, with padding at -1 as Hugging Face computes it.
-  EXPECT_EQ(p.positions, (std::vector<std::int32_t>{-1, -1, 0, 1, 2,  //
+  EXPECT_EQ(p.positions, (std::vector<std::int32_t>{-1, -1, 0, 1, 2,    //
                                                     -1, -1, -1, -1, 0,  //
                                                     0, 1, 2, 3, 4}));
   EXPECT_EQ(p.lengths, (std::vector<int>{3, 1, 5}));

@@ -7,7 +7,9 @@
 namespace offgen::test {
 
 // tests/data, where golden fixtures and small checkpoints live.
-inline std::filesystem::path data_dir() { return OFFGEN_TEST_DATA_DIR; }
+inline std::filesystem::path data_dir() {
+  return OFFGEN_TEST_DATA_DIR;
+}
 
 // A fresh empty directory under the system temp dir, removed when the object goes away.
 class TempDir {

@@ -1,0 +1,129 @@
+// Parity of linear / logits against the reference.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/reference/reference.h"
+#include "tests/kernels/parity.h"
+
+namespace offgen::test {
+namespace {
+
+namespace ref = kernels::reference;
+using kernels::Activation;
+
+struct Shape {
+  std::int64_t m;
+  int n;
+  int k;
+};
+
+// m covers the CPU's dot path (m < 32) and panel path (whole and partial panels, two m-blocks);
+// n leaves a tail in every n-blocking; k is odd, crosses the 16-float padding and the k-chunks
+// (512 for panels, 1024 for dots).
+// (Panels are 32 rows with AVX-512, 16 with AVX2: 49 and 58 leave tails just over half a panel.)
+const Shape kShapes[] = {{1, 1, 1},      {1, 7, 13},     {3, 20, 64},     {17, 33, 100},
+                         {1, 50, 768},   {5, 13, 1100},  {32, 25, 64},    {40, 37, 13},
+                         {49, 30, 64},   {58, 11, 70},   {70, 100, 600},  {129, 19, 130},
+                         {33, 200, 1100}};
+
+std::string describe(const Shape& s) {
+  return "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
+}
+
+// Inputs in [-r, r] (bias too): Σ|x·w| + |b| <= k·r² + r.
+Tolerance linear_tolerance(int k, double r) {
+  const double magnitude = k * r * r + r;
+  return {(k + 2) * kFloatEps * magnitude + kHalfMin, kHalfUlp,
+          "fp16 output rounding: 1 ulp (2^-10 relative) since the implementation rounds an fp32 "
+          "sum, the reference the exact one; plus fp32 accumulation over k terms in any order, "
+          "(k+2)·2^-24·(Σ|x·w|+|b|) (Higham's bound); plus 2^-24 for fp16 subnormals"};
+}
+
+Tolerance logits_tolerance(int k, double r) {
+  return {(k + 1) * kFloatEps * k * r * r, kFloatEps,
+          "fp32 output: fp32 accumulation over k terms in any order, (k+1)·2^-24·Σ|x·w| "
+          "(Higham's bound); plus the reference's own rounding of its exact sum, 2^-24 relative"};
+}
+
+class LinearParity : public ParityTest {};
+
+TEST_P(LinearParity, MatchesReferenceWithAndWithoutBiasAndRelu) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const auto& s : kShapes) {
+    for (const bool with_bias : {false, true}) {
+      for (const auto act : {Activation::none, Activation::relu}) {
+        SCOPED_TRACE(describe(s) + (with_bias ? " bias" : " no-bias") +
+                     (act == Activation::relu ? " relu" : " none"));
+        const auto x = rng.halves(s.m * s.k, -1, 1);
+        const auto w = rng.halves(std::size_t(s.n) * s.k, -1, 1);
+        const auto b = rng.halves(s.n, -1, 1);
+        const Half* bias = with_bias ? b.data() : nullptr;
+        Guarded<Half> y(s.m * s.n, half_nan());
+        std::vector<Half> expected(s.m * s.n);
+        impl().linear(x.data(), w.data(), bias, y.data(), s.m, s.n, s.k, act);
+        ref::linear(x.data(), w.data(), bias, expected.data(), s.m, s.n, s.k, act);
+        EXPECT_TRUE(y.guards_intact());
+        EXPECT_TRUE(all_close(y.values(), expected, linear_tolerance(s.k, 1.0)));
+      }
+    }
+  }
+}
+
+// Wider inputs: outputs spread over many fp16 binades (|y| up to ~200).
+TEST_P(LinearParity, MatchesReferenceWithWideInputs) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const Shape s : {Shape{3, 45, 100}, Shape{64, 40, 300}}) {
+    SCOPED_TRACE(describe(s));
+    const auto x = rng.halves(s.m * s.k, -4, 4);
+    const auto w = rng.halves(std::size_t(s.n) * s.k, -4, 4);
+    const auto b = rng.halves(s.n, -4, 4);
+    Guarded<Half> y(s.m * s.n, half_nan());
+    std::vector<Half> expected(s.m * s.n);
+    impl().linear(x.data(), w.data(), b.data(), y.data(), s.m, s.n, s.k, Activation::none);
+    ref::linear(x.data(), w.data(), b.data(), expected.data(), s.m, s.n, s.k, Activation::none);
+    EXPECT_TRUE(y.guards_intact());
+    EXPECT_TRUE(all_close(y.values(), expected, linear_tolerance(s.k, 4.0)));
+  }
+}
+
+// Same inputs, same bits: blocking and threading must not change the summation order run to run.
+TEST_P(LinearParity, IsDeterministic) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const Shape s : {Shape{3, 70, 100}, Shape{70, 100, 600}}) {
+    SCOPED_TRACE(describe(s));
+    const auto x = rng.halves(s.m * s.k, -1, 1);
+    const auto w = rng.halves(std::size_t(s.n) * s.k, -1, 1);
+    std::vector<Half> first(s.m * s.n), second(s.m * s.n);
+    impl().linear(x.data(), w.data(), nullptr, first.data(), s.m, s.n, s.k, Activation::none);
+    impl().linear(x.data(), w.data(), nullptr, second.data(), s.m, s.n, s.k, Activation::none);
+    EXPECT_TRUE(bitwise_equal(second, first));
+  }
+}
+
+TEST_P(LinearParity, LogitsMatchReference) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const Shape s : {Shape{1, 50, 13}, Shape{5, 333, 64}, Shape{40, 1000, 100},
+                        Shape{33, 97, 768}}) {
+    SCOPED_TRACE(describe(s));
+    const auto x = rng.halves(s.m * s.k, -1, 1);
+    const auto embed = rng.halves(std::size_t(s.n) * s.k, -1, 1);
+    Guarded<float> out(s.m * s.n, float_nan());
+    std::vector<float> expected(s.m * s.n);
+    impl().logits(x.data(), embed.data(), out.data(), s.m, s.n, s.k);
+    ref::logits(x.data(), embed.data(), expected.data(), s.m, s.n, s.k);
+    EXPECT_TRUE(out.guards_intact());
+    EXPECT_TRUE(all_close(out.values(), expected, logits_tolerance(s.k, 1.0)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, LinearParity, ::testing::ValuesIn(cpu_kernel_sets()),
+                         kernel_set_name);
+
+}  // namespace
+}  // namespace offgen::test

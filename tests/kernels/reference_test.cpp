@@ -1,0 +1,213 @@
+// Hand-computed checks of the reference kernels (the parity suite's truth), of the test helpers,
+// and of CPU-only behaviour (fast_exp accuracy, precondition errors).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/vector_math.h"
+#include "kernels/reference/reference.h"
+#include "tests/kernels/parity.h"
+
+namespace offgen::test {
+namespace {
+
+namespace ref = kernels::reference;
+using kernels::Activation;
+
+std::vector<Half> halves(std::initializer_list<float> values) {
+  std::vector<Half> out;
+  for (float v : values) out.push_back(float_to_half(v));
+  return out;
+}
+
+TEST(Reference, LinearOfSmallIntegersIsExact) {
+  const auto x = halves({1, 2, 3, 4});       // [2, 2]
+  const auto w = halves({1, 0, 2, -1});      // [n=2, k=2]
+  const auto b = halves({1, -10});
+  std::vector<Half> y(4);
+  ref::linear(x.data(), w.data(), b.data(), y.data(), 2, 2, 2, Activation::none);
+  EXPECT_EQ(to_floats(y), (std::vector<float>{2, -10, 4, -8}));
+  ref::linear(x.data(), w.data(), b.data(), y.data(), 2, 2, 2, Activation::relu);
+  EXPECT_EQ(to_floats(y), (std::vector<float>{2, 0, 4, 0}));
+  ref::linear(x.data(), w.data(), nullptr, y.data(), 2, 2, 2, Activation::none);
+  EXPECT_EQ(to_floats(y), (std::vector<float>{1, 0, 3, 2}));
+  std::vector<float> logits(4);
+  ref::logits(x.data(), w.data(), logits.data(), 2, 2, 2);
+  EXPECT_EQ(logits, (std::vector<float>{1, 0, 3, 2}));
+}
+
+TEST(Reference, LayerNormOfConstantRowIsBeta) {
+  const auto x = halves({3, 3, 3});
+  const auto gamma = halves({2, 2, 2});
+  const auto beta = halves({0.5f, -1, 7});
+  std::vector<Half> y(3);
+  ref::layer_norm(x.data(), gamma.data(), beta.data(), y.data(), 1, 3, 1e-5f);
+  EXPECT_EQ(to_floats(y), (std::vector<float>{0.5f, -1, 7}));
+}
+
+TEST(Reference, LayerNormWithoutAffineNormalises) {
+  // mean 0, variance 1: y = x / sqrt(1 + eps), which rounds to x in fp16.
+  auto x = halves({1, -1, 1, -1});
+  ref::layer_norm(x.data(), nullptr, nullptr, x.data(), 1, 4, 1e-5f);  // in place
+  EXPECT_EQ(to_floats(x), (std::vector<float>{1, -1, 1, -1}));
+}
+
+TEST(Reference, LogSoftmaxOfEqualValuesIsUniform) {
+  std::vector<float> v(8, 3.25f);
+  ref::log_softmax(v.data(), 1, 8);
+  for (float x : v) EXPECT_FLOAT_EQ(x, -std::log(8.0f));
+  const std::vector<float> logits = {0.0f, 0.0f, std::log(2.0f)};  // p = 1/4, 1/4, 1/2
+  const std::vector<std::int32_t> targets = {2};
+  float out = 0;
+  ref::token_logprobs(logits.data(), targets.data(), &out, 1, 3);
+  EXPECT_FLOAT_EQ(out, std::log(0.5f));
+}
+
+TEST(Reference, DecodeWithEqualScoresAveragesValues) {
+  // One head, head_dim 2, 4 slots with identical keys: uniform weights, output = mean of v.
+  const auto qkv = halves({1, 1, 9, 9, 9, 9});
+  const auto k = halves({0.5f, 0.25f, 0.5f, 0.25f, 0.5f, 0.25f, 0.5f, 0.25f});
+  const auto v = halves({1, 0, 2, 0, 3, 0, 6, 4});
+  const std::vector<std::int32_t> count = {4};
+  std::vector<Half> out(2);
+  std::vector<float> probs(5, -1);
+  ref::decode_attention({qkv.data(), k.data(), v.data(), count.data(), out.data(), probs.data(),
+                         1, 1, 2, 4, 0.7f});
+  EXPECT_EQ(to_floats(out), (std::vector<float>{3, 1}));
+  EXPECT_EQ(probs, (std::vector<float>{0.25f, 0.25f, 0.25f, 0.25f, -1}));  // capacity 4 only
+}
+
+TEST(Reference, DecodeOfEmptyCacheIsZero) {
+  const auto qkv = halves({1, 1, 1});
+  const auto kv = halves({5, 5});
+  const std::vector<std::int32_t> count = {0};
+  std::vector<Half> out = halves({7});
+  std::vector<float> probs = {7, 7};
+  ref::decode_attention({qkv.data(), kv.data(), kv.data(), count.data(), out.data(), probs.data(),
+                         1, 1, 1, 2, 1.0f});
+  EXPECT_EQ(to_floats(out), (std::vector<float>{0}));
+  EXPECT_EQ(probs, (std::vector<float>{0, 0}));
+}
+
+TEST(Reference, PrefillTwoTokensByHand) {
+  // head_dim 1, scale 1. Token 0: q=1 k=0 v=0; token 1: q=1 k=1 v=1.
+  // Query 0 sees key 0 only: out = v0 = 0. Query 1: scores (0, 1), p1 = e / (1 + e).
+  const auto qkv = halves({1, 0, 0, 1, 1, 1});
+  const std::vector<std::uint8_t> valid = {1, 1};
+  std::vector<Half> out(2);
+  std::vector<float> sums(2);
+  ref::prefill_attention({qkv.data(), valid.data(), out.data(), sums.data(), 1, 2, 1, 1, 1.0f});
+  const double p1 = std::exp(1.0) / (1 + std::exp(1.0));
+  EXPECT_EQ(half_to_float(out[0]), 0.0f);
+  EXPECT_EQ(out[1].bits, float_to_half(float(p1)).bits);
+  EXPECT_FLOAT_EQ(sums[0], float(1 + (1 - p1)));  // query 0 (p = 1) and query 1
+  EXPECT_FLOAT_EQ(sums[1], float(p1));
+}
+
+TEST(Reference, PrefillIgnoresPaddingAndZeroesItsRows) {
+  // Token 0 is padding with a huge key; token 1 must attend only to itself: out = v1.
+  const auto qkv = halves({1, 100, 5, 1, 1, 0.375f});
+  const std::vector<std::uint8_t> valid = {0, 1};
+  std::vector<Half> out = halves({9, 9});
+  std::vector<float> sums = {9, 9};
+  ref::prefill_attention({qkv.data(), valid.data(), out.data(), sums.data(), 1, 2, 1, 1, 1.0f});
+  EXPECT_EQ(to_floats(out), (std::vector<float>{0, 0.375f}));
+  EXPECT_EQ(sums, (std::vector<float>{0, 1}));
+}
+
+TEST(Reference, StorePrefillKvCompactsRealTokensAndAppendWritesOneSlot) {
+  // heads 1, head_dim 1: qkv rows are (q, k, v). Sequence: padding, then tokens k=2,v=3 / k=4,v=5.
+  const auto qkv = halves({0, 9, 9, 1, 2, 3, 1, 4, 5});
+  const std::vector<std::uint8_t> valid = {0, 1, 1};
+  auto k = halves({-1, -1, -1});
+  auto v = halves({-1, -1, -1});
+  ref::store_prefill_kv(qkv.data(), valid.data(), 1, 3, 1, 1, k.data(), v.data(), 3);
+  EXPECT_EQ(to_floats(k), (std::vector<float>{2, 4, -1}));
+  EXPECT_EQ(to_floats(v), (std::vector<float>{3, 5, -1}));
+  const auto step = halves({0, 6, 7});
+  const std::vector<std::int32_t> slot = {2};
+  ref::append_kv(step.data(), slot.data(), 1, 1, 1, k.data(), v.data(), 3);
+  EXPECT_EQ(to_floats(k), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ(to_floats(v), (std::vector<float>{3, 5, 7}));
+}
+
+TEST(Reference, EmbeddingsAndResidualAdd) {
+  const auto table = halves({10, 11, 20, 21, 30, 31});  // 3 rows, dim 2
+  const std::vector<std::int32_t> ids = {2, 0};
+  std::vector<Half> out(4);
+  ref::gather_rows(table.data(), 3, 2, ids.data(), 2, out.data());
+  EXPECT_EQ(to_floats(out), (std::vector<float>{30, 31, 10, 11}));
+  // Position -1 (padding) with offset 2 reads row 1; position 0 reads row 2.
+  auto x = halves({0.5f, 0.25f, 1, 2});
+  const std::vector<std::int32_t> positions = {-1, 0};
+  ref::add_position_embeddings(x.data(), table.data(), 2, positions.data(), 2, 2);
+  EXPECT_EQ(to_floats(x), (std::vector<float>{20.5f, 21.25f, 31, 33}));
+  auto y = halves({1.5f, -2});
+  const auto r = halves({2.25f, 0.5f});
+  ref::add_inplace(y.data(), r.data(), 2);
+  EXPECT_EQ(to_floats(y), (std::vector<float>{3.75f, -1.5f}));
+}
+
+TEST(ParityHelpers, NonFiniteNeverPasses) {
+  const Tolerance loose{1e9, 1e9, "anything finite"};
+  EXPECT_TRUE(all_close(std::vector<float>{1, 2}, std::vector<float>{1e6f, -1e6f}, loose));
+  EXPECT_FALSE(all_close(std::vector<float>{float_nan()}, std::vector<float>{1}, loose));
+  EXPECT_FALSE(all_close(std::vector<float>{INFINITY}, std::vector<float>{INFINITY}, loose));
+  EXPECT_FALSE(all_close(std::vector<Half>{half_nan()}, std::vector<Half>{half_nan()}, loose));
+  EXPECT_FALSE(all_close(std::vector<float>{1, 2}, std::vector<float>{1}, loose));
+}
+
+TEST(ParityHelpers, ToleranceIsMixedAbsoluteRelative) {
+  const Tolerance tol{0.1, 0.01, "test"};
+  EXPECT_TRUE(all_close(std::vector<float>{100.9f}, std::vector<float>{100}, tol));  // 0.1 + 1
+  EXPECT_FALSE(all_close(std::vector<float>{101.2f}, std::vector<float>{100}, tol));
+  EXPECT_TRUE(all_close(std::vector<float>{0.09f}, std::vector<float>{0}, tol));
+}
+
+TEST(ParityHelpers, GuardsCatchWritesOutside) {
+  Guarded<float> buffer(3, 0.0f);
+  EXPECT_TRUE(buffer.guards_intact());
+  buffer.data()[3] = 1.0f;
+  EXPECT_FALSE(buffer.guards_intact());
+  Guarded<Half> halves_buffer(2, Half{});
+  halves_buffer.data()[-1] = Half{};
+  EXPECT_FALSE(halves_buffer.guards_intact());
+}
+
+TEST(CpuKernels, FastExpIsWithinTwoUlp) {
+  for (float x = -87.0f; x < 88.5f; x += 0.01f) {
+    const float expected = float(std::exp(double(x)));
+    const float actual = kernels::cpu::fast_exp(x);
+    EXPECT_LE(std::abs(std::bit_cast<std::int32_t>(actual) - std::bit_cast<std::int32_t>(expected)),
+              2)
+        << "x = " << x;
+  }
+  EXPECT_EQ(kernels::cpu::fast_exp(-INFINITY), 0.0f);
+  EXPECT_EQ(kernels::cpu::fast_exp(-100.0f), 0.0f);
+  EXPECT_EQ(kernels::cpu::fast_exp(100.0f), INFINITY);
+  EXPECT_TRUE(std::isnan(kernels::cpu::fast_exp(float_nan())));
+}
+
+TEST(CpuKernels, CacheWritesRejectSlotsOutsideCapacity) {
+  const auto qkv = halves({0, 1, 2, 0, 3, 4});  // 2 tokens, heads 1, head_dim 1
+  const std::vector<std::uint8_t> valid = {1, 1};
+  std::vector<Half> k(1), v(1);
+  EXPECT_THROW(kernels::cpu::store_prefill_kv(qkv.data(), valid.data(), 1, 2, 1, 1, k.data(),
+                                              v.data(), 1),
+               Error);
+  const std::vector<std::int32_t> slot = {1};
+  EXPECT_THROW(kernels::cpu::append_kv(qkv.data(), slot.data(), 1, 1, 1, k.data(), v.data(), 1),
+               Error);
+  const std::vector<std::int32_t> count = {2};
+  std::vector<Half> out(1);
+  EXPECT_THROW(kernels::cpu::decode_attention({qkv.data(), k.data(), v.data(), count.data(),
+                                               out.data(), nullptr, 1, 1, 1, 1, 1.0f}),
+               Error);
+}
+
+}  // namespace
+}  // namespace offgen::test
