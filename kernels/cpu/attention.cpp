@@ -3,9 +3,11 @@
 // Prefill runs one task per (sequence, head, block of queries). A task converts the keys its
 // queries can see into a transposed fp32 K (kt[d][j]) and V into fp32 rows, then handles its
 // queries four at a time so each K / V load feeds four rows: scores s[r][j] += q[r][d]·kt[d][j]
-// and out[r][d] += p[r][j]·v[j][d] are both vectorised along a contiguous axis with no horizontal
-// reductions. When key_prob_sums is wanted a task covers all of a (sequence, head)'s queries, so
-// the sums are accumulated by one thread in a fixed order (deterministic, no atomics).
+// and out[r][d] += p[r][j]·v[j][d] are both vectorised along a contiguous axis with register
+// accumulators (4 queries × 16 or 32 lanes) and no horizontal reductions. Query blocks only split a
+// (sequence, head) when there are too few of those to keep the workers busy (each block re-converts
+// its keys). When key_prob_sums is wanted a task covers all of a (sequence, head)'s queries, so the
+// sums are accumulated by one thread in a fixed order (deterministic, no atomics).
 //
 // Decode is memory-bound (each cached key / value is read once): one task per (sequence, head),
 // K and V converted in slot chunks with F16C, scores as dot products.
@@ -13,10 +15,13 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -29,18 +34,31 @@ constexpr int kQueryBlock = 64;  // queries per prefill task (without key sums)
 constexpr int kGroup = 4;        // queries sharing each K / V load
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
+// 16 floats as one value: GCC lowers it to one zmm, two ymm or four xmm per target clone, and
+// keeps a handful of them in registers where float arrays would round-trip through memory.
+using Vec = float __attribute__((vector_size(64)));
+
+int round_up(int v, int to) {
+  return (v + to - 1) / to * to;
+}
+
 float* grow(std::vector<float>& v, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
   return v.data();
 }
 
+// Half{} has bits 0: +0.0.
 void zero_half(Half* p, int n) {
   std::fill(p, p + n, Half{});
-}  // bits 0 = +0.0
+}
 
 // Queries [q0, q1) of sequence b, head h. key_sums: that (b, h)'s row, zeroed, or null.
-OFFGEN_SIMD_CLONES void prefill_block(const PrefillAttentionArgs& a, int b, int h, int q0, int q1,
-                                      float* key_sums) {
+// kChunks Vecs per query row and step: 4·kChunks independent FMA chains, enough to cover FMA
+// latency (AVX-512: 2 → 8 zmm chains; AVX2: 1 → 8 ymm chains, as a Vec is two ymm there).
+template <int kChunks>
+[[gnu::always_inline]] inline void prefill_block_impl(const PrefillAttentionArgs& a, int b, int h,
+                                                      int q0, int q1, float* key_sums) {
+  constexpr int kStep = 16 * kChunks;
   const int dim = a.head_dim;
   const std::int64_t hd = std::int64_t{a.heads} * dim;
   const std::int64_t stride = 3 * hd;
@@ -55,19 +73,21 @@ OFFGEN_SIMD_CLONES void prefill_block(const PrefillAttentionArgs& a, int b, int 
   }
   if (last < q0) return;
   const int keys = last + 1;
-  const int ldk = (keys + 15) / 16 * 16;
+  const int ldk = round_up(keys, kStep);  // kt row stride; columns past `keys` are zero
+  const int ldv = round_up(dim, kStep);   // v / acc row stride; columns past `dim` are zero
 
   thread_local std::vector<float> kt_buf, v_buf, mask_buf, s_buf, q_buf, acc_buf;
   float* const kt = grow(kt_buf, std::int64_t{dim} * ldk);
-  float* const v = grow(v_buf, std::int64_t{keys} * dim);
+  float* const v = grow(v_buf, std::int64_t{keys} * ldv);
   float* const mask = grow(mask_buf, ldk);  // 0 for real keys, -inf for padding
   float* const s = grow(s_buf, std::int64_t{kGroup} * ldk);
   float* const q = grow(q_buf, std::int64_t{kGroup} * dim);
-  float* const acc = grow(acc_buf, std::int64_t{kGroup} * dim);
+  float* const acc = grow(acc_buf, std::int64_t{kGroup} * ldv);
 
   for (int j = 0; j < keys; ++j) {
     const Half* k_row = tokens + j * stride + hd + std::int64_t{h} * dim;
-    float* const v_row = v + std::int64_t{j} * dim;
+    float* const v_row = v + std::int64_t{j} * ldv;
+    std::fill(v_row + dim, v_row + ldv, 0.0f);
     if (valid[j] != 0) {
       half_to_float(k_row, v_row, static_cast<std::size_t>(dim));  // v_row as staging for K
       for (int d = 0; d < dim; ++d) kt[std::int64_t{d} * ldk + j] = v_row[d];
@@ -78,6 +98,9 @@ OFFGEN_SIMD_CLONES void prefill_block(const PrefillAttentionArgs& a, int b, int 
       std::fill(v_row, v_row + dim, 0.0f);
       mask[j] = kMinusInf;
     }
+  }
+  for (int d = 0; d < dim; ++d) {
+    std::fill(kt + std::int64_t{d} * ldk + keys, kt + std::int64_t{d} * ldk + ldk, 0.0f);
   }
 
   for (int i0 = q0; i0 <= last; i0 += kGroup) {
@@ -93,20 +116,19 @@ OFFGEN_SIMD_CLONES void prefill_block(const PrefillAttentionArgs& a, int b, int 
         std::fill(qr, qr + dim, 0.0f);
       }
     }
-    float* const s0 = s;
-    float* const s1 = s + ldk;
-    float* const s2 = s + 2 * ldk;
-    float* const s3 = s + 3 * ldk;
-    std::fill(s, s + kGroup * ldk, 0.0f);
-    for (int d = 0; d < dim; ++d) {
-      const float* kr = kt + std::int64_t{d} * ldk;
-      const float a0 = q[d], a1 = q[dim + d], a2 = q[2 * dim + d], a3 = q[3 * dim + d];
-#pragma omp simd
-      for (int j = 0; j < n; ++j) {
-        s0[j] += a0 * kr[j];
-        s1[j] += a1 * kr[j];
-        s2[j] += a2 * kr[j];
-        s3[j] += a3 * kr[j];
+    // Scores, kStep keys × 4 queries per step: each K load feeds four FMAs (broadcast q).
+    for (int j0 = 0; j0 < n; j0 += kStep) {
+      Vec acc_s[kGroup][kChunks] = {};
+      for (int d = 0; d < dim; ++d) {
+        const float* k_row = kt + std::int64_t{d} * ldk + j0;
+        for (int c = 0; c < kChunks; ++c) {
+          Vec k;
+          std::memcpy(&k, k_row + 16 * c, sizeof k);
+          for (int r = 0; r < kGroup; ++r) acc_s[r][c] += q[r * dim + d] * k;
+        }
+      }
+      for (int r = 0; r < kGroup; ++r) {
+        std::memcpy(s + r * ldk + j0, acc_s[r], sizeof acc_s[r]);
       }
     }
     // Softmax per row over keys j <= i (masked); p overwrites s, zero beyond i and for padding.
@@ -135,28 +157,64 @@ OFFGEN_SIMD_CLONES void prefill_block(const PrefillAttentionArgs& a, int b, int 
         for (int j = 0; j <= i; ++j) key_sums[j] += p[j];
       }
     }
-    float* const o0 = acc;
-    float* const o1 = acc + dim;
-    float* const o2 = acc + 2 * dim;
-    float* const o3 = acc + 3 * dim;
-    std::fill(acc, acc + kGroup * dim, 0.0f);
-    for (int j = 0; j < n; ++j) {
-      const float* vr = v + std::int64_t{j} * dim;
-      const float p0 = s0[j], p1 = s1[j], p2 = s2[j], p3 = s3[j];
-#pragma omp simd
-      for (int d = 0; d < dim; ++d) {
-        o0[d] += p0 * vr[d];
-        o1[d] += p1 * vr[d];
-        o2[d] += p2 * vr[d];
-        o3[d] += p3 * vr[d];
+    // p·V, kStep dims × 4 queries per step: each V load feeds four FMAs (broadcast p).
+    for (int d0 = 0; d0 < dim; d0 += kStep) {
+      Vec acc_o[kGroup][kChunks] = {};
+      for (int j = 0; j < n; ++j) {
+        const float* v_row = v + std::int64_t{j} * ldv + d0;
+        for (int c = 0; c < kChunks; ++c) {
+          Vec vv;
+          std::memcpy(&vv, v_row + 16 * c, sizeof vv);
+          for (int r = 0; r < kGroup; ++r) acc_o[r][c] += s[r * ldk + j] * vv;
+        }
       }
+      for (int r = 0; r < kGroup; ++r) std::memcpy(acc + r * ldv + d0, acc_o[r], sizeof acc_o[r]);
     }
     for (int r = 0; r < rows; ++r) {
       if (valid[i0 + r] != 0) {
-        float_to_half(acc + r * dim, out + (i0 + r) * hd, static_cast<std::size_t>(dim));
+        float_to_half(acc + r * ldv, out + (i0 + r) * hd, static_cast<std::size_t>(dim));
       }
     }
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx2,fma"))) void prefill_block_avx512(const PrefillAttentionArgs& a,
+                                                                      int b, int h, int q0, int q1,
+                                                                      float* key_sums) {
+  prefill_block_impl<2>(a, b, h, q0, q1, key_sums);
+}
+__attribute__((target("avx2,fma"))) void prefill_block_avx2(const PrefillAttentionArgs& a, int b,
+                                                            int h, int q0, int q1,
+                                                            float* key_sums) {
+  prefill_block_impl<1>(a, b, h, q0, q1, key_sums);
+}
+#endif
+
+enum class Isa { baseline, avx2, avx512 };
+
+// Best instantiation this CPU runs, capped by OFFGEN_CPU_ISA=avx2|portable as in linear.cpp.
+Isa select_isa() {
+  const char* env = std::getenv("OFFGEN_CPU_ISA");
+  const std::string_view cap = env != nullptr ? env : "";
+  if (cap == "portable") return Isa::baseline;
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx512 && cap != "avx2") return Isa::avx512;
+  if (avx2) return Isa::avx2;
+#endif
+  return Isa::baseline;
+}
+
+void prefill_block(Isa isa, const PrefillAttentionArgs& a, int b, int h, int q0, int q1,
+                   float* key_sums) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (isa == Isa::avx512) return prefill_block_avx512(a, b, h, q0, q1, key_sums);
+  if (isa == Isa::avx2) return prefill_block_avx2(a, b, h, q0, q1, key_sums);
+#endif
+  (void)isa;
+  prefill_block_impl<1>(a, b, h, q0, q1, key_sums);
 }
 
 // One (sequence, head) of decode.
@@ -237,8 +295,13 @@ void write_slot(const Half* token_qkv, int b, int slot, int heads, int head_dim,
 
 void prefill_attention(const PrefillAttentionArgs& args) {
   if (args.batch <= 0 || args.seq <= 0 || args.heads <= 0) return;
-  // Key sums need every query of a (sequence, head) in one task (fixed summation order).
-  const int block = args.key_prob_sums != nullptr ? args.seq : kQueryBlock;
+  // Key sums need every query of a (sequence, head) in one task (fixed summation order); with
+  // enough (sequence, head) pairs, whole ones also avoid converting shared keys twice.
+  const bool whole = args.key_prob_sums != nullptr ||
+                     std::int64_t{args.batch} * args.heads >=
+                         4 * std::int64_t{tbb::this_task_arena::max_concurrency()};
+  const int block = whole ? args.seq : kQueryBlock;
+  const Isa isa = select_isa();
   const std::int64_t blocks = (args.seq + block - 1) / block;
   const std::int64_t tasks = std::int64_t{args.batch} * args.heads * blocks;
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, tasks, 1), [&](const auto& r) {
@@ -252,7 +315,7 @@ void prefill_attention(const PrefillAttentionArgs& args) {
         key_sums = args.key_prob_sums + std::int64_t{bh} * args.seq;
         std::fill(key_sums, key_sums + args.seq, 0.0f);
       }
-      prefill_block(args, b, h, q0, std::min(args.seq, q0 + block), key_sums);
+      prefill_block(isa, args, b, h, q0, std::min(args.seq, q0 + block), key_sums);
     }
   });
 }

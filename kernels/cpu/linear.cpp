@@ -408,7 +408,8 @@ void gemm_panel(const PanelIsa& isa, const Half* x, const Half* weight, std::int
   });
 
   // Per task and chunk: W block (nb rows × kChunk) ~192 KiB and x block (mb rows) ~256 KiB in L2.
-  std::int64_t nb = 8 * G;
+  // W scratch (chunks × nb rows × kChunk floats) <= 2 MiB per thread even for k in the 10^4s.
+  std::int64_t nb = std::clamp<std::int64_t>((2 << 20) / (chunks * kChunk * 4) / G, 1, 8) * G;
   const std::int64_t mb = std::min(round_up(m, P), 4 * P);
   const std::int64_t m_blocks = ceil_div(m, mb);
   while (nb > G && ceil_div(n, nb) * m_blocks < task_target()) nb -= G;

@@ -25,8 +25,8 @@ struct PrefillCase {
 // Odd head dims and lengths; seq 70 spans two 64-query blocks; pads include a sequence with a
 // single real token (seq - 1) and one with none (seq).
 const PrefillCase kPrefillCases[] = {
-    {1, 1, 1, 8, {0}},          {2, 5, 3, 16, {0, 2}},     {3, 33, 2, 64, {0, 7, 32}},
-    {2, 70, 2, 80, {5, 69}},    {2, 9, 2, 8, {0, 9}},
+    {1, 1, 1, 8, {0}},       {2, 5, 3, 16, {0, 2}}, {3, 33, 2, 64, {0, 7, 32}},
+    {2, 70, 2, 80, {5, 69}}, {2, 9, 2, 8, {0, 9}},
 };
 
 std::string describe(const PrefillCase& c) {
@@ -45,7 +45,9 @@ std::vector<std::uint8_t> left_padding(int seq, const std::vector<int>& pads) {
   return valid;
 }
 
-float attention_scale(int head_dim) { return 1.0f / std::sqrt(float(head_dim)); }
+float attention_scale(int head_dim) {
+  return 1.0f / std::sqrt(float(head_dim));
+}
 
 // q, k, v in [-1, 1]; n keys per softmax row.
 double prob_rel_error(int head_dim, float scale, int n) {
@@ -69,13 +71,14 @@ Tolerance prob_tolerance(int head_dim, float scale, int n, int terms) {
 }
 
 // Key sums straight from the spec, in double: independent of reference.cpp.
-std::vector<double> brute_key_sums(const std::vector<Half>& qkv, const std::vector<std::uint8_t>& valid,
-                                   const PrefillCase& c, float scale) {
+std::vector<double> brute_key_sums(const std::vector<Half>& qkv,
+                                   const std::vector<std::uint8_t>& valid, const PrefillCase& c,
+                                   float scale) {
   const int hd = c.heads * c.head_dim;
   std::vector<double> sums(std::size_t(c.batch) * c.heads * c.seq, 0.0);
   auto at = [&](int b, int i, int part, int h, int d) {
-    return double(half_to_float(qkv[(std::size_t(b) * c.seq + i) * 3 * hd + part * hd +
-                                    h * c.head_dim + d]));
+    return double(
+        half_to_float(qkv[(std::size_t(b) * c.seq + i) * 3 * hd + part * hd + h * c.head_dim + d]));
   };
   for (int b = 0; b < c.batch; ++b) {
     for (int h = 0; h < c.heads; ++h) {
@@ -118,17 +121,17 @@ TEST_P(AttentionParity, PrefillMatchesReference) {
       std::vector<Half> expected_out(tokens * hd);
       std::vector<float> expected_sums(sums.size());
 
-      PrefillAttentionArgs args{qkv.data(), valid.data(), out.data(),
-                                with_sums ? sums.data() : nullptr, c.batch, c.seq, c.heads,
-                                c.head_dim, scale};
+      PrefillAttentionArgs args{
+          qkv.data(), valid.data(), out.data(), with_sums ? sums.data() : nullptr, c.batch, c.seq,
+          c.heads,    c.head_dim,   scale};
       impl().prefill_attention(args);
       args.out = expected_out.data();
       args.key_prob_sums = with_sums ? expected_sums.data() : nullptr;
       ref::prefill_attention(args);
 
       EXPECT_TRUE(out.guards_intact());
-      EXPECT_TRUE(all_close(out.values(), expected_out,
-                            attention_tolerance(c.head_dim, scale, c.seq)));
+      EXPECT_TRUE(
+          all_close(out.values(), expected_out, attention_tolerance(c.head_dim, scale, c.seq)));
       const auto actual = out.values();
       for (std::size_t t = 0; t < tokens; ++t) {
         if (valid[t]) continue;
@@ -143,8 +146,8 @@ TEST_P(AttentionParity, PrefillMatchesReference) {
       EXPECT_TRUE(all_close(expected_sums, brute_f,
                             {0, 2 * kFloatEps, "reference: double sums, rounded to fp32 once"}))
           << "reference key sums";
-      EXPECT_TRUE(all_close(sums.values(), brute_f,
-                            prob_tolerance(c.head_dim, scale, c.seq, c.seq)));
+      EXPECT_TRUE(
+          all_close(sums.values(), brute_f, prob_tolerance(c.head_dim, scale, c.seq, c.seq)));
     }
   }
 }
@@ -188,10 +191,10 @@ TEST_P(AttentionParity, DecodeMatchesReference) {
       std::vector<Half> expected_out(out.size());
       std::vector<float> expected_probs(probs_size);
 
-      DecodeAttentionArgs args{qkv.data(),  k_cache.data(), v_cache.data(),
-                               c.counts.data(), out.data(), with_probs ? probs.data() : nullptr,
-                               c.batch,      c.heads,        c.head_dim,
-                               c.capacity,   scale};
+      DecodeAttentionArgs args{qkv.data(),      k_cache.data(), v_cache.data(),
+                               c.counts.data(), out.data(),     with_probs ? probs.data() : nullptr,
+                               c.batch,         c.heads,        c.head_dim,
+                               c.capacity,      scale};
       impl().decode_attention(args);
       args.out = expected_out.data();
       args.probs = with_probs ? expected_probs.data() : nullptr;
@@ -214,8 +217,8 @@ TEST_P(AttentionParity, DecodeMatchesReference) {
             ASSERT_EQ(row[j], 0.0f) << "slot " << j << " past slot_count of sequence " << b;
           }
           if (c.counts[b] > 0) {
-            EXPECT_NEAR(total, 1.0, prob_rel_error(c.head_dim, scale, c.capacity) +
-                                        c.capacity * kFloatEps)
+            EXPECT_NEAR(total, 1.0,
+                        prob_rel_error(c.head_dim, scale, c.capacity) + c.capacity * kFloatEps)
                 << "probabilities of sequence " << b << " head " << h;
           }
         }
@@ -288,13 +291,13 @@ TEST_P(AttentionParity, DecodeOverStoredPrefillMatchesLastPrefillRow) {
     const auto valid = left_padding(c.seq, c.pads);
     const float scale = attention_scale(c.head_dim);
     std::vector<Half> prefill_out(std::size_t(c.batch) * c.seq * hd);
-    impl().prefill_attention({qkv.data(), valid.data(), prefill_out.data(), nullptr, c.batch,
-                              c.seq, c.heads, c.head_dim, scale});
+    impl().prefill_attention({qkv.data(), valid.data(), prefill_out.data(), nullptr, c.batch, c.seq,
+                              c.heads, c.head_dim, scale});
     const int capacity = c.seq + 2;
     const std::size_t size = std::size_t(c.batch) * c.heads * capacity * c.head_dim;
     std::vector<Half> k(size), v(size);
-    impl().store_prefill_kv(qkv.data(), valid.data(), c.batch, c.seq, c.heads, c.head_dim,
-                            k.data(), v.data(), capacity);
+    impl().store_prefill_kv(qkv.data(), valid.data(), c.batch, c.seq, c.heads, c.head_dim, k.data(),
+                            v.data(), capacity);
     std::vector<Half> last_qkv, expected;
     std::vector<std::int32_t> counts;
     for (int b = 0; b < c.batch; ++b) {
@@ -315,7 +318,7 @@ TEST_P(AttentionParity, DecodeOverStoredPrefillMatchesLastPrefillRow) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, AttentionParity, ::testing::ValuesIn(cpu_kernel_sets()),
+INSTANTIATE_TEST_SUITE_P(All, AttentionParity, ::testing::ValuesIn(kernel_sets_under_test()),
                          kernel_set_name);
 
 }  // namespace

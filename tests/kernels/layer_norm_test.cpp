@@ -60,8 +60,8 @@ TEST_P(NormParity, LayerNormMatchesReference) {
           Guarded<Half> y = alias ? Guarded<Half>(x) : Guarded<Half>(x.size(), half_nan());
           impl().layer_norm(alias ? y.data() : x.data(), g, b, y.data(), rows, dim, kEps);
           EXPECT_TRUE(y.guards_intact());
-          EXPECT_TRUE(all_close(y.values(), expected,
-                                layer_norm_tolerance(dim, min_sigma(x, rows, dim))));
+          EXPECT_TRUE(
+              all_close(y.values(), expected, layer_norm_tolerance(dim, min_sigma(x, rows, dim))));
         }
       }
     }
@@ -172,7 +172,7 @@ TEST_P(NormParity, AddInplaceMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, NormParity, ::testing::ValuesIn(cpu_kernel_sets()),
+INSTANTIATE_TEST_SUITE_P(All, NormParity, ::testing::ValuesIn(kernel_sets_under_test()),
                          kernel_set_name);
 
 }  // namespace

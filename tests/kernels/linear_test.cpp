@@ -23,9 +23,9 @@ struct Shape {
 // n leaves a tail in every n-blocking; k is odd, crosses the 16-float padding and the k-chunks
 // (512 for panels, 1024 for dots).
 // (Panels are 32 rows with AVX-512, 16 with AVX2: 49 and 58 leave tails just over half a panel.)
-const Shape kShapes[] = {{1, 1, 1},      {1, 7, 13},     {3, 20, 64},     {17, 33, 100},
-                         {1, 50, 768},   {5, 13, 1100},  {32, 25, 64},    {40, 37, 13},
-                         {49, 30, 64},   {58, 11, 70},   {70, 100, 600},  {129, 19, 130},
+const Shape kShapes[] = {{1, 1, 1},      {1, 7, 13},    {3, 20, 64},    {17, 33, 100},
+                         {1, 50, 768},   {5, 13, 1100}, {32, 25, 64},   {40, 37, 13},
+                         {49, 30, 64},   {58, 11, 70},  {70, 100, 600}, {129, 19, 130},
                          {33, 200, 1100}};
 
 std::string describe(const Shape& s) {
@@ -108,8 +108,8 @@ TEST_P(LinearParity, IsDeterministic) {
 TEST_P(LinearParity, LogitsMatchReference) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const Shape s : {Shape{1, 50, 13}, Shape{5, 333, 64}, Shape{40, 1000, 100},
-                        Shape{33, 97, 768}}) {
+  for (const Shape s :
+       {Shape{1, 50, 13}, Shape{5, 333, 64}, Shape{40, 1000, 100}, Shape{33, 97, 768}}) {
     SCOPED_TRACE(describe(s));
     const auto x = rng.halves(s.m * s.k, -1, 1);
     const auto embed = rng.halves(std::size_t(s.n) * s.k, -1, 1);
@@ -122,7 +122,7 @@ TEST_P(LinearParity, LogitsMatchReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, LinearParity, ::testing::ValuesIn(cpu_kernel_sets()),
+INSTANTIATE_TEST_SUITE_P(All, LinearParity, ::testing::ValuesIn(kernel_sets_under_test()),
                          kernel_set_name);
 
 }  // namespace

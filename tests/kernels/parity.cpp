@@ -58,7 +58,7 @@ KernelSet cpu_set(std::string name, std::string isa) {
 
 }  // namespace
 
-std::vector<const KernelSet*> cpu_kernel_sets() {
+std::vector<const KernelSet*> kernel_sets_under_test() {
   static const KernelSet best = cpu_set("cpu", "");
   static const KernelSet avx2 = cpu_set("cpu_avx2", "avx2");
   static const KernelSet portable = cpu_set("cpu_portable", "portable");

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <ostream>
 #include <random>
@@ -29,26 +30,32 @@ namespace offgen::test {
 // ---- implementations under test --------------------------------------------------------------
 
 struct KernelSet {
+  template <typename F>
+  using Fn = std::function<F>;
+
   std::string name;
   // Value of OFFGEN_CPU_ISA while this set runs (CPU fallbacks); empty = leave unset.
   std::string cpu_isa;
-  void (*gather_rows)(const Half*, std::int64_t, int, const std::int32_t*, std::int64_t, Half*);
-  void (*add_position_embeddings)(Half*, const Half*, int, const std::int32_t*, std::int64_t, int);
-  void (*layer_norm)(const Half*, const Half*, const Half*, Half*, std::int64_t, int, float);
-  void (*linear)(const Half*, const Half*, const Half*, Half*, std::int64_t, int, int,
-                 kernels::Activation);
-  void (*logits)(const Half*, const Half*, float*, std::int64_t, int, int);
-  void (*add_inplace)(Half*, const Half*, std::int64_t);
-  void (*log_softmax)(float*, std::int64_t, int);
-  void (*token_logprobs)(const float*, const std::int32_t*, float*, std::int64_t, int);
-  void (*prefill_attention)(const kernels::PrefillAttentionArgs&);
-  void (*store_prefill_kv)(const Half*, const std::uint8_t*, int, int, int, int, Half*, Half*, int);
-  void (*append_kv)(const Half*, const std::int32_t*, int, int, int, Half*, Half*, int);
-  void (*decode_attention)(const kernels::DecodeAttentionArgs&);
+  Fn<void(const Half*, std::int64_t, int, const std::int32_t*, std::int64_t, Half*)> gather_rows;
+  Fn<void(Half*, const Half*, int, const std::int32_t*, std::int64_t, int)> add_position_embeddings;
+  Fn<void(const Half*, const Half*, const Half*, Half*, std::int64_t, int, float)> layer_norm;
+  Fn<void(const Half*, const Half*, const Half*, Half*, std::int64_t, int, int,
+          kernels::Activation)>
+      linear;
+  Fn<void(const Half*, const Half*, float*, std::int64_t, int, int)> logits;
+  Fn<void(Half*, const Half*, std::int64_t)> add_inplace;
+  Fn<void(float*, std::int64_t, int)> log_softmax;
+  Fn<void(const float*, const std::int32_t*, float*, std::int64_t, int)> token_logprobs;
+  Fn<void(const kernels::PrefillAttentionArgs&)> prefill_attention;
+  Fn<void(const Half*, const std::uint8_t*, int, int, int, int, Half*, Half*, int)>
+      store_prefill_kv;
+  Fn<void(const Half*, const std::int32_t*, int, int, int, Half*, Half*, int)> append_kv;
+  Fn<void(const kernels::DecodeAttentionArgs&)> decode_attention;
 };
 
-// The CPU kernels with each micro-kernel ISA this machine runs (best, avx2, portable).
-std::vector<const KernelSet*> cpu_kernel_sets();
+// Every implementation the parity suites run: the CPU kernels once per micro-kernel ISA this
+// machine runs (best, avx2, portable). A device implementation appends its set(s) here.
+std::vector<const KernelSet*> kernel_sets_under_test();
 
 // Fixture for value-parameterised parity suites: applies the set's environment.
 class ParityTest : public ::testing::TestWithParam<const KernelSet*> {
@@ -59,7 +66,9 @@ class ParityTest : public ::testing::TestWithParam<const KernelSet*> {
 };
 
 std::string kernel_set_name(const ::testing::TestParamInfo<const KernelSet*>& info);
-inline void PrintTo(const KernelSet* set, std::ostream* os) { *os << set->name; }
+inline void PrintTo(const KernelSet* set, std::ostream* os) {
+  *os << set->name;
+}
 
 // ---- randomness ------------------------------------------------------------------------------
 

@@ -25,8 +25,8 @@ std::vector<Half> halves(std::initializer_list<float> values) {
 }
 
 TEST(Reference, LinearOfSmallIntegersIsExact) {
-  const auto x = halves({1, 2, 3, 4});       // [2, 2]
-  const auto w = halves({1, 0, 2, -1});      // [n=2, k=2]
+  const auto x = halves({1, 2, 3, 4});   // [2, 2]
+  const auto w = halves({1, 0, 2, -1});  // [n=2, k=2]
   const auto b = halves({1, -10});
   std::vector<Half> y(4);
   ref::linear(x.data(), w.data(), b.data(), y.data(), 2, 2, 2, Activation::none);
@@ -75,8 +75,8 @@ TEST(Reference, DecodeWithEqualScoresAveragesValues) {
   const std::vector<std::int32_t> count = {4};
   std::vector<Half> out(2);
   std::vector<float> probs(5, -1);
-  ref::decode_attention({qkv.data(), k.data(), v.data(), count.data(), out.data(), probs.data(),
-                         1, 1, 2, 4, 0.7f});
+  ref::decode_attention(
+      {qkv.data(), k.data(), v.data(), count.data(), out.data(), probs.data(), 1, 1, 2, 4, 0.7f});
   EXPECT_EQ(to_floats(out), (std::vector<float>{3, 1}));
   EXPECT_EQ(probs, (std::vector<float>{0.25f, 0.25f, 0.25f, 0.25f, -1}));  // capacity 4 only
 }
@@ -87,8 +87,8 @@ TEST(Reference, DecodeOfEmptyCacheIsZero) {
   const std::vector<std::int32_t> count = {0};
   std::vector<Half> out = halves({7});
   std::vector<float> probs = {7, 7};
-  ref::decode_attention({qkv.data(), kv.data(), kv.data(), count.data(), out.data(), probs.data(),
-                         1, 1, 1, 2, 1.0f});
+  ref::decode_attention(
+      {qkv.data(), kv.data(), kv.data(), count.data(), out.data(), probs.data(), 1, 1, 1, 2, 1.0f});
   EXPECT_EQ(to_floats(out), (std::vector<float>{0}));
   EXPECT_EQ(probs, (std::vector<float>{0, 0}));
 }
@@ -196,9 +196,9 @@ TEST(CpuKernels, CacheWritesRejectSlotsOutsideCapacity) {
   const auto qkv = halves({0, 1, 2, 0, 3, 4});  // 2 tokens, heads 1, head_dim 1
   const std::vector<std::uint8_t> valid = {1, 1};
   std::vector<Half> k(1), v(1);
-  EXPECT_THROW(kernels::cpu::store_prefill_kv(qkv.data(), valid.data(), 1, 2, 1, 1, k.data(),
-                                              v.data(), 1),
-               Error);
+  EXPECT_THROW(
+      kernels::cpu::store_prefill_kv(qkv.data(), valid.data(), 1, 2, 1, 1, k.data(), v.data(), 1),
+      Error);
   const std::vector<std::int32_t> slot = {1};
   EXPECT_THROW(kernels::cpu::append_kv(qkv.data(), slot.data(), 1, 1, 1, k.data(), v.data(), 1),
                Error);

@@ -15,8 +15,7 @@ namespace ref = kernels::reference;
 // Logits in [-r, r].
 Tolerance log_softmax_tolerance(int cols, double r) {
   const double lse_max = r + std::log(double(cols));
-  return {std::ldexp(1.0, -22) + (64 + std::log2(double(cols))) * kFloatEps +
-              lse_max * kFloatEps,
+  return {std::ldexp(1.0, -22) + (64 + std::log2(double(cols))) * kFloatEps + lse_max * kFloatEps,
           kFloatEps,
           "log-sum-exp error: exp within 2 ulp (2^-22 relative); the sum of positive terms "
           "in fp32 blocks of <= 64 or a tree, (64 + log2 cols)·2^-24 relative, which log turns "
@@ -63,7 +62,7 @@ TEST_P(SoftmaxParity, TokenLogprobsMatchReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cpu, SoftmaxParity, ::testing::ValuesIn(cpu_kernel_sets()),
+INSTANTIATE_TEST_SUITE_P(All, SoftmaxParity, ::testing::ValuesIn(kernel_sets_under_test()),
                          kernel_set_name);
 
 }  // namespace
