@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <tbb/global_control.h>
 #include <tbb/info.h>
 #include <unistd.h>
 
@@ -150,6 +151,12 @@ DeviceBudgets resolve_budgets(const DeviceBudgets& requested) {
 }  // namespace
 
 CpuDevice::CpuDevice(const DeviceBudgets& budgets) : Device(resolve_budgets(budgets)) {
+#if defined(__SANITIZE_THREAD__)
+  // The system's oneTBB is not built with ThreadSanitizer, so its work stealing reads as races.
+  // Under TSan every kernel runs on its stream's own worker thread instead: what TSan then checks
+  // is exactly the device contract — ordering between streams, events and the host.
+  static tbb::global_control one_thread(tbb::global_control::max_allowed_parallelism, 1);
+#endif
   for (int role = 0; role < kNumStreamRoles; ++role) {
     streams_[role] = std::make_unique<CpuStream>(static_cast<StreamRole>(role));
   }

@@ -7,8 +7,11 @@
 
 // Compiles a function three times (AVX-512, AVX2+FMA, baseline) and picks one at load time. The
 // build is plain -O3 (SSE2), so compute-heavy loops written in plain C++ (attention, softmax)
-// get this instead of hand-written intrinsics.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// get this instead of hand-written intrinsics. Not under ThreadSanitizer / AddressSanitizer: the
+// clones' ifunc resolvers run before the sanitizer runtime is up and crash the program at load.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define OFFGEN_SIMD_CLONES
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define OFFGEN_SIMD_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
