@@ -4,61 +4,28 @@
 
 #include "engine/cli/commands.h"
 #include "engine/cli/jsonl.h"
+#include "engine/cli/request_fields.h"
 #include "engine/core/error.h"
 
 namespace offgen::cli {
 namespace {
 
-// Keys this command interprets; every other key of an input line is copied to its output.
-bool is_request_key(const std::string& key) {
-  return key == "prompt" || key == "prompt_token_ids";
-}
-
 // Parses one line into a request; returns the problem or an empty string.
 std::string parse_request(const nlohmann::json& line, const Engine& engine,
                           const GenerateOptions& options, std::size_t index,
                           GenerationRequest& request) {
-  const OptConfig& config = engine.config();
+  std::string problem;
   if (line.contains("prompt_token_ids")) {
-    const auto& ids = line["prompt_token_ids"];
-    if (!ids.is_array()) return "'prompt_token_ids' must be an array of integers";
-    for (const auto& id : ids) {
-      if (!id.is_number_integer()) return "'prompt_token_ids' must be an array of integers";
-      const auto value = id.get<std::int64_t>();
-      if (value < 0 || value >= config.vocab_size) {
-        return fmt::format("token id {} is outside the vocabulary [0, {})", value,
-                           config.vocab_size);
-      }
-      request.prompt.push_back(static_cast<std::int32_t>(value));
-    }
+    problem = read_token_ids(line, "prompt_token_ids", engine.config(), request.prompt);
   } else if (line.contains("prompt")) {
-    if (!line["prompt"].is_string()) return "'prompt' must be a string";
-    if (engine.tokenizer() == nullptr) {
-      return fmt::format(
-          "model {} has no tokenizer: pass --tokenizer DIR or give "
-          "'prompt_token_ids'",
-          engine.model_description());
-    }
-    request.prompt.push_back(config.bos_token_id);  // OPT prepends </s> as BOS
-    const auto ids = engine.tokenizer()->encode(line["prompt"].get_ref<const std::string&>());
-    request.prompt.insert(request.prompt.end(), ids.begin(), ids.end());
+    problem = read_text(line, "prompt", "prompt_token_ids", engine, request.prompt);
   } else {
-    return "the line has neither 'prompt' nor 'prompt_token_ids'";
+    problem = "the line has neither 'prompt' nor 'prompt_token_ids'";
   }
   request.max_tokens = options.max_tokens;
   request.sampling = {options.temperature, options.top_k, options.top_p};
   request.seed = options.seed + index;  // distinct per request, reproducible per run
-  return {};
-}
-
-nlohmann::json passthrough(const nlohmann::json& line) {
-  nlohmann::json out = nlohmann::json::object();
-  if (line.is_object()) {
-    for (const auto& [key, value] : line.items()) {
-      if (!is_request_key(key)) out[key] = value;
-    }
-  }
-  return out;
+  return problem;
 }
 
 std::string decode_text(const Engine& engine, const std::vector<std::int32_t>& tokens) {
@@ -118,7 +85,7 @@ int run_generate(const GenerateOptions& options) {
   std::size_t generated = 0;
   const auto start = std::chrono::steady_clock::now();
   engine.generate(requests, [&](std::size_t index, const GenerationResult& result) {
-    nlohmann::json record = passthrough(lines[index].value);
+    nlohmann::json record = passthrough(lines[index].value, {"prompt", "prompt_token_ids"});
     record["index"] = index;
     const std::string& problem = problems[index].empty() ? result.error : problems[index];
     if (!problem.empty()) {

@@ -4,42 +4,18 @@
 
 #include "engine/cli/commands.h"
 #include "engine/cli/jsonl.h"
+#include "engine/cli/request_fields.h"
 #include "engine/core/error.h"
 
 namespace offgen::cli {
 namespace {
 
-bool is_request_key(const std::string& key) {
-  return key == "text" || key == "token_ids";
-}
-
 std::string parse_request(const nlohmann::json& line, const Engine& engine, ScoreRequest& request) {
-  const OptConfig& config = engine.config();
   if (line.contains("token_ids")) {
-    const auto& ids = line["token_ids"];
-    if (!ids.is_array()) return "'token_ids' must be an array of integers";
-    for (const auto& id : ids) {
-      if (!id.is_number_integer()) return "'token_ids' must be an array of integers";
-      const auto value = id.get<std::int64_t>();
-      if (value < 0 || value >= config.vocab_size) {
-        return fmt::format("token id {} is outside the vocabulary [0, {})", value,
-                           config.vocab_size);
-      }
-      request.tokens.push_back(static_cast<std::int32_t>(value));
-    }
-  } else if (line.contains("text")) {
-    if (!line["text"].is_string()) return "'text' must be a string";
-    if (engine.tokenizer() == nullptr) {
-      return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give 'token_ids'",
-                         engine.model_description());
-    }
-    request.tokens.push_back(config.bos_token_id);
-    const auto ids = engine.tokenizer()->encode(line["text"].get_ref<const std::string&>());
-    request.tokens.insert(request.tokens.end(), ids.begin(), ids.end());
-  } else {
-    return "the line has neither 'text' nor 'token_ids'";
+    return read_token_ids(line, "token_ids", engine.config(), request.tokens);
   }
-  return {};
+  if (line.contains("text")) return read_text(line, "text", "token_ids", engine, request.tokens);
+  return "the line has neither 'text' nor 'token_ids'";
 }
 
 }  // namespace
@@ -76,12 +52,7 @@ int run_score(const ScoreOptions& options) {
   double total_logprob = 0.0;
   std::size_t total_scored = 0;
   engine.score(requests, options.prefill_tokens, [&](std::size_t index, const ScoreResult& result) {
-    nlohmann::json record = nlohmann::json::object();
-    if (lines[index].value.is_object()) {
-      for (const auto& [key, value] : lines[index].value.items()) {
-        if (!is_request_key(key)) record[key] = value;
-      }
-    }
+    nlohmann::json record = passthrough(lines[index].value, {"text", "token_ids"});
     record["index"] = index;
     const std::string& problem = problems[index].empty() ? result.error : problems[index];
     if (!problem.empty()) {

@@ -1,0 +1,48 @@
+#include "engine/cli/request_fields.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace offgen::cli {
+
+std::string read_token_ids(const nlohmann::json& line, const std::string& key,
+                           const OptConfig& config, std::vector<std::int32_t>& out) {
+  const auto& ids = line[key];
+  const std::string type_error = fmt::format("'{}' must be an array of integers", key);
+  if (!ids.is_array()) return type_error;
+  for (const auto& id : ids) {
+    if (!id.is_number_integer()) return type_error;
+    const auto value = id.get<std::int64_t>();
+    if (value < 0 || value >= config.vocab_size) {
+      return fmt::format("token id {} is outside the vocabulary [0, {})", value, config.vocab_size);
+    }
+    out.push_back(static_cast<std::int32_t>(value));
+  }
+  return {};
+}
+
+std::string read_text(const nlohmann::json& line, const std::string& key, std::string_view ids_key,
+                      const Engine& engine, std::vector<std::int32_t>& out) {
+  if (!line[key].is_string()) return fmt::format("'{}' must be a string", key);
+  if (engine.tokenizer() == nullptr) {
+    return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give '{}'",
+                       engine.model_description(), ids_key);
+  }
+  out.push_back(engine.config().bos_token_id);  // OPT prepends </s> as BOS
+  const auto ids = engine.tokenizer()->encode(line[key].get_ref<const std::string&>());
+  out.insert(out.end(), ids.begin(), ids.end());
+  return {};
+}
+
+nlohmann::json passthrough(const nlohmann::json& line,
+                           std::initializer_list<std::string_view> consumed) {
+  nlohmann::json out = nlohmann::json::object();
+  if (!line.is_object()) return out;
+  for (const auto& [key, value] : line.items()) {
+    if (std::find(consumed.begin(), consumed.end(), key) == consumed.end()) out[key] = value;
+  }
+  return out;
+}
+
+}  // namespace offgen::cli
