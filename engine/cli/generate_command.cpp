@@ -11,7 +11,7 @@ namespace offgen::cli {
 namespace {
 
 // Parses one line into a request; returns the problem or an empty string.
-std::string parse_request(const nlohmann::json& line, const Engine& engine,
+std::string parse_request(const nlohmann::ordered_json& line, const Engine& engine,
                           const GenerateOptions& options, std::size_t index,
                           GenerationRequest& request) {
   std::string problem;
@@ -85,8 +85,9 @@ int run_generate(const GenerateOptions& options) {
   std::size_t generated = 0;
   const auto start = std::chrono::steady_clock::now();
   engine.generate(requests, [&](std::size_t index, const GenerationResult& result) {
-    nlohmann::json record = passthrough(lines[index].value, {"prompt", "prompt_token_ids"});
-    record["index"] = index;
+    // "index" first, then the input line's own keys, then the results.
+    nlohmann::ordered_json record = {{"index", index}};
+    record.update(passthrough(lines[index].value, {"prompt", "prompt_token_ids"}));
     const std::string& problem = problems[index].empty() ? result.error : problems[index];
     if (!problem.empty()) {
       record["error"] = fmt::format("line {}: {}", lines[index].line_number, problem);
@@ -94,8 +95,9 @@ int run_generate(const GenerateOptions& options) {
     } else {
       record["prompt_token_ids"] = requests[index].prompt;
       record["token_ids"] = result.tokens;
-      record["text"] = engine.tokenizer() ? nlohmann::json(decode_text(engine, result.tokens))
-                                          : nlohmann::json(nullptr);
+      record["text"] = engine.tokenizer()
+                           ? nlohmann::ordered_json(decode_text(engine, result.tokens))
+                           : nlohmann::ordered_json(nullptr);
       record["finish_reason"] = finish_reason_name(result.finish);
       generated += result.tokens.size();
     }

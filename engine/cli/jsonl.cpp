@@ -22,13 +22,13 @@ std::vector<JsonlLine> read_jsonl(const std::filesystem::path& path) {
     line.index = lines.size();
     line.line_number = line_number;
     try {
-      line.value = nlohmann::json::parse(text);
+      line.value = nlohmann::ordered_json::parse(text);
       if (!line.value.is_object()) {
         line.error = fmt::format("{} line {}: expected a JSON object, got {}", path.string(),
                                  line_number, line.value.type_name());
         line.value = nullptr;
       }
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::ordered_json::parse_error& e) {
       line.error =
           fmt::format("{} line {}: invalid JSON ({})", path.string(), line_number, e.what());
     }
@@ -38,8 +38,8 @@ std::vector<JsonlLine> read_jsonl(const std::filesystem::path& path) {
   return lines;
 }
 
-std::string dump_json(const nlohmann::json& value) {
-  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+std::string dump_json(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 OrderedJsonlWriter::OrderedJsonlWriter(const std::filesystem::path& path) : path_(path) {
@@ -59,7 +59,7 @@ void OrderedJsonlWriter::write_line(std::string line) {
   OFFGEN_CHECK(ok, "writing {} failed: {}", path_.string(), std::strerror(errno));
 }
 
-void OrderedJsonlWriter::put(std::size_t index, const nlohmann::json& record) {
+void OrderedJsonlWriter::put(std::size_t index, const nlohmann::ordered_json& record) {
   if (index != next_) {
     pending_[index] = dump_json(record);
     return;

@@ -13,10 +13,10 @@
 namespace offgen::cli {
 
 struct JsonlLine {
-  std::size_t index = 0;        // position among the non-blank lines, from 0
-  std::size_t line_number = 0;  // 1-based line in the file, for messages
-  nlohmann::json value;         // the parsed object (null if `error` is set)
-  std::string error;            // parse problem, naming the line
+  std::size_t index = 0;         // position among the non-blank lines, from 0
+  std::size_t line_number = 0;   // 1-based line in the file, for messages
+  nlohmann::ordered_json value;  // the parsed object (null if `error` is set)
+  std::string error;             // parse problem, naming the line
 };
 
 // Reads every non-blank line; lines that are not a JSON object get `error`. Throws offgen::Error
@@ -33,7 +33,7 @@ class OrderedJsonlWriter {
   OrderedJsonlWriter(const OrderedJsonlWriter&) = delete;
   OrderedJsonlWriter& operator=(const OrderedJsonlWriter&) = delete;
 
-  void put(std::size_t index, const nlohmann::json& record);
+  void put(std::size_t index, const nlohmann::ordered_json& record);
   std::size_t written() const { return next_; }
 
  private:
@@ -45,6 +45,6 @@ class OrderedJsonlWriter {
 };
 
 // Dumps JSON with invalid UTF-8 replaced by U+FFFD, never throwing on text from a model.
-std::string dump_json(const nlohmann::json& value);
+std::string dump_json(const nlohmann::ordered_json& value);
 
 }  // namespace offgen::cli

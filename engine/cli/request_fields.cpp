@@ -6,7 +6,7 @@
 
 namespace offgen::cli {
 
-std::string read_token_ids(const nlohmann::json& line, const std::string& key,
+std::string read_token_ids(const nlohmann::ordered_json& line, const std::string& key,
                            const OptConfig& config, std::vector<std::int32_t>& out) {
   const auto& ids = line[key];
   const std::string type_error = fmt::format("'{}' must be an array of integers", key);
@@ -22,8 +22,9 @@ std::string read_token_ids(const nlohmann::json& line, const std::string& key,
   return {};
 }
 
-std::string read_text(const nlohmann::json& line, const std::string& key, std::string_view ids_key,
-                      const Engine& engine, std::vector<std::int32_t>& out) {
+std::string read_text(const nlohmann::ordered_json& line, const std::string& key,
+                      std::string_view ids_key, const Engine& engine,
+                      std::vector<std::int32_t>& out) {
   if (!line[key].is_string()) return fmt::format("'{}' must be a string", key);
   if (engine.tokenizer() == nullptr) {
     return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give '{}'",
@@ -35,9 +36,9 @@ std::string read_text(const nlohmann::json& line, const std::string& key, std::s
   return {};
 }
 
-nlohmann::json passthrough(const nlohmann::json& line,
-                           std::initializer_list<std::string_view> consumed) {
-  nlohmann::json out = nlohmann::json::object();
+nlohmann::ordered_json passthrough(const nlohmann::ordered_json& line,
+                                   std::initializer_list<std::string_view> consumed) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
   if (!line.is_object()) return out;
   for (const auto& [key, value] : line.items()) {
     if (std::find(consumed.begin(), consumed.end(), key) == consumed.end()) out[key] = value;

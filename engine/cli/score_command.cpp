@@ -10,7 +10,8 @@
 namespace offgen::cli {
 namespace {
 
-std::string parse_request(const nlohmann::json& line, const Engine& engine, ScoreRequest& request) {
+std::string parse_request(const nlohmann::ordered_json& line, const Engine& engine,
+                          ScoreRequest& request) {
   if (line.contains("token_ids")) {
     return read_token_ids(line, "token_ids", engine.config(), request.tokens);
   }
@@ -52,8 +53,9 @@ int run_score(const ScoreOptions& options) {
   double total_logprob = 0.0;
   std::size_t total_scored = 0;
   engine.score(requests, options.prefill_tokens, [&](std::size_t index, const ScoreResult& result) {
-    nlohmann::json record = passthrough(lines[index].value, {"text", "token_ids"});
-    record["index"] = index;
+    // "index" first, then the input line's own keys, then the results.
+    nlohmann::ordered_json record = {{"index", index}};
+    record.update(passthrough(lines[index].value, {"text", "token_ids"}));
     const std::string& problem = problems[index].empty() ? result.error : problems[index];
     if (!problem.empty()) {
       record["error"] = fmt::format("line {}: {}", lines[index].line_number, problem);
@@ -61,7 +63,7 @@ int run_score(const ScoreOptions& options) {
       writer.put(index, record);
       return;
     }
-    nlohmann::json logprobs = nlohmann::json::array();
+    nlohmann::ordered_json logprobs = nlohmann::ordered_json::array();
     double sum = 0.0;
     std::size_t scored = 0;
     for (float lp : result.token_logprobs) {
@@ -77,8 +79,9 @@ int run_score(const ScoreOptions& options) {
     record["token_logprobs"] = std::move(logprobs);
     record["sum_logprob"] = sum;
     record["num_scored"] = scored;
-    record["perplexity"] = scored > 0 ? nlohmann::json(std::exp(-sum / static_cast<double>(scored)))
-                                      : nlohmann::json(nullptr);
+    record["perplexity"] =
+        scored > 0 ? nlohmann::ordered_json(std::exp(-sum / static_cast<double>(scored)))
+                   : nlohmann::ordered_json(nullptr);
     total_logprob += sum;
     total_scored += scored;
     writer.put(index, record);
