@@ -332,7 +332,9 @@ Kernels select_kernels() {
 void gemm_dot(const DotIsa& isa, const Half* x, const Half* weight, std::int64_t m, std::int64_t n,
               std::int64_t k, const Epilogue& store) {
   const std::int64_t kp = round_up(std::max<std::int64_t>(k, 1), kDotAlign);
-  AlignedFloats x_buffer;  // x in fp32, rows zero-padded to kp
+  // x in fp32, rows zero-padded to kp. Kept per calling thread (the stream's worker) so the
+  // hot path does not allocate and fault in fresh pages on every call.
+  thread_local AlignedFloats x_buffer;
   float* const xf = x_buffer.get(static_cast<std::size_t>(m * kp));
   for (std::int64_t i = 0; i < m; ++i) {
     half_to_float(x + i * k, xf + i * kp, static_cast<std::size_t>(k));
@@ -388,7 +390,8 @@ void gemm_panel(const PanelIsa& isa, const Half* x, const Half* weight, std::int
   const std::int64_t clen = ceil_div(k, chunks);  // balanced chunks, each <= kChunk
 
   // x packed k-major: panel p holds rows [p·P, p·P + P) as xp[p·k·P + kk·P + r], zero past m.
-  AlignedFloats x_buffer;
+  // Per calling thread, reused across calls (see gemm_dot).
+  thread_local AlignedFloats x_buffer;
   float* const xp =
       x_buffer.get(static_cast<std::size_t>(std::max<std::int64_t>(panels * k * P, 1)));
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, panels), [&](const auto& r) {
