@@ -14,15 +14,15 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
   add_common_options(*cmd, options.common);
   cmd->add_option("--batch", options.batches, "batch sizes, e.g. 1,8,32")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveInteger)
       ->capture_default_str();
   cmd->add_option("--prompt-len", options.prompt_lens, "prompt lengths in tokens, e.g. 128,512")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveInteger)
       ->capture_default_str();
   cmd->add_option("--gen-len", options.gen_lens, "generated tokens per sequence, e.g. 32")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveInteger)
       ->capture_default_str();
   cmd->add_option("--seed", options.seed, "seed of the synthetic prompts")->capture_default_str();
 }

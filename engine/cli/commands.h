@@ -12,6 +12,10 @@
 
 namespace offgen::cli {
 
+// Validators with messages a user can read ("must be a positive integer (got '0')").
+extern const CLI::Validator kPositiveInteger;
+extern const CLI::Validator kNonNegativeNumber;
+
 // Flags every command shares: which model, where it runs, how big a batch.
 struct CommonOptions {
   std::string model = "opt-125m";

@@ -4,6 +4,28 @@
 
 namespace offgen::cli {
 
+const CLI::Validator kPositiveInteger(
+    [](std::string& text) -> std::string {
+      std::size_t used = 0;
+      try {
+        if (std::stoll(text, &used) >= 1 && used == text.size()) return {};
+      } catch (const std::exception&) {
+      }
+      return "must be a positive integer (got '" + text + "')";
+    },
+    "POSITIVE");
+
+const CLI::Validator kNonNegativeNumber(
+    [](std::string& text) -> std::string {
+      std::size_t used = 0;
+      try {
+        if (std::stod(text, &used) >= 0.0 && used == text.size()) return {};
+      } catch (const std::exception&) {
+      }
+      return "must be a number >= 0 (got '" + text + "')";
+    },
+    ">=0");
+
 EngineOptions CommonOptions::engine_options() const {
   EngineOptions out;
   out.model = model;
@@ -26,7 +48,7 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
   app.add_option("--batch-size", options.batch_size, "sequences per batch")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveInteger)
       ->capture_default_str();
   app.add_option("--gpu-mem", options.gpu_mem,
                  "memory budget of the gpu tier, e.g. 16GiB (default: what the device has)");

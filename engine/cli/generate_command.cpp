@@ -50,13 +50,13 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
   cmd->add_option("--output", options.output, "JSONL results, one per input line, in input order")
       ->required();
   cmd->add_option("--max-tokens", options.max_tokens, "tokens to generate per prompt")
-      ->check(CLI::PositiveNumber)
+      ->check(kPositiveInteger)
       ->capture_default_str();
   cmd->add_option("--temperature", options.temperature, "0 = greedy")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--top-k", options.top_k, "0 = off")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--top-p", options.top_p, "1 = off")
       ->check(CLI::Range(0.0f, 1.0f))

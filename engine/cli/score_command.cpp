@@ -32,7 +32,7 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
   cmd->add_option("--prefill-tokens", options.prefill_tokens,
                   "run the first N tokens as one prefill and the rest as teacher-forced decode "
                   "steps through the KV cache (0 = the whole text as prefill)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNumber)
       ->capture_default_str();
 }
 
