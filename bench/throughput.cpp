@@ -47,9 +47,11 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
     row.error = "batch, prompt and gen lengths must be >= 1";
     return row;
   }
-  if (config.prompt_len + config.gen_len > model.max_position_embeddings) {
-    row.error = fmt::format("prompt + gen = {} exceeds the model's {} positions",
-                            config.prompt_len + config.gen_len, model.max_position_embeddings);
+  // The last generated token is never fed back, so prompt + gen - 1 positions are used.
+  const std::int64_t positions = std::int64_t{config.prompt_len} + config.gen_len - 1;
+  if (positions > model.max_position_embeddings) {
+    row.error = fmt::format("prompt + gen - 1 = {} exceeds the model's {} positions", positions,
+                            model.max_position_embeddings);
     return row;
   }
   // Synthetic prompts: BOS then uniformly drawn ordinary token ids.

@@ -15,6 +15,7 @@ namespace offgen::cli {
 // Validators with messages a user can read ("must be a positive integer (got '0')").
 extern const CLI::Validator kPositiveInteger;
 extern const CLI::Validator kNonNegativeNumber;
+extern const CLI::Validator kProbability;  // (0, 1]
 
 // Flags every command shares: which model, where it runs, how big a batch.
 struct CommonOptions {

@@ -26,6 +26,18 @@ const CLI::Validator kNonNegativeNumber(
     },
     ">=0");
 
+const CLI::Validator kProbability(
+    [](std::string& text) -> std::string {
+      std::size_t used = 0;
+      try {
+        const double value = std::stod(text, &used);
+        if (value > 0.0 && value <= 1.0 && used == text.size()) return {};
+      } catch (const std::exception&) {
+      }
+      return "must be a number in (0, 1] (got '" + text + "')";
+    },
+    "(0,1]");
+
 EngineOptions CommonOptions::engine_options() const {
   EngineOptions out;
   out.model = model;

@@ -58,8 +58,8 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
   cmd->add_option("--top-k", options.top_k, "0 = off")
       ->check(kNonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--top-p", options.top_p, "1 = off")
-      ->check(CLI::Range(0.0f, 1.0f))
+  cmd->add_option("--top-p", options.top_p, "nucleus mass in (0, 1]; 1 = off")
+      ->check(kProbability)
       ->capture_default_str();
   cmd->add_option("--seed", options.seed, "sampling seed (request i uses seed + i)")
       ->capture_default_str();
@@ -78,9 +78,10 @@ int run_generate(const GenerateOptions& options) {
       problems[line.index] =
           parse_request(line.value, engine, options, line.index, requests[line.index]);
     }
+    if (!problems[line.index].empty()) requests[line.index].prompt.clear();
   }
-  // Lines that failed to parse carry an empty prompt, which the engine rejects; the parse
-  // problem is reported instead of the engine's.
+  // A rejected line runs with an empty prompt, which the engine rejects at once without work;
+  // the parse problem is what its output line reports.
   std::size_t errors = 0;
   std::size_t generated = 0;
   const auto start = std::chrono::steady_clock::now();

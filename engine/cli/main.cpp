@@ -9,6 +9,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"offgen: batch inference for OPT language models on one device"};
   app.require_subcommand(1);
+  app.fallthrough();  // --log-level may also come after the subcommand
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))

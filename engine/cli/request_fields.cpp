@@ -11,14 +11,16 @@ std::string read_token_ids(const nlohmann::ordered_json& line, const std::string
   const auto& ids = line[key];
   const std::string type_error = fmt::format("'{}' must be an array of integers", key);
   if (!ids.is_array()) return type_error;
+  std::vector<std::int32_t> parsed;
   for (const auto& id : ids) {
     if (!id.is_number_integer()) return type_error;
     const auto value = id.get<std::int64_t>();
     if (value < 0 || value >= config.vocab_size) {
       return fmt::format("token id {} is outside the vocabulary [0, {})", value, config.vocab_size);
     }
-    out.push_back(static_cast<std::int32_t>(value));
+    parsed.push_back(static_cast<std::int32_t>(value));
   }
+  out.insert(out.end(), parsed.begin(), parsed.end());  // nothing appended on error
   return {};
 }
 

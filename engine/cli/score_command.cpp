@@ -48,6 +48,8 @@ int run_score(const ScoreOptions& options) {
     if (problems[line.index].empty()) {
       problems[line.index] = parse_request(line.value, engine, requests[line.index]);
     }
+    // A rejected line runs with no tokens, which the engine rejects at once without work.
+    if (!problems[line.index].empty()) requests[line.index].tokens.clear();
   }
   std::size_t errors = 0;
   double total_logprob = 0.0;

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #include "engine/core/error.h"
@@ -36,7 +37,7 @@ class CpuEvent final : public Event {
       std::lock_guard lock(state_->mutex);
       generation = ++state_->recorded;
     }
-    cpu.enqueue([state = state_, generation] {
+    cpu.enqueue_signal([state = state_, generation] {
       {
         std::lock_guard lock(state->mutex);
         state->completed = std::max(state->completed, generation);
@@ -100,9 +101,17 @@ CpuStream::~CpuStream() {
 }
 
 void CpuStream::enqueue(std::function<void()> task) {
+  push(std::move(task), false);
+}
+
+void CpuStream::enqueue_signal(std::function<void()> task) {
+  push(std::move(task), true);
+}
+
+void CpuStream::push(std::function<void()> task, bool always_runs) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(task));
+    queue_.push_back({std::move(task), always_runs});
   }
   work_ready_.notify_one();
 }
@@ -118,20 +127,20 @@ void CpuStream::run() {
   for (;;) {
     work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping and drained
-    std::function<void()> task = std::move(queue_.front());
+    Task task = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    const bool skip = error_ != nullptr;
+    const bool skip = error_ != nullptr && !task.always_runs;
     lock.unlock();
     std::exception_ptr error;
     if (!skip) {
       try {
-        task();
+        task.run();
       } catch (...) {
         error = std::current_exception();
       }
     }
-    task = nullptr;  // destroy captures outside the lock
+    task.run = nullptr;  // destroy captures outside the lock
     lock.lock();
     if (error && !error_) error_ = error;
     busy_ = false;
@@ -193,6 +202,9 @@ void CpuDevice::copy_async(void* dst, const void* src, std::size_t bytes, Stream
 }
 
 void* CpuDevice::raw_allocate(Tier tier, std::size_t bytes) {
+  if (bytes > std::numeric_limits<std::size_t>::max() - kAlignment) {
+    throw OutOfMemoryError(fmt::format("cpu device: {} bytes cannot be allocated", bytes));
+  }
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* data = std::aligned_alloc(kAlignment, rounded);
   if (data == nullptr) {

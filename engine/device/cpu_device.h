@@ -28,15 +28,25 @@ class CpuStream final : public Stream {
   // Runs `task` on this stream's worker after everything enqueued before it. An exception thrown by
   // a task is kept and rethrown by synchronize(); later tasks are skipped (sticky error).
   void enqueue(std::function<void()> task);
+  // Like enqueue, but runs even after an error: event signals, so that streams and host threads
+  // waiting on this stream's events are released instead of hanging (they see the error when they
+  // synchronize this stream).
+  void enqueue_signal(std::function<void()> task);
 
  private:
+  void push(std::function<void()> task, bool always_runs);
   void run();
+
+  struct Task {
+    std::function<void()> run;
+    bool always_runs = false;
+  };
 
   StreamRole role_;
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable idle_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Task> queue_;
   bool busy_ = false;
   bool stopping_ = false;
   std::exception_ptr error_;

@@ -72,7 +72,7 @@ Buffer Device::allocate(Tier tier, std::size_t bytes) {
   {
     std::lock_guard lock(accounting_mutex_);
     TierUsage& u = usage_[static_cast<int>(tier)];
-    if (u.used + bytes > u.budget) {
+    if (bytes > u.budget - u.used) {  // used <= budget always: no wrap-around
       throw OutOfMemoryError(fmt::format(
           "{} device: cannot allocate {} on the {} tier: {} of its {} budget already in use",
           device_kind_name(kind()), format_bytes(bytes), tier_name(tier), format_bytes(u.used),

@@ -61,16 +61,6 @@ class FieldReader {
     return value->get<bool>();
   }
 
-  float positive_float_or(const char* field, float fallback) const {
-    const Json* value = optional(field);
-    if (!value) return fallback;
-    if (!value->is_number() || !(value->get<double>() > 0.0) ||
-        !std::isfinite(value->get<double>())) {
-      fail("{}: field '{}' must be a positive number, got {}", source_, field, brief(*value));
-    }
-    return static_cast<float>(value->get<double>());
-  }
-
   std::optional<std::string> string_or_none(const char* field) const {
     const Json* value = optional(field);
     if (!value) return std::nullopt;
@@ -226,8 +216,14 @@ OptConfig OptConfig::from_json_text(std::string_view text, std::string_view sour
   config.bos_token_id = fields.non_negative_or("bos_token_id", 2);
   config.eos_token_id = fields.non_negative_or("eos_token_id", 2);
   config.pad_token_id = fields.non_negative_or("pad_token_id", 1);
-  // Not an OPTConfig field (HF hard-codes 1e-5) but accepted if a config carries it.
-  config.layer_norm_eps = fields.positive_float_or("layer_norm_eps", 1e-5f);
+  // OPT's layer norms always use eps 1e-5 (Hugging Face ignores a `layer_norm_eps` field).
+  // The LM head is the token embedding; an untied head would be silently wrong, so refuse it.
+  if (!fields.boolean_or("tie_word_embeddings", true)) {
+    fail(
+        "{}: tie_word_embeddings is false, but offgen runs OPT with the LM head tied to the token "
+        "embedding",
+        source);
+  }
 
   // "facebook/opt-125m" -> "opt-125m"; from_json_file replaces it with the directory's name.
   if (const auto origin = fields.string_or_none("_name_or_path")) {

@@ -205,6 +205,7 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   embed(rows);
   for (int l = 0; l < config_.num_layers; ++l) layer(l, rows, /*is_prefill=*/true);
   policy_.start(prompts.lengths);
+  prefilled_ = true;
 }
 
 void BatchRunner::decode(std::span<const std::int32_t> tokens,

@@ -82,6 +82,7 @@ class BatchRunner {
   std::vector<Buffer> k_cache_, v_cache_;
 
   // Shape of the last step.
+  bool prefilled_ = false;
   bool last_was_prefill_ = false;
   int last_seq_ = 0;
 };

@@ -103,6 +103,28 @@ std::uint64_t Engine::weight_bytes() const {
 }
 
 namespace {
+
+// Runs one batch; if its runner does not fit the memory budgets, splits it in two and retries,
+// down to single requests, which then fail alone. Safe because a batch's only allocation is its
+// runner, made before anything is reported.
+template <typename Run, typename FailOne>
+void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& run,
+                          const FailOne& fail_one) {
+  try {
+    run(std::span<const std::size_t>(indices));
+  } catch (const OutOfMemoryError& e) {
+    if (indices.size() == 1) {
+      fail_one(indices.front(), e.what());
+      return;
+    }
+    const auto middle = indices.begin() + static_cast<std::ptrdiff_t>(indices.size() / 2);
+    spdlog::info("a batch of {} does not fit; retrying as {} + {}", indices.size(),
+                 indices.size() / 2, indices.size() - indices.size() / 2);
+    run_splitting_on_oom(std::vector<std::size_t>(indices.begin(), middle), run, fail_one);
+    run_splitting_on_oom(std::vector<std::size_t>(middle, indices.end()), run, fail_one);
+  }
+}
+
 std::string check_ids(std::span<const std::int32_t> ids, const OptConfig& config) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= config.vocab_size) {
@@ -118,9 +140,11 @@ std::string Engine::check(const GenerationRequest& request) const {
   if (request.prompt.empty()) return "the prompt is empty";
   if (request.max_tokens < 1)
     return fmt::format("max_tokens must be >= 1 (got {})", request.max_tokens);
-  const std::int64_t total = static_cast<std::int64_t>(request.prompt.size()) + request.max_tokens;
-  if (total > config_.max_position_embeddings) {
-    return fmt::format("prompt ({} tokens) + max_tokens ({}) exceeds the model's {} positions",
+  // Positions used: the prompt's, then one per generated token fed back — the last one never is.
+  const std::int64_t positions =
+      static_cast<std::int64_t>(request.prompt.size()) + request.max_tokens - 1;
+  if (positions > config_.max_position_embeddings) {
+    return fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 exceeds the model's {} positions",
                        request.prompt.size(), request.max_tokens, config_.max_position_embeddings);
   }
   try {
@@ -162,7 +186,16 @@ std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest
   for (const auto& group : group_by_length(lengths, static_cast<std::size_t>(options_.max_batch))) {
     std::vector<std::size_t> indices;
     for (std::size_t g : group) indices.push_back(good[g]);
-    generate_batch(requests, indices, results, on_done);
+    run_splitting_on_oom(
+        indices,
+        [&](std::span<const std::size_t> batch) {
+          generate_batch(requests, batch, results, on_done);
+        },
+        [&](std::size_t index, const std::string& why) {
+          results[index] = GenerationResult{};
+          results[index].error = fmt::format("does not fit the memory budgets: {}", why);
+          if (on_done) on_done(index, results[index]);
+        });
   }
   return results;
 }
@@ -235,7 +268,16 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
   for (const auto& group : group_by_length(lengths, static_cast<std::size_t>(options_.max_batch))) {
     std::vector<std::size_t> indices;
     for (std::size_t g : group) indices.push_back(good[g]);
-    score_batch(requests, indices, prefill_tokens, results, on_done);
+    run_splitting_on_oom(
+        indices,
+        [&](std::span<const std::size_t> batch) {
+          score_batch(requests, batch, prefill_tokens, results, on_done);
+        },
+        [&](std::size_t index, const std::string& why) {
+          results[index] = ScoreResult{};
+          results[index].error = fmt::format("does not fit the memory budgets: {}", why);
+          if (on_done) on_done(index, results[index]);
+        });
   }
   return results;
 }

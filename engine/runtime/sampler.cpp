@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -17,10 +19,18 @@ void validate(const SamplingParams& params) {
                params.top_p);
 }
 
+namespace {
+// NaN (an fp16 overflow upstream) ranks below every number, so sorting stays a strict weak
+// ordering and a NaN is never picked while a real logit exists.
+float rank_of(float logit) {
+  return std::isnan(logit) ? -std::numeric_limits<float>::infinity() : logit;
+}
+}  // namespace
+
 std::int32_t argmax(std::span<const float> logits) {
   std::size_t best = 0;
   for (std::size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[best]) best = i;
+    if (rank_of(logits[i]) > rank_of(logits[best])) best = i;
   }
   return static_cast<std::int32_t>(best);
 }
@@ -29,27 +39,38 @@ std::int32_t sample_token(std::span<const float> logits, const SamplingParams& p
                           std::mt19937_64& rng) {
   if (params.temperature == 0.0f || params.top_k == 1) return argmax(logits);
   const std::size_t vocab = logits.size();
-  std::vector<std::int32_t> order(vocab);
-  std::iota(order.begin(), order.end(), 0);
   auto by_logit = [&](std::int32_t a, std::int32_t b) {
-    return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)] ||
-           (logits[static_cast<std::size_t>(a)] == logits[static_cast<std::size_t>(b)] && a < b);
+    const float la = rank_of(logits[static_cast<std::size_t>(a)]);
+    const float lb = rank_of(logits[static_cast<std::size_t>(b)]);
+    return la > lb || (la == lb && a < b);
   };
-  std::size_t keep = vocab;
+  // Candidates: every token, or with top-k every token whose logit is at least the k-th largest
+  // (ties with the k-th stay in, as Hugging Face's TopKLogitsWarper keeps them).
+  std::vector<std::int32_t> order;
   if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < vocab) {
-    keep = static_cast<std::size_t>(params.top_k);
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
-                      by_logit);
+    std::vector<float> ranks(vocab);
+    for (std::size_t i = 0; i < vocab; ++i) ranks[i] = rank_of(logits[i]);
+    std::nth_element(ranks.begin(), ranks.begin() + (params.top_k - 1), ranks.end(),
+                     std::greater<float>());
+    const float kth = ranks[static_cast<std::size_t>(params.top_k - 1)];
+    for (std::size_t i = 0; i < vocab; ++i) {
+      if (rank_of(logits[i]) >= kth) order.push_back(static_cast<std::int32_t>(i));
+    }
   } else {
-    std::sort(order.begin(), order.end(), by_logit);
+    order.resize(vocab);
+    std::iota(order.begin(), order.end(), 0);
   }
+  std::sort(order.begin(), order.end(), by_logit);
+  std::size_t keep = order.size();
+  // All NaN (or an infinite logit): nothing to weigh, take the top one.
+  if (std::isinf(rank_of(logits[static_cast<std::size_t>(order[0])]))) return order[0];
   // Softmax over the kept tokens at this temperature (max subtracted: no overflow).
-  const float max_logit = logits[static_cast<std::size_t>(order[0])];
+  const float max_logit = rank_of(logits[static_cast<std::size_t>(order[0])]);
   std::vector<double> probs(keep);
   double total = 0.0;
   for (std::size_t i = 0; i < keep; ++i) {
     probs[i] = std::exp(static_cast<double>(
-        (logits[static_cast<std::size_t>(order[i])] - max_logit) / params.temperature));
+        (rank_of(logits[static_cast<std::size_t>(order[i])]) - max_logit) / params.temperature));
     total += probs[i];
   }
   // Top-p: the smallest prefix whose mass reaches top_p (the first token always stays).

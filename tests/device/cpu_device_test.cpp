@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -119,6 +120,36 @@ TEST(CpuDevice, ErrorsAreStickyAndSurfaceAtSynchronize) {
   EXPECT_THROW(stream.synchronize(), Error);
   EXPECT_FALSE(later_ran);
   EXPECT_THROW(stream.synchronize(), Error);
+}
+
+}  // namespace
+}  // namespace offgen
+
+namespace offgen {
+namespace {
+
+TEST(CpuDevice, AStreamsErrorDoesNotHangStreamsWaitingOnItsEvents) {
+  CpuDevice device;
+  CpuStream& copy = device.cpu_stream(StreamRole::h2d_kv);
+  CpuStream& compute = device.cpu_stream(StreamRole::compute);
+  auto event = device.create_event();
+  copy.enqueue([] { throw Error("copy failed"); });
+  event->record(copy);
+  event->wait_on(compute);
+  bool ran = false;
+  compute.enqueue([&] { ran = true; });
+  compute.synchronize();  // released: the record still signals after the error
+  EXPECT_TRUE(ran);
+  event->synchronize();
+  EXPECT_THROW(copy.synchronize(), Error);  // the error surfaces where it happened
+}
+
+TEST(CpuDevice, AbsurdSizesAreOutOfMemoryNotWrapAround) {
+  CpuDevice device(DeviceBudgets{.gpu = 1 << 20, .pinned = 1 << 20, .host = 1 << 20});
+  Buffer small = device.allocate(Tier::gpu, 4096);
+  EXPECT_THROW(device.allocate(Tier::gpu, std::numeric_limits<std::size_t>::max() - 100),
+               OutOfMemoryError);
+  EXPECT_EQ(device.usage(Tier::gpu).used, 4096u);
 }
 
 }  // namespace

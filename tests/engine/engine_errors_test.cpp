@@ -7,6 +7,7 @@
 #include "bench/throughput.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
+#include "engine/runtime/batch_runner.h"
 #include "engine/runtime/engine.h"
 #include "tests/support/test_support.h"
 
@@ -108,6 +109,69 @@ TEST(Bench, ACaseThatDoesNotFitIsReportedAndTheSweepGoesOn) {
   EXPECT_NE(too_big.error.find("does not fit"), std::string::npos) << too_big.error;
   const bench::BenchRow after = bench::run_case(engine, {1, 8, 2}, 0);
   EXPECT_TRUE(after.error.empty()) << after.error;
+}
+
+}  // namespace
+}  // namespace offgen
+
+namespace offgen {
+namespace {
+
+TEST(EngineBatches, ABatchThatDoesNotFitIsSplitAndGivesTheSameTokens) {
+  std::vector<GenerationRequest> requests(8);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    for (int t = 0; t < 60; ++t)
+      requests[i].prompt.push_back(static_cast<std::int32_t>(4 + (i * 31 + t * 7) % 990));
+    requests[i].max_tokens = 4;
+    requests[i].sampling.temperature = 0.0f;
+  }
+  EngineOptions roomy;
+  roomy.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  roomy.device = DeviceChoice::cpu;
+  roomy.max_batch = 8;
+  Engine reference(roomy);
+  const auto expected = reference.generate(requests);
+
+  EngineOptions tight = roomy;
+  tight.budgets.gpu = parse_bytes("1.2MiB");
+  Engine engine(tight);
+  EXPECT_THROW(engine.make_runner(8, 60, 3), OutOfMemoryError);  // the full batch cannot fit
+  EXPECT_NO_THROW(engine.make_runner(1, 60, 3));                 // one sequence can
+  const auto results = engine.generate(requests);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    ASSERT_TRUE(results[i].error.empty()) << results[i].error;
+    EXPECT_EQ(results[i].tokens, expected[i].tokens) << "request " << i;
+  }
+}
+
+TEST(EngineBatches, ARequestThatCannotFitAloneFailsAloneWithTheReason) {
+  EngineOptions options;
+  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.device = DeviceChoice::cpu;
+  // Measure what a 2-token and a 60-token request need, then give the gpu tier room for the
+  // first only.
+  std::uint64_t weights = 0, small = 0, large = 0;
+  {
+    Engine probe(options);
+    weights = probe.device().usage(Tier::gpu).used;
+    probe.device().reset_peaks();
+    probe.make_runner(1, 2, 1);
+    small = probe.device().usage(Tier::gpu).peak - weights;
+    probe.device().reset_peaks();
+    probe.make_runner(1, 60, 1);
+    large = probe.device().usage(Tier::gpu).peak - weights;
+  }
+  ASSERT_LT(small, large);
+  options.budgets.gpu = weights + (small + large) / 2;
+  Engine engine(options);
+  std::vector<GenerationRequest> requests(2);
+  requests[0].prompt.assign(60, 5);  // too long for the budget
+  requests[1].prompt = {2, 7};
+  for (auto& r : requests) r.max_tokens = 2;
+  const auto results = engine.generate(requests);
+  EXPECT_NE(results[0].error.find("does not fit"), std::string::npos) << results[0].error;
+  EXPECT_TRUE(results[1].error.empty()) << results[1].error;
+  EXPECT_EQ(results[1].tokens.size(), 2u);
 }
 
 }  // namespace

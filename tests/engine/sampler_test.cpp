@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -81,6 +82,35 @@ TEST(Sampler, RejectsBadParameters) {
   EXPECT_THROW(validate({1.0f, 0, 0.0f}), Error);
   EXPECT_THROW(validate({1.0f, 0, 1.5f}), Error);
   EXPECT_NO_THROW(validate({0.0f, 0, 1.0f}));
+}
+
+}  // namespace
+}  // namespace offgen
+
+namespace offgen {
+namespace {
+
+TEST(Sampler, TopKKeepsTokensTiedWithTheKth) {
+  // k = 2 but three tokens share the 2nd-largest logit: all three stay (Hugging Face semantics).
+  const std::vector<float> logits = {3.0f, 1.0f, 1.0f, 1.0f, -5.0f};
+  std::mt19937_64 rng(13);
+  std::map<int, int> seen;
+  for (int i = 0; i < 3000; ++i) ++seen[sample_token(logits, {1.0f, 2, 1.0f}, rng)];
+  EXPECT_GT(seen[1], 0);
+  EXPECT_GT(seen[2], 0);
+  EXPECT_GT(seen[3], 0);
+  EXPECT_EQ(seen.count(4), 0u);
+}
+
+TEST(Sampler, NanLogitsAreNeverPickedOverRealOnes) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> logits = {nan, 0.5f, nan, 2.0f};
+  EXPECT_EQ(argmax(logits), 3);
+  std::mt19937_64 rng(17);
+  for (int i = 0; i < 200; ++i) {
+    const int t = sample_token(logits, {1.0f, 0, 0.99f}, rng);
+    EXPECT_TRUE(t == 1 || t == 3) << t;
+  }
 }
 
 }  // namespace

@@ -331,3 +331,21 @@ TEST(OptConfig, ParameterCounts) {
 
 }  // namespace
 }  // namespace offgen
+
+namespace offgen {
+namespace {
+
+TEST(OptConfigUntied, AnUntiedLmHeadIsRefused) {
+  try {
+    OptConfig::from_json_text(
+        R"({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "ffn_dim": 256,
+            "vocab_size": 100, "max_position_embeddings": 32, "tie_word_embeddings": false})",
+        "config.json");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tie_word_embeddings"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace offgen
