@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace offgen::cli {
 
@@ -14,8 +15,9 @@ std::string read_token_ids(const nlohmann::ordered_json& line, const std::string
   std::vector<std::int32_t> parsed;
   for (const auto& id : ids) {
     if (!id.is_number_integer()) return type_error;
+    // The engine checks ids against the vocabulary; here only that they are int32 at all.
     const auto value = id.get<std::int64_t>();
-    if (value < 0 || value >= config.vocab_size) {
+    if (value < 0 || value > std::numeric_limits<std::int32_t>::max()) {
       return fmt::format("token id {} is outside the vocabulary [0, {})", value, config.vocab_size);
     }
     parsed.push_back(static_cast<std::int32_t>(value));
