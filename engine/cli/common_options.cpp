@@ -4,39 +4,33 @@
 
 namespace offgen::cli {
 
-const CLI::Validator kPositiveInteger(
-    [](std::string& text) -> std::string {
-      std::size_t used = 0;
-      try {
-        if (std::stoll(text, &used) >= 1 && used == text.size()) return {};
-      } catch (const std::exception&) {
-      }
-      return "must be a positive integer (got '" + text + "')";
-    },
-    "POSITIVE");
+namespace {
 
-const CLI::Validator kNonNegativeNumber(
-    [](std::string& text) -> std::string {
-      std::size_t used = 0;
-      try {
-        if (std::stod(text, &used) >= 0.0 && used == text.size()) return {};
-      } catch (const std::exception&) {
-      }
-      return "must be a number >= 0 (got '" + text + "')";
-    },
-    ">=0");
+// A validator that parses the whole text as a number (integer or not) and checks `accepts`.
+template <typename Accepts>
+CLI::Validator number_validator(bool integer, Accepts accepts, std::string what, std::string name) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        std::size_t used = 0;
+        try {
+          const double value =
+              integer ? static_cast<double>(std::stoll(text, &used)) : std::stod(text, &used);
+          if (used == text.size() && accepts(value)) return {};
+        } catch (const std::exception&) {
+        }
+        return "must be " + what + " (got '" + text + "')";
+      },
+      std::move(name));
+}
 
-const CLI::Validator kProbability(
-    [](std::string& text) -> std::string {
-      std::size_t used = 0;
-      try {
-        const double value = std::stod(text, &used);
-        if (value > 0.0 && value <= 1.0 && used == text.size()) return {};
-      } catch (const std::exception&) {
-      }
-      return "must be a number in (0, 1] (got '" + text + "')";
-    },
-    "(0,1]");
+}  // namespace
+
+const CLI::Validator kPositiveInteger = number_validator(
+    true, [](double v) { return v >= 1.0; }, "a positive integer", "POSITIVE");
+const CLI::Validator kNonNegativeNumber = number_validator(
+    false, [](double v) { return v >= 0.0; }, "a number >= 0", ">=0");
+const CLI::Validator kProbability = number_validator(
+    false, [](double v) { return v > 0.0 && v <= 1.0; }, "a number in (0, 1]", "(0,1]");
 
 EngineOptions CommonOptions::engine_options() const {
   EngineOptions out;
