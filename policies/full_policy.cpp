@@ -1,22 +1,31 @@
-#include "policies/full_policy.h"
+// full: C = prompt + generation length; nothing is ever evicted.
+#include "engine/core/error.h"
+#include "policies/policy_factories.h"
 
-namespace offgen {
+namespace offgen::policies {
+namespace {
 
-void FullPolicy::start(std::span<const int> prompt_lengths) {
-  cached_.assign(prompt_lengths.begin(), prompt_lengths.end());
-}
+class FullPolicy final : public KvPolicy {
+ public:
+  explicit FullPolicy(int budget) : KvPolicy(PolicyKind::full, budget) {}
+  bool needs_scores() const override { return false; }
 
-void FullPolicy::plan_decode(std::int32_t* write_slot, std::int32_t* slot_count) const {
-  for (std::size_t b = 0; b < cached_.size(); ++b) {
-    write_slot[b] = cached_[b];
-    slot_count[b] = cached_[b] + 1;
+  std::vector<int> keep_after_prefill(int prompt_len, std::span<const float>) const override {
+    OFFGEN_CHECK(prompt_len <= budget(), "the full policy was sized for {} tokens but the prompt has {}",
+                 budget(), prompt_len);
+    std::vector<int> keep(static_cast<std::size_t>(prompt_len));
+    for (int i = 0; i < prompt_len; ++i) keep[static_cast<std::size_t>(i)] = i;
+    return keep;
   }
-}
 
-void FullPolicy::commit(std::span<const std::uint8_t> advancing) {
-  for (std::size_t b = 0; b < cached_.size(); ++b) {
-    if (advancing[b]) ++cached_[b];
+  int victim(std::span<const std::int32_t>, std::span<const float>) const override {
+    fail("the full policy never evicts: its cache was sized below the sequence length ({} tokens)",
+         budget());
   }
-}
+};
 
-}  // namespace offgen
+}  // namespace
+
+std::unique_ptr<KvPolicy> make_full(int budget) { return std::make_unique<FullPolicy>(budget); }
+
+}  // namespace offgen::policies

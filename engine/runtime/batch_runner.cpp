@@ -30,7 +30,7 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
       compute_(device.stream(StreamRole::compute)),
       batch_(batch),
       max_prompt_(max_prompt),
-      capacity_(FullPolicy::capacity(max_prompt, max_new)),
+      capacity_(FullCacheSlots::capacity(max_prompt, max_new)),
       out_chunk_(std::max(batch, 64)) {
   OFFGEN_CHECK(batch > 0 && max_prompt > 0 && max_new >= 0,
                "batch runner needs a positive batch and prompt length (got {} and {})", batch,

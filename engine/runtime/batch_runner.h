@@ -16,7 +16,7 @@
 #include "engine/model/opt_config.h"
 #include "engine/runtime/ops.h"
 #include "offload/model_weights.h"
-#include "policies/full_policy.h"
+#include "policies/full_cache_slots.h"
 #include "scheduler/batch_formation.h"
 
 namespace offgen {
@@ -67,7 +67,7 @@ class BatchRunner {
   int max_prompt_;
   int capacity_;
   int out_chunk_;
-  FullPolicy policy_;
+  FullCacheSlots policy_;
 
   // Inputs of the current step (device) and the pinned host staging they are copied from.
   Buffer ids_, valid_, positions_, write_slot_, slot_count_;

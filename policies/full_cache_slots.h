@@ -1,8 +1,7 @@
-// The `full` KV policy: every real token of a sequence stays cached; token i of sequence b lives
-// in slot i of each of its (layer, head) caches. It answers the two questions every policy
-// answers for the engine: how many slots a sequence needs, and where each decode step writes and
-// how many slots it attends over. Eviction policies (local, h2o, streaming) answer the same
-// questions with a budget C instead of the full length.
+// Slot bookkeeping of a cache that keeps every real token (the `full` policy): token i of sequence
+// b lives in slot i of each of its (layer, head) caches. It answers what the engine asks of a
+// cache: how many slots a sequence needs, where each decode step writes, and how many slots it
+// attends over. Eviction policies (kv_policy.h) decide with a budget C instead of the full length.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +10,7 @@
 
 namespace offgen {
 
-class FullPolicy {
+class FullCacheSlots {
  public:
   // Slots per (layer, sequence, head) for prompts up to `max_prompt` real tokens plus `max_new`
   // decode steps, plus one spare slot that a sequence which no longer advances (finished, or past

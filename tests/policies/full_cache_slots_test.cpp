@@ -1,4 +1,4 @@
-#include "policies/full_policy.h"
+#include "policies/full_cache_slots.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 namespace offgen {
 namespace {
 
-TEST(FullPolicy, KeepsEveryRealTokenAndReusesTheSpareSlotForDoneSequences) {
-  FullPolicy policy;
+TEST(FullCacheSlots, KeepsEveryRealTokenAndReusesTheSpareSlotForDoneSequences) {
+  FullCacheSlots policy;
   const std::vector<int> prompts = {3, 1};
   policy.start(prompts);
   std::vector<std::int32_t> write(2), count(2);
@@ -23,8 +23,8 @@ TEST(FullPolicy, KeepsEveryRealTokenAndReusesTheSpareSlotForDoneSequences) {
   EXPECT_EQ(policy.cached(1), 1);
 }
 
-TEST(FullPolicy, CapacityCoversPromptGenerationAndTheSpareSlot) {
-  EXPECT_EQ(FullPolicy::capacity(512, 32), 545);
+TEST(FullCacheSlots, CapacityCoversPromptGenerationAndTheSpareSlot) {
+  EXPECT_EQ(FullCacheSlots::capacity(512, 32), 545);
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+#include "policies/kv_budget.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include "engine/core/error.h"
+
+namespace offgen {
+
+double parse_kv_budget(std::string_view text) {
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  OFFGEN_CHECK(ec == std::errc() && end == text.data() + text.size() && std::isfinite(value),
+               "--kv-budget '{}' is not a number (use a fraction like 0.2 or a token count like "
+               "128)",
+               text);
+  OFFGEN_CHECK(value > 0.0, "--kv-budget must be positive (got {})", text);
+  OFFGEN_CHECK(value < 1.0 || value == std::floor(value),
+               "--kv-budget {} is neither a fraction below 1 nor a whole number of tokens", text);
+  return value;
+}
+
+int resolve_kv_budget(double budget, int prompt_len, int gen_len) {
+  const long long total = static_cast<long long>(prompt_len) + gen_len;
+  OFFGEN_CHECK(total > 0, "a KV budget needs a positive sequence length");
+  long long tokens = static_cast<long long>(budget);
+  if (budget < 1.0) {
+    // Round up, but not past a whole number that binary arithmetic overshot: 0.07 * 100 is
+    // 7.000000000000001 in doubles and means 7 tokens, not 8.
+    const double product = budget * static_cast<double>(total);
+    const double nearest = std::round(product);
+    tokens = static_cast<long long>(std::abs(product - nearest) <= 1e-9 * std::max(1.0, product)
+                                        ? nearest
+                                        : std::ceil(product));
+  }
+  tokens = std::clamp(tokens, 1LL, total);
+  return static_cast<int>(tokens);
+}
+
+}  // namespace offgen

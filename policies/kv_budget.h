@@ -1,0 +1,19 @@
+// The `--kv-budget X` flag: X < 1 is a fraction of (prompt + generation) length, rounded up; an
+// integer X >= 1 is an absolute token count. The result, C, is the cached tokens per
+// (layer, sequence, head) that the KV cache is sized for.
+#pragma once
+
+#include <string_view>
+
+namespace offgen {
+
+// Parses the flag's text ("0.2", "128"); throws offgen::Error for anything else (negative, zero,
+// a non-integer >= 1, not a number).
+double parse_kv_budget(std::string_view text);
+
+// C for sequences of prompt_len + gen_len tokens: ceil(X * (prompt_len + gen_len)) when X < 1,
+// else X; never more than prompt_len + gen_len (a bigger budget than the sequence caches nothing
+// extra) and never less than 1.
+int resolve_kv_budget(double budget, int prompt_len, int gen_len);
+
+}  // namespace offgen

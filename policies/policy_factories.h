@@ -1,0 +1,15 @@
+// Constructors of the individual policies (one .cpp each); make_policy() picks among them.
+#pragma once
+
+#include <memory>
+
+#include "policies/kv_policy.h"
+
+namespace offgen::policies {
+
+std::unique_ptr<KvPolicy> make_full(int budget);
+std::unique_ptr<KvPolicy> make_local(int budget);
+std::unique_ptr<KvPolicy> make_h2o(int budget, double recent_fraction);
+std::unique_ptr<KvPolicy> make_streaming(int budget, int sinks);
+
+}  // namespace offgen::policies
