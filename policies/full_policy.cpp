@@ -11,8 +11,9 @@ class FullPolicy final : public KvPolicy {
   bool needs_scores() const override { return false; }
 
   std::vector<int> keep_after_prefill(int prompt_len, std::span<const float>) const override {
-    OFFGEN_CHECK(prompt_len <= budget(), "the full policy was sized for {} tokens but the prompt has {}",
-                 budget(), prompt_len);
+    OFFGEN_CHECK(prompt_len <= budget(),
+                 "the full policy was sized for {} tokens but the prompt has {}", budget(),
+                 prompt_len);
     std::vector<int> keep(static_cast<std::size_t>(prompt_len));
     for (int i = 0; i < prompt_len; ++i) keep[static_cast<std::size_t>(i)] = i;
     return keep;
@@ -26,6 +27,8 @@ class FullPolicy final : public KvPolicy {
 
 }  // namespace
 
-std::unique_ptr<KvPolicy> make_full(int budget) { return std::make_unique<FullPolicy>(budget); }
+std::unique_ptr<KvPolicy> make_full(int budget) {
+  return std::make_unique<FullPolicy>(budget);
+}
 
 }  // namespace offgen::policies

@@ -19,7 +19,8 @@ class H2oPolicy final : public KvPolicy {
 
   // Keeps the R most recent prompt tokens and the H highest-scoring of the rest (on equal scores
   // the newer token stays, so the older one goes, as at decode).
-  std::vector<int> keep_after_prefill(int prompt_len, std::span<const float> scores) const override {
+  std::vector<int> keep_after_prefill(int prompt_len,
+                                      std::span<const float> scores) const override {
     std::vector<int> keep;
     if (prompt_len <= budget()) {
       keep.resize(static_cast<std::size_t>(prompt_len));
@@ -42,7 +43,8 @@ class H2oPolicy final : public KvPolicy {
   }
 
   // The lowest-scoring token outside the R most recent; ties: the older token.
-  int victim(std::span<const std::int32_t> positions, std::span<const float> scores) const override {
+  int victim(std::span<const std::int32_t> positions,
+             std::span<const float> scores) const override {
     std::vector<std::int32_t> sorted(positions.begin(), positions.end());
     std::nth_element(sorted.begin(), sorted.begin() + (recent_ - 1), sorted.end(),
                      std::greater<std::int32_t>());

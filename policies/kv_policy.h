@@ -40,11 +40,13 @@ class KvPolicy {
   // After a prefill of `prompt_len` real tokens (positions 0 .. prompt_len-1): the positions to
   // keep, ascending, at most C. `scores[i]` is token i's summed attention probability over the
   // prompt's queries (empty unless needs_scores()).
-  virtual std::vector<int> keep_after_prefill(int prompt_len, std::span<const float> scores) const = 0;
+  virtual std::vector<int> keep_after_prefill(int prompt_len,
+                                              std::span<const float> scores) const = 0;
 
   // A decode step filled the cache to C + 1 tokens. `positions[s]` / `scores[s]` describe slot s
   // (scores already include this step's row). Returns the slot to free. Ties: the older token.
-  virtual int victim(std::span<const std::int32_t> positions, std::span<const float> scores) const = 0;
+  virtual int victim(std::span<const std::int32_t> positions,
+                     std::span<const float> scores) const = 0;
 
  protected:
   KvPolicy(PolicyKind kind, int budget) : kind_(kind), budget_(budget) {}

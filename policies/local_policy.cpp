@@ -18,12 +18,15 @@ class LocalPolicy final : public KvPolicy {
   }
 
   int victim(std::span<const std::int32_t> positions, std::span<const float>) const override {
-    return static_cast<int>(std::min_element(positions.begin(), positions.end()) - positions.begin());
+    return static_cast<int>(std::min_element(positions.begin(), positions.end()) -
+                            positions.begin());
   }
 };
 
 }  // namespace
 
-std::unique_ptr<KvPolicy> make_local(int budget) { return std::make_unique<LocalPolicy>(budget); }
+std::unique_ptr<KvPolicy> make_local(int budget) {
+  return std::make_unique<LocalPolicy>(budget);
+}
 
 }  // namespace offgen::policies

@@ -45,12 +45,16 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   ids_ = device.allocate(gpu, bytes_of<std::int32_t>(rows));
   valid_ = device.allocate(gpu, bytes_of<std::uint8_t>(rows));
   positions_ = device.allocate(gpu, bytes_of<std::int32_t>(rows));
-  write_slot_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
+  token_slot_ = device.allocate(gpu, bytes_of<std::int32_t>(rows * config.num_heads));
+  write_slot_ =
+      device.allocate(gpu, bytes_of<std::int32_t>(std::int64_t{batch} * config.num_heads));
   slot_count_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
-  // Every step's inputs fit: ids + valid + positions of a prefill, or the 4 per-sequence arrays
-  // of a decode step, or one chunk of output row ids and targets.
-  staging_ = device.allocate(Tier::pinned,
-                             bytes_of<std::int32_t>(3 * rows + 4 * batch + 2 * out_chunk_) + 1024);
+  // Every step's inputs fit: ids + valid + positions + per-head token slots of a prefill, or the
+  // arrays of a decode step, plus one chunk of output row ids and targets.
+  const std::int64_t heads = config.num_heads;
+  staging_ = device.allocate(
+      Tier::pinned,
+      bytes_of<std::int32_t>((3 + heads) * rows + (3 + heads) * batch + 2 * out_chunk_) + 1024);
 
   x_ = device.allocate(gpu, bytes_of<Half>(rows * h));
   t_ = device.allocate(gpu, bytes_of<Half>(rows * wide));
@@ -157,7 +161,7 @@ void BatchRunner::layer(int index, std::int64_t rows, bool is_prefill) {
     args.head_dim = head_dim;
     args.scale = scale;
     ops_.prefill_attention(args);
-    ops_.store_prefill_kv(qkv, valid_.as<std::uint8_t>(), batch_, last_seq_, heads, head_dim,
+    ops_.store_prefill_kv(qkv, token_slot_.as<std::int32_t>(), batch_, last_seq_, heads, head_dim,
                           k_cache, v_cache, capacity_);
   } else {
     ops_.append_kv(qkv, write_slot_.as<std::int32_t>(), batch_, heads, head_dim, k_cache, v_cache,
@@ -200,6 +204,17 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   upload(ids_.data(), prompts.tokens.data(), bytes_of<std::int32_t>(rows));
   upload(valid_.data(), prompts.valid.data(), bytes_of<std::uint8_t>(rows));
   upload(positions_.data(), prompts.positions.data(), bytes_of<std::int32_t>(rows));
+  // Every real token is cached, in order, in every head: token i of a sequence goes to slot i.
+  const int heads = config_.num_heads;
+  std::vector<std::int32_t> token_slot(static_cast<std::size_t>(rows * heads), -1);
+  for (int b = 0; b < prompts.batch; ++b) {
+    const int pad = prompts.seq - prompts.lengths[static_cast<std::size_t>(b)];
+    for (int h = 0; h < heads; ++h) {
+      std::int32_t* slots = token_slot.data() + (std::int64_t{b} * heads + h) * prompts.seq;
+      for (int i = pad; i < prompts.seq; ++i) slots[i] = i - pad;
+    }
+  }
+  upload(token_slot_.data(), token_slot.data(), bytes_of<std::int32_t>(rows * heads));
   last_was_prefill_ = true;
   last_seq_ = prompts.seq;
   embed(rows);
@@ -214,9 +229,16 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
       tokens.size() == static_cast<std::size_t>(batch_) && advancing.size() == tokens.size(),
       "decode needs one token per sequence ({} given for a batch of {})", tokens.size(), batch_);
   std::vector<std::int32_t> positions(tokens.size());
-  std::vector<std::int32_t> write_slot(tokens.size());
+  std::vector<std::int32_t> sequence_slot(tokens.size());
   std::vector<std::int32_t> slot_count(tokens.size());
-  policy_.plan_decode(write_slot.data(), slot_count.data());
+  policy_.plan_decode(sequence_slot.data(), slot_count.data());
+  // Without eviction every head of a sequence writes the same slot.
+  const int heads = config_.num_heads;
+  std::vector<std::int32_t> write_slot(tokens.size() * static_cast<std::size_t>(heads));
+  for (std::size_t b = 0; b < tokens.size(); ++b) {
+    std::fill_n(write_slot.begin() + static_cast<std::ptrdiff_t>(b * heads), heads,
+                sequence_slot[b]);
+  }
   for (int b = 0; b < batch_; ++b) {
     // HF position of the new token: the number of real tokens before it.
     positions[static_cast<std::size_t>(b)] = policy_.cached(b);
@@ -228,7 +250,8 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   sync();
   upload(ids_.data(), tokens.data(), bytes_of<std::int32_t>(batch_));
   upload(positions_.data(), positions.data(), bytes_of<std::int32_t>(batch_));
-  upload(write_slot_.data(), write_slot.data(), bytes_of<std::int32_t>(batch_));
+  upload(write_slot_.data(), write_slot.data(),
+         bytes_of<std::int32_t>(std::int64_t{batch_} * heads));
   upload(slot_count_.data(), slot_count.data(), bytes_of<std::int32_t>(batch_));
   last_was_prefill_ = false;
   last_seq_ = 1;

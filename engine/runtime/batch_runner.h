@@ -70,7 +70,7 @@ class BatchRunner {
   FullCacheSlots policy_;
 
   // Inputs of the current step (device) and the pinned host staging they are copied from.
-  Buffer ids_, valid_, positions_, write_slot_, slot_count_;
+  Buffer ids_, valid_, positions_, token_slot_, write_slot_, slot_count_;
   Buffer staging_;
   std::size_t staging_used_ = 0;
   // Activations.

@@ -42,10 +42,10 @@ void CpuOps::prefill_attention(const kernels::PrefillAttentionArgs& args) {
   enqueue<cpu::prefill_attention, ref::prefill_attention>(args);
 }
 
-void CpuOps::store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq,
+void CpuOps::store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
                               int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity) {
-  enqueue<cpu::store_prefill_kv, ref::store_prefill_kv>(qkv, valid, batch, seq, heads, head_dim,
-                                                        k_cache, v_cache, capacity);
+  enqueue<cpu::store_prefill_kv, ref::store_prefill_kv>(qkv, token_slot, batch, seq, heads,
+                                                        head_dim, k_cache, v_cache, capacity);
 }
 
 void CpuOps::append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads,

@@ -26,8 +26,9 @@ class CpuOps final : public Ops {
               int k, kernels::Activation activation) override;
   void add_inplace(Half* y, const Half* x, std::int64_t n) override;
   void prefill_attention(const kernels::PrefillAttentionArgs& args) override;
-  void store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq, int heads,
-                        int head_dim, Half* k_cache, Half* v_cache, int capacity) override;
+  void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
+                        int heads, int head_dim, Half* k_cache, Half* v_cache,
+                        int capacity) override;
   void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads,
                  int head_dim, Half* k_cache, Half* v_cache, int capacity) override;
   void decode_attention(const kernels::DecodeAttentionArgs& args) override;

@@ -32,7 +32,7 @@ class Ops {
                       int n, int k, kernels::Activation activation) = 0;
   virtual void add_inplace(Half* y, const Half* x, std::int64_t n) = 0;
   virtual void prefill_attention(const kernels::PrefillAttentionArgs& args) = 0;
-  virtual void store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq,
+  virtual void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
                                 int heads, int head_dim, Half* k_cache, Half* v_cache,
                                 int capacity) = 0;
   virtual void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads,

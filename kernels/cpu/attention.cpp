@@ -280,15 +280,14 @@ OFFGEN_SIMD_CLONES void decode_head(const DecodeAttentionArgs& a, int b, int h) 
 }
 
 // k and v of one token, every head, into slot `slot` of sequence b's cache.
-void write_slot(const Half* token_qkv, int b, int slot, int heads, int head_dim, Half* k_cache,
-                Half* v_cache, int capacity) {
+// Copies head h of one token's k and v into `slot` of that (sequence, head) cache.
+void write_head(const Half* token_qkv, int b, int h, int slot, int heads, int head_dim,
+                Half* k_cache, Half* v_cache, int capacity) {
   const std::int64_t hd = std::int64_t{heads} * head_dim;
   const auto bytes = static_cast<std::size_t>(head_dim) * sizeof(Half);
-  for (int h = 0; h < heads; ++h) {
-    const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + slot) * head_dim;
-    std::memcpy(k_cache + dst, token_qkv + hd + std::int64_t{h} * head_dim, bytes);
-    std::memcpy(v_cache + dst, token_qkv + 2 * hd + std::int64_t{h} * head_dim, bytes);
-  }
+  const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + slot) * head_dim;
+  std::memcpy(k_cache + dst, token_qkv + hd + std::int64_t{h} * head_dim, bytes);
+  std::memcpy(v_cache + dst, token_qkv + 2 * hd + std::int64_t{h} * head_dim, bytes);
 }
 
 }  // namespace
@@ -320,29 +319,35 @@ void prefill_attention(const PrefillAttentionArgs& args) {
   });
 }
 
-void store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq, int heads,
-                      int head_dim, Half* k_cache, Half* v_cache, int capacity) {
+void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
+                      int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity) {
   const std::int64_t stride = 3 * std::int64_t{heads} * head_dim;
-  tbb::parallel_for(0, batch, [&](int b) {
-    int slot = 0;
+  tbb::parallel_for(0, batch * heads, [&](int bh) {
+    const int b = bh / heads;
+    const int h = bh % heads;
+    const std::int32_t* slots = token_slot + std::int64_t{bh} * seq;
     for (int i = 0; i < seq; ++i) {
-      const std::int64_t token = std::int64_t{b} * seq + i;
-      if (valid[token] == 0) continue;
-      OFFGEN_CHECK(slot < capacity, "store_prefill_kv: sequence {} has more than {} real tokens", b,
-                   capacity);
-      write_slot(qkv + token * stride, b, slot++, heads, head_dim, k_cache, v_cache, capacity);
+      if (slots[i] < 0) continue;
+      OFFGEN_CHECK(slots[i] < capacity,
+                   "store_prefill_kv: slot {} of sequence {} head {} is outside the capacity {}",
+                   slots[i], b, h, capacity);
+      write_head(qkv + (std::int64_t{b} * seq + i) * stride, b, h, slots[i], heads, head_dim,
+                 k_cache, v_cache, capacity);
     }
   });
 }
 
-void append_kv(const Half* qkv, const std::int32_t* write_slot_of, int batch, int heads,
-               int head_dim, Half* k_cache, Half* v_cache, int capacity) {
+void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
+               Half* k_cache, Half* v_cache, int capacity) {
   const std::int64_t stride = 3 * std::int64_t{heads} * head_dim;
   for (int b = 0; b < batch; ++b) {  // a few KiB per call: not worth tasks
-    OFFGEN_CHECK(write_slot_of[b] >= 0 && write_slot_of[b] < capacity,
-                 "append_kv: slot {} of sequence {} is outside the cache capacity {}",
-                 write_slot_of[b], b, capacity);
-    write_slot(qkv + b * stride, b, write_slot_of[b], heads, head_dim, k_cache, v_cache, capacity);
+    for (int h = 0; h < heads; ++h) {
+      const std::int32_t slot = write_slot[b * heads + h];
+      OFFGEN_CHECK(slot >= 0 && slot < capacity,
+                   "append_kv: slot {} of sequence {} head {} is outside the cache capacity {}",
+                   slot, b, h, capacity);
+      write_head(qkv + b * stride, b, h, slot, heads, head_dim, k_cache, v_cache, capacity);
+    }
   }
 }
 

@@ -12,13 +12,14 @@ namespace offgen::kernels::cpu {
 // Causal attention with a padding mask: real query i of a sequence attends to real keys j <= i.
 void prefill_attention(const kernels::PrefillAttentionArgs& args);
 
-// Copies the real (valid) tokens' k and v of each sequence, in order, into cache slots 0..n_b-1.
-// Padding never enters the cache.
-void store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq, int heads,
-                      int head_dim, Half* k_cache, Half* v_cache, int capacity);
+// Copies each prompt token's k and v into the cache slot chosen for it, per head:
+// token_slot[b, h, i] (layout [batch, heads, seq]) is the slot of token i of sequence b in head h,
+// or -1 when it is not cached (left padding, or dropped by the eviction policy).
+void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
+                      int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity);
 
 // Decode: writes each sequence's new k, v (qkv is [batch, 3·H·D], one token per sequence) into
-// slot write_slot[b] of that sequence's cache (every head).
+// slot write_slot[b * heads + h] of each (sequence, head) cache — heads may differ under eviction.
 void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
                Half* k_cache, Half* v_cache, int capacity);
 

@@ -78,21 +78,19 @@ void prefill_attention(const PrefillAttentionArgs& a) {
   }
 }
 
-void store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq, int heads,
-                      int head_dim, Half* k_cache, Half* v_cache, int capacity) {
+void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
+                      int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity) {
   const int hd = heads * head_dim;
   for (int b = 0; b < batch; ++b) {
-    int slot = 0;
-    for (int i = 0; i < seq; ++i) {
-      const std::int64_t token = std::int64_t{b} * seq + i;
-      if (valid[token] == 0) continue;
-      for (int h = 0; h < heads; ++h) {
+    for (int h = 0; h < heads; ++h) {
+      for (int i = 0; i < seq; ++i) {
+        const std::int32_t slot = token_slot[(std::int64_t{b} * heads + h) * seq + i];
+        if (slot < 0) continue;
         const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + slot) * head_dim;
-        const Half* src = qkv + token * 3 * hd + std::int64_t{h} * head_dim;
+        const Half* src = qkv + (std::int64_t{b} * seq + i) * 3 * hd + std::int64_t{h} * head_dim;
         copy_head(src + hd, k_cache + dst, head_dim);
         copy_head(src + 2 * hd, v_cache + dst, head_dim);
       }
-      ++slot;
     }
   }
 }
@@ -102,8 +100,8 @@ void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int h
   const int hd = heads * head_dim;
   for (int b = 0; b < batch; ++b) {
     for (int h = 0; h < heads; ++h) {
-      const std::int64_t dst =
-          ((std::int64_t{b} * heads + h) * capacity + write_slot[b]) * head_dim;
+      const std::int64_t slot = write_slot[b * heads + h];
+      const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + slot) * head_dim;
       const Half* src = qkv + std::int64_t{b} * 3 * hd + std::int64_t{h} * head_dim;
       copy_head(src + hd, k_cache + dst, head_dim);
       copy_head(src + 2 * hd, v_cache + dst, head_dim);

@@ -38,8 +38,8 @@ void token_logprobs(const float* logits, const std::int32_t* targets, float* out
 
 // attention.h
 void prefill_attention(const PrefillAttentionArgs& args);
-void store_prefill_kv(const Half* qkv, const std::uint8_t* valid, int batch, int seq, int heads,
-                      int head_dim, Half* k_cache, Half* v_cache, int capacity);
+void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
+                      int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity);
 void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
                Half* k_cache, Half* v_cache, int capacity);
 void decode_attention(const DecodeAttentionArgs& args);

@@ -45,6 +45,43 @@ std::vector<std::uint8_t> left_padding(int seq, const std::vector<int>& pads) {
   return valid;
 }
 
+// The full policy's prefill layout: real token i of a sequence in slot i of every head.
+std::vector<std::int32_t> compact_token_slots(const std::vector<std::uint8_t>& valid, int batch,
+                                              int heads, int seq) {
+  std::vector<std::int32_t> slots;
+  for (int b = 0; b < batch; ++b) {
+    for (int h = 0; h < heads; ++h) {
+      int next = 0;
+      for (int i = 0; i < seq; ++i) slots.push_back(valid[std::size_t(b) * seq + i] ? next++ : -1);
+    }
+  }
+  return slots;
+}
+
+// An eviction policy's prefill layout: each head keeps a random subset of the real tokens in
+// random distinct slots (different per head).
+std::vector<std::int32_t> random_token_slots(Rng& rng, const std::vector<std::uint8_t>& valid,
+                                             int batch, int heads, int seq, int capacity) {
+  std::vector<std::int32_t> slots;
+  for (int b = 0; b < batch; ++b) {
+    for (int h = 0; h < heads; ++h) {
+      std::vector<std::int32_t> free(static_cast<std::size_t>(capacity));
+      for (int s = 0; s < capacity; ++s) free[std::size_t(s)] = s;
+      for (int i = 0; i < seq; ++i) {
+        const bool real = valid[std::size_t(b) * seq + i] != 0;
+        if (!real || free.empty() || rng.integer(0, 3) == 0) {  // padding, or dropped
+          slots.push_back(-1);
+          continue;
+        }
+        const auto pick = std::size_t(rng.integer(0, int(free.size()) - 1));
+        slots.push_back(free[pick]);
+        free.erase(free.begin() + std::ptrdiff_t(pick));
+      }
+    }
+  }
+  return slots;
+}
+
 float attention_scale(int head_dim) {
   return 1.0f / std::sqrt(float(head_dim));
 }
@@ -241,9 +278,10 @@ TEST_P(AttentionParity, StorePrefillKvMatchesReference) {
       const auto v_init = rng.halves(size, -1, 1);
       Guarded<Half> k(k_init), v(v_init);
       std::vector<Half> k_expected = k_init, v_expected = v_init;
-      impl().store_prefill_kv(qkv.data(), valid.data(), c.batch, c.seq, c.heads, c.head_dim,
+      const auto slots = random_token_slots(rng, valid, c.batch, c.heads, c.seq, capacity);
+      impl().store_prefill_kv(qkv.data(), slots.data(), c.batch, c.seq, c.heads, c.head_dim,
                               k.data(), v.data(), capacity);
-      ref::store_prefill_kv(qkv.data(), valid.data(), c.batch, c.seq, c.heads, c.head_dim,
+      ref::store_prefill_kv(qkv.data(), slots.data(), c.batch, c.seq, c.heads, c.head_dim,
                             k_expected.data(), v_expected.data(), capacity);
       EXPECT_TRUE(k.guards_intact());
       EXPECT_TRUE(v.guards_intact());
@@ -261,7 +299,7 @@ TEST_P(AttentionParity, AppendKvMatchesReference) {
     const int hd = c.heads * c.head_dim;
     const std::size_t size = std::size_t(c.batch) * c.heads * c.capacity * c.head_dim;
     const auto qkv = rng.halves(std::size_t(c.batch) * 3 * hd, -1, 1);
-    std::vector<std::int32_t> slots(c.batch);
+    std::vector<std::int32_t> slots(std::size_t(c.batch) * c.heads);  // per (sequence, head)
     for (auto& s : slots) s = rng.integer(0, c.capacity - 1);
     slots.back() = c.capacity - 1;
     const auto k_init = rng.halves(size, -1, 1);
@@ -296,7 +334,8 @@ TEST_P(AttentionParity, DecodeOverStoredPrefillMatchesLastPrefillRow) {
     const int capacity = c.seq + 2;
     const std::size_t size = std::size_t(c.batch) * c.heads * capacity * c.head_dim;
     std::vector<Half> k(size), v(size);
-    impl().store_prefill_kv(qkv.data(), valid.data(), c.batch, c.seq, c.heads, c.head_dim, k.data(),
+    const auto slots = compact_token_slots(valid, c.batch, c.heads, c.seq);
+    impl().store_prefill_kv(qkv.data(), slots.data(), c.batch, c.seq, c.heads, c.head_dim, k.data(),
                             v.data(), capacity);
     std::vector<Half> last_qkv, expected;
     std::vector<std::int32_t> counts;

@@ -47,7 +47,7 @@ struct KernelSet {
   Fn<void(float*, std::int64_t, int)> log_softmax;
   Fn<void(const float*, const std::int32_t*, float*, std::int64_t, int)> token_logprobs;
   Fn<void(const kernels::PrefillAttentionArgs&)> prefill_attention;
-  Fn<void(const Half*, const std::uint8_t*, int, int, int, int, Half*, Half*, int)>
+  Fn<void(const Half*, const std::int32_t*, int, int, int, int, Half*, Half*, int)>
       store_prefill_kv;
   Fn<void(const Half*, const std::int32_t*, int, int, int, Half*, Half*, int)> append_kv;
   Fn<void(const kernels::DecodeAttentionArgs&)> decode_attention;

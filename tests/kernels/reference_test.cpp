@@ -119,13 +119,13 @@ TEST(Reference, PrefillIgnoresPaddingAndZeroesItsRows) {
   EXPECT_EQ(sums, (std::vector<float>{0, 1}));
 }
 
-TEST(Reference, StorePrefillKvCompactsRealTokensAndAppendWritesOneSlot) {
+TEST(Reference, StorePrefillKvPutsTokensInTheirSlotsAndAppendWritesOneSlot) {
   // heads 1, head_dim 1: qkv rows are (q, k, v). Sequence: padding, then tokens k=2,v=3 / k=4,v=5.
   const auto qkv = halves({0, 9, 9, 1, 2, 3, 1, 4, 5});
-  const std::vector<std::uint8_t> valid = {0, 1, 1};
+  const std::vector<std::int32_t> token_slot = {-1, 0, 1};  // padding is not cached
   auto k = halves({-1, -1, -1});
   auto v = halves({-1, -1, -1});
-  ref::store_prefill_kv(qkv.data(), valid.data(), 1, 3, 1, 1, k.data(), v.data(), 3);
+  ref::store_prefill_kv(qkv.data(), token_slot.data(), 1, 3, 1, 1, k.data(), v.data(), 3);
   EXPECT_EQ(to_floats(k), (std::vector<float>{2, 4, -1}));
   EXPECT_EQ(to_floats(v), (std::vector<float>{3, 5, -1}));
   const auto step = halves({0, 6, 7});
@@ -133,6 +133,23 @@ TEST(Reference, StorePrefillKvCompactsRealTokensAndAppendWritesOneSlot) {
   ref::append_kv(step.data(), slot.data(), 1, 1, 1, k.data(), v.data(), 3);
   EXPECT_EQ(to_floats(k), (std::vector<float>{2, 4, 6}));
   EXPECT_EQ(to_floats(v), (std::vector<float>{3, 5, 7}));
+}
+
+TEST(Reference, HeadsOfOneSequenceCanUseDifferentSlots) {
+  // heads 2, head_dim 1: qkv row = (q0, q1, k0, k1, v0, v1). Two tokens: head 0 keeps both in
+  // reverse order, head 1 keeps only the second (an eviction policy's choice).
+  const auto qkv = halves({0, 0, 1, 2, 3, 4, 0, 0, 5, 6, 7, 8});
+  const std::vector<std::int32_t> token_slot = {1, 0, -1, 0};  // [batch 1, heads 2, seq 2]
+  auto k = halves({-1, -1, -1, -1});                           // [1, 2 heads, capacity 2, 1]
+  auto v = halves({-1, -1, -1, -1});
+  ref::store_prefill_kv(qkv.data(), token_slot.data(), 1, 2, 2, 1, k.data(), v.data(), 2);
+  EXPECT_EQ(to_floats(k), (std::vector<float>{5, 1, 6, -1}));
+  EXPECT_EQ(to_floats(v), (std::vector<float>{7, 3, 8, -1}));
+  const auto step = halves({0, 0, 9, 10, 11, 12});
+  const std::vector<std::int32_t> slots = {0, 1};  // per (sequence, head)
+  ref::append_kv(step.data(), slots.data(), 1, 2, 1, k.data(), v.data(), 2);
+  EXPECT_EQ(to_floats(k), (std::vector<float>{9, 1, 6, 10}));
+  EXPECT_EQ(to_floats(v), (std::vector<float>{11, 3, 8, 12}));
 }
 
 TEST(Reference, EmbeddingsAndResidualAdd) {
@@ -194,11 +211,11 @@ TEST(CpuKernels, FastExpIsWithinTwoUlp) {
 
 TEST(CpuKernels, CacheWritesRejectSlotsOutsideCapacity) {
   const auto qkv = halves({0, 1, 2, 0, 3, 4});  // 2 tokens, heads 1, head_dim 1
-  const std::vector<std::uint8_t> valid = {1, 1};
+  const std::vector<std::int32_t> token_slot = {0, 1};
   std::vector<Half> k(1), v(1);
-  EXPECT_THROW(
-      kernels::cpu::store_prefill_kv(qkv.data(), valid.data(), 1, 2, 1, 1, k.data(), v.data(), 1),
-      Error);
+  EXPECT_THROW(kernels::cpu::store_prefill_kv(qkv.data(), token_slot.data(), 1, 2, 1, 1, k.data(),
+                                              v.data(), 1),
+               Error);
   const std::vector<std::int32_t> slot = {1};
   EXPECT_THROW(kernels::cpu::append_kv(qkv.data(), slot.data(), 1, 1, 1, k.data(), v.data(), 1),
                Error);
