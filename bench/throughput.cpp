@@ -65,7 +65,8 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
   const PaddedBatch padded = left_pad(prompts, model.pad_token_id);
   engine.device().reset_peaks();
   try {
-    auto runner = engine.make_runner(config.batch, config.prompt_len, config.gen_len - 1);
+    auto runner = engine.make_runner(config.batch, config.prompt_len, config.gen_len - 1,
+                                     config.prompt_len + config.gen_len);
     row.kv_bytes = runner->kv_bytes();
     const std::size_t vocab = static_cast<std::size_t>(model.vocab_size);
     std::vector<std::int32_t> next(prompts.size());

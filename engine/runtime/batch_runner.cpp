@@ -22,7 +22,8 @@ std::size_t bytes_of(std::int64_t count) {
 }  // namespace
 
 BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
-                         const ModelWeights& weights, int batch, int max_prompt, int max_new)
+                         const ModelWeights& weights, int batch, int max_prompt, int max_new,
+                         std::unique_ptr<KvPolicy> policy)
     : device_(device),
       ops_(ops),
       config_(config),
@@ -30,8 +31,11 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
       compute_(device.stream(StreamRole::compute)),
       batch_(batch),
       max_prompt_(max_prompt),
-      capacity_(FullCacheSlots::capacity(max_prompt, max_new)),
-      out_chunk_(std::max(batch, 64)) {
+      capacity_(policy->budget() + 1),
+      out_chunk_(std::max(batch, 64)),
+      policy_(std::move(policy)),
+      slots_(*policy_) {
+  (void)max_new;  // the policy's budget already sizes the cache for the decode steps
   OFFGEN_CHECK(batch > 0 && max_prompt > 0 && max_new >= 0,
                "batch runner needs a positive batch and prompt length (got {} and {})", batch,
                max_prompt);
@@ -204,14 +208,18 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   upload(ids_.data(), prompts.tokens.data(), bytes_of<std::int32_t>(rows));
   upload(valid_.data(), prompts.valid.data(), bytes_of<std::uint8_t>(rows));
   upload(positions_.data(), prompts.positions.data(), bytes_of<std::int32_t>(rows));
-  // Every real token is cached, in order, in every head: token i of a sequence goes to slot i.
+  // The policy picks the prompt tokens each cache keeps (the same in every layer and head).
+  slots_.start(prompts.lengths);
+  seen_.assign(prompts.lengths.begin(), prompts.lengths.end());
   const int heads = config_.num_heads;
   std::vector<std::int32_t> token_slot(static_cast<std::size_t>(rows * heads), -1);
   for (int b = 0; b < prompts.batch; ++b) {
-    const int pad = prompts.seq - prompts.lengths[static_cast<std::size_t>(b)];
+    const int len = prompts.lengths[static_cast<std::size_t>(b)];
+    const int pad = prompts.seq - len;
+    const std::vector<std::int32_t> prompt = slots_.prompt_slots(b, len);
     for (int h = 0; h < heads; ++h) {
-      std::int32_t* slots = token_slot.data() + (std::int64_t{b} * heads + h) * prompts.seq;
-      for (int i = pad; i < prompts.seq; ++i) slots[i] = i - pad;
+      std::copy(prompt.begin(), prompt.end(),
+                token_slot.begin() + (std::int64_t{b} * heads + h) * prompts.seq + pad);
     }
   }
   upload(token_slot_.data(), token_slot.data(), bytes_of<std::int32_t>(rows * heads));
@@ -219,7 +227,6 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   last_seq_ = prompts.seq;
   embed(rows);
   for (int l = 0; l < config_.num_layers; ++l) layer(l, rows, /*is_prefill=*/true);
-  policy_.start(prompts.lengths);
   prefilled_ = true;
 }
 
@@ -231,8 +238,8 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   std::vector<std::int32_t> positions(tokens.size());
   std::vector<std::int32_t> sequence_slot(tokens.size());
   std::vector<std::int32_t> slot_count(tokens.size());
-  policy_.plan_decode(sequence_slot.data(), slot_count.data());
-  // Without eviction every head of a sequence writes the same slot.
+  slots_.plan_decode(sequence_slot.data(), slot_count.data());
+  // Position-based policies keep the same tokens in every head: one slot per sequence.
   const int heads = config_.num_heads;
   std::vector<std::int32_t> write_slot(tokens.size() * static_cast<std::size_t>(heads));
   for (std::size_t b = 0; b < tokens.size(); ++b) {
@@ -240,12 +247,8 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
                 sequence_slot[b]);
   }
   for (int b = 0; b < batch_; ++b) {
-    // HF position of the new token: the number of real tokens before it.
-    positions[static_cast<std::size_t>(b)] = policy_.cached(b);
-    OFFGEN_CHECK(policy_.cached(b) < capacity_,
-                 "sequence {} has no KV slot left (capacity {}); the runner was sized for fewer "
-                 "decode steps",
-                 b, capacity_);
+    // HF position of the new token: the number of real tokens before it (cached or evicted).
+    positions[static_cast<std::size_t>(b)] = seen_[static_cast<std::size_t>(b)];
   }
   sync();
   upload(ids_.data(), tokens.data(), bytes_of<std::int32_t>(batch_));
@@ -257,7 +260,8 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   last_seq_ = 1;
   embed(batch_);
   for (int l = 0; l < config_.num_layers; ++l) layer(l, batch_, /*is_prefill=*/false);
-  policy_.commit(advancing);
+  slots_.commit(advancing, positions);
+  for (std::size_t b = 0; b < advancing.size(); ++b) seen_[b] += advancing[b];
 }
 
 void BatchRunner::head(int n, std::int64_t rows_in_x) {

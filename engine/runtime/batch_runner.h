@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -16,7 +17,8 @@
 #include "engine/model/opt_config.h"
 #include "engine/runtime/ops.h"
 #include "offload/model_weights.h"
-#include "policies/full_cache_slots.h"
+#include "policies/cache_slots.h"
+#include "policies/kv_policy.h"
 #include "scheduler/batch_formation.h"
 
 namespace offgen {
@@ -24,9 +26,10 @@ namespace offgen {
 class BatchRunner {
  public:
   // Sizes everything for `batch` sequences of up to `max_prompt` prompt tokens and `max_new`
-  // decode steps. Throws OutOfMemoryError if the KV cache or scratch does not fit the gpu tier.
+  // decode steps, with a KV cache of policy->budget() + 1 slots per (layer, sequence, head).
+  // Throws OutOfMemoryError if the KV cache or scratch does not fit the gpu tier.
   BatchRunner(Device& device, Ops& ops, const OptConfig& config, const ModelWeights& weights,
-              int batch, int max_prompt, int max_new);
+              int batch, int max_prompt, int max_new, std::unique_ptr<KvPolicy> policy);
   BatchRunner(const BatchRunner&) = delete;
   BatchRunner& operator=(const BatchRunner&) = delete;
   ~BatchRunner();
@@ -67,7 +70,9 @@ class BatchRunner {
   int max_prompt_;
   int capacity_;
   int out_chunk_;
-  FullCacheSlots policy_;
+  std::unique_ptr<KvPolicy> policy_;
+  CacheSlots slots_;
+  std::vector<std::int32_t> seen_;  // real tokens of each sequence so far: the next HF position
 
   // Inputs of the current step (device) and the pinned host staging they are copied from.
   Buffer ids_, valid_, positions_, token_slot_, write_slot_, slot_count_;

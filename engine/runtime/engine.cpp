@@ -16,6 +16,7 @@
 #include "engine/runtime/batch_runner.h"
 #include "engine/runtime/cpu_ops.h"
 #include "offload/weight_store.h"
+#include "policies/kv_budget.h"
 #include "scheduler/batch_formation.h"
 
 namespace offgen {
@@ -39,6 +40,9 @@ const char* finish_reason_name(FinishReason reason) {
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
   OFFGEN_CHECK(options.max_batch > 0, "batch size must be positive (got {})", options.max_batch);
+  OFFGEN_CHECK(options.policy.kind == PolicyKind::full || options.kv_budget > 0.0,
+               "--policy {} needs --kv-budget (a fraction like 0.2 or a token count)",
+               policy_name(options.policy.kind));
   namespace fs = std::filesystem;
   std::unique_ptr<WeightSource> source;
   std::unique_ptr<Checkpoint> checkpoint;
@@ -164,9 +168,18 @@ std::string Engine::check(const ScoreRequest& request) const {
   return check_ids(request.tokens, config_);
 }
 
-std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new) {
+std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new,
+                                                 int total_len) {
+  // Every token of the longest sequence that ever sits in the cache: the prompt and the tokens
+  // fed back by decode steps.
+  const int full = max_prompt + max_new;
+  if (total_len <= 0) total_len = full;
+  int budget = full;
+  if (options_.policy.kind != PolicyKind::full && options_.kv_budget > 0.0) {
+    budget = std::min(full, resolve_kv_budget(options_.kv_budget, total_len, 0));
+  }
   return std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), batch,
-                                       max_prompt, max_new);
+                                       max_prompt, max_new, make_policy(options_.policy, budget));
 }
 
 std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest> requests,
@@ -215,7 +228,7 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
   }
   const PaddedBatch padded = left_pad(prompts, config_.pad_token_id);
   // The last sampled token is never fed back, so the cache needs max_new - 1 decode slots.
-  auto runner = make_runner(batch, padded.seq, max_new - 1);
+  auto runner = make_runner(batch, padded.seq, max_new - 1, padded.seq + max_new);
   runner->prefill(padded);
 
   std::vector<std::uint8_t> active(indices.size(), 1);
@@ -301,7 +314,8 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
     results[index].token_logprobs.assign(tokens.size(), nan);
   }
   const PaddedBatch padded = left_pad(prefixes, config_.pad_token_id);
-  auto runner = make_runner(batch, padded.seq, decode_steps);
+  const int longest = *std::max_element(lengths.begin(), lengths.end());
+  auto runner = make_runner(batch, padded.seq, decode_steps, longest);
   runner->prefill(padded);
 
   // Prefill rows: row (b, column) holds token i = column - padding; its target is token i + 1.

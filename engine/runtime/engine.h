@@ -15,6 +15,7 @@
 #include "engine/runtime/ops.h"
 #include "engine/runtime/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "policies/kv_policy.h"
 
 namespace offgen {
 
@@ -36,6 +37,10 @@ struct EngineOptions {
   std::uint64_t dummy_seed = 0;
   int max_batch = 8;  // sequences per batch
   DeviceBudgets budgets;
+  // KV eviction: the policy, and --kv-budget (0 = the whole sequence; < 1 a fraction of prompt +
+  // generation length; >= 1 tokens).
+  PolicyOptions policy;
+  double kv_budget = 0.0;
 };
 
 enum class FinishReason { stop, length };
@@ -99,8 +104,11 @@ class Engine {
   std::vector<ScoreResult> score(std::span<const ScoreRequest> requests, int prefill_tokens = 0,
                                  const ScoreCallback& on_done = {});
 
-  // A runner for `batch` sequences of up to max_prompt + max_new tokens (benchmarks drive it).
-  std::unique_ptr<BatchRunner> make_runner(int batch, int max_prompt, int max_new);
+  // A runner for `batch` sequences of up to max_prompt prompt tokens and max_new decode steps,
+  // its KV cache sized by the engine's policy and budget for sequences of `total_len` tokens
+  // (0 = max_prompt + max_new). Benchmarks drive it directly.
+  std::unique_ptr<BatchRunner> make_runner(int batch, int max_prompt, int max_new,
+                                           int total_len = 0);
 
  private:
   void generate_batch(std::span<const GenerationRequest> requests,
