@@ -63,6 +63,8 @@ void CacheSlots::commit(std::span<const std::uint8_t> advancing,
   }
 }
 
-int CacheSlots::cached(int b) const { return sequences_[static_cast<std::size_t>(b)].cached; }
+int CacheSlots::cached(int b) const {
+  return sequences_[static_cast<std::size_t>(b)].cached;
+}
 
 }  // namespace offgen

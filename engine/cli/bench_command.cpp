@@ -30,8 +30,11 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
 int run_bench(const BenchOptions& options) {
   EngineOptions engine_options = options.common.engine_options();
   Engine engine(engine_options);
-  fmt::print("model: {}   device: {}   weights: {}\n", engine.model_description(),
-             engine.device().name(), format_bytes(engine.weight_bytes()));
+  const std::string budget =
+      options.common.kv_budget.empty() ? std::string("whole sequence") : options.common.kv_budget;
+  fmt::print("model: {}   device: {}   weights: {}   policy: {}   kv budget: {}\n",
+             engine.model_description(), engine.device().name(),
+             format_bytes(engine.weight_bytes()), options.common.policy, budget);
   // One small untimed case first, so first-touch page faults and thread-pool start-up are not
   // charged to the first row.
   bench::run_case(engine, {1, 8, 2}, options.seed);

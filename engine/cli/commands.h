@@ -25,6 +25,10 @@ struct CommonOptions {
   int batch_size = 8;
   std::string gpu_mem;  // e.g. "16GiB"; empty = the device's default
   std::uint64_t dummy_seed = 0;
+  std::string policy = "full";
+  std::string kv_budget;  // empty: the whole sequence
+  double recent_fraction = 0.5;
+  int sinks = 4;
 
   EngineOptions engine_options() const;
 };

@@ -1,6 +1,8 @@
 #include "engine/cli/commands.h"
 
 #include "engine/core/units.h"
+#include "policies/kv_budget.h"
+#include "policies/kv_policy.h"
 
 namespace offgen::cli {
 
@@ -40,6 +42,10 @@ EngineOptions CommonOptions::engine_options() const {
   out.max_batch = batch_size;
   out.dummy_seed = dummy_seed;
   if (!gpu_mem.empty()) out.budgets.gpu = parse_bytes(gpu_mem);
+  out.policy.kind = parse_policy(policy);
+  out.policy.recent_fraction = recent_fraction;
+  out.policy.sinks = sinks;
+  if (!kv_budget.empty()) out.kv_budget = parse_kv_budget(kv_budget);
   return out;
 }
 
@@ -59,6 +65,19 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
   app.add_option("--gpu-mem", options.gpu_mem,
                  "memory budget of the gpu tier, e.g. 16GiB (default: what the device has)");
   app.add_option("--dummy-seed", options.dummy_seed, "seed of dummy weights (config-name models)")
+      ->capture_default_str();
+  app.add_option("--policy", options.policy, "KV eviction policy")
+      ->check(CLI::IsMember({"full", "local", "h2o", "streaming"}))
+      ->capture_default_str();
+  app.add_option("--kv-budget", options.kv_budget,
+                 "cached tokens per (layer, sequence, head): a fraction < 1 of prompt + generation "
+                 "length, or a token count >= 1 (needed by every policy but full)");
+  app.add_option("--recent-fraction", options.recent_fraction,
+                 "h2o: share of the budget kept for the most recent tokens")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--sinks", options.sinks, "streaming: attention-sink tokens kept from the start")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 }
 

@@ -33,8 +33,7 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
       max_prompt_(max_prompt),
       capacity_(policy->budget() + 1),
       out_chunk_(std::max(batch, 64)),
-      policy_(std::move(policy)),
-      slots_(*policy_) {
+      policy_(std::move(policy)) {
   (void)max_new;  // the policy's budget already sizes the cache for the decode steps
   OFFGEN_CHECK(batch > 0 && max_prompt > 0 && max_new >= 0,
                "batch runner needs a positive batch and prompt length (got {} and {})", batch,
@@ -82,6 +81,12 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   for (int l = 0; l < config.num_layers; ++l) {
     k_cache_.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
     v_cache_.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
+  }
+  if (policy_->needs_scores()) {
+    scored_ = std::make_unique<ScoredKvState>(device, ops, *policy_, config.num_layers, batch,
+                                              config.num_heads, capacity_, max_prompt);
+  } else {
+    slots_.emplace(*policy_);
   }
 }
 
@@ -164,12 +169,18 @@ void BatchRunner::layer(int index, std::int64_t rows, bool is_prefill) {
     args.heads = heads;
     args.head_dim = head_dim;
     args.scale = scale;
+    if (scored_) args.key_prob_sums = scored_->prefill_probs();
     ops_.prefill_attention(args);
+    if (scored_) {
+      scored_->after_prefill_attention(index, prompt_lengths_, last_seq_,
+                                       token_slot_.as<std::int32_t>());
+    }
     ops_.store_prefill_kv(qkv, token_slot_.as<std::int32_t>(), batch_, last_seq_, heads, head_dim,
                           k_cache, v_cache, capacity_);
   } else {
-    ops_.append_kv(qkv, write_slot_.as<std::int32_t>(), batch_, heads, head_dim, k_cache, v_cache,
-                   capacity_);
+    const std::int32_t* write_slot =
+        scored_ ? scored_->write_slots(index) : write_slot_.as<std::int32_t>();
+    ops_.append_kv(qkv, write_slot, batch_, heads, head_dim, k_cache, v_cache, capacity_);
     kernels::DecodeAttentionArgs args;
     args.qkv = qkv;
     args.k_cache = k_cache;
@@ -181,7 +192,11 @@ void BatchRunner::layer(int index, std::int64_t rows, bool is_prefill) {
     args.head_dim = head_dim;
     args.capacity = capacity_;
     args.scale = scale;
+    if (scored_) args.probs = scored_->decode_probs();
     ops_.decode_attention(args);
+    if (scored_) {
+      scored_->after_decode_attention(index, step_advancing_, step_positions_, step_counts_);
+    }
   }
   ops_.linear(attn, w.out_weight, w.out_bias, t, rows, h, h, Activation::none);
   ops_.add_inplace(x, t, rows * h);
@@ -208,21 +223,28 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   upload(ids_.data(), prompts.tokens.data(), bytes_of<std::int32_t>(rows));
   upload(valid_.data(), prompts.valid.data(), bytes_of<std::uint8_t>(rows));
   upload(positions_.data(), prompts.positions.data(), bytes_of<std::int32_t>(rows));
-  // The policy picks the prompt tokens each cache keeps (the same in every layer and head).
-  slots_.start(prompts.lengths);
+  prompt_lengths_ = prompts.lengths;
   seen_.assign(prompts.lengths.begin(), prompts.lengths.end());
-  const int heads = config_.num_heads;
-  std::vector<std::int32_t> token_slot(static_cast<std::size_t>(rows * heads), -1);
-  for (int b = 0; b < prompts.batch; ++b) {
-    const int len = prompts.lengths[static_cast<std::size_t>(b)];
-    const int pad = prompts.seq - len;
-    const std::vector<std::int32_t> prompt = slots_.prompt_slots(b, len);
-    for (int h = 0; h < heads; ++h) {
-      std::copy(prompt.begin(), prompt.end(),
-                token_slot.begin() + (std::int64_t{b} * heads + h) * prompts.seq + pad);
-    }
+  cached_.resize(prompts.lengths.size());
+  for (std::size_t b = 0; b < cached_.size(); ++b) {
+    cached_[b] = std::min(prompts.lengths[b], policy_->budget());
   }
-  upload(token_slot_.data(), token_slot.data(), bytes_of<std::int32_t>(rows * heads));
+  if (slots_) {
+    // The policy picks the prompt tokens each cache keeps (the same in every layer and head).
+    slots_->start(prompts.lengths);
+    const int heads = config_.num_heads;
+    std::vector<std::int32_t> token_slot(static_cast<std::size_t>(rows * heads), -1);
+    for (int b = 0; b < prompts.batch; ++b) {
+      const int len = prompts.lengths[static_cast<std::size_t>(b)];
+      const int pad = prompts.seq - len;
+      const std::vector<std::int32_t> prompt = slots_->prompt_slots(b, len);
+      for (int h = 0; h < heads; ++h) {
+        std::copy(prompt.begin(), prompt.end(),
+                  token_slot.begin() + (std::int64_t{b} * heads + h) * prompts.seq + pad);
+      }
+    }
+    upload(token_slot_.data(), token_slot.data(), bytes_of<std::int32_t>(rows * heads));
+  }  // else each layer's policy step writes token_slot_ after its attention
   last_was_prefill_ = true;
   last_seq_ = prompts.seq;
   embed(rows);
@@ -232,36 +254,47 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
 
 void BatchRunner::decode(std::span<const std::int32_t> tokens,
                          std::span<const std::uint8_t> advancing) {
+  OFFGEN_CHECK(prefilled_, "decode() needs a prefill() first");
   OFFGEN_CHECK(
       tokens.size() == static_cast<std::size_t>(batch_) && advancing.size() == tokens.size(),
       "decode needs one token per sequence ({} given for a batch of {})", tokens.size(), batch_);
-  std::vector<std::int32_t> positions(tokens.size());
-  std::vector<std::int32_t> sequence_slot(tokens.size());
-  std::vector<std::int32_t> slot_count(tokens.size());
-  slots_.plan_decode(sequence_slot.data(), slot_count.data());
-  // Position-based policies keep the same tokens in every head: one slot per sequence.
-  const int heads = config_.num_heads;
-  std::vector<std::int32_t> write_slot(tokens.size() * static_cast<std::size_t>(heads));
-  for (std::size_t b = 0; b < tokens.size(); ++b) {
-    std::fill_n(write_slot.begin() + static_cast<std::ptrdiff_t>(b * heads), heads,
-                sequence_slot[b]);
-  }
-  for (int b = 0; b < batch_; ++b) {
+  const std::size_t n = tokens.size();
+  step_advancing_.assign(advancing.begin(), advancing.end());
+  step_positions_.resize(n);
+  step_counts_.resize(n);
+  for (std::size_t b = 0; b < n; ++b) {
     // HF position of the new token: the number of real tokens before it (cached or evicted).
-    positions[static_cast<std::size_t>(b)] = seen_[static_cast<std::size_t>(b)];
+    step_positions_[b] = seen_[b];
+    step_counts_[b] = cached_[b] + 1;  // the cache plus the new token itself
   }
   sync();
   upload(ids_.data(), tokens.data(), bytes_of<std::int32_t>(batch_));
-  upload(positions_.data(), positions.data(), bytes_of<std::int32_t>(batch_));
-  upload(write_slot_.data(), write_slot.data(),
-         bytes_of<std::int32_t>(std::int64_t{batch_} * heads));
-  upload(slot_count_.data(), slot_count.data(), bytes_of<std::int32_t>(batch_));
+  upload(positions_.data(), step_positions_.data(), bytes_of<std::int32_t>(batch_));
+  upload(slot_count_.data(), step_counts_.data(), bytes_of<std::int32_t>(batch_));
+  if (slots_) {
+    // Position-based policies keep the same tokens in every head: one slot per sequence.
+    std::vector<std::int32_t> sequence_slot(n);
+    std::vector<std::int32_t> unused_count(n);
+    slots_->plan_decode(sequence_slot.data(), unused_count.data());
+    const int heads = config_.num_heads;
+    std::vector<std::int32_t> write_slot(n * static_cast<std::size_t>(heads));
+    for (std::size_t b = 0; b < n; ++b) {
+      std::fill_n(write_slot.begin() + static_cast<std::ptrdiff_t>(b * heads), heads,
+                  sequence_slot[b]);
+    }
+    upload(write_slot_.data(), write_slot.data(),
+           bytes_of<std::int32_t>(std::int64_t{batch_} * heads));
+  }  // else each layer's policy state holds its write slots
   last_was_prefill_ = false;
   last_seq_ = 1;
   embed(batch_);
   for (int l = 0; l < config_.num_layers; ++l) layer(l, batch_, /*is_prefill=*/false);
-  slots_.commit(advancing, positions);
-  for (std::size_t b = 0; b < advancing.size(); ++b) seen_[b] += advancing[b];
+  if (slots_) slots_->commit(advancing, step_positions_);
+  for (std::size_t b = 0; b < n; ++b) {
+    if (!advancing[b]) continue;
+    ++seen_[b];
+    cached_[b] = std::min(cached_[b] + 1, policy_->budget());
+  }
 }
 
 void BatchRunner::head(int n, std::int64_t rows_in_x) {

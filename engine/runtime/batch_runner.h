@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
 #include "engine/runtime/ops.h"
+#include "engine/runtime/scored_kv_state.h"
 #include "offload/model_weights.h"
 #include "policies/cache_slots.h"
 #include "policies/kv_policy.h"
@@ -71,8 +73,16 @@ class BatchRunner {
   int capacity_;
   int out_chunk_;
   std::unique_ptr<KvPolicy> policy_;
-  CacheSlots slots_;
+  // Exactly one of these keeps the caches' slots: host-planned for position-based policies,
+  // per-head state on the device for score-keeping ones (h2o).
+  std::optional<CacheSlots> slots_;
+  std::unique_ptr<ScoredKvState> scored_;
+  std::vector<int> cached_;         // tokens held per sequence (the same in every layer and head)
   std::vector<std::int32_t> seen_;  // real tokens of each sequence so far: the next HF position
+  // The current step, for the per-layer policy steps of scored_.
+  std::vector<int> prompt_lengths_;
+  std::vector<std::uint8_t> step_advancing_;
+  std::vector<std::int32_t> step_positions_, step_counts_;
 
   // Inputs of the current step (device) and the pinned host staging they are copied from.
   Buffer ids_, valid_, positions_, token_slot_, write_slot_, slot_count_;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "engine/core/half.h"
 #include "kernels/activation.h"
@@ -43,6 +44,13 @@ class Ops {
   virtual void log_softmax(float* values, std::int64_t rows, int cols) = 0;
   virtual void token_logprobs(const float* logits, const std::int32_t* targets, float* out,
                               std::int64_t rows, int vocab) = 0;
+
+  // Runs `task` on the host in stream order, after the work issued before it and before the work
+  // issued after it. The cpu device runs score-keeping eviction (h2o) this way, on the memory the
+  // kernels use; a device whose memory the host cannot touch runs that step as kernels instead.
+  virtual void host_task(std::function<void()> task) = 0;
+  // Whether host_task may read and write this device's gpu-tier buffers.
+  virtual bool host_can_touch_device_memory() const = 0;
 };
 
 }  // namespace offgen

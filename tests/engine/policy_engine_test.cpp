@@ -1,0 +1,119 @@
+// KV eviction policies through the whole engine, on the golden checkpoints.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/engine.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+std::vector<ScoreRequest> golden_texts() {
+  std::ifstream in(test::data_dir() / "golden" / "tiny-preln" / "expected.json");
+  const auto expected = nlohmann::json::parse(in);
+  std::vector<ScoreRequest> requests;
+  for (const auto& item : expected["score"]) {
+    requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
+  }
+  return requests;
+}
+
+std::vector<ScoreResult> score_with(PolicyKind kind, double budget, int prefill_tokens,
+                                    CpuKernelSet kernels = CpuKernelSet::optimized) {
+  EngineOptions options;
+  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.device = DeviceChoice::cpu;
+  options.cpu_kernels = kernels;
+  options.max_batch = 4;
+  options.policy.kind = kind;
+  options.policy.sinks = 2;
+  options.kv_budget = budget;
+  Engine engine(options);
+  return engine.score(golden_texts(), prefill_tokens);
+}
+
+class EveryPolicy : public ::testing::TestWithParam<PolicyKind> {};
+
+TEST_P(EveryPolicy, ABudgetAsLongAsTheTextGivesExactlyFullsLogprobs) {
+  const auto full = score_with(PolicyKind::full, 0.0, 3);
+  const auto policy = score_with(GetParam(), 64, 3);  // >= every text's length
+  ASSERT_EQ(full.size(), policy.size());
+  for (std::size_t r = 0; r < full.size(); ++r) {
+    ASSERT_TRUE(policy[r].error.empty()) << policy[r].error;
+    for (std::size_t i = 1; i < full[r].token_logprobs.size(); ++i) {
+      EXPECT_EQ(policy[r].token_logprobs[i], full[r].token_logprobs[i]) << "text " << r << " token " << i;
+    }
+  }
+}
+
+TEST_P(EveryPolicy, ASmallBudgetChangesLaterTokensOnlyAndStaysFinite) {
+  if (GetParam() == PolicyKind::full) GTEST_SKIP() << "full keeps everything";
+  const int budget = 6;
+  const int prefill = 3;
+  const auto full = score_with(PolicyKind::full, 0.0, prefill);
+  const auto policy = score_with(GetParam(), budget, prefill);
+  bool any_different = false;
+  for (std::size_t r = 0; r < full.size(); ++r) {
+    const auto& got = policy[r].token_logprobs;
+    for (std::size_t i = 1; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << "text " << r << " token " << i;
+      // Until the cache first overflows (C tokens cached, plus the new one), nothing differs.
+      if (i <= static_cast<std::size_t>(budget) + 1) {
+        EXPECT_EQ(got[i], full[r].token_logprobs[i]) << "text " << r << " token " << i;
+      } else if (got[i] != full[r].token_logprobs[i]) {
+        any_different = true;
+      }
+    }
+  }
+  EXPECT_TRUE(any_different) << "a budget of " << budget << " never changed a log-probability";
+}
+
+TEST_P(EveryPolicy, BothKernelSetsAgree) {
+  if (GetParam() == PolicyKind::full) GTEST_SKIP() << "covered by the golden tests";
+  const auto optimized = score_with(GetParam(), 8, 2, CpuKernelSet::optimized);
+  const auto reference = score_with(GetParam(), 8, 2, CpuKernelSet::reference);
+  for (std::size_t r = 0; r < optimized.size(); ++r) {
+    for (std::size_t i = 1; i < optimized[r].token_logprobs.size(); ++i) {
+      // Same tolerance as the golden tests: fp16 activations, different summation orders.
+      EXPECT_NEAR(optimized[r].token_logprobs[i], reference[r].token_logprobs[i], 0.05)
+          << "text " << r << " token " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy,
+                         ::testing::Values(PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
+                                           PolicyKind::streaming),
+                         [](const auto& param_info) {
+                           return std::string(policy_name(param_info.param));
+                         });
+
+TEST(PolicyEngine, AFractionalBudgetShrinksTheKvCache) {
+  EngineOptions options;
+  options.model = "opt-125m";
+  options.device = DeviceChoice::cpu;
+  Engine full(options);
+  const std::uint64_t full_bytes = full.make_runner(2, 512, 511, 1024)->kv_bytes();
+  options.policy.kind = PolicyKind::h2o;
+  options.kv_budget = 0.2;
+  Engine h2o(options);
+  const std::uint64_t h2o_bytes = h2o.make_runner(2, 512, 511, 1024)->kv_bytes();
+  // C = ceil(0.2 * 1024) = 205 (+1 spare slot) against 1023 (+1).
+  EXPECT_LE(static_cast<double>(h2o_bytes), 0.21 * static_cast<double>(full_bytes));
+}
+
+TEST(PolicyEngine, PoliciesOtherThanFullNeedABudget) {
+  EngineOptions options;
+  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.device = DeviceChoice::cpu;
+  options.policy.kind = PolicyKind::local;
+  EXPECT_THROW(Engine engine(options), Error);
+}
+
+}  // namespace
+}  // namespace offgen
