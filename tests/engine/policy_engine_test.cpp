@@ -46,7 +46,8 @@ TEST_P(EveryPolicy, ABudgetAsLongAsTheTextGivesExactlyFullsLogprobs) {
   for (std::size_t r = 0; r < full.size(); ++r) {
     ASSERT_TRUE(policy[r].error.empty()) << policy[r].error;
     for (std::size_t i = 1; i < full[r].token_logprobs.size(); ++i) {
-      EXPECT_EQ(policy[r].token_logprobs[i], full[r].token_logprobs[i]) << "text " << r << " token " << i;
+      EXPECT_EQ(policy[r].token_logprobs[i], full[r].token_logprobs[i])
+          << "text " << r << " token " << i;
     }
   }
 }
