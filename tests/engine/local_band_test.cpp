@@ -35,8 +35,9 @@ std::vector<Half> band_attention(const std::vector<Half>& qkv, int n, int heads,
       for (int j = first; j <= i; ++j) {
         double dot = 0;
         for (int d = 0; d < head_dim; ++d) {
-          dot += static_cast<double>(half_to_float(qkv[std::size_t(i) * 3 * hd + h * head_dim + d])) *
-                 half_to_float(qkv[std::size_t(j) * 3 * hd + hd + h * head_dim + d]);
+          dot +=
+              static_cast<double>(half_to_float(qkv[std::size_t(i) * 3 * hd + h * head_dim + d])) *
+              half_to_float(qkv[std::size_t(j) * 3 * hd + hd + h * head_dim + d]);
         }
         p[std::size_t(j - first)] = dot * scale;
         max_score = std::max(max_score, dot * scale);
@@ -73,7 +74,8 @@ std::vector<float> band_forward_logprobs(const OptConfig& c, const ModelWeights&
     ref::linear(t.data(), l.qkv_weight, l.qkv_bias, qkv.data(), n, 3 * h, h,
                 kernels::Activation::none);
     const auto attn = band_attention(qkv, n, c.num_heads, c.head_dim(), window);
-    ref::linear(attn.data(), l.out_weight, l.out_bias, t.data(), n, h, h, kernels::Activation::none);
+    ref::linear(attn.data(), l.out_weight, l.out_bias, t.data(), n, h, h,
+                kernels::Activation::none);
     ref::add_inplace(x.data(), t.data(), std::int64_t{n} * h);
     ref::layer_norm(x.data(), l.ffn_ln_weight, l.ffn_ln_bias, t.data(), n, h, c.layer_norm_eps);
     ref::linear(t.data(), l.fc1_weight, l.fc1_bias, f.data(), n, c.ffn_dim, h,
@@ -114,11 +116,12 @@ TEST(LocalPolicy, ScoringThroughTheCacheEqualsABandMaskedForwardPass) {
       Engine engine(options);
       for (const auto& item : expected["score"]) {
         const auto tokens = item["token_ids"].get<std::vector<std::int32_t>>();
-        SCOPED_TRACE(testing::Message() << "C " << budget << ", P " << prefill << ", length "
-                                        << tokens.size());
+        SCOPED_TRACE(testing::Message()
+                     << "C " << budget << ", P " << prefill << ", length " << tokens.size());
         const auto cached = engine.score(std::vector<ScoreRequest>{{tokens}}, prefill);
         ASSERT_TRUE(cached[0].error.empty()) << cached[0].error;
-        const auto band = band_forward_logprobs(checkpoint->config(), store.weights(), tokens, budget);
+        const auto band =
+            band_forward_logprobs(checkpoint->config(), store.weights(), tokens, budget);
         for (std::size_t i = 1; i < tokens.size(); ++i) {
           // Same kernels, same rounding points; only the attention's summation order differs.
           EXPECT_NEAR(cached[0].token_logprobs[i], band[i], 2e-3) << "token " << i;
@@ -129,7 +132,8 @@ TEST(LocalPolicy, ScoringThroughTheCacheEqualsABandMaskedForwardPass) {
               band_forward_logprobs(checkpoint->config(), store.weights(), tokens, 1 << 20);
           double largest = 0;
           for (std::size_t i = 1; i < tokens.size(); ++i) {
-            largest = std::max(largest, std::abs(double(unbanded[i]) - cached[0].token_logprobs[i]));
+            largest =
+                std::max(largest, std::abs(double(unbanded[i]) - cached[0].token_logprobs[i]));
           }
           EXPECT_GT(largest, 0.05);
         }
