@@ -258,6 +258,8 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   OFFGEN_CHECK(
       tokens.size() == static_cast<std::size_t>(batch_) && advancing.size() == tokens.size(),
       "decode needs one token per sequence ({} given for a batch of {})", tokens.size(), batch_);
+  // The previous step's queued policy tasks read step_* and prompt_lengths_: let them finish.
+  sync();
   const std::size_t n = tokens.size();
   step_advancing_.assign(advancing.begin(), advancing.end());
   step_positions_.resize(n);
@@ -267,7 +269,6 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
     step_positions_[b] = seen_[b];
     step_counts_[b] = cached_[b] + 1;  // the cache plus the new token itself
   }
-  sync();
   upload(ids_.data(), tokens.data(), bytes_of<std::int32_t>(batch_));
   upload(positions_.data(), step_positions_.data(), bytes_of<std::int32_t>(batch_));
   upload(slot_count_.data(), step_counts_.data(), bytes_of<std::int32_t>(batch_));

@@ -129,6 +129,40 @@ void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& ru
   }
 }
 
+// What generate and score share: each request is checked (a bad one is reported at once and
+// skipped), the good ones run in length-sorted batches, and a request that does not fit even
+// alone gets its own "does not fit" error.
+template <typename Result, typename Request, typename Check, typename Length, typename RunBatch,
+          typename Callback>
+std::vector<Result> run_in_batches(std::span<const Request> requests, std::size_t max_batch,
+                                   const Check& check, const Length& length,
+                                   const RunBatch& run_batch, const Callback& on_done) {
+  std::vector<Result> results(requests.size());
+  std::vector<std::size_t> good;
+  std::vector<std::size_t> lengths;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    results[i].error = check(requests[i]);
+    if (results[i].error.empty()) {
+      good.push_back(i);
+      lengths.push_back(length(requests[i]));
+    } else if (on_done) {
+      on_done(i, results[i]);
+    }
+  }
+  for (const auto& group : group_by_length(lengths, max_batch)) {
+    std::vector<std::size_t> indices;
+    for (std::size_t g : group) indices.push_back(good[g]);
+    run_splitting_on_oom(
+        indices, [&](std::span<const std::size_t> batch) { run_batch(batch, results); },
+        [&](std::size_t index, const std::string& why) {
+          results[index] = Result{};
+          results[index].error = fmt::format("does not fit the memory budgets: {}", why);
+          if (on_done) on_done(index, results[index]);
+        });
+  }
+  return results;
+}
+
 std::string check_ids(std::span<const std::int32_t> ids, const OptConfig& config) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= config.vocab_size) {
@@ -184,33 +218,14 @@ std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int 
 
 std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest> requests,
                                                const GenerationCallback& on_done) {
-  std::vector<GenerationResult> results(requests.size());
-  std::vector<std::size_t> good;
-  std::vector<std::size_t> lengths;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    results[i].error = check(requests[i]);
-    if (results[i].error.empty()) {
-      good.push_back(i);
-      lengths.push_back(requests[i].prompt.size());
-    } else if (on_done) {
-      on_done(i, results[i]);
-    }
-  }
-  for (const auto& group : group_by_length(lengths, static_cast<std::size_t>(options_.max_batch))) {
-    std::vector<std::size_t> indices;
-    for (std::size_t g : group) indices.push_back(good[g]);
-    run_splitting_on_oom(
-        indices,
-        [&](std::span<const std::size_t> batch) {
-          generate_batch(requests, batch, results, on_done);
-        },
-        [&](std::size_t index, const std::string& why) {
-          results[index] = GenerationResult{};
-          results[index].error = fmt::format("does not fit the memory budgets: {}", why);
-          if (on_done) on_done(index, results[index]);
-        });
-  }
-  return results;
+  return run_in_batches<GenerationResult>(
+      requests, static_cast<std::size_t>(options_.max_batch),
+      [&](const GenerationRequest& r) { return check(r); },
+      [](const GenerationRequest& r) { return r.prompt.size(); },
+      [&](std::span<const std::size_t> batch, std::vector<GenerationResult>& results) {
+        generate_batch(requests, batch, results, on_done);
+      },
+      on_done);
 }
 
 void Engine::generate_batch(std::span<const GenerationRequest> requests,
@@ -266,33 +281,14 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
 std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, int prefill_tokens,
                                        const ScoreCallback& on_done) {
   OFFGEN_CHECK(prefill_tokens >= 0, "--prefill-tokens must be >= 0 (got {})", prefill_tokens);
-  std::vector<ScoreResult> results(requests.size());
-  std::vector<std::size_t> good;
-  std::vector<std::size_t> lengths;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    results[i].error = check(requests[i]);
-    if (results[i].error.empty()) {
-      good.push_back(i);
-      lengths.push_back(requests[i].tokens.size());
-    } else if (on_done) {
-      on_done(i, results[i]);
-    }
-  }
-  for (const auto& group : group_by_length(lengths, static_cast<std::size_t>(options_.max_batch))) {
-    std::vector<std::size_t> indices;
-    for (std::size_t g : group) indices.push_back(good[g]);
-    run_splitting_on_oom(
-        indices,
-        [&](std::span<const std::size_t> batch) {
-          score_batch(requests, batch, prefill_tokens, results, on_done);
-        },
-        [&](std::size_t index, const std::string& why) {
-          results[index] = ScoreResult{};
-          results[index].error = fmt::format("does not fit the memory budgets: {}", why);
-          if (on_done) on_done(index, results[index]);
-        });
-  }
-  return results;
+  return run_in_batches<ScoreResult>(
+      requests, static_cast<std::size_t>(options_.max_batch),
+      [&](const ScoreRequest& r) { return check(r); },
+      [](const ScoreRequest& r) { return r.tokens.size(); },
+      [&](std::span<const std::size_t> batch, std::vector<ScoreResult>& results) {
+        score_batch(requests, batch, prefill_tokens, results, on_done);
+      },
+      on_done);
 }
 
 void Engine::score_batch(std::span<const ScoreRequest> requests,

@@ -42,7 +42,7 @@ std::uint64_t ScoredKvState::bytes() const {
   return total;
 }
 
-void ScoredKvState::after_prefill_attention(int layer, const std::vector<int>& lengths, int seq,
+void ScoredKvState::after_prefill_attention(int layer, std::span<const int> lengths, int seq,
                                             std::int32_t* token_slot) {
   OFFGEN_CHECK(seq <= max_prompt_, "prefill of {} tokens exceeds the {} this state was sized for",
                seq, max_prompt_);
@@ -76,9 +76,9 @@ void ScoredKvState::after_prefill_attention(int layer, const std::vector<int>& l
   });
 }
 
-void ScoredKvState::after_decode_attention(int layer, const std::vector<std::uint8_t>& advancing,
-                                           const std::vector<std::int32_t>& new_position,
-                                           const std::vector<std::int32_t>& count) {
+void ScoredKvState::after_decode_attention(int layer, std::span<const std::uint8_t> advancing,
+                                           std::span<const std::int32_t> new_position,
+                                           std::span<const std::int32_t> count) {
   auto* position = position_[static_cast<std::size_t>(layer)].as<std::int32_t>();
   auto* score = score_[static_cast<std::size_t>(layer)].as<float>();
   auto* write_slot = write_slot_[static_cast<std::size_t>(layer)].as<std::int32_t>();

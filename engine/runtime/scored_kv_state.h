@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/device/device.h"
@@ -31,14 +32,16 @@ class ScoredKvState {
   // Enqueues, after layer `layer`'s prefill attention: each head keeps the policy's choice of its
   // sequence's prompt tokens; token_slot ([batch, heads, seq], device memory) gets their slots for
   // store_prefill_kv, -1 elsewhere. lengths[b]: real tokens of sequence b (left-padded to seq).
-  void after_prefill_attention(int layer, const std::vector<int>& lengths, int seq,
+  // The spans are read when the task runs: they must stay valid and unchanged until the stream
+  // has passed it (the runner keeps them as members and synchronizes before refilling them).
+  void after_prefill_attention(int layer, std::span<const int> lengths, int seq,
                                std::int32_t* token_slot);
   // Enqueues, after layer `layer`'s decode attention: sequences with advancing[b] keep their new
   // token (HF position position[b]) with the step's probabilities added to every cached token's
   // score; a cache holding C + 1 tokens frees the policy's victim. count[b]: slots attended.
-  void after_decode_attention(int layer, const std::vector<std::uint8_t>& advancing,
-                              const std::vector<std::int32_t>& position,
-                              const std::vector<std::int32_t>& count);
+  void after_decode_attention(int layer, std::span<const std::uint8_t> advancing,
+                              std::span<const std::int32_t> position,
+                              std::span<const std::int32_t> count);
 
   std::uint64_t bytes() const;
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -18,6 +19,16 @@
 #include "policies/kv_policy.h"
 
 namespace offgen::test {
+
+// A policy from its options, with the design's defaults.
+inline std::unique_ptr<KvPolicy> make(PolicyKind kind, int budget, double recent_fraction = 0.5,
+                                      int sinks = 4) {
+  PolicyOptions options;
+  options.kind = kind;
+  options.recent_fraction = recent_fraction;
+  options.sinks = sinks;
+  return make_policy(options, budget);
+}
 
 // What one decode step did.
 struct DecodeStep {

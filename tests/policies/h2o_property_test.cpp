@@ -19,6 +19,8 @@
 namespace offgen {
 namespace {
 
+using test::make;
+
 using Rows = std::vector<std::vector<float>>;
 using test::CacheSimulator;
 
@@ -83,15 +85,6 @@ struct Random {
 
   std::mt19937_64 engine;
 };
-
-std::unique_ptr<KvPolicy> make(PolicyKind kind, int budget, double recent_fraction = 0.5,
-                               int sinks = 4) {
-  PolicyOptions options;
-  options.kind = kind;
-  options.recent_fraction = recent_fraction;
-  options.sinks = sinks;
-  return make_policy(options, budget);
-}
 
 std::vector<int> range(int begin, int end) {
   std::vector<int> out;

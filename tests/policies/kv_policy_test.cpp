@@ -12,6 +12,8 @@
 namespace offgen {
 namespace {
 
+using test::make;
+
 using Rows = std::vector<std::vector<float>>;
 using Sets = std::vector<std::vector<int>>;
 using test::CacheSimulator;
@@ -26,15 +28,6 @@ Sets trace(const KvPolicy& policy, const Rows& prefill, const Rows& decode) {
     kept.push_back(sim.kept());
   }
   return kept;
-}
-
-std::unique_ptr<KvPolicy> make(PolicyKind kind, int budget, double recent_fraction = 0.5,
-                               int sinks = 4) {
-  PolicyOptions options;
-  options.kind = kind;
-  options.recent_fraction = recent_fraction;
-  options.sinks = sinks;
-  return make_policy(options, budget);
 }
 
 // The main example: P = 5, C = 3, 4 decode steps. All values are dyadic so the float sums are
