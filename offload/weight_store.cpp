@@ -1,11 +1,13 @@
 #include "offload/weight_store.h"
 
 #include <spdlog/spdlog.h>
-#include <tbb/parallel_for_each.h>
+#include <tbb/parallel_for.h>
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/core/error.h"
 
@@ -137,10 +139,20 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     const std::size_t slot = i % 2;
     copied[slot]->synchronize();  // the copy that last read this staging buffer has finished
     Half* host = staging[slot].as<Half>();
-    tbb::parallel_for_each(layout.pieces.begin(), layout.pieces.end(),
-                           [&](const BlockLayout::Piece& piece) {
-                             source.read_f16(piece.name, piece.shape, host + piece.offset);
-                           });
+    // Every piece's failure is kept and the first in layout order is rethrown, so a checkpoint
+    // that disagrees with its config always names the same tensor, whichever thread saw it first.
+    std::vector<std::exception_ptr> failures(layout.pieces.size());
+    tbb::parallel_for(std::size_t{0}, layout.pieces.size(), [&](std::size_t p) {
+      const BlockLayout::Piece& piece = layout.pieces[p];
+      try {
+        source.read_f16(piece.name, piece.shape, host + piece.offset);
+      } catch (...) {
+        failures[p] = std::current_exception();
+      }
+    });
+    for (const std::exception_ptr& failure : failures) {
+      if (failure) std::rethrow_exception(failure);
+    }
     Buffer block = device.allocate(Tier::gpu, layout.elements * sizeof(Half));
     device.copy_async(block.data(), host, layout.elements * sizeof(Half), copies);
     copied[slot]->record(copies);
