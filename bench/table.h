@@ -1,6 +1,7 @@
 // Terminal table of benchmark rows.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,9 @@
 
 namespace offgen::bench {
 
-std::string format_table(const std::vector<BenchRow>& rows);
+// kv/seq: KV cache plus policy state per sequence; "of full": its ratio to `full` at the same
+// lengths; kv moved: KV bytes read and written per decode step. With kv_memory > 0, two more
+// columns give the largest batch whose KV fits in kv_memory bytes, under this policy and `full`.
+std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_memory = 0);
 
 }  // namespace offgen::bench

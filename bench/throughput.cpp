@@ -63,11 +63,15 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
     while (static_cast<int>(prompt.size()) < config.prompt_len) prompt.push_back(token(rng));
   }
   const PaddedBatch padded = left_pad(prompts, model.pad_token_id);
+  const int total_len = config.prompt_len + config.gen_len;
+  row.kv_per_sequence = engine.kv_footprint(config.prompt_len, config.gen_len - 1, total_len);
+  row.full_kv_per_sequence =
+      kv_footprint(model, static_cast<int>(positions) + 1, /*scored=*/false, config.prompt_len);
   engine.device().reset_peaks();
   try {
-    auto runner = engine.make_runner(config.batch, config.prompt_len, config.gen_len - 1,
-                                     config.prompt_len + config.gen_len);
-    row.kv_bytes = runner->kv_bytes();
+    auto runner =
+        engine.make_runner(config.batch, config.prompt_len, config.gen_len - 1, total_len);
+    row.kv_bytes = runner->kv_bytes() + runner->policy_state_bytes();
     const std::size_t vocab = static_cast<std::size_t>(model.vocab_size);
     std::vector<std::int32_t> next(prompts.size());
     const std::vector<std::uint8_t> advancing(prompts.size(), 1);
@@ -85,6 +89,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
       pick(runner->last_logits());
     }
     const auto done = Clock::now();
+    row.kv_moved_per_step = runner->kv_traffic().moved_per_step();
     row.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
     row.decode_seconds = std::chrono::duration<double>(done - prefilled).count();
   } catch (const OutOfMemoryError& e) {

@@ -24,10 +24,14 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
       ->delimiter(',')
       ->check(kPositiveInteger)
       ->capture_default_str();
+  cmd->add_option("--kv-mem", options.kv_mem,
+                  "KV memory, e.g. 4GiB: report the largest batch whose KV cache fits in it, under "
+                  "this policy and under full");
   cmd->add_option("--seed", options.seed, "seed of the synthetic prompts")->capture_default_str();
 }
 
 int run_bench(const BenchOptions& options) {
+  const std::uint64_t kv_memory = options.kv_mem.empty() ? 0 : parse_bytes(options.kv_mem);
   EngineOptions engine_options = options.common.engine_options();
   Engine engine(engine_options);
   const std::string budget =
@@ -44,7 +48,7 @@ int run_bench(const BenchOptions& options) {
     rows.push_back(bench::run_case(engine, c, options.seed));
     spdlog::debug("batch {} prompt {} gen {} done", c.batch, c.prompt_len, c.gen_len);
   }
-  fmt::print("{}", bench::format_table(rows));
+  fmt::print("{}", bench::format_table(rows, kv_memory));
   return 0;
 }
 

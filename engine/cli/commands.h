@@ -63,6 +63,7 @@ struct BenchOptions {
   std::vector<int> prompt_lens = {128, 512};
   std::vector<int> gen_lens = {32};
   std::uint64_t seed = 0;
+  std::string kv_mem;  // e.g. "4GiB": also report the largest batch whose KV fits in it
 };
 void add_bench_command(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);

@@ -106,6 +106,10 @@ std::uint64_t BatchRunner::kv_bytes() const {
   return total;
 }
 
+std::uint64_t BatchRunner::policy_state_bytes() const {
+  return scored_ ? scored_->bytes() : 0;
+}
+
 void BatchRunner::upload(void* device_dst, const void* host_src, std::size_t bytes) {
   const std::size_t aligned = (bytes + 15) / 16 * 16;
   OFFGEN_CHECK(staging_used_ + aligned <= staging_.bytes(), "batch runner: staging overflow");
@@ -291,6 +295,14 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   embed(batch_);
   for (int l = 0; l < config_.num_layers; ++l) layer(l, batch_, /*is_prefill=*/false);
   if (slots_) slots_->commit(advancing, step_positions_);
+  // K and V of one token in one (layer, head); the step attends over step_counts_[b] of them.
+  const auto row_bytes = static_cast<std::uint64_t>(config_.num_layers) * config_.num_heads * 2 *
+                         config_.head_dim() * sizeof(Half);
+  for (std::size_t b = 0; b < n; ++b) {
+    traffic_.read_bytes += row_bytes * static_cast<std::uint64_t>(step_counts_[b]);
+  }
+  traffic_.written_bytes += row_bytes * n;
+  ++traffic_.decode_steps;
   for (std::size_t b = 0; b < n; ++b) {
     if (!advancing[b]) continue;
     ++seen_[b];

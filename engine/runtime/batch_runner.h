@@ -54,6 +54,21 @@ class BatchRunner {
   int kv_capacity() const { return capacity_; }
   // Bytes of KV cache this runner allocated (all layers, K and V).
   std::uint64_t kv_bytes() const;
+  // Bytes of score-keeping policy state it allocated (0 for position-based policies).
+  std::uint64_t policy_state_bytes() const;
+
+  // KV cache traffic of the decode steps so far: attention reads every cached K and V row of
+  // each (layer, sequence, head) it attends over, and each step writes one new row.
+  struct KvTraffic {
+    std::uint64_t read_bytes = 0;
+    std::uint64_t written_bytes = 0;
+    int decode_steps = 0;
+    double moved_per_step() const {
+      return decode_steps > 0 ? static_cast<double>(read_bytes + written_bytes) / decode_steps
+                              : 0.0;
+    }
+  };
+  const KvTraffic& kv_traffic() const { return traffic_; }
 
  private:
   void upload(void* device_dst, const void* host_src, std::size_t bytes);
@@ -95,6 +110,8 @@ class BatchRunner {
   Buffer host_logits_, host_logprobs_;
   // KV cache, per layer: [batch, heads, capacity, head_dim].
   std::vector<Buffer> k_cache_, v_cache_;
+
+  KvTraffic traffic_;
 
   // Shape of the last step.
   bool prefilled_ = false;

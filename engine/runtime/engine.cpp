@@ -202,18 +202,26 @@ std::string Engine::check(const ScoreRequest& request) const {
   return check_ids(request.tokens, config_);
 }
 
-std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new,
-                                                 int total_len) {
+int Engine::policy_budget(int max_prompt, int max_new, int total_len) const {
   // Every token of the longest sequence that ever sits in the cache: the prompt and the tokens
   // fed back by decode steps.
   const int full = max_prompt + max_new;
   if (total_len <= 0) total_len = full;
-  int budget = full;
-  if (options_.policy.kind != PolicyKind::full && options_.kv_budget > 0.0) {
-    budget = std::min(full, resolve_kv_budget(options_.kv_budget, total_len, 0));
-  }
+  if (options_.policy.kind == PolicyKind::full || options_.kv_budget <= 0.0) return full;
+  return std::min(full, resolve_kv_budget(options_.kv_budget, total_len, 0));
+}
+
+std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new,
+                                                 int total_len) {
+  const int budget = policy_budget(max_prompt, max_new, total_len);
   return std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), batch,
                                        max_prompt, max_new, make_policy(options_.policy, budget));
+}
+
+KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) const {
+  const int budget = policy_budget(max_prompt, max_new, total_len);
+  const bool scored = make_policy(options_.policy, budget)->needs_scores();
+  return offgen::kv_footprint(config_, budget + 1, scored, max_prompt);
 }
 
 std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest> requests,

@@ -12,6 +12,7 @@
 
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
+#include "engine/runtime/kv_footprint.h"
 #include "engine/runtime/ops.h"
 #include "engine/runtime/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -109,6 +110,8 @@ class Engine {
   // (0 = max_prompt + max_new). Benchmarks drive it directly.
   std::unique_ptr<BatchRunner> make_runner(int batch, int max_prompt, int max_new,
                                            int total_len = 0);
+  // What make_runner's KV cache costs per sequence, without allocating it.
+  KvFootprint kv_footprint(int max_prompt, int max_new, int total_len = 0) const;
 
  private:
   void generate_batch(std::span<const GenerationRequest> requests,
@@ -117,6 +120,9 @@ class Engine {
   void score_batch(std::span<const ScoreRequest> requests, std::span<const std::size_t> indices,
                    int prefill_tokens, std::vector<ScoreResult>& results,
                    const ScoreCallback& on_done);
+
+  // The policy's budget C for sequences of total_len tokens, at most what they ever cache.
+  int policy_budget(int max_prompt, int max_new, int total_len) const;
 
   EngineOptions options_;
   OptConfig config_;

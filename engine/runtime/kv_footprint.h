@@ -1,0 +1,26 @@
+// What a batch's KV cache costs, per sequence, before anything is allocated: the memory planner
+// and `bench` size batches from it. The cache holds budget + 1 slots per (layer, sequence, head),
+// so memory follows the policy's budget C, not the sequence length; a score-keeping policy (h2o)
+// adds its per-slot positions and fp32 scores and one layer's attention probabilities.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/model/opt_config.h"
+
+namespace offgen {
+
+struct KvFootprint {
+  std::uint64_t cache_bytes = 0;         // K and V of every layer, per sequence
+  std::uint64_t policy_state_bytes = 0;  // score-keeping policy state, per sequence
+
+  std::uint64_t per_sequence() const { return cache_bytes + policy_state_bytes; }
+  // The largest batch whose KV cache and policy state fit in `memory` bytes (0 if none does).
+  std::uint64_t largest_batch(std::uint64_t memory) const;
+};
+
+// capacity: slots per (layer, sequence, head), i.e. budget + 1. scored: the policy keeps scores.
+// max_prompt: the longest prompt a batch prefills (sizes the prefill probability sums).
+KvFootprint kv_footprint(const OptConfig& config, int capacity, bool scored, int max_prompt);
+
+}  // namespace offgen

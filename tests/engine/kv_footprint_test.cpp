@@ -1,0 +1,110 @@
+// KV memory and traffic as budgets change: the footprint the planner and bench use matches what
+// a runner allocates, the 512/512 h2o 0.2 claim holds, and the traffic counters add up.
+#include <gtest/gtest.h>
+
+#include "bench/table.h"
+#include "bench/throughput.h"
+#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/engine.h"
+#include "engine/runtime/kv_footprint.h"
+#include "policies/kv_budget.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+EngineOptions tiny_engine(PolicyKind kind, double budget) {
+  EngineOptions options;
+  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.device = DeviceChoice::cpu;
+  options.policy.kind = kind;
+  options.policy.sinks = 2;
+  options.kv_budget = budget;
+  return options;
+}
+
+class FootprintOfEveryPolicy : public ::testing::TestWithParam<PolicyKind> {};
+
+TEST_P(FootprintOfEveryPolicy, EqualsWhatARunnerAllocatesPerSequence) {
+  const double budget = GetParam() == PolicyKind::full ? 0.0 : 0.25;
+  Engine engine(tiny_engine(GetParam(), budget));
+  const int batch = 3, prompt = 20, new_tokens = 12;
+  const KvFootprint footprint = engine.kv_footprint(prompt, new_tokens);
+  auto runner = engine.make_runner(batch, prompt, new_tokens);
+  EXPECT_EQ(footprint.cache_bytes * batch, runner->kv_bytes());
+  EXPECT_EQ(footprint.policy_state_bytes * batch, runner->policy_state_bytes());
+  EXPECT_EQ(footprint.policy_state_bytes > 0, GetParam() == PolicyKind::h2o);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, FootprintOfEveryPolicy,
+                         ::testing::Values(PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
+                                           PolicyKind::streaming),
+                         [](const auto& param) { return std::string(policy_name(param.param)); });
+
+TEST(KvFootprint, H2oAtOneFifthOfA512By512RunNeedsAFifthOfTheMemoryAndFitsMoreThan4_5xTheBatch) {
+  for (const char* name : {"opt-125m", "opt-6.7b", "opt-30b"}) {
+    const OptConfig config = OptConfig::from_name(name).value();
+    const int prompt = 512, gen = 512;
+    // As the engine sizes them: full caches every fed-back position, h2o 0.2 of the length.
+    const KvFootprint full = kv_footprint(config, prompt + gen - 1 + 1, false, prompt);
+    const int h2o_budget = resolve_kv_budget(0.2, prompt + gen, 0);
+    EXPECT_EQ(h2o_budget, 205);
+    const KvFootprint h2o = kv_footprint(config, h2o_budget + 1, true, prompt);
+    const double ratio =
+        static_cast<double>(h2o.per_sequence()) / static_cast<double>(full.per_sequence());
+    EXPECT_LE(ratio, 0.21) << name;
+    const std::uint64_t memory = std::uint64_t{64} << 30;
+    ASSERT_GT(full.largest_batch(memory), 0u) << name;
+    EXPECT_GE(static_cast<double>(h2o.largest_batch(memory)) /
+                  static_cast<double>(full.largest_batch(memory)),
+              4.5)
+        << name;
+  }
+}
+
+TEST(KvFootprint, Opt30bFullCacheIsTheKnown1_38MBPerToken) {
+  const OptConfig config = OptConfig::from_name("opt-30b").value();
+  const KvFootprint one_token = kv_footprint(config, 1, false, 1);
+  EXPECT_NEAR(static_cast<double>(one_token.cache_bytes), 1.38e6, 0.01e6);
+}
+
+TEST(KvTraffic, DecodeReadsEveryCachedRowAndWritesOne) {
+  // local, budget 4: a 6-token prompt caches 4 tokens; each step attends the cache plus itself.
+  Engine engine(tiny_engine(PolicyKind::local, 4));
+  const OptConfig& config = engine.config();
+  auto runner = engine.make_runner(2, 6, 3);
+  const std::vector<std::vector<std::int32_t>> texts = {{2, 10, 11, 12, 13, 14}, {2, 20, 21}};
+  const PaddedBatch prompts = left_pad(texts, config.pad_token_id);
+  runner->prefill(prompts);
+  EXPECT_EQ(runner->kv_traffic().decode_steps, 0);
+  const std::vector<std::int32_t> tokens = {30, 31};
+  runner->decode(tokens, std::vector<std::uint8_t>{1, 1});
+  runner->decode(tokens, std::vector<std::uint8_t>{1, 1});
+  runner->decode(tokens, std::vector<std::uint8_t>{1, 1});
+  const std::uint64_t row =
+      std::uint64_t{2} * config.num_layers * config.num_heads * config.head_dim() * sizeof(Half);
+  // Sequence 0 attends 5, 5, 5 rows; sequence 1 (3 prompt tokens) attends 4, 5, 5.
+  const BatchRunner::KvTraffic& traffic = runner->kv_traffic();
+  EXPECT_EQ(traffic.decode_steps, 3);
+  EXPECT_EQ(traffic.read_bytes, row * (5 + 5 + 5 + 4 + 5 + 5));
+  EXPECT_EQ(traffic.written_bytes, row * 2 * 3);
+  EXPECT_DOUBLE_EQ(traffic.moved_per_step(), static_cast<double>(row * (29 + 6)) / 3);
+}
+
+TEST(BenchTable, ReportsTheKvComparisonWithFullAndTheLargestBatchInAKvMemory) {
+  Engine engine(tiny_engine(PolicyKind::h2o, 0.2));
+  const bench::BenchRow row = bench::run_case(engine, {2, 24, 8}, 0);
+  ASSERT_TRUE(row.error.empty()) << row.error;
+  EXPECT_GT(row.kv_moved_per_step, 0.0);
+  EXPECT_LT(row.kv_per_sequence.per_sequence(), row.full_kv_per_sequence.per_sequence());
+  const std::uint64_t memory = std::uint64_t{1} << 30;
+  const std::string table = bench::format_table({row}, memory);
+  EXPECT_NE(table.find("max batch"), std::string::npos) << table;
+  EXPECT_NE(table.find(std::to_string(row.kv_per_sequence.largest_batch(memory))),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(bench::format_table({row}).find("max batch"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace offgen
