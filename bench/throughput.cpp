@@ -1,11 +1,11 @@
 #include "bench/throughput.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
 #include "engine/core/error.h"
 #include "engine/runtime/batch_runner.h"
-#include "engine/runtime/sampler.h"
 #include "scheduler/batch_formation.h"
 
 namespace offgen::bench {
@@ -72,21 +72,21 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
     auto runner =
         engine.make_runner(config.batch, config.prompt_len, config.gen_len - 1, total_len);
     row.kv_bytes = runner->kv_bytes() + runner->policy_state_bytes();
-    const std::size_t vocab = static_cast<std::size_t>(model.vocab_size);
     std::vector<std::int32_t> next(prompts.size());
     const std::vector<std::uint8_t> advancing(prompts.size(), 1);
-    auto pick = [&](std::span<const float> logits) {
-      for (std::size_t b = 0; b < next.size(); ++b)
-        next[b] = argmax(logits.subspan(b * vocab, vocab));
+    // Greedy on the device: only the token ids come back each step, as in a real run.
+    auto pick = [&] {
+      const std::span<const std::int32_t> ids = runner->greedy_tokens();
+      std::copy(ids.begin(), ids.end(), next.begin());
     };
 
     const auto start = Clock::now();
     runner->prefill(padded);
-    pick(runner->last_logits());
+    pick();
     const auto prefilled = Clock::now();
     for (int step = 1; step < config.gen_len; ++step) {
       runner->decode(next, advancing);
-      pick(runner->last_logits());
+      pick();
     }
     const auto done = Clock::now();
     row.kv_moved_per_step = runner->kv_traffic().moved_per_step();

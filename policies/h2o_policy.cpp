@@ -64,7 +64,7 @@ class H2oPolicy final : public KvPolicy {
     return best;
   }
 
-  int recent() const { return recent_; }
+  int recent_window() const override { return recent_; }
 
  private:
   int recent_;

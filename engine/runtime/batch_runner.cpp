@@ -52,12 +52,15 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   write_slot_ =
       device.allocate(gpu, bytes_of<std::int32_t>(std::int64_t{batch} * config.num_heads));
   slot_count_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
+  advancing_ = device.allocate(gpu, bytes_of<std::uint8_t>(batch));
+  picks_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
+  host_picks_ = device.allocate(Tier::pinned, bytes_of<std::int32_t>(batch));
   // Every step's inputs fit: ids + valid + positions + per-head token slots of a prefill, or the
   // arrays of a decode step, plus one chunk of output row ids and targets.
   const std::int64_t heads = config.num_heads;
   staging_ = device.allocate(
       Tier::pinned,
-      bytes_of<std::int32_t>((3 + heads) * rows + (3 + heads) * batch + 2 * out_chunk_) + 1024);
+      bytes_of<std::int32_t>((3 + heads) * rows + (4 + heads) * batch + 2 * out_chunk_) + 1024);
 
   x_ = device.allocate(gpu, bytes_of<Half>(rows * h));
   t_ = device.allocate(gpu, bytes_of<Half>(rows * wide));
@@ -176,7 +179,7 @@ void BatchRunner::layer(int index, std::int64_t rows, bool is_prefill) {
     if (scored_) args.key_prob_sums = scored_->prefill_probs();
     ops_.prefill_attention(args);
     if (scored_) {
-      scored_->after_prefill_attention(index, prompt_lengths_, last_seq_,
+      scored_->after_prefill_attention(index, last_seq_, valid_.as<std::uint8_t>(),
                                        token_slot_.as<std::int32_t>());
     }
     ops_.store_prefill_kv(qkv, token_slot_.as<std::int32_t>(), batch_, last_seq_, heads, head_dim,
@@ -199,7 +202,9 @@ void BatchRunner::layer(int index, std::int64_t rows, bool is_prefill) {
     if (scored_) args.probs = scored_->decode_probs();
     ops_.decode_attention(args);
     if (scored_) {
-      scored_->after_decode_attention(index, step_advancing_, step_positions_, step_counts_);
+      scored_->after_decode_attention(index, advancing_.as<std::uint8_t>(),
+                                      positions_.as<std::int32_t>(),
+                                      slot_count_.as<std::int32_t>());
     }
   }
   ops_.linear(attn, w.out_weight, w.out_bias, t, rows, h, h, Activation::none);
@@ -227,7 +232,6 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   upload(ids_.data(), prompts.tokens.data(), bytes_of<std::int32_t>(rows));
   upload(valid_.data(), prompts.valid.data(), bytes_of<std::uint8_t>(rows));
   upload(positions_.data(), prompts.positions.data(), bytes_of<std::int32_t>(rows));
-  prompt_lengths_ = prompts.lengths;
   seen_.assign(prompts.lengths.begin(), prompts.lengths.end());
   cached_.resize(prompts.lengths.size());
   for (std::size_t b = 0; b < cached_.size(); ++b) {
@@ -262,10 +266,9 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   OFFGEN_CHECK(
       tokens.size() == static_cast<std::size_t>(batch_) && advancing.size() == tokens.size(),
       "decode needs one token per sequence ({} given for a batch of {})", tokens.size(), batch_);
-  // The previous step's queued policy tasks read step_* and prompt_lengths_: let them finish.
+  // The step's inputs are staged in pinned memory that the previous step's copies read from.
   sync();
   const std::size_t n = tokens.size();
-  step_advancing_.assign(advancing.begin(), advancing.end());
   step_positions_.resize(n);
   step_counts_.resize(n);
   for (std::size_t b = 0; b < n; ++b) {
@@ -276,6 +279,7 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   upload(ids_.data(), tokens.data(), bytes_of<std::int32_t>(batch_));
   upload(positions_.data(), step_positions_.data(), bytes_of<std::int32_t>(batch_));
   upload(slot_count_.data(), step_counts_.data(), bytes_of<std::int32_t>(batch_));
+  upload(advancing_.data(), advancing.data(), bytes_of<std::uint8_t>(batch_));
   if (slots_) {
     // Position-based policies keep the same tokens in every head: one slot per sequence.
     std::vector<std::int32_t> sequence_slot(n);
@@ -327,20 +331,31 @@ void BatchRunner::head(int n, std::int64_t rows_in_x) {
   ops_.logits(features, weights_.embed_tokens, logits_.as<float>(), n, config_.vocab_size, p);
 }
 
-std::span<const float> BatchRunner::last_logits() {
+void BatchRunner::head_of_newest_tokens() {
   std::vector<std::int32_t> rows(static_cast<std::size_t>(batch_));
   for (int b = 0; b < batch_; ++b) {
     // Left padding puts every sequence's newest token in the last column.
     rows[static_cast<std::size_t>(b)] = last_was_prefill_ ? b * last_seq_ + last_seq_ - 1 : b;
   }
-  const std::int64_t rows_in_x = std::int64_t{batch_} * last_seq_;
   upload(out_rows_.data(), rows.data(), bytes_of<std::int32_t>(batch_));
-  head(batch_, rows_in_x);
+  head(batch_, std::int64_t{batch_} * last_seq_);
+}
+
+std::span<const float> BatchRunner::last_logits() {
+  head_of_newest_tokens();
   const std::size_t bytes = bytes_of<float>(std::int64_t{batch_} * config_.vocab_size);
   device_.copy_async(host_logits_.data(), logits_.data(), bytes, compute_);
   sync();
   return {host_logits_.as<const float>(),
           static_cast<std::size_t>(batch_) * static_cast<std::size_t>(config_.vocab_size)};
+}
+
+std::span<const std::int32_t> BatchRunner::greedy_tokens() {
+  head_of_newest_tokens();
+  ops_.argmax_rows(logits_.as<float>(), batch_, config_.vocab_size, picks_.as<std::int32_t>());
+  device_.copy_async(host_picks_.data(), picks_.data(), bytes_of<std::int32_t>(batch_), compute_);
+  sync();
+  return {host_picks_.as<const std::int32_t>(), static_cast<std::size_t>(batch_)};
 }
 
 std::vector<float> BatchRunner::target_logprobs(std::span<const std::int32_t> targets) {

@@ -46,6 +46,9 @@ class BatchRunner {
   // After prefill() or decode(): the fp32 logits of each sequence's newest token, [batch, vocab],
   // on the host (waits for the device). Valid until the next call on this runner.
   std::span<const float> last_logits();
+  // After prefill() or decode(): each sequence's greedy next token (argmax of its logits, ties:
+  // the lowest id), computed on the device so only the ids come back. Valid until the next call.
+  std::span<const std::int32_t> greedy_tokens();
   // After prefill() or decode(): log p(targets[r]) for each row r of the last step — prefill rows
   // are b * seq + i, decode rows are b. Rows with targets[r] < 0 are skipped and come back NaN.
   std::vector<float> target_logprobs(std::span<const std::int32_t> targets);
@@ -76,6 +79,8 @@ class BatchRunner {
   void layer(int index, std::int64_t rows, bool is_prefill);
   // Final norm, project_out and logits for `n` rows of x_ (row ids already uploaded to out_rows_).
   void head(int n, std::int64_t rows_in_x);
+  // head() of each sequence's newest token (the last column after a left-padded prefill).
+  void head_of_newest_tokens();
   void sync();
 
   Device& device_;
@@ -94,13 +99,11 @@ class BatchRunner {
   std::unique_ptr<ScoredKvState> scored_;
   std::vector<int> cached_;         // tokens held per sequence (the same in every layer and head)
   std::vector<std::int32_t> seen_;  // real tokens of each sequence so far: the next HF position
-  // The current step, for the per-layer policy steps of scored_.
-  std::vector<int> prompt_lengths_;
-  std::vector<std::uint8_t> step_advancing_;
+  // The current decode step's positions and attended slot counts (uploaded with its inputs).
   std::vector<std::int32_t> step_positions_, step_counts_;
 
   // Inputs of the current step (device) and the pinned host staging they are copied from.
-  Buffer ids_, valid_, positions_, token_slot_, write_slot_, slot_count_;
+  Buffer ids_, valid_, positions_, token_slot_, write_slot_, slot_count_, advancing_;
   Buffer staging_;
   std::size_t staging_used_ = 0;
   // Activations.
@@ -108,6 +111,7 @@ class BatchRunner {
   // Output head.
   Buffer out_rows_, gathered_, projected_, logits_, targets_, logprobs_;
   Buffer host_logits_, host_logprobs_;
+  Buffer picks_, host_picks_;  // greedy ids: device and pinned host
   // KV cache, per layer: [batch, heads, capacity, head_dim].
   std::vector<Buffer> k_cache_, v_cache_;
 

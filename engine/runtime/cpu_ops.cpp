@@ -1,8 +1,10 @@
 #include "engine/runtime/cpu_ops.h"
 
+#include "engine/runtime/sampler.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/h2o_eviction.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/softmax.h"
@@ -70,6 +72,25 @@ void CpuOps::log_softmax(float* values, std::int64_t rows, int cols) {
 void CpuOps::token_logprobs(const float* logits, const std::int32_t* targets, float* out,
                             std::int64_t rows, int vocab) {
   enqueue<cpu::token_logprobs, ref::token_logprobs>(logits, targets, out, rows, vocab);
+}
+
+void CpuOps::argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out) {
+  stream_.enqueue([=] {
+    const auto width = static_cast<std::size_t>(vocab);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      out[r] = argmax(std::span<const float>(logits + r * vocab, width));
+    }
+  });
+}
+
+// The policy code (policies/h2o_policy.cpp) is the reference these kernels are tested against,
+// so both kernel sets run the same eviction kernels.
+void CpuOps::h2o_prefill_keep(const kernels::H2oPrefillArgs& args) {
+  stream_.enqueue([=] { cpu::h2o_prefill_keep(args); });
+}
+
+void CpuOps::h2o_decode_update(const kernels::H2oDecodeArgs& args) {
+  stream_.enqueue([=] { cpu::h2o_decode_update(args); });
 }
 
 }  // namespace offgen

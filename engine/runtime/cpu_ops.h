@@ -37,8 +37,9 @@ class CpuOps final : public Ops {
   void log_softmax(float* values, std::int64_t rows, int cols) override;
   void token_logprobs(const float* logits, const std::int32_t* targets, float* out,
                       std::int64_t rows, int vocab) override;
-  void host_task(std::function<void()> task) override { stream_.enqueue(std::move(task)); }
-  bool host_can_touch_device_memory() const override { return true; }
+  void argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out) override;
+  void h2o_prefill_keep(const kernels::H2oPrefillArgs& args) override;
+  void h2o_decode_update(const kernels::H2oDecodeArgs& args) override;
 
  private:
   // Enqueues Optimized(args...) or Reference(args...); arguments are copied into the task.

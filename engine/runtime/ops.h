@@ -7,11 +7,11 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 
 #include "engine/core/half.h"
 #include "kernels/activation.h"
 #include "kernels/attention_args.h"
+#include "kernels/eviction_args.h"
 
 namespace offgen {
 
@@ -45,12 +45,15 @@ class Ops {
   virtual void token_logprobs(const float* logits, const std::int32_t* targets, float* out,
                               std::int64_t rows, int vocab) = 0;
 
-  // Runs `task` on the host in stream order, after the work issued before it and before the work
-  // issued after it. The cpu device runs score-keeping eviction (h2o) this way, on the memory the
-  // kernels use; a device whose memory the host cannot touch runs that step as kernels instead.
-  virtual void host_task(std::function<void()> task) = 0;
-  // Whether host_task may read and write this device's gpu-tier buffers.
-  virtual bool host_can_touch_device_memory() const = 0;
+  // Greedy picks: out[r] = argmax of logits row r (ties: the lowest id), so a greedy step copies
+  // one id per sequence back to the host instead of the logits.
+  virtual void argmax_rows(const float* logits, std::int64_t rows, int vocab,
+                           std::int32_t* out) = 0;
+
+  // Score-keeping eviction (h2o) where the cache lives, right after the attention that produced
+  // the probabilities. Semantics: kernels/eviction_args.h.
+  virtual void h2o_prefill_keep(const kernels::H2oPrefillArgs& args) = 0;
+  virtual void h2o_decode_update(const kernels::H2oDecodeArgs& args) = 0;
 };
 
 }  // namespace offgen

@@ -1,0 +1,52 @@
+// GEMMs of the forward pass on cuBLASLt: fp16 inputs, fp32 accumulation, bias and ReLU fused in
+// the epilogue, one rounding to fp16 (semantics: kernels/cpu/linear.h). One Gemm per stream: it
+// owns the cuBLASLt handle and its workspace.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "engine/core/half.h"
+#include "kernels/activation.h"
+
+namespace offgen::kernels::cuda {
+
+class Gemm {
+ public:
+  explicit Gemm(cudaStream_t stream);
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+  ~Gemm();
+
+  // y[m, n] = act(x[m, k] · weight[n, k]ᵀ + bias[n]); bias may be null. y must not alias x.
+  void linear(const Half* x, const Half* weight, const Half* bias, Half* y, std::int64_t m, int n,
+              int k, Activation activation);
+  // out[m, vocab] = x[m, dim] · embed[vocab, dim]ᵀ in fp32 (the tied LM head).
+  void logits(const Half* x, const Half* embed, float* out, std::int64_t m, int vocab, int dim);
+
+ private:
+  // One GEMM shape's descriptors and the algorithm the heuristic chose, cached because the forward
+  // pass issues the same few shapes every step and the heuristic query costs tens of microseconds.
+  struct Plan {
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  // (m, n, k, epilogue, output type, alignment of the four pointers)
+  using PlanKey = std::tuple<std::int64_t, int, int, int, int, int>;
+  Plan& plan(const PlanKey& key);
+  void run(const void* x, const void* weight, const void* bias, void* y, std::int64_t m, int n,
+           int k, cublasLtEpilogue_t epilogue, cudaDataType_t out_type);
+
+  cudaStream_t stream_;
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+  std::map<PlanKey, Plan> plans_;
+};
+
+}  // namespace offgen::kernels::cuda
