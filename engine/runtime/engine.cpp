@@ -11,10 +11,12 @@
 #include "engine/core/error.h"
 #include "engine/device/cpu_device.h"
 #include "engine/device/cuda_probe.h"
+#include "engine/device/make_device.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/dummy_weights.h"
 #include "engine/runtime/batch_runner.h"
 #include "engine/runtime/cpu_ops.h"
+#include "engine/runtime/cuda_ops_factory.h"
 #include "offload/weight_store.h"
 #include "policies/kv_budget.h"
 #include "scheduler/batch_formation.h"
@@ -59,24 +61,25 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
          options.model, fmt::join(OptConfig::known_names(), ", "));
   }
 
-  // The CUDA device joins here; until then `auto` means the cpu device.
+  // auto: the first CUDA GPU when this build has CUDA and one is visible, else the cpu.
   const auto gpus = list_cuda_gpus();
-  switch (options.device) {
-    case DeviceChoice::cuda:
-      fail("this version of offgen has no CUDA device yet ({} GPU(s) visible); use --device cpu",
-           gpus.size());
-    case DeviceChoice::automatic:
-      if (!gpus.empty()) {
-        spdlog::warn("found {} ({} GiB) but this version has no CUDA device yet: using the cpu",
-                     gpus.front().name, gpus.front().memory_bytes >> 30);
-      }
-      [[fallthrough]];
-    case DeviceChoice::cpu: {
-      auto cpu = std::make_unique<CpuDevice>(options.budgets);
-      ops_ = std::make_unique<CpuOps>(*cpu, options.cpu_kernels);
-      device_ = std::move(cpu);
-      break;
-    }
+  DeviceChoice choice = options.device;
+  if (choice == DeviceChoice::automatic) {
+    choice = gpus.empty() ? DeviceChoice::cpu : DeviceChoice::cuda;
+  }
+  if (choice == DeviceChoice::cuda) {
+    OFFGEN_CHECK(built_with_cuda(),
+                 "--device cuda: this build of offgen has no CUDA support (the toolkit was not "
+                 "found at build time)");
+    OFFGEN_CHECK(!gpus.empty(),
+                 "--device cuda: no CUDA GPU is visible (driver missing, or "
+                 "CUDA_VISIBLE_DEVICES hides them); use --device cpu");
+    device_ = make_cuda_device(gpus.front().index, options.budgets);
+    ops_ = make_cuda_ops(*device_);
+  } else {
+    auto cpu = std::make_unique<CpuDevice>(options.budgets);
+    ops_ = std::make_unique<CpuOps>(*cpu, options.cpu_kernels);
+    device_ = std::move(cpu);
   }
 
   const WeightSource& weights =
@@ -254,9 +257,24 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
   auto runner = make_runner(batch, padded.seq, max_new - 1, padded.seq + max_new);
   runner->prefill(padded);
 
+  // An all-greedy batch picks on the device and copies back one id per sequence per step;
+  // sampling needs the logits on the host.
+  const bool greedy = std::all_of(indices.begin(), indices.end(), [&](std::size_t index) {
+    return requests[index].sampling.temperature == 0.0f;
+  });
+  std::span<const float> logits;
+  std::span<const std::int32_t> picks;
+  auto read_step = [&] {
+    if (greedy) {
+      picks = runner->greedy_tokens();
+    } else {
+      logits = runner->last_logits();
+    }
+  };
+
   std::vector<std::uint8_t> active(indices.size(), 1);
   std::vector<std::int32_t> next(indices.size(), config_.pad_token_id);
-  std::span<const float> logits = runner->last_logits();
+  read_step();
   const std::size_t vocab = static_cast<std::size_t>(config_.vocab_size);
   for (int step = 0; step < max_new; ++step) {
     bool any_active = false;
@@ -265,7 +283,8 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
       const GenerationRequest& request = requests[indices[b]];
       GenerationResult& result = results[indices[b]];
       const std::int32_t token =
-          sample_token(logits.subspan(b * vocab, vocab), request.sampling, rngs[b]);
+          greedy ? picks[b]
+                 : sample_token(logits.subspan(b * vocab, vocab), request.sampling, rngs[b]);
       result.tokens.push_back(token);
       const bool eos = token == config_.eos_token_id && !request.ignore_eos;
       if (eos || static_cast<int>(result.tokens.size()) >= request.max_tokens) {
@@ -282,7 +301,7 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
       if (!active[b]) next[b] = config_.pad_token_id;
     }
     runner->decode(next, active);
-    logits = runner->last_logits();
+    read_step();
   }
 }
 

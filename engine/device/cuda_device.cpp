@@ -1,0 +1,402 @@
+#include "engine/device/cuda_device.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <utility>
+
+#include "engine/core/cuda_check.h"
+#include "engine/core/error.h"
+#include "engine/core/units.h"
+#include "engine/device/cpu_device.h"  // physical_memory_bytes
+#include "engine/device/make_device.h"
+
+namespace offgen {
+namespace {
+
+constexpr std::size_t kAlignment = 256;
+
+// Runs `call` (which throws on failure) from a path that must not throw, a destructor or a free:
+// a failure is logged as "cuda device: <what> <subject>: <error>".
+template <typename Call>
+void log_failure(std::string_view what, std::string_view subject, Call&& call) noexcept {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    spdlog::warn("cuda device: {} {}: {}", what, subject, e.what());
+  } catch (...) {
+    spdlog::warn("cuda device: {} {}: unknown error", what, subject);
+  }
+}
+
+// True for memory on the host side: pinned (cudaHostAlloc) or ordinary (unregistered) memory.
+bool is_host_memory(const void* data) {
+  cudaPointerAttributes attributes{};
+  OFFGEN_CUDA_CHECK(cudaPointerGetAttributes(&attributes, data));
+  return attributes.type == cudaMemoryTypeHost || attributes.type == cudaMemoryTypeUnregistered;
+}
+
+// A host-to-host copy run by the stream as a host function, so that it keeps the stream's order.
+struct HostCopy {
+  void* dst;
+  const void* src;
+  std::size_t bytes;
+};
+
+void CUDART_CB run_host_copy(void* task) {
+  const std::unique_ptr<HostCopy> copy(static_cast<HostCopy*>(task));
+  std::memcpy(copy->dst, copy->src, copy->bytes);
+}
+
+DeviceBudgets resolve_budgets(int gpu_index, const DeviceBudgets& requested) {
+  int count = 0;
+  OFFGEN_CUDA_CHECK(cudaGetDeviceCount(&count));
+  OFFGEN_CHECK(gpu_index >= 0 && gpu_index < count, "cuda device: there is no GPU {} ({} visible)",
+               gpu_index, count);
+  OFFGEN_CUDA_CHECK(cudaSetDevice(gpu_index));  // creates the context, so free memory counts it
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  OFFGEN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  // cuBLAS workspaces, kernels' module memory and the allocator's rounding come out of this.
+  const std::uint64_t reserve = std::max<std::uint64_t>(1ull << 30, total_bytes / 20);
+
+  DeviceBudgets out = requested;
+  if (out.gpu == 0) {
+    OFFGEN_CHECK(free_bytes > reserve,
+                 "cuda device: GPU {} has {} free of {}, not more than the {} kept in reserve; "
+                 "free GPU memory or give a gpu budget",
+                 gpu_index, format_bytes(free_bytes), format_bytes(total_bytes),
+                 format_bytes(reserve));
+    out.gpu = free_bytes - reserve;
+  } else if (out.gpu > free_bytes) {
+    spdlog::warn("cuda device: the gpu budget {} is more than the {} free on GPU {}",
+                 format_bytes(out.gpu), format_bytes(free_bytes), gpu_index);
+  }
+  // Host memory is shared by the pinned and host tiers (the gpu tier is the GPU's own here).
+  const std::uint64_t physical = physical_memory_bytes();
+  if (out.pinned == 0) out.pinned = physical / 4;
+  if (out.host == 0) out.host = physical / 2;
+  return out;
+}
+
+std::size_t round_up(std::size_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+}  // namespace
+
+// ---- streams ----
+
+CudaStream::CudaStream(StreamRole role) : role_(role) {
+  OFFGEN_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
+}
+
+CudaStream::~CudaStream() {
+  destroy();
+}
+
+CudaStream::CudaStream(CudaStream&& other) noexcept
+    : role_(other.role_), handle_(std::exchange(other.handle_, nullptr)) {}
+
+CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
+  if (this != &other) {
+    destroy();
+    role_ = other.role_;
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void CudaStream::destroy() noexcept {
+  if (handle_ == nullptr) return;
+  // Work still queued finishes first: CUDA releases the stream when it is done.
+  log_failure("destroying the stream", stream_role_name(role_),
+              [&] { OFFGEN_CUDA_CHECK(cudaStreamDestroy(handle_)); });
+  handle_ = nullptr;
+}
+
+void CudaStream::synchronize() {
+  OFFGEN_CHECK(handle_ != nullptr, "cuda stream {}: used after a move", stream_role_name(role_));
+  try {
+    OFFGEN_CUDA_CHECK(cudaStreamSynchronize(handle_));
+  } catch (const Error& e) {
+    throw Error(fmt::format("cuda stream {}: {}", stream_role_name(role_), e.what()));
+  }
+}
+
+cudaStream_t cuda_stream_handle(Stream& stream) {
+  auto* cuda = dynamic_cast<CudaStream*>(&stream);
+  OFFGEN_CHECK(cuda != nullptr, "cuda device: the {} stream given is not a CUDA stream",
+               stream_role_name(stream.role()));
+  OFFGEN_CHECK(cuda->handle() != nullptr, "cuda stream {}: used after a move",
+               stream_role_name(stream.role()));
+  return cuda->handle();
+}
+
+// ---- events ----
+
+CudaEvent::CudaEvent() {
+  OFFGEN_CUDA_CHECK(cudaEventCreateWithFlags(&handle_, cudaEventDisableTiming));
+}
+
+CudaEvent::~CudaEvent() {
+  destroy();
+}
+
+CudaEvent::CudaEvent(CudaEvent&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+
+CudaEvent& CudaEvent::operator=(CudaEvent&& other) noexcept {
+  if (this != &other) {
+    destroy();
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void CudaEvent::destroy() noexcept {
+  if (handle_ == nullptr) return;
+  // A pending record completes first: CUDA releases the event when it is done.
+  log_failure("destroying", "an event", [&] { OFFGEN_CUDA_CHECK(cudaEventDestroy(handle_)); });
+  handle_ = nullptr;
+}
+
+void CudaEvent::record(Stream& stream) {
+  OFFGEN_CHECK(handle_ != nullptr, "cuda event: used after a move");
+  OFFGEN_CUDA_CHECK(cudaEventRecord(handle_, cuda_stream_handle(stream)));
+}
+
+void CudaEvent::wait_on(Stream& stream) {
+  OFFGEN_CHECK(handle_ != nullptr, "cuda event: used after a move");
+  // An event never recorded counts as completed: the wait is then a no-op, as the contract says.
+  OFFGEN_CUDA_CHECK(cudaStreamWaitEvent(cuda_stream_handle(stream), handle_, 0));
+}
+
+void CudaEvent::synchronize() {
+  OFFGEN_CHECK(handle_ != nullptr, "cuda event: used after a move");
+  OFFGEN_CUDA_CHECK(cudaEventSynchronize(handle_));
+}
+
+bool CudaEvent::query() {
+  OFFGEN_CHECK(handle_ != nullptr, "cuda event: used after a move");
+  const cudaError_t status = cudaEventQuery(handle_);
+  if (status == cudaErrorNotReady) {
+    // Not an error. Clear it from the thread's last-error slot so that the next launch check
+    // (cudaGetLastError) does not report it.
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (status != cudaSuccess) detail::cuda_failed(status, "cudaEventQuery", __FILE__, __LINE__);
+  return true;
+}
+
+// ---- the block caches ----
+
+CudaBlockCache::CudaBlockCache(Tier tier, int gpu_index) : tier_(tier), gpu_index_(gpu_index) {}
+
+CudaBlockCache::~CudaBlockCache() {
+  release();
+}
+
+cudaError_t CudaBlockCache::cuda_allocate(void** data, std::size_t bytes) {
+  OFFGEN_CUDA_CHECK(cudaSetDevice(gpu_index_));  // cudaMalloc allocates on the current device
+  if (tier_ == Tier::gpu) return cudaMalloc(data, bytes);
+  // Portable: pinned for every CUDA context of the process, not only this GPU's.
+  return cudaHostAlloc(data, bytes, cudaHostAllocPortable);
+}
+
+void* CudaBlockCache::take(std::size_t bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = free_blocks_.find(bytes);
+    if (it != free_blocks_.end() && !it->second.empty()) {
+      void* data = it->second.back();
+      it->second.pop_back();
+      cached_bytes_ -= bytes;
+      return data;
+    }
+  }
+  const char* call = tier_ == Tier::gpu ? "cudaMalloc" : "cudaHostAlloc";
+  void* data = nullptr;
+  cudaError_t status = cuda_allocate(&data, bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    // Not sticky. Clear it from the thread's last-error slot (a later launch check would report
+    // it), give the cached blocks of other sizes back to CUDA and try once more.
+    (void)cudaGetLastError();
+    release();
+    status = cuda_allocate(&data, bytes);
+    if (status == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw OutOfMemoryError(fmt::format(
+          "cuda device: {} refused {} for the {} tier on GPU {}, even after releasing the "
+          "cached blocks",
+          call, format_bytes(bytes), tier_name(tier_), gpu_index_));
+    }
+  }
+  if (status != cudaSuccess) detail::cuda_failed(status, call, __FILE__, __LINE__);
+  return data;
+}
+
+void CudaBlockCache::give_back(void* data, std::size_t bytes) noexcept {
+  try {
+    std::lock_guard lock(mutex_);
+    free_blocks_[bytes].push_back(data);
+    cached_bytes_ += bytes;
+  } catch (...) {  // no memory for the bookkeeping: give the block straight back to CUDA
+    cuda_free(data);
+  }
+}
+
+void CudaBlockCache::cuda_free(void* data) noexcept {
+  log_failure("freeing a cached block of the tier", tier_name(tier_), [&] {
+    OFFGEN_CUDA_CHECK(cudaSetDevice(gpu_index_));
+    if (tier_ == Tier::gpu) {
+      OFFGEN_CUDA_CHECK(cudaFree(data));
+    } else {
+      OFFGEN_CUDA_CHECK(cudaFreeHost(data));
+    }
+  });
+}
+
+void CudaBlockCache::release() noexcept {
+  std::unordered_map<std::size_t, std::vector<void*>> blocks;
+  {
+    std::lock_guard lock(mutex_);
+    blocks.swap(free_blocks_);
+    cached_bytes_ = 0;
+  }
+  for (auto& [bytes, list] : blocks) {
+    for (void* data : list) cuda_free(data);
+  }
+}
+
+std::uint64_t CudaBlockCache::cached_bytes() const {
+  std::lock_guard lock(mutex_);
+  return cached_bytes_;
+}
+
+// ---- the device ----
+
+CudaDevice::CudaDevice(int gpu_index, const DeviceBudgets& budgets)
+    : Device(resolve_budgets(gpu_index, budgets)),
+      gpu_index_(gpu_index),
+      gpu_cache_(Tier::gpu, gpu_index),
+      pinned_cache_(Tier::pinned, gpu_index) {
+  make_current();
+  cudaDeviceProp prop{};
+  OFFGEN_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu_index_));
+  name_ = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
+  for (int role = 0; role < kNumStreamRoles; ++role) {
+    streams_[role] = std::make_unique<CudaStream>(static_cast<StreamRole>(role));
+  }
+}
+
+CudaDevice::~CudaDevice() {
+  for (auto& stream : streams_) {
+    if (!stream) continue;
+    try {
+      stream->synchronize();
+    } catch (const std::exception& e) {
+      spdlog::warn("cuda device: stream {} ended with an error: {}",
+                   stream_role_name(stream->role()), e.what());
+    }
+  }
+  // Every stream is idle now, so no queued work can still use a cached block.
+  gpu_cache_.release();
+  pinned_cache_.release();
+}
+
+void CudaDevice::make_current() const {
+  OFFGEN_CUDA_CHECK(cudaSetDevice(gpu_index_));
+}
+
+Stream& CudaDevice::stream(StreamRole role) {
+  return *streams_[static_cast<int>(role)];
+}
+
+cudaStream_t CudaDevice::cuda_stream(StreamRole role) const {
+  return streams_[static_cast<int>(role)]->handle();
+}
+
+std::unique_ptr<Event> CudaDevice::create_event() {
+  make_current();  // an event belongs to the device current at its creation
+  return std::make_unique<CudaEvent>();
+}
+
+void CudaDevice::copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) {
+  const cudaStream_t handle = cuda_stream_handle(stream);
+  if (bytes == 0) return;
+  if (is_host_memory(dst) && is_host_memory(src)) {
+    // cudaMemcpyAsync copies host to host synchronously, without waiting for the stream's earlier
+    // work: a host function keeps the copy in the stream's order instead.
+    auto task = std::make_unique<HostCopy>(HostCopy{dst, src, bytes});
+    OFFGEN_CUDA_CHECK(cudaLaunchHostFunc(handle, &run_host_copy, task.get()));
+    task.release();  // run_host_copy owns it now
+    return;
+  }
+  OFFGEN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, handle));
+}
+
+std::uint64_t CudaDevice::cached_bytes(Tier tier) const {
+  switch (tier) {
+    case Tier::gpu:
+      return gpu_cache_.cached_bytes();
+    case Tier::pinned:
+      return pinned_cache_.cached_bytes();
+    case Tier::host:
+      return 0;
+  }
+  return 0;
+}
+
+void CudaDevice::release_cached_memory() {
+  gpu_cache_.release();
+  pinned_cache_.release();
+}
+
+void* CudaDevice::raw_allocate(Tier tier, std::size_t bytes) {
+  if (bytes > std::numeric_limits<std::size_t>::max() - kAlignment) {
+    throw OutOfMemoryError(fmt::format("cuda device: {} bytes cannot be allocated", bytes));
+  }
+  // Sizes are rounded so that blocks of nearly equal requests are shared through the caches.
+  const std::size_t rounded = round_up(bytes);
+  switch (tier) {
+    case Tier::gpu:
+      return gpu_cache_.take(rounded);
+    case Tier::pinned:
+      return pinned_cache_.take(rounded);
+    case Tier::host:
+      break;
+  }
+  void* data = std::aligned_alloc(kAlignment, rounded);
+  if (data == nullptr) {
+    throw OutOfMemoryError(fmt::format("cuda device: the system refused {} for the {} tier",
+                                       format_bytes(bytes), tier_name(tier)));
+  }
+  return data;
+}
+
+void CudaDevice::raw_free(Tier tier, void* data, std::size_t bytes) noexcept {
+  const std::size_t rounded = round_up(bytes);  // as raw_allocate rounded it: the cache's key
+  switch (tier) {
+    case Tier::gpu:
+      gpu_cache_.give_back(data, rounded);
+      return;
+    case Tier::pinned:
+      pinned_cache_.give_back(data, rounded);
+      return;
+    case Tier::host:
+      std::free(data);
+      return;
+  }
+}
+
+std::unique_ptr<Device> make_cuda_device(int gpu_index, const DeviceBudgets& budgets) {
+  return std::make_unique<CudaDevice>(gpu_index, budgets);
+}
+
+}  // namespace offgen

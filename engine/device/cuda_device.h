@@ -1,0 +1,157 @@
+// The cuda device: the Device contract on one NVIDIA GPU through the CUDA runtime. The gpu tier is
+// device memory (cudaMalloc), pinned is page-locked host memory (cudaHostAlloc), host is ordinary
+// host memory; each stream is a non-blocking CUDA stream, each event a CUDA event without timing.
+//
+// Freed gpu and pinned blocks are not given back to CUDA: they go to a per-tier cache keyed by
+// size, and the next allocation of that size takes them again. cudaFree synchronises the whole
+// device and cudaFreeHost is slow, neither may happen in the middle of a run. The caches are
+// emptied when a fresh allocation fails (which is then retried once), by release_cached_memory()
+// and by the destructor. The byte budgets count what Buffers hold, not what the caches keep.
+//
+// As on the cpu device, a Buffer must not be freed while work queued on a stream still uses it:
+// its block may be handed to the next allocation at once.
+//
+// Threads: like every Device, allocate / free / stream / event calls may come from any thread.
+// CUDA's current device is per thread; the calls below select this device themselves, but a
+// thread that launches kernels for a device other than GPU 0 must call make_current() first.
+//
+// Only targets built with the CUDA toolkit include this header; code that must also build without
+// CUDA creates the device through make_device.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/device/device.h"
+
+namespace offgen {
+
+class CudaStream final : public Stream {
+ public:
+  // A non-blocking stream (no implicit synchronisation with the legacy default stream) on the
+  // calling thread's current device.
+  explicit CudaStream(StreamRole role);
+  ~CudaStream() override;
+  CudaStream(CudaStream&& other) noexcept;
+  CudaStream& operator=(CudaStream&& other) noexcept;
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+
+  StreamRole role() const override { return role_; }
+  // cudaStreamSynchronize; an error (CUDA's, sticky or not) throws offgen::Error naming the role.
+  void synchronize() override;
+  cudaStream_t handle() const { return handle_; }
+
+ private:
+  void destroy() noexcept;
+
+  StreamRole role_;
+  cudaStream_t handle_ = nullptr;
+};
+
+class CudaEvent final : public Event {
+ public:
+  // An event without timing on the calling thread's current device.
+  CudaEvent();
+  ~CudaEvent() override;
+  CudaEvent(CudaEvent&& other) noexcept;
+  CudaEvent& operator=(CudaEvent&& other) noexcept;
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  // `stream` must be a CudaStream of the same device (offgen::Error otherwise).
+  void record(Stream& stream) override;
+  void wait_on(Stream& stream) override;
+  void synchronize() override;
+  bool query() override;
+  cudaEvent_t handle() const { return handle_; }
+
+ private:
+  void destroy() noexcept;
+
+  cudaEvent_t handle_ = nullptr;
+};
+
+// The CUDA stream behind `stream`; offgen::Error when it is not a CudaStream (a cpu device's).
+cudaStream_t cuda_stream_handle(Stream& stream);
+
+// Freed blocks of one tier (gpu: cudaMalloc, pinned: cudaHostAlloc), kept by size for reuse.
+// Thread-safe. Not copyable or movable: it is a member of its device, which is neither.
+class CudaBlockCache {
+ public:
+  CudaBlockCache(Tier tier, int gpu_index);
+  ~CudaBlockCache();  // release()
+  CudaBlockCache(const CudaBlockCache&) = delete;
+  CudaBlockCache& operator=(const CudaBlockCache&) = delete;
+
+  // A cached block of exactly `bytes`, else a fresh one; when CUDA refuses the fresh one, the
+  // cache is released and the allocation retried once. Throws OutOfMemoryError naming the tier.
+  void* take(std::size_t bytes);
+  // Keeps `data` (of `bytes`, from take) for the next take of that size.
+  void give_back(void* data, std::size_t bytes) noexcept;
+  // Frees every cached block (cudaFree / cudaFreeHost). Failures are logged, never thrown.
+  void release() noexcept;
+  std::uint64_t cached_bytes() const;
+
+ private:
+  cudaError_t cuda_allocate(void** data, std::size_t bytes);
+  void cuda_free(void* data) noexcept;
+
+  Tier tier_;
+  int gpu_index_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_blocks_;  // size -> blocks
+  std::uint64_t cached_bytes_ = 0;
+};
+
+class CudaDevice final : public Device {
+ public:
+  // Selects GPU `gpu_index` (offgen::Error when there is no such GPU). Zero budgets take defaults:
+  // gpu = the device memory free now, less a reserve of max(1 GiB, 5% of the GPU's memory) for the
+  // CUDA context and cuBLAS workspaces; pinned = a quarter of physical memory; host = half of it.
+  CudaDevice(int gpu_index, const DeviceBudgets& budgets = {});
+  ~CudaDevice() override;  // synchronises every stream, then releases the caches
+
+  DeviceKind kind() const override { return DeviceKind::cuda; }
+  // "NVIDIA H100 80GB HBM3 (sm_90)".
+  std::string name() const override { return name_; }
+  int gpu_index() const { return gpu_index_; }
+  // Makes this GPU the calling thread's current CUDA device (for kernel launches).
+  void make_current() const;
+
+  Stream& stream(StreamRole role) override;
+  // The CUDA stream of `role`, for launching kernels and library calls on it.
+  cudaStream_t cuda_stream(StreamRole role) const;
+  std::unique_ptr<Event> create_event() override;
+  // cudaMemcpyAsync with cudaMemcpyDefault when either side is gpu memory (unified addressing tells
+  // the tiers apart); such a copy to or from the host tier (pageable memory) is synchronous with
+  // the host, as CUDA makes it. A copy between two host-side buffers (pinned / host tiers) is a
+  // memcpy that the stream runs as a host function, in the stream's order.
+  void copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) override;
+
+  // Bytes of freed gpu / pinned blocks kept for reuse (0 for the host tier).
+  std::uint64_t cached_bytes(Tier tier) const;
+  // Gives every cached block back to CUDA. cudaFree synchronises the device: not for mid-run.
+  void release_cached_memory();
+
+ protected:
+  void* raw_allocate(Tier tier, std::size_t bytes) override;
+  void raw_free(Tier tier, void* data, std::size_t bytes) noexcept override;
+
+ private:
+  int gpu_index_;
+  std::string name_;
+  CudaBlockCache gpu_cache_;
+  CudaBlockCache pinned_cache_;
+  // Declared after the caches, so destroyed before them.
+  std::unique_ptr<CudaStream> streams_[kNumStreamRoles];
+};
+
+}  // namespace offgen

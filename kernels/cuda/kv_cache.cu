@@ -1,0 +1,123 @@
+// CUDA KV-cache writes (semantics: kernels/cpu/attention.h): store_prefill_kv copies each prompt
+// token's k / v head rows into the slot the policy chose, append_kv the one new token of each
+// sequence into its write slot.
+//
+// Both are one row scatter: entry (b, h, i) of `slots` ([batch, heads, tokens]) is the cache slot
+// of token i of sequence b in head h, or -1 for "not cached". append_kv is the case tokens = 1, for
+// which write_slot[b * heads + h] has exactly that layout. One thread moves one vector (up to 8
+// halves, 16 bytes) of a k row and the same vector of the v row; a grid-stride loop covers any
+// size.
+//
+// A slot outside [0, capacity) is skipped: the CPU path throws on it, but a kernel cannot, and
+// skipping is the one choice that never writes outside the (sequence, head) cache.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "engine/core/cuda_check.h"
+#include "kernels/cuda/attention.h"
+
+namespace offgen::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// The grid-stride loop covers the rest; 65535 blocks of 256 threads fill any GPU many times over.
+constexpr std::int64_t kMaxBlocks = 65535;
+
+// kVec consecutive halves, aligned so one load / store moves them all (kVec = 8: 16 bytes).
+template <int kVec>
+struct alignas(2 * kVec) HalfVec {
+  __half h[kVec];
+};
+
+template <int kVec>
+__global__ void __launch_bounds__(kThreads)
+    scatter_kv_kernel(const __half* __restrict__ qkv, const std::int32_t* __restrict__ slots,
+                      int batch, int tokens, int heads, int head_dim, __half* __restrict__ k_cache,
+                      __half* __restrict__ v_cache, int capacity) {
+  const int vecs = head_dim / kVec;  // vectors per head row
+  const std::int64_t hd = std::int64_t{heads} * head_dim;
+  const std::int64_t total = std::int64_t{batch} * heads * tokens * vecs;
+  const std::int64_t step = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += step) {
+    const std::int64_t row = t / vecs;  // (b * heads + h) * tokens + i: the index into `slots`
+    const int vec = static_cast<int>(t % vecs);
+    const std::int32_t slot = slots[row];
+    if (slot < 0 || slot >= capacity) continue;
+    const std::int64_t bh = row / tokens;
+    const std::int64_t i = row % tokens;
+    const std::int64_t b = bh / heads;
+    const std::int64_t h = bh % heads;
+    const std::int64_t column = h * head_dim + std::int64_t{vec} * kVec;
+    const __half* src = qkv + (b * tokens + i) * 3 * hd + column;  // this token's q of head h
+    const std::int64_t dst = (bh * capacity + slot) * head_dim + std::int64_t{vec} * kVec;
+    *reinterpret_cast<HalfVec<kVec>*>(k_cache + dst) =
+        *reinterpret_cast<const HalfVec<kVec>*>(src + hd);
+    *reinterpret_cast<HalfVec<kVec>*>(v_cache + dst) =
+        *reinterpret_cast<const HalfVec<kVec>*>(src + 2 * hd);
+  }
+}
+
+// Widest vector (in halves) that divides head_dim and to which every pointer is aligned; with
+// head_dim (hence every row stride) a multiple of it, every row start is aligned too.
+int pick_vec(int head_dim, std::initializer_list<const void*> pointers) {
+  for (int vec = 8; vec > 1; vec /= 2) {
+    bool ok = head_dim % vec == 0;
+    for (const void* p : pointers) {
+      ok = ok && reinterpret_cast<std::uintptr_t>(p) % (sizeof(__half) * vec) == 0;
+    }
+    if (ok) return vec;
+  }
+  return 1;
+}
+
+template <int kVec>
+void launch_scatter(const __half* qkv, const std::int32_t* slots, int batch, int tokens, int heads,
+                    int head_dim, __half* k_cache, __half* v_cache, int capacity,
+                    cudaStream_t stream) {
+  const std::int64_t total = std::int64_t{batch} * heads * tokens * (head_dim / kVec);
+  const auto blocks =
+      static_cast<unsigned>(std::min((total + kThreads - 1) / kThreads, kMaxBlocks));
+  scatter_kv_kernel<kVec><<<blocks, kThreads, 0, stream>>>(qkv, slots, batch, tokens, heads,
+                                                           head_dim, k_cache, v_cache, capacity);
+  OFFGEN_CUDA_CHECK_LAUNCH();
+}
+
+void scatter_kv(const Half* qkv, const std::int32_t* slots, int batch, int tokens, int heads,
+                int head_dim, Half* k_cache, Half* v_cache, int capacity, cudaStream_t stream) {
+  if (batch <= 0 || tokens <= 0 || heads <= 0 || head_dim <= 0 || capacity <= 0) return;
+  const auto* q = reinterpret_cast<const __half*>(qkv);
+  auto* k = reinterpret_cast<__half*>(k_cache);
+  auto* v = reinterpret_cast<__half*>(v_cache);
+  switch (pick_vec(head_dim, {qkv, k_cache, v_cache})) {
+    case 8:
+      launch_scatter<8>(q, slots, batch, tokens, heads, head_dim, k, v, capacity, stream);
+      break;
+    case 4:
+      launch_scatter<4>(q, slots, batch, tokens, heads, head_dim, k, v, capacity, stream);
+      break;
+    case 2:
+      launch_scatter<2>(q, slots, batch, tokens, heads, head_dim, k, v, capacity, stream);
+      break;
+    default:
+      launch_scatter<1>(q, slots, batch, tokens, heads, head_dim, k, v, capacity, stream);
+      break;
+  }
+}
+
+}  // namespace
+
+void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
+                      int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity,
+                      cudaStream_t stream) {
+  scatter_kv(qkv, token_slot, batch, seq, heads, head_dim, k_cache, v_cache, capacity, stream);
+}
+
+void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
+               Half* k_cache, Half* v_cache, int capacity, cudaStream_t stream) {
+  scatter_kv(qkv, write_slot, batch, 1, heads, head_dim, k_cache, v_cache, capacity, stream);
+}
+
+}  // namespace offgen::kernels::cuda

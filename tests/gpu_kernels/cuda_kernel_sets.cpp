@@ -1,0 +1,284 @@
+// The implementation the gpu parity binary runs the parity suites (tests/kernels/*_test.cpp) on:
+// the CUDA kernels, through host wrappers with the CPU signatures. Each wrapper copies its inputs
+// to device buffers that have guard bytes on both sides, launches, copies the outputs back into
+// the caller's host buffers (so the suites' own guards and NaN poison still apply), and fails the
+// test if the kernel wrote into a device guard. Without a GPU every parity case is skipped.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "engine/core/cuda_check.h"
+#include "engine/device/cuda_probe.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/layer_norm.h"
+#include "kernels/cuda/softmax.h"
+#include "tests/kernels/parity.h"
+
+namespace offgen::test {
+namespace {
+
+constexpr std::size_t kGuardBytes = 256;
+constexpr unsigned char kGuardByte = 0xA5;
+
+cudaStream_t test_stream() {
+  static cudaStream_t stream = [] {
+    cudaStream_t s = nullptr;
+    OFFGEN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  return stream;
+}
+
+kernels::cuda::Gemm& test_gemm() {
+  static kernels::cuda::Gemm gemm(test_stream());
+  return gemm;
+}
+
+// `count` elements of T in device memory between two guard regions; starts as a copy of `host`
+// (or, for host == nullptr, a null pointer, as the kernels' optional arguments expect).
+template <typename T>
+class DeviceCopy {
+ public:
+  DeviceCopy(const T* host, std::size_t count) : host_(host), count_(count) {
+    if (host == nullptr) return;
+    OFFGEN_CUDA_CHECK(cudaMalloc(&raw_, bytes() + 2 * kGuardBytes));
+    OFFGEN_CUDA_CHECK(cudaMemset(raw_, kGuardByte, bytes() + 2 * kGuardBytes));
+    OFFGEN_CUDA_CHECK(cudaMemcpy(data(), host, bytes(), cudaMemcpyHostToDevice));
+  }
+  DeviceCopy(const DeviceCopy&) = delete;
+  DeviceCopy& operator=(const DeviceCopy&) = delete;
+  ~DeviceCopy() {
+    if (raw_ != nullptr) cudaFree(raw_);
+  }
+
+  T* data() const {
+    return raw_ == nullptr ? nullptr
+                           : reinterpret_cast<T*>(static_cast<unsigned char*>(raw_) + kGuardBytes);
+  }
+
+  // Copies the device values back into `out` (the caller's host output) and checks the guards.
+  void copy_back(T* out, const char* what) const {
+    if (raw_ == nullptr) return;
+    std::vector<unsigned char> all(bytes() + 2 * kGuardBytes);
+    OFFGEN_CUDA_CHECK(cudaMemcpy(all.data(), raw_, all.size(), cudaMemcpyDeviceToHost));
+    std::memcpy(out, all.data() + kGuardBytes, bytes());
+    const auto intact = [](auto begin, auto end) {
+      return std::all_of(begin, end, [](unsigned char c) { return c == kGuardByte; });
+    };
+    if (!intact(all.begin(), all.begin() + kGuardBytes)) {
+      ADD_FAILURE() << what << ": the CUDA kernel wrote before its output";
+    }
+    if (!intact(all.end() - kGuardBytes, all.end())) {
+      ADD_FAILURE() << what << ": the CUDA kernel wrote past the end of its output";
+    }
+  }
+
+ private:
+  std::size_t bytes() const { return count_ * sizeof(T); }
+  const T* host_;
+  std::size_t count_;
+  void* raw_ = nullptr;
+};
+
+template <typename T>
+DeviceCopy<T> device_copy(const T* host, std::int64_t count) {
+  return DeviceCopy<T>(host, static_cast<std::size_t>(std::max<std::int64_t>(count, 0)));
+}
+
+void finish() {
+  OFFGEN_CUDA_CHECK(cudaStreamSynchronize(test_stream()));
+}
+
+namespace cuda = kernels::cuda;
+
+void gather_rows(const Half* table, std::int64_t table_rows, int dim, const std::int32_t* ids,
+                 std::int64_t n, Half* out) {
+  auto d_table = device_copy(table, table_rows * dim);
+  auto d_ids = device_copy(ids, n);
+  auto d_out = device_copy(out, n * dim);
+  cuda::gather_rows(d_table.data(), table_rows, dim, d_ids.data(), n, d_out.data(), test_stream());
+  finish();
+  d_out.copy_back(out, "gather_rows");
+}
+
+void add_position_embeddings(Half* x, const Half* table, int dim, const std::int32_t* positions,
+                             std::int64_t n, int offset) {
+  // The table needs every row a position reads (offset - 1 for padding's position -1).
+  std::int64_t rows = offset;
+  for (std::int64_t i = 0; i < n; ++i)
+    rows = std::max<std::int64_t>(rows, positions[i] + offset + 1);
+  auto d_x = device_copy(x, n * dim);
+  auto d_table = device_copy(table, rows * dim);
+  auto d_positions = device_copy(positions, n);
+  cuda::add_position_embeddings(d_x.data(), d_table.data(), dim, d_positions.data(), n, offset,
+                                test_stream());
+  finish();
+  d_x.copy_back(x, "add_position_embeddings");
+}
+
+void layer_norm(const Half* x, const Half* gamma, const Half* beta, Half* y, std::int64_t rows,
+                int dim, float eps) {
+  auto d_gamma = device_copy(gamma, dim);
+  auto d_beta = device_copy(beta, dim);
+  if (x == y) {  // in place: one buffer, as the caller aliases them
+    auto d_xy = device_copy(y, rows * dim);
+    cuda::layer_norm(d_xy.data(), d_gamma.data(), d_beta.data(), d_xy.data(), rows, dim, eps,
+                     test_stream());
+    finish();
+    d_xy.copy_back(y, "layer_norm (in place)");
+    return;
+  }
+  auto d_x = device_copy(x, rows * dim);
+  auto d_y = device_copy(y, rows * dim);
+  cuda::layer_norm(d_x.data(), d_gamma.data(), d_beta.data(), d_y.data(), rows, dim, eps,
+                   test_stream());
+  finish();
+  d_y.copy_back(y, "layer_norm");
+}
+
+void linear(const Half* x, const Half* weight, const Half* bias, Half* y, std::int64_t m, int n,
+            int k, kernels::Activation activation) {
+  auto d_x = device_copy(x, m * k);
+  auto d_w = device_copy(weight, std::int64_t{n} * k);
+  auto d_bias = device_copy(bias, n);
+  auto d_y = device_copy(y, m * n);
+  test_gemm().linear(d_x.data(), d_w.data(), d_bias.data(), d_y.data(), m, n, k, activation);
+  finish();
+  d_y.copy_back(y, "linear");
+}
+
+void logits(const Half* x, const Half* embed, float* out, std::int64_t m, int vocab, int dim) {
+  auto d_x = device_copy(x, m * dim);
+  auto d_embed = device_copy(embed, std::int64_t{vocab} * dim);
+  auto d_out = device_copy(out, m * vocab);
+  test_gemm().logits(d_x.data(), d_embed.data(), d_out.data(), m, vocab, dim);
+  finish();
+  d_out.copy_back(out, "logits");
+}
+
+void add_inplace(Half* y, const Half* x, std::int64_t n) {
+  auto d_y = device_copy(y, n);
+  auto d_x = device_copy(x, n);
+  cuda::add_inplace(d_y.data(), d_x.data(), n, test_stream());
+  finish();
+  d_y.copy_back(y, "add_inplace");
+}
+
+void log_softmax(float* values, std::int64_t rows, int cols) {
+  auto d_values = device_copy(values, rows * cols);
+  cuda::log_softmax(d_values.data(), rows, cols, test_stream());
+  finish();
+  d_values.copy_back(values, "log_softmax");
+}
+
+void token_logprobs(const float* logits_in, const std::int32_t* targets, float* out,
+                    std::int64_t rows, int vocab) {
+  auto d_logits = device_copy(logits_in, rows * vocab);
+  auto d_targets = device_copy(targets, rows);
+  auto d_out = device_copy(out, rows);
+  cuda::token_logprobs(d_logits.data(), d_targets.data(), d_out.data(), rows, vocab, test_stream());
+  finish();
+  d_out.copy_back(out, "token_logprobs");
+}
+
+void prefill_attention(const kernels::PrefillAttentionArgs& args) {
+  const std::int64_t tokens = std::int64_t{args.batch} * args.seq;
+  const std::int64_t width = std::int64_t{args.heads} * args.head_dim;
+  auto d_qkv = device_copy(args.qkv, tokens * 3 * width);
+  auto d_valid = device_copy(args.valid, tokens);
+  auto d_out = device_copy(args.out, tokens * width);
+  auto d_sums = device_copy(args.key_prob_sums, tokens * args.heads);
+  kernels::PrefillAttentionArgs d = args;
+  d.qkv = d_qkv.data();
+  d.valid = d_valid.data();
+  d.out = d_out.data();
+  d.key_prob_sums = d_sums.data();
+  cuda::prefill_attention(d, test_stream());
+  finish();
+  d_out.copy_back(args.out, "prefill_attention out");
+  d_sums.copy_back(args.key_prob_sums, "prefill_attention key_prob_sums");
+}
+
+void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
+                      int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity) {
+  const std::int64_t tokens = std::int64_t{batch} * seq;
+  const std::int64_t cache = std::int64_t{batch} * heads * capacity * head_dim;
+  auto d_qkv = device_copy(qkv, tokens * 3 * heads * head_dim);
+  auto d_slots = device_copy(token_slot, tokens * heads);
+  auto d_k = device_copy(k_cache, cache);
+  auto d_v = device_copy(v_cache, cache);
+  cuda::store_prefill_kv(d_qkv.data(), d_slots.data(), batch, seq, heads, head_dim, d_k.data(),
+                         d_v.data(), capacity, test_stream());
+  finish();
+  d_k.copy_back(k_cache, "store_prefill_kv k");
+  d_v.copy_back(v_cache, "store_prefill_kv v");
+}
+
+void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
+               Half* k_cache, Half* v_cache, int capacity) {
+  const std::int64_t cache = std::int64_t{batch} * heads * capacity * head_dim;
+  auto d_qkv = device_copy(qkv, std::int64_t{batch} * 3 * heads * head_dim);
+  auto d_slots = device_copy(write_slot, std::int64_t{batch} * heads);
+  auto d_k = device_copy(k_cache, cache);
+  auto d_v = device_copy(v_cache, cache);
+  cuda::append_kv(d_qkv.data(), d_slots.data(), batch, heads, head_dim, d_k.data(), d_v.data(),
+                  capacity, test_stream());
+  finish();
+  d_k.copy_back(k_cache, "append_kv k");
+  d_v.copy_back(v_cache, "append_kv v");
+}
+
+void decode_attention(const kernels::DecodeAttentionArgs& args) {
+  const std::int64_t width = std::int64_t{args.heads} * args.head_dim;
+  const std::int64_t cache = std::int64_t{args.batch} * args.heads * args.capacity * args.head_dim;
+  auto d_qkv = device_copy(args.qkv, std::int64_t{args.batch} * 3 * width);
+  auto d_k = device_copy(args.k_cache, cache);
+  auto d_v = device_copy(args.v_cache, cache);
+  auto d_count = device_copy(args.slot_count, args.batch);
+  auto d_out = device_copy(args.out, std::int64_t{args.batch} * width);
+  auto d_probs = device_copy(args.probs, std::int64_t{args.batch} * args.heads * args.capacity);
+  kernels::DecodeAttentionArgs d = args;
+  d.qkv = d_qkv.data();
+  d.k_cache = d_k.data();
+  d.v_cache = d_v.data();
+  d.slot_count = d_count.data();
+  d.out = d_out.data();
+  d.probs = d_probs.data();
+  cuda::decode_attention(d, test_stream());
+  finish();
+  d_out.copy_back(args.out, "decode_attention out");
+  d_probs.copy_back(args.probs, "decode_attention probs");
+}
+
+}  // namespace
+
+std::vector<const KernelSet*> kernel_sets_under_test() {
+  static const KernelSet cuda_set{"cuda",
+                                  "",
+                                  gather_rows,
+                                  add_position_embeddings,
+                                  layer_norm,
+                                  linear,
+                                  logits,
+                                  add_inplace,
+                                  log_softmax,
+                                  token_logprobs,
+                                  prefill_attention,
+                                  store_prefill_kv,
+                                  append_kv,
+                                  decode_attention};
+  return {&cuda_set};
+}
+
+void ParityTest::SetUp() {
+  if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
+}
+
+void ParityTest::TearDown() {}
+
+}  // namespace offgen::test
