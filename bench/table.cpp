@@ -9,9 +9,9 @@ namespace offgen::bench {
 std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_memory) {
   std::string out = fmt::format(
       "{:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>11} {:>10} {:>8} {:>11} "
-      "{:>11}",
+      "{:>11} {:>11}",
       "batch", "prompt", "gen", "prefill s", "decode s", "total s", "prefill t/s", "decode t/s",
-      "total t/s", "kv cache", "kv/seq", "of full", "kv moved", "peak gpu");
+      "total t/s", "kv cache", "kv/seq", "of full", "kv moved", "w moved", "peak gpu");
   if (kv_memory > 0) {
     out += fmt::format(" {:>9} {:>9}", "max batch", "full max");
   }
@@ -28,11 +28,12 @@ std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_mem
                                : 0.0;
     out += fmt::format(
         " {:>10.3f} {:>10.3f} {:>10.3f} {:>12.1f} {:>12.1f} {:>12.1f} {:>11} {:>10} {:>8.3f} "
-        "{:>11} {:>11}",
+        "{:>11} {:>11} {:>11}",
         r.prefill_seconds, r.decode_seconds, r.total_seconds(), r.prefill_tokens_per_second(),
         r.decode_tokens_per_second(), r.generated_tokens_per_second(), format_bytes(r.kv_bytes),
         format_bytes(r.kv_per_sequence.per_sequence()), of_full,
         format_bytes(static_cast<std::uint64_t>(r.kv_moved_per_step)),
+        format_bytes(static_cast<std::uint64_t>(r.weights_moved_per_step)),
         format_bytes(r.peak_gpu_bytes));
     if (kv_memory > 0) {
       out += fmt::format(" {:>9} {:>9}", r.kv_per_sequence.largest_batch(kv_memory),

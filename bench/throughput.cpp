@@ -80,6 +80,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
       std::copy(ids.begin(), ids.end(), next.begin());
     };
 
+    const std::uint64_t weights_moved_before = engine.weight_bytes_moved();
     const auto start = Clock::now();
     runner->prefill(padded);
     pick();
@@ -90,6 +91,9 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
     }
     const auto done = Clock::now();
     row.kv_moved_per_step = runner->kv_traffic().moved_per_step();
+    // Every step (the prefill and each decode) is one pass over the layers.
+    row.weights_moved_per_step =
+        static_cast<double>(engine.weight_bytes_moved() - weights_moved_before) / config.gen_len;
     row.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
     row.decode_seconds = std::chrono::duration<double>(done - prefilled).count();
   } catch (const OutOfMemoryError& e) {

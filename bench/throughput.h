@@ -22,12 +22,13 @@ struct BenchRow {
   BenchCase config;
   double prefill_seconds = 0;
   double decode_seconds = 0;
-  std::uint64_t kv_bytes = 0;        // KV cache and policy state allocated for the batch
-  KvFootprint kv_per_sequence;       // what one sequence's KV costs under the engine's policy
-  KvFootprint full_kv_per_sequence;  // the same under `full`, for comparison
-  double kv_moved_per_step = 0;      // KV bytes read + written per decode step (whole batch)
-  std::uint64_t peak_gpu_bytes = 0;  // gpu tier peak during the case (weights included)
-  std::string error;                 // non-empty: the case could not run (e.g. does not fit)
+  std::uint64_t kv_bytes = 0;         // KV cache and policy state allocated for the batch
+  KvFootprint kv_per_sequence;        // what one sequence's KV costs under the engine's policy
+  KvFootprint full_kv_per_sequence;   // the same under `full`, for comparison
+  double kv_moved_per_step = 0;       // KV bytes read + written per decode step (whole batch)
+  double weights_moved_per_step = 0;  // weight bytes copied host-to-device per step
+  std::uint64_t peak_gpu_bytes = 0;   // gpu tier peak during the case (weights included)
+  std::string error;                  // non-empty: the case could not run (e.g. does not fit)
 
   double total_seconds() const { return prefill_seconds + decode_seconds; }
   double prefill_tokens_per_second() const;

@@ -102,7 +102,11 @@ BlockLayout layer_layout(const OptConfig& c, int index, LayerWeights& l) {
 
 }  // namespace
 
-WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSource& source) {
+WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSource& source,
+                         double gpu_fraction)
+    : device_(device) {
+  OFFGEN_CHECK(gpu_fraction >= 0.0 && gpu_fraction <= 1.0,
+               "the share of weights on the gpu tier must be in [0, 1] (got {})", gpu_fraction);
   weights_.layers.resize(static_cast<std::size_t>(config.num_layers));
   std::vector<BlockLayout> layouts;
   layouts.push_back(global_layout(config, weights_));
@@ -115,6 +119,11 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     largest = std::max(largest, layout.elements);
     bytes_ += layout.elements * sizeof(Half);
   }
+  // Each layer's first resident elements stay on the gpu tier, the rest in pinned memory (split
+  // by bytes, not whole tensors; 128-element steps keep both parts aligned). The globals
+  // (embeddings, final norm) are always resident: every step reads them at both ends.
+  streamed_ = gpu_fraction < 1.0;
+  layers_.resize(static_cast<std::size_t>(config.num_layers));
 
   // Two staging buffers: block i converts into one while block i-1 copies out of the other.
   Stream& copies = device.stream(StreamRole::h2d_weights);
@@ -153,14 +162,73 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     for (const std::exception_ptr& failure : failures) {
       if (failure) std::rethrow_exception(failure);
     }
-    Buffer block = device.allocate(Tier::gpu, layout.elements * sizeof(Half));
-    device.copy_async(block.data(), host, layout.elements * sizeof(Half), copies);
+    if (i == 0 || !streamed_) {
+      Buffer block = device.allocate(Tier::gpu, layout.elements * sizeof(Half));
+      device.copy_async(block.data(), host, layout.elements * sizeof(Half), copies);
+      copied[slot]->record(copies);
+      for (const auto& bind : layout.binders) bind(block.as<Half>());
+      if (i == 0) {
+        globals_ = std::move(block);
+      } else {
+        layers_[i - 1].resident = std::move(block);
+        layers_[i - 1].elements = layout.elements;
+        layers_[i - 1].resident_elements = layout.elements;
+      }
+      continue;
+    }
+    LayerBlock& layer = layers_[i - 1];
+    layer.elements = layout.elements;
+    layer.binders = layout.binders;
+    layer.resident_elements = std::min(
+        layout.elements,
+        static_cast<std::size_t>(gpu_fraction * static_cast<double>(layout.elements)) / 128 * 128);
+    const std::size_t offloaded = layout.elements - layer.resident_elements;
+    if (layer.resident_elements > 0) {
+      layer.resident = device.allocate(Tier::gpu, layer.resident_elements * sizeof(Half));
+      device.copy_async(layer.resident.data(), host, layer.resident_elements * sizeof(Half),
+                        copies);
+    }
+    if (offloaded > 0) {
+      layer.offloaded = device.allocate(Tier::pinned, offloaded * sizeof(Half));
+      device.copy_async(layer.offloaded.data(), host + layer.resident_elements,
+                        offloaded * sizeof(Half), copies);
+    }
     copied[slot]->record(copies);
-    for (const auto& bind : layout.binders) bind(block.as<Half>());
-    blocks_.push_back(std::move(block));
+    largest_layer_ = std::max(largest_layer_, layout.elements);
   }
   copies.synchronize();
-  spdlog::debug("loaded {} weight bytes from {}", bytes_, source.describe());
+  spdlog::debug("loaded {} weight bytes from {} ({:.0f}% on the gpu tier)", bytes_,
+                source.describe(), 100.0 * gpu_fraction);
+}
+
+std::uint64_t WeightStore::offloaded_bytes() const {
+  std::uint64_t total = 0;
+  for (const LayerBlock& layer : layers_) total += layer.offloaded.bytes();
+  return total;
+}
+
+std::uint64_t WeightStore::offloaded_bytes(int layer) const {
+  return layers_[static_cast<std::size_t>(layer)].offloaded.bytes();
+}
+
+std::uint64_t WeightStore::gpu_bytes() const {
+  std::uint64_t total = globals_.bytes();
+  for (const LayerBlock& layer : layers_) total += layer.resident.bytes();
+  return total;
+}
+
+void WeightStore::load_layer(int layer, Half* dst, Stream& stream) const {
+  const LayerBlock& block = layers_[static_cast<std::size_t>(layer)];
+  const std::size_t resident = block.resident_elements * sizeof(Half);
+  if (resident > 0) device_.copy_async(dst, block.resident.data(), resident, stream);
+  if (block.offloaded) {
+    device_.copy_async(dst + block.resident_elements, block.offloaded.data(),
+                       block.offloaded.bytes(), stream);
+  }
+}
+
+void WeightStore::bind_layer(int layer, const Half* base) {
+  for (const auto& bind : layers_[static_cast<std::size_t>(layer)].binders) bind(base);
 }
 
 }  // namespace offgen

@@ -36,9 +36,10 @@ int run_bench(const BenchOptions& options) {
   Engine engine(engine_options);
   const std::string budget =
       options.common.kv_budget.empty() ? std::string("whole sequence") : options.common.kv_budget;
-  fmt::print("model: {}   device: {}   weights: {}   policy: {}   kv budget: {}\n",
-             engine.model_description(), engine.device().name(),
-             format_bytes(engine.weight_bytes()), options.common.policy, budget);
+  fmt::print(
+      "model: {}   device: {}   weights: {} ({} on the gpu tier)   policy: {}   kv budget: {}\n",
+      engine.model_description(), engine.device().name(), format_bytes(engine.weight_bytes()),
+      format_bytes(engine.weight_gpu_bytes()), options.common.policy, budget);
   // One small untimed case first, so first-touch page faults and thread-pool start-up are not
   // charged to the first row.
   bench::run_case(engine, {1, 8, 2}, options.seed);

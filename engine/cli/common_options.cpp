@@ -42,6 +42,12 @@ EngineOptions CommonOptions::engine_options() const {
   out.max_batch = batch_size;
   out.dummy_seed = dummy_seed;
   if (!gpu_mem.empty()) out.budgets.gpu = parse_bytes(gpu_mem);
+  if (!cpu_mem.empty()) {
+    // One cap for host memory, pinned included: pinned is host memory the driver locked.
+    out.budgets.host = parse_bytes(cpu_mem);
+    out.budgets.pinned = out.budgets.host;
+  }
+  out.weights_gpu_fraction = weights_gpu_percent / 100.0;
   out.policy.kind = parse_policy(policy);
   out.policy.recent_fraction = recent_fraction;
   out.policy.sinks = sinks;
@@ -64,6 +70,14 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       ->capture_default_str();
   app.add_option("--gpu-mem", options.gpu_mem,
                  "memory budget of the gpu tier, e.g. 16GiB (default: what the device has)");
+  app.add_option("--cpu-mem", options.cpu_mem,
+                 "memory budget of host memory (pinned and pageable each), e.g. 64GiB (default: "
+                 "what the machine has, less a reserve)");
+  app.add_option("--weights-gpu", options.weights_gpu_percent,
+                 "percent of each layer's weights kept on the gpu tier; the rest stays in pinned "
+                 "host memory and streams in layer by layer")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
   app.add_option("--dummy-seed", options.dummy_seed, "seed of dummy weights (config-name models)")
       ->capture_default_str();
   app.add_option("--policy", options.policy, "KV eviction policy")

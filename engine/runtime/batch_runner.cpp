@@ -23,7 +23,7 @@ std::size_t bytes_of(std::int64_t count) {
 
 BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
                          const ModelWeights& weights, int batch, int max_prompt, int max_new,
-                         std::unique_ptr<KvPolicy> policy)
+                         std::unique_ptr<KvPolicy> policy, WeightStreamer* streamer)
     : device_(device),
       ops_(ops),
       config_(config),
@@ -33,7 +33,8 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
       max_prompt_(max_prompt),
       capacity_(policy->budget() + 1),
       out_chunk_(std::max(batch, 64)),
-      policy_(std::move(policy)) {
+      policy_(std::move(policy)),
+      streamer_(streamer) {
   (void)max_new;  // the policy's budget already sizes the cache for the decode steps
   OFFGEN_CHECK(batch > 0 && max_prompt > 0 && max_new >= 0,
                "batch runner needs a positive batch and prompt length (got {} and {})", batch,
@@ -223,6 +224,19 @@ void BatchRunner::layer(int index, std::int64_t rows, bool is_prefill) {
   if (!pre_ln) ops_.layer_norm(x, w.ffn_ln_weight, w.ffn_ln_bias, x, rows, h, eps);
 }
 
+void BatchRunner::layers(std::int64_t rows, bool is_prefill) {
+  if (streamer_ == nullptr) {
+    for (int l = 0; l < config_.num_layers; ++l) layer(l, rows, is_prefill);
+    return;
+  }
+  streamer_->begin_pass();
+  for (int l = 0; l < config_.num_layers; ++l) {
+    streamer_->acquire(l, compute_);
+    layer(l, rows, is_prefill);
+    streamer_->release(l, compute_);
+  }
+}
+
 void BatchRunner::prefill(const PaddedBatch& prompts) {
   OFFGEN_CHECK(prompts.batch == batch_ && prompts.seq > 0 && prompts.seq <= max_prompt_,
                "prefill of a {}x{} batch does not fit a runner sized {}x{}", prompts.batch,
@@ -256,7 +270,7 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   last_was_prefill_ = true;
   last_seq_ = prompts.seq;
   embed(rows);
-  for (int l = 0; l < config_.num_layers; ++l) layer(l, rows, /*is_prefill=*/true);
+  layers(rows, /*is_prefill=*/true);
   prefilled_ = true;
 }
 
@@ -297,7 +311,7 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   last_was_prefill_ = false;
   last_seq_ = 1;
   embed(batch_);
-  for (int l = 0; l < config_.num_layers; ++l) layer(l, batch_, /*is_prefill=*/false);
+  layers(batch_, /*is_prefill=*/false);
   if (slots_) slots_->commit(advancing, step_positions_);
   // K and V of one token in one (layer, head); the step attends over step_counts_[b] of them.
   const auto row_bytes = static_cast<std::uint64_t>(config_.num_layers) * config_.num_heads * 2 *

@@ -19,6 +19,7 @@
 #include "engine/runtime/ops.h"
 #include "engine/runtime/scored_kv_state.h"
 #include "offload/model_weights.h"
+#include "offload/weight_streamer.h"
 #include "policies/cache_slots.h"
 #include "policies/kv_policy.h"
 #include "scheduler/batch_formation.h"
@@ -30,8 +31,10 @@ class BatchRunner {
   // Sizes everything for `batch` sequences of up to `max_prompt` prompt tokens and `max_new`
   // decode steps, with a KV cache of policy->budget() + 1 slots per (layer, sequence, head).
   // Throws OutOfMemoryError if the KV cache or scratch does not fit the gpu tier.
+  // streamer: where layer weights are offloaded, what brings them in per layer (else null).
   BatchRunner(Device& device, Ops& ops, const OptConfig& config, const ModelWeights& weights,
-              int batch, int max_prompt, int max_new, std::unique_ptr<KvPolicy> policy);
+              int batch, int max_prompt, int max_new, std::unique_ptr<KvPolicy> policy,
+              WeightStreamer* streamer = nullptr);
   BatchRunner(const BatchRunner&) = delete;
   BatchRunner& operator=(const BatchRunner&) = delete;
   ~BatchRunner();
@@ -77,6 +80,8 @@ class BatchRunner {
   void upload(void* device_dst, const void* host_src, std::size_t bytes);
   void embed(std::int64_t rows);
   void layer(int index, std::int64_t rows, bool is_prefill);
+  // Every layer once, in order, with streamed weights brought in around each.
+  void layers(std::int64_t rows, bool is_prefill);
   // Final norm, project_out and logits for `n` rows of x_ (row ids already uploaded to out_rows_).
   void head(int n, std::int64_t rows_in_x);
   // head() of each sequence's newest token (the last column after a left-padded prefill).
@@ -93,6 +98,7 @@ class BatchRunner {
   int capacity_;
   int out_chunk_;
   std::unique_ptr<KvPolicy> policy_;
+  WeightStreamer* streamer_;
   // Exactly one of these keeps the caches' slots: host-planned for position-based policies,
   // per-head state on the device for score-keeping ones (h2o).
   std::optional<CacheSlots> slots_;

@@ -18,6 +18,7 @@
 #include "engine/runtime/cpu_ops.h"
 #include "engine/runtime/cuda_ops_factory.h"
 #include "offload/weight_store.h"
+#include "offload/weight_streamer.h"
 #include "policies/kv_budget.h"
 #include "scheduler/batch_formation.h"
 
@@ -84,7 +85,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 
   const WeightSource& weights =
       checkpoint ? static_cast<const WeightSource&>(*checkpoint) : *source;
-  weights_ = std::make_unique<WeightStore>(*device_, config_, weights);
+  weights_ =
+      std::make_unique<WeightStore>(*device_, config_, weights, options.weights_gpu_fraction);
+  if (weights_->streamed()) {
+    streamer_ = std::make_unique<WeightStreamer>(*device_, *weights_, config_.num_layers);
+  }
 
   fs::path tokenizer_dir = options.tokenizer;
   if (tokenizer_dir.empty() && checkpoint && fs::exists(checkpoint->dir() / "vocab.json")) {
@@ -107,6 +112,18 @@ Engine::~Engine() {
 
 std::uint64_t Engine::weight_bytes() const {
   return weights_->bytes();
+}
+
+std::uint64_t Engine::weight_gpu_bytes() const {
+  return weights_->gpu_bytes() + (streamer_ ? streamer_->slot_bytes() : 0);
+}
+
+std::uint64_t Engine::weight_offloaded_bytes() const {
+  return weights_->offloaded_bytes();
+}
+
+std::uint64_t Engine::weight_bytes_moved() const {
+  return streamer_ ? streamer_->bytes_moved() : 0;
 }
 
 namespace {
@@ -218,7 +235,8 @@ std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int 
                                                  int total_len) {
   const int budget = policy_budget(max_prompt, max_new, total_len);
   return std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), batch,
-                                       max_prompt, max_new, make_policy(options_.policy, budget));
+                                       max_prompt, max_new, make_policy(options_.policy, budget),
+                                       streamer_.get());
 }
 
 KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) const {

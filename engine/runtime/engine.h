@@ -23,6 +23,7 @@ namespace offgen {
 class BatchRunner;
 class WeightSource;
 class WeightStore;
+class WeightStreamer;
 
 enum class DeviceChoice { automatic, cpu, cuda };
 DeviceChoice parse_device_choice(const std::string& text);
@@ -42,6 +43,9 @@ struct EngineOptions {
   // generation length; >= 1 tokens).
   PolicyOptions policy;
   double kv_budget = 0.0;
+  // Share of each layer's weight bytes kept on the gpu tier; the rest sits in pinned host memory
+  // and streams in layer by layer while the previous layer computes.
+  double weights_gpu_fraction = 1.0;
 };
 
 enum class FinishReason { stop, length };
@@ -86,6 +90,12 @@ class Engine {
   Device& device() { return *device_; }
   const std::string& model_description() const { return model_description_; }
   std::uint64_t weight_bytes() const;
+  // Weight bytes on the gpu tier (resident parts, plus the two streaming slots when offloaded).
+  std::uint64_t weight_gpu_bytes() const;
+  // Weight bytes kept off the gpu tier (pinned), copied in by every pass over the layers.
+  std::uint64_t weight_offloaded_bytes() const;
+  // Weight bytes copied host-to-device so far by layer streaming (0 when all resident).
+  std::uint64_t weight_bytes_moved() const;
   int max_batch() const { return options_.max_batch; }
 
   // Checks a request against the model (ids in the vocab, prompt + max_tokens within the
@@ -131,6 +141,7 @@ class Engine {
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<WeightStore> weights_;
+  std::unique_ptr<WeightStreamer> streamer_;  // when weights are offloaded
 };
 
 }  // namespace offgen

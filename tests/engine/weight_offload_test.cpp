@@ -1,0 +1,128 @@
+// Weights split between the gpu tier and pinned memory, streamed in per layer: the outputs are
+// bit-identical to the all-resident run (the same kernels see the same bytes), the gpu tier holds
+// only the resident share plus two layer slots, and the bytes moved are the offloaded share.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+#include "engine/core/units.h"
+#include "engine/runtime/engine.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+std::vector<ScoreRequest> golden_texts() {
+  std::ifstream in(test::data_dir() / "golden" / "tiny-preln" / "expected.json");
+  const auto expected = nlohmann::json::parse(in);
+  std::vector<ScoreRequest> requests;
+  for (const auto& item : expected["score"]) {
+    requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
+  }
+  return requests;
+}
+
+EngineOptions tiny(double gpu_fraction, PolicyKind policy = PolicyKind::full) {
+  EngineOptions options;
+  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.device = DeviceChoice::cpu;
+  options.max_batch = 4;
+  options.weights_gpu_fraction = gpu_fraction;
+  options.policy.kind = policy;
+  options.kv_budget = policy == PolicyKind::full ? 0.0 : 6;
+  return options;
+}
+
+std::vector<GenerationRequest> prompts() {
+  std::vector<GenerationRequest> requests;
+  for (const ScoreRequest& text : golden_texts()) {
+    GenerationRequest r;
+    r.prompt.assign(text.tokens.begin(), text.tokens.begin() + 4);
+    r.max_tokens = 10;
+    r.sampling.temperature = 0.0f;
+    requests.push_back(r);
+  }
+  return requests;
+}
+
+class OffloadedWeights : public ::testing::TestWithParam<double> {};
+
+TEST_P(OffloadedWeights, GiveExactlyTheResidentRunsOutputs) {
+  for (PolicyKind policy : {PolicyKind::full, PolicyKind::h2o}) {
+    Engine resident(tiny(1.0, policy));
+    Engine offloaded(tiny(GetParam(), policy));
+    const auto want = resident.score(golden_texts(), 3);
+    const auto got = offloaded.score(golden_texts(), 3);
+    ASSERT_EQ(want.size(), got.size());
+    for (std::size_t r = 0; r < want.size(); ++r) {
+      EXPECT_EQ(got[r].token_logprobs.size(), want[r].token_logprobs.size());
+      for (std::size_t i = 1; i < want[r].token_logprobs.size(); ++i) {
+        EXPECT_EQ(got[r].token_logprobs[i], want[r].token_logprobs[i]) << "text " << r << " " << i;
+      }
+    }
+    const auto generated = offloaded.generate(prompts());
+    const auto expected = resident.generate(prompts());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ(generated[i].tokens, expected[i].tokens) << "request " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shares, OffloadedWeights, ::testing::Values(0.0, 0.3, 0.77, 0.999));
+
+TEST(OffloadedWeights, MoveTheOffloadedShareOncePerPass) {
+  Engine engine(tiny(0.25));
+  EXPECT_GT(engine.weight_offloaded_bytes(), 0u);
+  EXPECT_EQ(engine.weight_bytes_moved(), 0u);
+  std::vector<GenerationRequest> one = {prompts().front()};
+  one[0].max_tokens = 5;  // a prefill and 4 decode steps: 5 passes over the layers
+  engine.generate(one);
+  EXPECT_EQ(engine.weight_bytes_moved(), 5 * engine.weight_offloaded_bytes());
+  EXPECT_EQ(Engine(tiny(1.0)).weight_offloaded_bytes(), 0u);
+}
+
+TEST(OffloadedWeights, LetAModelRunUnderAGpuBudgetItsWeightsExceed) {
+  // opt-125m: 12 layers of ~14 MB plus ~80 MB of embeddings, 239 MiB in all. 200 MiB holds the
+  // embeddings, two layer slots and a small batch, but not every layer.
+  EngineOptions options;
+  options.model = "opt-125m";
+  options.device = DeviceChoice::cpu;
+  options.budgets.gpu = parse_bytes("200MiB");
+  EXPECT_THROW(Engine{options}, OutOfMemoryError);
+
+  options.weights_gpu_fraction = 0.0;
+  Engine offloaded(options);
+  options.budgets.gpu = 0;
+  options.weights_gpu_fraction = 1.0;
+  Engine resident(options);
+  EXPECT_LT(offloaded.weight_gpu_bytes(), offloaded.weight_bytes() / 2);
+
+  std::vector<GenerationRequest> requests(3);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    requests[i].prompt = {2};
+    for (int t = 0; t < 12; ++t) {
+      requests[i].prompt.push_back(static_cast<std::int32_t>(100 + i * 37 + t * 11));
+    }
+    requests[i].max_tokens = 6;
+    requests[i].sampling.temperature = 0.0f;
+  }
+  offloaded.device().reset_peaks();
+  const auto got = offloaded.generate(requests);
+  const auto want = resident.generate(requests);
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens);
+  EXPECT_LE(offloaded.device().usage(Tier::gpu).peak, parse_bytes("200MiB"));
+}
+
+TEST(OffloadedWeights, AShareOutsideZeroToOneIsRefused) {
+  try {
+    Engine engine(tiny(1.5));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[0, 1]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace offgen
