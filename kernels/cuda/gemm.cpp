@@ -27,7 +27,7 @@ int alignment_of(const void* p) {
 }
 
 int key_alignment(const void* x, const void* weight, const void* bias, const void* y) {
-  // Four alignments of at most 256 (9 bits each) packed into one key field.
+  // log2 of four alignments of at most 256 (0..8, 4 bits each) packed into one key field.
   auto bits = [](const void* p) {
     return p == nullptr ? 0 : std::countr_zero(static_cast<unsigned>(alignment_of(p)));
   };
@@ -106,6 +106,13 @@ Gemm::Plan& Gemm::plan(const PlanKey& key) {
   OFFGEN_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace_bytes_, sizeof(workspace_bytes_)));
+  // Split-K partial sums only in fp32 (the compute type): the INPLACE and OUTPUT_TYPE reduction
+  // schemes accumulate the partials in D's type, which for fp16 outputs would round more than
+  // once (the contract is one rounding of the fp32 sum; kernels/cpu/linear.h).
+  const std::uint32_t reduction_mask = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  OFFGEN_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                           &reduction_mask, sizeof(reduction_mask)));
   // Tell the heuristic how the actual pointers are aligned, so it never picks a kernel that
   // assumes more (pointers of a later call with the same key have the same alignments).
   const cublasLtMatmulPreferenceAttributes_t align_attr[] = {

@@ -173,7 +173,8 @@ struct BetterVictim {
     if (x.slot < 0) return y;
     if (y.slot < 0) return x;
     if (x.score != y.score) return x.score < y.score ? x : y;
-    return x.position < y.position ? x : y;
+    if (x.position != y.position) return x.position < y.position ? x : y;
+    return x.slot < y.slot ? x : y;  // a strict total order: the result is reduction-order free
   }
 };
 
@@ -202,6 +203,9 @@ __global__ void __launch_bounds__(kDecodeThreads) h2o_decode_update_kernel(H2oDe
       score[s] += row[s];
     }
   }
+  // Every thread has read write_slot[bh] (`slot`, above) before thread 0 may overwrite it below;
+  // without this barrier a late warp could see the new value and miss the new token's slot.
+  __syncthreads();
   if (n < a.capacity) {
     if (threadIdx.x == 0) a.write_slot[bh] = n;  // valid slots stay a prefix until full
     return;
@@ -230,7 +234,8 @@ __global__ void __launch_bounds__(kDecodeThreads) h2o_decode_update_kernel(H2oDe
 }  // namespace
 
 void h2o_prefill_keep(const H2oPrefillArgs& args, cudaStream_t stream) {
-  if (args.batch == 0 || args.heads == 0 || args.seq == 0) return;
+  // seq == 0 still launches: as on the cpu, every (sequence, head) then gets an empty state.
+  if (args.batch == 0 || args.heads == 0) return;
   OFFGEN_CUDA_REQUIRE(
       args.recent >= 1 && args.recent <= args.budget && args.capacity == args.budget + 1,
       "h2o_prefill_keep: needs 1 <= recent <= budget and capacity = budget + 1");

@@ -1,10 +1,21 @@
 #include "tests/support/test_support.h"
 
+#include <tbb/global_control.h>
+
 #include <fstream>
 #include <random>
 #include <stdexcept>
 
 namespace offgen::test {
+
+#if defined(__SANITIZE_THREAD__)
+namespace {
+// ThreadSanitizer cannot see the system oneTBB's (uninstrumented) synchronisation, so tests that
+// call TBB kernels directly, before any cpu device has limited TBB (cpu_device.cpp), would report
+// TBB's own work stealing. One TBB thread keeps the reports to our code.
+tbb::global_control tsan_one_tbb_thread(tbb::global_control::max_allowed_parallelism, 1);
+}  // namespace
+#endif
 
 TempDir::TempDir() {
   std::random_device rd;
