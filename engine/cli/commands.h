@@ -70,4 +70,15 @@ struct BenchOptions {
 void add_bench_command(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);
 
+struct CalibrateOptions {
+  std::string device = "auto";
+  std::string model = "opt-6.7b";  // GEMM and attention shapes (config name or directory)
+  std::string output = "offgen-profile.json";
+  std::string copy_size = "256MiB";
+  std::string disk;
+  int repeats = 3;
+};
+void add_calibrate_command(CLI::App& app, CalibrateOptions& options);
+int run_calibrate(const CalibrateOptions& options);
+
 }  // namespace offgen::cli

@@ -18,9 +18,11 @@ int main(int argc, char** argv) {
   offgen::cli::GenerateOptions generate;
   offgen::cli::ScoreOptions score;
   offgen::cli::BenchOptions bench;
+  offgen::cli::CalibrateOptions calibrate;
   offgen::cli::add_generate_command(app, generate);
   offgen::cli::add_score_command(app, score);
   offgen::cli::add_bench_command(app, bench);
+  offgen::cli::add_calibrate_command(app, calibrate);
 
   // Logs go to stderr so stdout carries only results (the bench table).
   spdlog::set_default_logger(spdlog::stderr_color_mt("offgen"));
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("generate")) return offgen::cli::run_generate(generate);
     if (app.got_subcommand("score")) return offgen::cli::run_score(score);
     if (app.got_subcommand("bench")) return offgen::cli::run_bench(bench);
+    if (app.got_subcommand("calibrate")) return offgen::cli::run_calibrate(calibrate);
   } catch (const offgen::Error& e) {
     spdlog::error("{}", e.what());
     return 1;

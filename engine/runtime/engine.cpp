@@ -9,14 +9,10 @@
 #include <limits>
 
 #include "engine/core/error.h"
-#include "engine/device/cpu_device.h"
-#include "engine/device/cuda_probe.h"
-#include "engine/device/make_device.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/dummy_weights.h"
 #include "engine/runtime/batch_runner.h"
-#include "engine/runtime/cpu_ops.h"
-#include "engine/runtime/cuda_ops_factory.h"
+#include "engine/runtime/device_setup.h"
 #include "offload/weight_store.h"
 #include "offload/weight_streamer.h"
 #include "policies/kv_budget.h"
@@ -62,26 +58,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
          options.model, fmt::join(OptConfig::known_names(), ", "));
   }
 
-  // auto: the first CUDA GPU when this build has CUDA and one is visible, else the cpu.
-  const auto gpus = list_cuda_gpus();
-  DeviceChoice choice = options.device;
-  if (choice == DeviceChoice::automatic) {
-    choice = gpus.empty() ? DeviceChoice::cpu : DeviceChoice::cuda;
-  }
-  if (choice == DeviceChoice::cuda) {
-    OFFGEN_CHECK(built_with_cuda(),
-                 "--device cuda: this build of offgen has no CUDA support (the toolkit was not "
-                 "found at build time)");
-    OFFGEN_CHECK(!gpus.empty(),
-                 "--device cuda: no CUDA GPU is visible (driver missing, or "
-                 "CUDA_VISIBLE_DEVICES hides them); use --device cpu");
-    device_ = make_cuda_device(gpus.front().index, options.budgets);
-    ops_ = make_cuda_ops(*device_);
-  } else {
-    auto cpu = std::make_unique<CpuDevice>(options.budgets);
-    ops_ = std::make_unique<CpuOps>(*cpu, options.cpu_kernels);
-    device_ = std::move(cpu);
-  }
+  OpenedDevice opened = open_device(options.device, options.budgets, options.cpu_kernels);
+  device_ = std::move(opened.device);
+  ops_ = std::move(opened.ops);
 
   const WeightSource& weights =
       checkpoint ? static_cast<const WeightSource&>(*checkpoint) : *source;

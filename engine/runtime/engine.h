@@ -12,6 +12,7 @@
 
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
+#include "engine/runtime/device_setup.h"
 #include "engine/runtime/kv_footprint.h"
 #include "engine/runtime/ops.h"
 #include "engine/runtime/sampler.h"
@@ -25,7 +26,6 @@ class WeightSource;
 class WeightStore;
 class WeightStreamer;
 
-enum class DeviceChoice { automatic, cpu, cuda };
 DeviceChoice parse_device_choice(const std::string& text);
 
 struct EngineOptions {

@@ -1,0 +1,241 @@
+#include "bench/calibrate.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/core/half.h"
+#include "kernels/cpu/attention.h"
+
+namespace offgen::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Best of `repeats` runs after one untimed warm-up; `run` must wait for its own work.
+double best_seconds(int repeats, const std::function<void()>& run) {
+  run();
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    const auto start = Clock::now();
+    run();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return best;
+}
+
+double gb_per_s(double bytes, double seconds) {
+  return bytes / seconds / 1e9;
+}
+
+// Device memory filled with a small constant (uninitialised memory may hold NaNs or denormals,
+// which slow some CPUs down and would measure the wrong thing).
+Buffer filled(Device& device, Tier tier, std::size_t halves, Stream& stream) {
+  Buffer buffer = device.allocate(tier, std::max<std::size_t>(halves, 1) * sizeof(Half));
+  const std::vector<Half> values(std::max<std::size_t>(halves, 1), float_to_half(0.01f));
+  Buffer staging = device.allocate(Tier::pinned, values.size() * sizeof(Half));
+  std::memcpy(staging.data(), values.data(), values.size() * sizeof(Half));
+  device.copy_async(buffer.data(), staging.data(), values.size() * sizeof(Half), stream);
+  stream.synchronize();
+  return buffer;
+}
+
+void measure_copies(Device& device, const CalibrateOptions& o, std::vector<Measurement>& out) {
+  const std::size_t bytes = o.copy_bytes;
+  const auto size_f = static_cast<double>(bytes);
+  Buffer gpu = device.allocate(Tier::gpu, bytes);
+  Buffer gpu2 = device.allocate(Tier::gpu, bytes);
+  Buffer pinned = device.allocate(Tier::pinned, bytes);
+  Buffer pinned2 = device.allocate(Tier::pinned, bytes);
+  Buffer host = device.allocate(Tier::host, bytes);
+  for (Buffer* b : {&pinned, &pinned2, &host}) std::memset(b->data(), 1, bytes);
+  Stream& h2d = device.stream(StreamRole::h2d_kv);
+  Stream& d2h = device.stream(StreamRole::d2h_kv);
+  auto copy = [&](void* dst, const void* src, Stream& stream) {
+    return best_seconds(o.repeats, [&] {
+      device.copy_async(dst, src, bytes, stream);
+      stream.synchronize();
+    });
+  };
+  const std::string size = std::to_string(bytes >> 20) + " MiB";
+  out.push_back({"h2d_pinned", gb_per_s(size_f, copy(gpu.data(), pinned.data(), h2d)), "GB/s",
+                 "pinned host -> gpu tier, one " + size + " copy"});
+  out.push_back({"d2h_pinned", gb_per_s(size_f, copy(pinned.data(), gpu.data(), d2h)), "GB/s",
+                 "gpu tier -> pinned host, one " + size + " copy"});
+  out.push_back({"h2d_pageable", gb_per_s(size_f, copy(gpu.data(), host.data(), h2d)), "GB/s",
+                 "pageable host -> gpu tier, one " + size + " copy"});
+  out.push_back({"d2h_pageable", gb_per_s(size_f, copy(host.data(), gpu.data(), d2h)), "GB/s",
+                 "gpu tier -> pageable host, one " + size + " copy"});
+  const double duplex = best_seconds(o.repeats, [&] {
+    device.copy_async(gpu.data(), pinned.data(), bytes, h2d);
+    device.copy_async(pinned2.data(), gpu2.data(), bytes, d2h);
+    h2d.synchronize();
+    d2h.synchronize();
+  });
+  out.push_back({"duplex_pinned", gb_per_s(2.0 * size_f, duplex), "GB/s",
+                 "both directions at once (pinned), total bytes / time"});
+}
+
+void measure_gemm(Device& device, Ops& ops, const OptConfig& m, const CalibrateOptions& o,
+                  std::vector<Measurement>& out) {
+  Stream& compute = device.stream(StreamRole::compute);
+  const int h = m.hidden_size;
+  const int f = m.ffn_dim;
+  Buffer weight = filled(device, Tier::gpu, static_cast<std::size_t>(f) * h, compute);
+  Buffer bias = filled(device, Tier::gpu, static_cast<std::size_t>(f), compute);
+  for (const int rows : {32, 512}) {
+    Buffer x = filled(device, Tier::gpu, static_cast<std::size_t>(rows) * h, compute);
+    Buffer y = device.allocate(Tier::gpu, static_cast<std::size_t>(rows) * f * sizeof(Half));
+    const double seconds = best_seconds(o.repeats, [&] {
+      ops.linear(x.as<Half>(), weight.as<Half>(), bias.as<Half>(), y.as<Half>(), rows, f, h,
+                 kernels::Activation::relu);
+      compute.synchronize();
+    });
+    const double flops = 2.0 * rows * static_cast<double>(f) * h;
+    out.push_back({"gemm_fc1_m" + std::to_string(rows), flops / seconds / 1e12, "TFLOP/s",
+                   "fc1 shape: [" + std::to_string(rows) + ", " + std::to_string(h) + "] x [" +
+                       std::to_string(h) + ", " + std::to_string(f) + "], fp16, bias + ReLU"});
+  }
+}
+
+// One decode step's attention over a full cache: every K and V byte read once.
+void measure_attention(Device& device, Ops& ops, const OptConfig& m, const CalibrateOptions& o,
+                       std::vector<Measurement>& out) {
+  Stream& compute = device.stream(StreamRole::compute);
+  const int batch = 8;
+  const int capacity = 1024;
+  const int heads = m.num_heads;
+  const int dim = m.head_dim();
+  const std::size_t cache = static_cast<std::size_t>(batch) * heads * capacity * dim;
+  const std::size_t qkv_halves = static_cast<std::size_t>(batch) * 3 * heads * dim;
+  const double kv_bytes = 2.0 * static_cast<double>(cache) * sizeof(Half);
+  const std::string what = "decode over " + std::to_string(batch) + " x " + std::to_string(heads) +
+                           " heads x " + std::to_string(capacity) + " slots x " +
+                           std::to_string(dim) + ", K and V bytes / time";
+  {
+    Buffer k = filled(device, Tier::gpu, cache, compute);
+    Buffer v = filled(device, Tier::gpu, cache, compute);
+    Buffer qkv = filled(device, Tier::gpu, qkv_halves, compute);
+    Buffer out_buf = device.allocate(Tier::gpu, qkv_halves / 3 * sizeof(Half));
+    Buffer counts = device.allocate(Tier::gpu, batch * sizeof(std::int32_t));
+    Buffer staging = device.allocate(Tier::pinned, batch * sizeof(std::int32_t));
+    std::fill_n(staging.as<std::int32_t>(), batch, capacity);
+    device.copy_async(counts.data(), staging.data(), batch * sizeof(std::int32_t), compute);
+    kernels::DecodeAttentionArgs args;
+    args.qkv = qkv.as<Half>();
+    args.k_cache = k.as<Half>();
+    args.v_cache = v.as<Half>();
+    args.slot_count = counts.as<std::int32_t>();
+    args.out = out_buf.as<Half>();
+    args.batch = batch;
+    args.heads = heads;
+    args.head_dim = dim;
+    args.capacity = capacity;
+    args.scale = 0.125f;
+    const double seconds = best_seconds(o.repeats, [&] {
+      ops.decode_attention(args);
+      compute.synchronize();
+    });
+    out.push_back({"decode_attention_device", gb_per_s(kv_bytes, seconds), "GB/s", what});
+  }
+  // The same on the host with the cpu kernels: what --cpu-attention would get.
+  std::vector<Half> k(cache, float_to_half(0.01f)), v(cache, float_to_half(0.01f));
+  std::vector<Half> qkv(qkv_halves, float_to_half(0.01f)), result(qkv_halves / 3);
+  std::vector<std::int32_t> counts(batch, capacity);
+  kernels::DecodeAttentionArgs args;
+  args.qkv = qkv.data();
+  args.k_cache = k.data();
+  args.v_cache = v.data();
+  args.slot_count = counts.data();
+  args.out = result.data();
+  args.batch = batch;
+  args.heads = heads;
+  args.head_dim = dim;
+  args.capacity = capacity;
+  args.scale = 0.125f;
+  const double seconds = best_seconds(o.repeats, [&] { kernels::cpu::decode_attention(args); });
+  out.push_back({"decode_attention_cpu", gb_per_s(kv_bytes, seconds), "GB/s", what});
+}
+
+void measure_disk(const CalibrateOptions& o, std::vector<Measurement>& out) {
+  namespace fs = std::filesystem;
+  OFFGEN_CHECK(fs::is_directory(o.disk), "--disk {}: not a directory", o.disk.string());
+  const fs::path file = o.disk / ("offgen-calibrate-" + std::to_string(::getpid()) + ".bin");
+  std::vector<char> data(o.copy_bytes, 1);
+  struct Remove {
+    fs::path path;
+    ~Remove() {
+      std::error_code ignored;
+      fs::remove(path, ignored);
+    }
+  } remove{file};
+  const double write_seconds = best_seconds(o.repeats, [&] {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    OFFGEN_CHECK(fd >= 0, "--disk: cannot write {}: {}", file.string(), std::strerror(errno));
+    std::size_t done = 0;
+    while (done < data.size()) {
+      const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+      if (n <= 0) {
+        ::close(fd);
+        fail("--disk: write to {} failed: {}", file.string(), std::strerror(errno));
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    ::fsync(fd);
+    ::close(fd);
+  });
+  const double read_seconds = best_seconds(o.repeats, [&] {
+    const int fd = ::open(file.c_str(), O_RDONLY);
+    OFFGEN_CHECK(fd >= 0, "--disk: cannot read {}: {}", file.string(), std::strerror(errno));
+    // Drop the file's cached pages so the read comes from the device, not the page cache.
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    std::size_t done = 0;
+    while (done < data.size()) {
+      const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+  });
+  const auto bytes = static_cast<double>(o.copy_bytes);
+  out.push_back({"disk_write", gb_per_s(bytes, write_seconds), "GB/s",
+                 "sequential write + fsync in " + o.disk.string()});
+  out.push_back({"disk_read", gb_per_s(bytes, read_seconds), "GB/s",
+                 "sequential read after dropping cached pages, in " + o.disk.string()});
+}
+
+}  // namespace
+
+std::vector<Measurement> calibrate(OpenedDevice& opened, const OptConfig& model,
+                                   const CalibrateOptions& options) {
+  OFFGEN_CHECK(options.copy_bytes >= 4096, "calibrate: copies of at least 4 KiB (got {} bytes)",
+               options.copy_bytes);
+  std::vector<Measurement> out;
+  measure_copies(*opened.device, options, out);
+  measure_gemm(*opened.device, *opened.ops, model, options, out);
+  measure_attention(*opened.device, *opened.ops, model, options, out);
+  if (!options.disk.empty()) measure_disk(options, out);
+  return out;
+}
+
+nlohmann::json profile_json(const std::string& device_name, const std::string& model_name,
+                            const std::vector<Measurement>& measurements) {
+  nlohmann::json profile;
+  profile["device"] = device_name;
+  profile["model"] = model_name;
+  nlohmann::json& values = profile["measurements"];
+  for (const Measurement& m : measurements) {
+    values[m.name] = {{"value", m.value}, {"unit", m.unit}, {"detail", m.detail}};
+  }
+  return profile;
+}
+
+}  // namespace offgen::bench

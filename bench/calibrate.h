@@ -1,0 +1,41 @@
+// `offgen calibrate`: measures what the cost model needs on this machine and device — copy
+// bandwidth between every pair of tiers the schedule uses (pinned and pageable host memory, each
+// direction and both at once), the GEMM rate at a model's shapes, decode attention bandwidth on
+// the device and on the CPU, and optionally a disk folder's read and write bandwidth — and saves
+// them as a profile file the planner reads.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/model/opt_config.h"
+#include "engine/runtime/device_setup.h"
+
+namespace offgen::bench {
+
+struct Measurement {
+  std::string name;    // e.g. "h2d_pinned"
+  double value = 0;    // in `unit`
+  std::string unit;    // "GB/s", "TFLOP/s"
+  std::string detail;  // what exactly was timed
+};
+
+struct CalibrateOptions {
+  std::uint64_t copy_bytes = std::uint64_t{256} << 20;  // per copy measurement
+  int repeats = 3;                                      // best of
+  std::filesystem::path disk;                           // empty: no disk measurement
+};
+
+// Runs every measurement on the opened device, with GEMM and attention shapes of `model`.
+std::vector<Measurement> calibrate(OpenedDevice& device, const OptConfig& model,
+                                   const CalibrateOptions& options);
+
+// The profile file: {"device": ..., "model": ..., "measurements": {name: {value, unit, detail}}}.
+nlohmann::json profile_json(const std::string& device_name, const std::string& model_name,
+                            const std::vector<Measurement>& measurements);
+
+}  // namespace offgen::bench

@@ -1,0 +1,65 @@
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "bench/calibrate.h"
+#include "engine/cli/commands.h"
+#include "engine/core/error.h"
+#include "engine/core/units.h"
+#include "engine/runtime/engine.h"
+
+namespace offgen::cli {
+
+void add_calibrate_command(CLI::App& app, CalibrateOptions& options) {
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate",
+      "measure this machine for the cost model (copy bandwidths, GEMM rate, attention "
+      "bandwidth, disk) and save a profile");
+  cmd->add_option("--device", options.device, "auto, cuda or cpu")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  cmd->add_option("--model", options.model,
+                  "whose shapes the GEMM and attention measurements use: a config name or a "
+                  "checkpoint directory (only config.json is read)")
+      ->capture_default_str();
+  cmd->add_option("--output", options.output, "profile file (JSON)")->capture_default_str();
+  cmd->add_option("--copy-size", options.copy_size, "bytes per copy measurement, e.g. 256MiB")
+      ->capture_default_str();
+  cmd->add_option("--disk", options.disk, "also measure read / write bandwidth in this folder");
+  cmd->add_option("--repeats", options.repeats, "best of this many runs per measurement")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
+}
+
+int run_calibrate(const CalibrateOptions& options) {
+  namespace fs = std::filesystem;
+  OptConfig model;
+  if (fs::is_directory(options.model)) {
+    model = OptConfig::from_json_file(fs::path(options.model) / "config.json");
+  } else if (auto named = OptConfig::from_name(options.model)) {
+    model = *named;
+  } else {
+    fail("--model '{}' is neither a checkpoint directory nor a known config name ({})",
+         options.model, fmt::join(OptConfig::known_names(), ", "));
+  }
+  bench::CalibrateOptions calibrate;
+  calibrate.copy_bytes = parse_bytes(options.copy_size);
+  calibrate.repeats = options.repeats;
+  calibrate.disk = options.disk;
+  OpenedDevice opened = open_device(parse_device_choice(options.device), DeviceBudgets{});
+  const std::string device_name = opened.device->name();
+  fmt::print("device: {}   shapes of: {}\n", device_name, options.model);
+  const auto measurements = bench::calibrate(opened, model, calibrate);
+  for (const bench::Measurement& m : measurements) {
+    fmt::print("{:<26} {:>10.2f} {:<8} {}\n", m.name, m.value, m.unit, m.detail);
+  }
+  std::ofstream out(options.output);
+  OFFGEN_CHECK(out.good(), "cannot write the profile to {}", options.output);
+  out << bench::profile_json(device_name, options.model, measurements).dump(2) << '\n';
+  OFFGEN_CHECK(out.good(), "writing the profile to {} failed", options.output);
+  fmt::print("profile written to {}\n", options.output);
+  return 0;
+}
+
+}  // namespace offgen::cli

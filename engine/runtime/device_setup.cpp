@@ -1,0 +1,36 @@
+#include "engine/runtime/device_setup.h"
+
+#include "engine/core/error.h"
+#include "engine/device/cpu_device.h"
+#include "engine/device/cuda_probe.h"
+#include "engine/device/make_device.h"
+#include "engine/runtime/cpu_ops.h"
+#include "engine/runtime/cuda_ops_factory.h"
+
+namespace offgen {
+
+OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
+                         CpuKernelSet cpu_kernels) {
+  const auto gpus = list_cuda_gpus();
+  if (choice == DeviceChoice::automatic) {
+    choice = gpus.empty() ? DeviceChoice::cpu : DeviceChoice::cuda;
+  }
+  OpenedDevice opened;
+  if (choice == DeviceChoice::cuda) {
+    OFFGEN_CHECK(built_with_cuda(),
+                 "--device cuda: this build of offgen has no CUDA support (the toolkit was not "
+                 "found at build time)");
+    OFFGEN_CHECK(!gpus.empty(),
+                 "--device cuda: no CUDA GPU is visible (driver missing, or "
+                 "CUDA_VISIBLE_DEVICES hides them); use --device cpu");
+    opened.device = make_cuda_device(gpus.front().index, budgets);
+    opened.ops = make_cuda_ops(*opened.device);
+  } else {
+    auto cpu = std::make_unique<CpuDevice>(budgets);
+    opened.ops = std::make_unique<CpuOps>(*cpu, cpu_kernels);
+    opened.device = std::move(cpu);
+  }
+  return opened;
+}
+
+}  // namespace offgen

@@ -1,0 +1,23 @@
+// Opens the device a run asks for, with the Ops that run the model on it: `auto` is the first
+// CUDA GPU when this build has CUDA and one is visible, else the cpu device.
+#pragma once
+
+#include <memory>
+
+#include "engine/device/device.h"
+#include "engine/runtime/ops.h"
+
+namespace offgen {
+
+enum class DeviceChoice { automatic, cpu, cuda };
+
+struct OpenedDevice {
+  std::unique_ptr<Device> device;
+  std::unique_ptr<Ops> ops;  // references *device: destroy it first
+};
+
+// Throws offgen::Error when cuda is asked for and the build or the machine has none.
+OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
+                         CpuKernelSet cpu_kernels = CpuKernelSet::optimized);
+
+}  // namespace offgen

@@ -1,0 +1,62 @@
+// `offgen calibrate` measures every quantity the cost model needs, on the cpu device here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "bench/calibrate.h"
+#include "engine/core/error.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+TEST(Calibrate, MeasuresEveryQuantityWithPositiveFiniteValues) {
+  test::TempDir disk;
+  OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
+  const OptConfig model =
+      OptConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json");
+  bench::CalibrateOptions options;
+  options.copy_bytes = 1 << 20;
+  options.repeats = 1;
+  options.disk = disk.path();
+  const auto measurements = bench::calibrate(opened, model, options);
+  std::set<std::string> names;
+  for (const auto& m : measurements) {
+    names.insert(m.name);
+    EXPECT_TRUE(std::isfinite(m.value) && m.value > 0) << m.name << " = " << m.value;
+    EXPECT_FALSE(m.unit.empty()) << m.name;
+  }
+  for (const char* wanted :
+       {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "duplex_pinned", "gemm_fc1_m32",
+        "gemm_fc1_m512", "decode_attention_device", "decode_attention_cpu", "disk_read",
+        "disk_write"}) {
+    EXPECT_TRUE(names.count(wanted)) << wanted;
+  }
+  // The temporary file is gone.
+  EXPECT_TRUE(std::filesystem::is_empty(disk.path()));
+
+  const auto profile = bench::profile_json(opened.device->name(), "tiny", measurements);
+  EXPECT_EQ(profile["measurements"].size(), measurements.size());
+  EXPECT_DOUBLE_EQ(profile["measurements"]["h2d_pinned"]["value"].get<double>(),
+                   measurements.front().value);
+}
+
+TEST(Calibrate, AMissingDiskFolderIsAnErrorNamingIt) {
+  OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
+  const OptConfig model =
+      OptConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json");
+  bench::CalibrateOptions options;
+  options.copy_bytes = 1 << 20;
+  options.repeats = 1;
+  options.disk = "/nonexistent/offgen-disk";
+  try {
+    bench::calibrate(opened, model, options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/offgen-disk"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace offgen
