@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <tbb/parallel_for.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -103,10 +105,20 @@ BlockLayout layer_layout(const OptConfig& c, int index, LayerWeights& l) {
 }  // namespace
 
 WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSource& source,
-                         double gpu_fraction)
+                         const WeightPlacement& placement)
     : device_(device) {
+  const double gpu_fraction = placement.gpu;
   OFFGEN_CHECK(gpu_fraction >= 0.0 && gpu_fraction <= 1.0,
                "the share of weights on the gpu tier must be in [0, 1] (got {})", gpu_fraction);
+  OFFGEN_CHECK(placement.cpu >= 0.0 && gpu_fraction + placement.cpu <= 1.0 + 1e-9,
+               "the shares of weights on the gpu tier ({}) and in host memory ({}) must add up to "
+               "at most 1",
+               gpu_fraction, placement.cpu);
+  const bool on_disk = placement.disk_share() > 1e-9;
+  OFFGEN_CHECK(!on_disk || !placement.disk.empty(),
+               "{:.0f}% of the weights would go to disk, but no --disk folder was given",
+               100.0 * placement.disk_share());
+  if (on_disk) disk_ = std::make_unique<DiskFile>(placement.disk);
   weights_.layers.resize(static_cast<std::size_t>(config.num_layers));
   std::vector<BlockLayout> layouts;
   layouts.push_back(global_layout(config, weights_));
@@ -115,6 +127,7 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
   }
 
   std::size_t largest = 0;
+  std::size_t largest_disk = 0;  // elements of the largest disk part
   for (const BlockLayout& layout : layouts) {
     largest = std::max(largest, layout.elements);
     bytes_ += layout.elements * sizeof(Half);
@@ -179,36 +192,76 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     LayerBlock& layer = layers_[i - 1];
     layer.elements = layout.elements;
     layer.binders = layout.binders;
-    layer.resident_elements = std::min(
-        layout.elements,
-        static_cast<std::size_t>(gpu_fraction * static_cast<double>(layout.elements)) / 128 * 128);
-    const std::size_t offloaded = layout.elements - layer.resident_elements;
+    const auto share_end = [&](double share) {
+      return std::min(
+          layout.elements,
+          static_cast<std::size_t>(share * static_cast<double>(layout.elements)) / 128 * 128);
+    };
+    layer.resident_elements = share_end(gpu_fraction);
+    const std::size_t host_end =
+        on_disk ? std::max(layer.resident_elements, share_end(gpu_fraction + placement.cpu))
+                : layout.elements;
+    layer.pinned_elements = host_end - layer.resident_elements;
+    layer.disk_elements = layout.elements - host_end;
     if (layer.resident_elements > 0) {
       layer.resident = device.allocate(Tier::gpu, layer.resident_elements * sizeof(Half));
       device.copy_async(layer.resident.data(), host, layer.resident_elements * sizeof(Half),
                         copies);
     }
-    if (offloaded > 0) {
-      layer.offloaded = device.allocate(Tier::pinned, offloaded * sizeof(Half));
+    if (layer.pinned_elements > 0) {
+      layer.offloaded = device.allocate(Tier::pinned, layer.pinned_elements * sizeof(Half));
       device.copy_async(layer.offloaded.data(), host + layer.resident_elements,
-                        offloaded * sizeof(Half), copies);
+                        layer.pinned_elements * sizeof(Half), copies);
+    }
+    if (layer.disk_elements > 0) {
+      // The staging buffer holds the converted weights until the copies above are done with it;
+      // the file write reads it now, on this thread.
+      layer.disk_offset = disk_->append(host + host_end, layer.disk_elements * sizeof(Half));
+      largest_disk = std::max(largest_disk, layer.disk_elements);
     }
     copied[slot]->record(copies);
     largest_layer_ = std::max(largest_layer_, layout.elements);
   }
   copies.synchronize();
-  spdlog::debug("loaded {} weight bytes from {} ({:.0f}% on the gpu tier)", bytes_,
-                source.describe(), 100.0 * gpu_fraction);
+  if (largest_disk > 0) {
+    // Direct reads need block-aligned memory: room to align inside each pinned buffer.
+    const std::size_t bytes = DiskFile::padded(largest_disk * sizeof(Half)) + DiskFile::kAlignment;
+    for (int k = 0; k < 2; ++k) {
+      disk_staging_[k] = device.allocate(Tier::pinned, bytes);
+      disk_staging_free_[k] = device.create_event();
+    }
+  }
+  spdlog::debug("loaded {} weight bytes from {} ({:.0f}% on the gpu tier, {:.0f}% on disk)", bytes_,
+                source.describe(), 100.0 * gpu_fraction, 100.0 * placement.disk_share());
+}
+
+WeightStore::~WeightStore() {
+  // Queued copies may still read the disk staging buffers.
+  for (auto& event : disk_staging_free_) {
+    if (!event) continue;
+    try {
+      event->synchronize();
+    } catch (const std::exception& e) {
+      spdlog::warn("weight store: a staging copy failed while shutting down: {}", e.what());
+    }
+  }
+}
+
+std::uint64_t WeightStore::disk_bytes() const {
+  std::uint64_t total = 0;
+  for (const LayerBlock& layer : layers_) total += layer.disk_elements * sizeof(Half);
+  return total;
 }
 
 std::uint64_t WeightStore::offloaded_bytes() const {
   std::uint64_t total = 0;
-  for (const LayerBlock& layer : layers_) total += layer.offloaded.bytes();
+  for (std::size_t l = 0; l < layers_.size(); ++l) total += offloaded_bytes(static_cast<int>(l));
   return total;
 }
 
 std::uint64_t WeightStore::offloaded_bytes(int layer) const {
-  return layers_[static_cast<std::size_t>(layer)].offloaded.bytes();
+  const LayerBlock& block = layers_[static_cast<std::size_t>(layer)];
+  return (block.pinned_elements + block.disk_elements) * sizeof(Half);
 }
 
 std::uint64_t WeightStore::gpu_bytes() const {
@@ -217,13 +270,26 @@ std::uint64_t WeightStore::gpu_bytes() const {
   return total;
 }
 
-void WeightStore::load_layer(int layer, Half* dst, Stream& stream) const {
+void WeightStore::load_layer(int layer, Half* dst, Stream& stream) {
   const LayerBlock& block = layers_[static_cast<std::size_t>(layer)];
   const std::size_t resident = block.resident_elements * sizeof(Half);
   if (resident > 0) device_.copy_async(dst, block.resident.data(), resident, stream);
-  if (block.offloaded) {
+  if (block.pinned_elements > 0) {
     device_.copy_async(dst + block.resident_elements, block.offloaded.data(),
-                       block.offloaded.bytes(), stream);
+                       block.pinned_elements * sizeof(Half), stream);
+  }
+  if (block.disk_elements > 0) {
+    const int k = next_staging_;
+    next_staging_ ^= 1;
+    disk_staging_free_[k]->synchronize();  // the copy that last read this buffer has run
+    auto* base = static_cast<std::byte*>(disk_staging_[k].data());
+    const auto misalignment = reinterpret_cast<std::uintptr_t>(base) % DiskFile::kAlignment;
+    std::byte* aligned = base + (misalignment ? DiskFile::kAlignment - misalignment : 0);
+    const std::size_t bytes = block.disk_elements * sizeof(Half);
+    disk_->read(block.disk_offset, aligned, bytes);
+    device_.copy_async(dst + block.resident_elements + block.pinned_elements, aligned, bytes,
+                       stream);
+    disk_staging_free_[k]->record(stream);
   }
 }
 

@@ -5,25 +5,41 @@
 // block copies.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
 #include "engine/model/weight_source.h"
+#include "offload/disk_file.h"
 #include "offload/model_weights.h"
 
 namespace offgen {
 
+// Where each layer's weight bytes live: the first `gpu` share on the gpu tier, the next `cpu`
+// share in pinned host memory, the rest on disk (in a file under `disk`).
+struct WeightPlacement {
+  double gpu = 1.0;
+  double cpu = 0.0;  // with gpu + cpu < 1, the remainder goes to disk
+  std::filesystem::path disk;
+
+  static WeightPlacement gpu_and_cpu(double gpu_share) { return {gpu_share, 1.0 - gpu_share, {}}; }
+  double disk_share() const { return std::max(0.0, 1.0 - gpu - cpu); }
+};
+
 class WeightStore {
  public:
-  // gpu_fraction: the share of each layer's weight bytes kept on the gpu tier; the rest lives in
-  // pinned host memory and is streamed in per layer (WeightStreamer). Throws offgen::Error for a
-  // missing / mis-shaped tensor (naming it), OutOfMemoryError when a tier's budget is exceeded.
+  // Weights not on the gpu tier stream in per layer (WeightStreamer). Throws offgen::Error for a
+  // missing / mis-shaped tensor (naming it) or a bad placement, OutOfMemoryError when a tier's
+  // budget is exceeded.
   WeightStore(Device& device, const OptConfig& config, const WeightSource& source,
-              double gpu_fraction = 1.0);
+              const WeightPlacement& placement = {});
+  ~WeightStore();
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
 
@@ -35,26 +51,36 @@ class WeightStore {
   // Whether any layer has weights off the gpu tier (then layers run from streamer slots).
   bool streamed() const { return streamed_; }
   std::uint64_t gpu_bytes() const;        // weights resident on the gpu tier
-  std::uint64_t offloaded_bytes() const;  // weights in pinned memory, copied in every pass
+  std::uint64_t offloaded_bytes() const;  // weights off the gpu tier, copied in every pass
   std::uint64_t offloaded_bytes(int layer) const;
+  std::uint64_t disk_bytes() const;  // of which on disk
   // Elements of the largest layer: the size of one streaming slot.
   std::size_t largest_layer_elements() const { return largest_layer_; }
   // Enqueues on `stream` the copies that assemble layer `layer` contiguously at dst (its resident
-  // part device-to-device, its offloaded part host-to-device).
-  void load_layer(int layer, Half* dst, Stream& stream) const;
+  // part device-to-device, its pinned part host-to-device). Its disk part is read now, on this
+  // thread (several I/O threads), into pinned staging, then copied the same way; the staging
+  // buffer is reused only after the copy that last read it has finished.
+  void load_layer(int layer, Half* dst, Stream& stream);
   // Points weights().layers[layer] at a copy of the layer assembled at `base`.
   void bind_layer(int layer, const Half* base);
 
  private:
   struct LayerBlock {
     Buffer resident;   // gpu tier: the layer's first resident_elements
-    Buffer offloaded;  // pinned: the rest
+    Buffer offloaded;  // pinned: the next pinned_elements
     std::size_t elements = 0;
     std::size_t resident_elements = 0;
+    std::size_t pinned_elements = 0;
+    std::size_t disk_elements = 0;  // the rest, at disk_offset in disk_
+    std::uint64_t disk_offset = 0;
     std::vector<std::function<void(const Half*)>> binders;
   };
 
   Device& device_;
+  std::unique_ptr<DiskFile> disk_;
+  Buffer disk_staging_[2];  // pinned, DiskFile-aligned inside
+  std::unique_ptr<Event> disk_staging_free_[2];
+  int next_staging_ = 0;
   Buffer globals_;  // embeddings, positions, projections, final norm: always resident
   std::vector<LayerBlock> layers_;
   ModelWeights weights_;

@@ -26,6 +26,8 @@ struct CommonOptions {
   std::string gpu_mem;  // e.g. "16GiB"; empty = the device's default
   std::string cpu_mem;  // budget of pinned + host memory; empty = the machine's default
   double weights_gpu_percent = 100.0;
+  double weights_cpu_percent = -1.0;  // negative: the rest of the weights
+  std::string disk;
   std::uint64_t dummy_seed = 0;
   std::string policy = "full";
   std::string kv_budget;  // empty: the whole sequence

@@ -48,6 +48,8 @@ EngineOptions CommonOptions::engine_options() const {
     out.budgets.pinned = out.budgets.host;
   }
   out.weights_gpu_fraction = weights_gpu_percent / 100.0;
+  if (weights_cpu_percent >= 0.0) out.weights_cpu_fraction = weights_cpu_percent / 100.0;
+  out.disk = disk;
   out.policy.kind = parse_policy(policy);
   out.policy.recent_fraction = recent_fraction;
   out.policy.sinks = sinks;
@@ -78,6 +80,12 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
                  "host memory and streams in layer by layer")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
+  app.add_option("--weights-cpu", options.weights_cpu_percent,
+                 "percent of each layer's weights in pinned host memory (default: all that is not "
+                 "on the gpu tier); what is left goes to --disk")
+      ->check(CLI::Range(0.0, 100.0));
+  app.add_option("--disk", options.disk,
+                 "folder for weights on the disk tier (read back with direct, aligned reads)");
   app.add_option("--dummy-seed", options.dummy_seed, "seed of dummy weights (config-name models)")
       ->capture_default_str();
   app.add_option("--policy", options.policy, "KV eviction policy")

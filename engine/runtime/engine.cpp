@@ -64,8 +64,10 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 
   const WeightSource& weights =
       checkpoint ? static_cast<const WeightSource&>(*checkpoint) : *source;
-  weights_ =
-      std::make_unique<WeightStore>(*device_, config_, weights, options.weights_gpu_fraction);
+  WeightPlacement placement = WeightPlacement::gpu_and_cpu(options.weights_gpu_fraction);
+  if (options.weights_cpu_fraction >= 0.0) placement.cpu = options.weights_cpu_fraction;
+  placement.disk = options.disk;
+  weights_ = std::make_unique<WeightStore>(*device_, config_, weights, placement);
   if (weights_->streamed()) {
     streamer_ = std::make_unique<WeightStreamer>(*device_, *weights_, config_.num_layers);
   }
@@ -99,6 +101,10 @@ std::uint64_t Engine::weight_gpu_bytes() const {
 
 std::uint64_t Engine::weight_offloaded_bytes() const {
   return weights_->offloaded_bytes();
+}
+
+std::uint64_t Engine::weight_disk_bytes() const {
+  return weights_->disk_bytes();
 }
 
 std::uint64_t Engine::weight_bytes_moved() const {

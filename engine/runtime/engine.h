@@ -46,6 +46,10 @@ struct EngineOptions {
   // Share of each layer's weight bytes kept on the gpu tier; the rest sits in pinned host memory
   // and streams in layer by layer while the previous layer computes.
   double weights_gpu_fraction = 1.0;
+  // Share in pinned host memory; negative: all that is not on the gpu tier. What is left of the
+  // two goes to a file under `disk`.
+  double weights_cpu_fraction = -1.0;
+  std::string disk;
 };
 
 enum class FinishReason { stop, length };
@@ -94,6 +98,7 @@ class Engine {
   std::uint64_t weight_gpu_bytes() const;
   // Weight bytes kept off the gpu tier (pinned), copied in by every pass over the layers.
   std::uint64_t weight_offloaded_bytes() const;
+  std::uint64_t weight_disk_bytes() const;  // of those, on the disk tier
   // Weight bytes copied host-to-device so far by layer streaming (0 when all resident).
   std::uint64_t weight_bytes_moved() const;
   int max_batch() const { return options_.max_batch; }

@@ -3,12 +3,17 @@
 // only the resident share plus two layer slots, and the bytes moved are the offloaded share.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "engine/core/error.h"
 #include "engine/core/units.h"
 #include "engine/runtime/engine.h"
+#include "offload/disk_file.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -121,6 +126,78 @@ TEST(OffloadedWeights, AShareOutsideZeroToOneIsRefused) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[0, 1]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace offgen
+
+namespace offgen {
+namespace {
+
+TEST(DiskWeights, GiveExactlyTheResidentRunsOutputsAndLeaveNoFile) {
+  test::TempDir disk;
+  EngineOptions options = tiny(0.2);
+  options.weights_cpu_fraction = 0.3;  // the remaining half of each layer on disk
+  options.disk = disk.path().string();
+  Engine on_disk(options);
+  Engine resident(tiny(1.0));
+  EXPECT_TRUE(std::filesystem::is_empty(disk.path()));  // the file is unlinked at once
+  EXPECT_GT(on_disk.weight_disk_bytes(), on_disk.weight_offloaded_bytes() / 3);
+  EXPECT_LT(on_disk.weight_disk_bytes(), on_disk.weight_offloaded_bytes());
+  const auto want = resident.score(golden_texts(), 3);
+  const auto got = on_disk.score(golden_texts(), 3);
+  for (std::size_t r = 0; r < want.size(); ++r) {
+    for (std::size_t i = 1; i < want[r].token_logprobs.size(); ++i) {
+      EXPECT_EQ(got[r].token_logprobs[i], want[r].token_logprobs[i]) << "text " << r << " " << i;
+    }
+  }
+  const auto generated = on_disk.generate(prompts());
+  const auto expected = resident.generate(prompts());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(generated[i].tokens, expected[i].tokens) << "request " << i;
+  }
+}
+
+TEST(DiskWeights, ADiskShareWithoutAFolderIsAnError) {
+  EngineOptions options = tiny(0.2);
+  options.weights_cpu_fraction = 0.3;
+  try {
+    Engine engine(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--disk"), std::string::npos) << e.what();
+  }
+  options.disk = "/nonexistent/offgen-disk";
+  try {
+    Engine engine(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/offgen-disk"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DiskFile, ReadsBackEverySegmentAtAlignedOffsets) {
+  test::TempDir dir;
+  DiskFile file(dir.path());
+  std::mt19937 rng(7);
+  std::vector<std::vector<char>> segments;
+  std::vector<std::uint64_t> offsets;
+  for (std::size_t bytes :
+       {std::size_t{1}, std::size_t{4096}, std::size_t{10000}, std::size_t{9} << 20}) {
+    std::vector<char> data(bytes);
+    for (char& c : data) c = static_cast<char>(rng());
+    offsets.push_back(file.append(data.data(), data.size()));
+    EXPECT_EQ(offsets.back() % DiskFile::kAlignment, 0u);
+    segments.push_back(std::move(data));
+  }
+  for (std::size_t s = segments.size(); s-- > 0;) {
+    const std::size_t padded = DiskFile::padded(segments[s].size());
+    void* raw = std::aligned_alloc(DiskFile::kAlignment, padded);
+    file.read(offsets[s], raw, segments[s].size());
+    EXPECT_EQ(std::memcmp(raw, segments[s].data(), segments[s].size()), 0) << "segment " << s;
+    std::free(raw);
   }
 }
 
