@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "engine/core/units.h"
 
 namespace offgen::bench {
@@ -12,6 +14,10 @@ std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_mem
       "{:>11} {:>11}",
       "batch", "prompt", "gen", "prefill s", "decode s", "total s", "prefill t/s", "decode t/s",
       "total t/s", "kv cache", "kv/seq", "of full", "kv moved", "w moved", "peak gpu");
+  const bool predicted = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) {
+    return r.predicted_tokens_per_second > 0;
+  });
+  if (predicted) out += fmt::format(" {:>11} {:>6}", "predicted", "ratio");
   if (kv_memory > 0) {
     out += fmt::format(" {:>9} {:>9}", "max batch", "full max");
   }
@@ -35,6 +41,12 @@ std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_mem
         format_bytes(static_cast<std::uint64_t>(r.kv_moved_per_step)),
         format_bytes(static_cast<std::uint64_t>(r.weights_moved_per_step)),
         format_bytes(r.peak_gpu_bytes));
+    if (predicted) {
+      const double ratio = r.predicted_tokens_per_second > 0
+                               ? r.generated_tokens_per_second() / r.predicted_tokens_per_second
+                               : 0.0;
+      out += fmt::format(" {:>11.1f} {:>6.2f}", r.predicted_tokens_per_second, ratio);
+    }
     if (kv_memory > 0) {
       out += fmt::format(" {:>9} {:>9}", r.kv_per_sequence.largest_batch(kv_memory),
                          r.full_kv_per_sequence.largest_batch(kv_memory));

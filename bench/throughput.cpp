@@ -38,7 +38,8 @@ std::vector<BenchCase> sweep(const std::vector<int>& batches, const std::vector<
   return cases;
 }
 
-BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
+BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
+                  const MachineProfile* profile) {
   using Clock = std::chrono::steady_clock;
   BenchRow row;
   row.config = config;
@@ -67,6 +68,19 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed) {
   row.kv_per_sequence = engine.kv_footprint(config.prompt_len, config.gen_len - 1, total_len);
   row.full_kv_per_sequence =
       kv_footprint(model, static_cast<int>(positions) + 1, /*scored=*/false, config.prompt_len);
+  if (profile != nullptr) {
+    RunShape run;
+    run.batch = config.batch;
+    run.prompt_len = config.prompt_len;
+    run.gen_len = config.gen_len;
+    run.kv_capacity = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len);
+    const EngineOptions& o = engine.options();
+    run.weights_gpu = o.weights_gpu_fraction;
+    run.weights_disk = o.weights_cpu_fraction >= 0.0
+                           ? std::max(0.0, 1.0 - o.weights_gpu_fraction - o.weights_cpu_fraction)
+                           : 0.0;
+    row.predicted_tokens_per_second = predict(model, *profile, run).tokens_per_second;
+  }
   engine.device().reset_peaks();
   try {
     auto runner =

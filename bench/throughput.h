@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/cost_model.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/kv_footprint.h"
 
@@ -22,13 +23,14 @@ struct BenchRow {
   BenchCase config;
   double prefill_seconds = 0;
   double decode_seconds = 0;
-  std::uint64_t kv_bytes = 0;         // KV cache and policy state allocated for the batch
-  KvFootprint kv_per_sequence;        // what one sequence's KV costs under the engine's policy
-  KvFootprint full_kv_per_sequence;   // the same under `full`, for comparison
-  double kv_moved_per_step = 0;       // KV bytes read + written per decode step (whole batch)
-  double weights_moved_per_step = 0;  // weight bytes copied host-to-device per step
-  std::uint64_t peak_gpu_bytes = 0;   // gpu tier peak during the case (weights included)
-  std::string error;                  // non-empty: the case could not run (e.g. does not fit)
+  std::uint64_t kv_bytes = 0;              // KV cache and policy state allocated for the batch
+  KvFootprint kv_per_sequence;             // what one sequence's KV costs under the engine's policy
+  KvFootprint full_kv_per_sequence;        // the same under `full`, for comparison
+  double kv_moved_per_step = 0;            // KV bytes read + written per decode step (whole batch)
+  double weights_moved_per_step = 0;       // weight bytes copied host-to-device per step
+  double predicted_tokens_per_second = 0;  // the cost model's, with a profile (else 0)
+  std::uint64_t peak_gpu_bytes = 0;        // gpu tier peak during the case (weights included)
+  std::string error;                       // non-empty: the case could not run (e.g. does not fit)
 
   double total_seconds() const { return prefill_seconds + decode_seconds; }
   double prefill_tokens_per_second() const;
@@ -38,7 +40,9 @@ struct BenchRow {
 
 // Runs one case on the engine's device; a case that does not fit the memory budgets comes back
 // with `error` set instead of throwing, so a sweep goes on.
-BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed);
+// With a profile, the row also carries the cost model's prediction for the same run.
+BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
+                  const MachineProfile* profile = nullptr);
 
 // Cross product of the lists, in the order batch → prompt → gen.
 std::vector<BenchCase> sweep(const std::vector<int>& batches, const std::vector<int>& prompt_lens,

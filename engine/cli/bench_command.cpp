@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "bench/table.h"
 #include "bench/throughput.h"
 #include "engine/cli/commands.h"
@@ -27,11 +29,16 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
   cmd->add_option("--kv-mem", options.kv_mem,
                   "KV memory, e.g. 4GiB: report the largest batch whose KV cache fits in it, under "
                   "this policy and under full");
+  cmd->add_option("--profile", options.profile,
+                  "profile from `offgen calibrate`: print the cost model's predicted tokens/s "
+                  "beside each measured row");
   cmd->add_option("--seed", options.seed, "seed of the synthetic prompts")->capture_default_str();
 }
 
 int run_bench(const BenchOptions& options) {
   const std::uint64_t kv_memory = options.kv_mem.empty() ? 0 : parse_bytes(options.kv_mem);
+  std::optional<MachineProfile> profile;
+  if (!options.profile.empty()) profile = MachineProfile::load(options.profile);
   EngineOptions engine_options = options.common.engine_options();
   Engine engine(engine_options);
   const std::string budget =
@@ -46,7 +53,7 @@ int run_bench(const BenchOptions& options) {
   std::vector<bench::BenchRow> rows;
   for (const bench::BenchCase& c :
        bench::sweep(options.batches, options.prompt_lens, options.gen_lens)) {
-    rows.push_back(bench::run_case(engine, c, options.seed));
+    rows.push_back(bench::run_case(engine, c, options.seed, profile ? &*profile : nullptr));
     spdlog::debug("batch {} prompt {} gen {} done", c.batch, c.prompt_len, c.gen_len);
   }
   fmt::print("{}", bench::format_table(rows, kv_memory));

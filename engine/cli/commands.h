@@ -67,10 +67,20 @@ struct BenchOptions {
   std::vector<int> prompt_lens = {128, 512};
   std::vector<int> gen_lens = {32};
   std::uint64_t seed = 0;
-  std::string kv_mem;  // e.g. "4GiB": also report the largest batch whose KV fits in it
+  std::string kv_mem;   // e.g. "4GiB": also report the largest batch whose KV fits in it
+  std::string profile;  // calibrate profile: also print the cost model's prediction
 };
 void add_bench_command(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);
+
+struct PlanOptions {
+  CommonOptions common;
+  std::string profile = "offgen-profile.json";
+  int prompt_len = 512;
+  int gen_len = 32;
+};
+void add_plan_command(CLI::App& app, PlanOptions& options);
+int run_plan(const PlanOptions& options);
 
 struct CalibrateOptions {
   std::string device = "auto";

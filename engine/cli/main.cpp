@@ -19,10 +19,12 @@ int main(int argc, char** argv) {
   offgen::cli::ScoreOptions score;
   offgen::cli::BenchOptions bench;
   offgen::cli::CalibrateOptions calibrate;
+  offgen::cli::PlanOptions plan;
   offgen::cli::add_generate_command(app, generate);
   offgen::cli::add_score_command(app, score);
   offgen::cli::add_bench_command(app, bench);
   offgen::cli::add_calibrate_command(app, calibrate);
+  offgen::cli::add_plan_command(app, plan);
 
   // Logs go to stderr so stdout carries only results (the bench table).
   spdlog::set_default_logger(spdlog::stderr_color_mt("offgen"));
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("score")) return offgen::cli::run_score(score);
     if (app.got_subcommand("bench")) return offgen::cli::run_bench(bench);
     if (app.got_subcommand("calibrate")) return offgen::cli::run_calibrate(calibrate);
+    if (app.got_subcommand("plan")) return offgen::cli::run_plan(plan);
   } catch (const offgen::Error& e) {
     spdlog::error("{}", e.what());
     return 1;

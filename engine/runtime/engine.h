@@ -125,6 +125,11 @@ class Engine {
   // (0 = max_prompt + max_new). Benchmarks drive it directly.
   std::unique_ptr<BatchRunner> make_runner(int batch, int max_prompt, int max_new,
                                            int total_len = 0);
+  // Slots per (layer, sequence, head) make_runner's KV cache would have (the policy's C + 1).
+  int kv_capacity(int max_prompt, int max_new, int total_len = 0) const {
+    return policy_budget(max_prompt, max_new, total_len) + 1;
+  }
+  const EngineOptions& options() const { return options_; }
   // What make_runner's KV cache costs per sequence, without allocating it.
   KvFootprint kv_footprint(int max_prompt, int max_new, int total_len = 0) const;
 

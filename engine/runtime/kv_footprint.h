@@ -23,4 +23,9 @@ struct KvFootprint {
 // max_prompt: the longest prompt a batch prefills (sizes the prefill probability sums).
 KvFootprint kv_footprint(const OptConfig& config, int capacity, bool scored, int max_prompt);
 
+// Gpu-tier bytes a BatchRunner allocates besides its KV cache and policy state: the step's inputs
+// and activations for batch x max_prompt rows, and the output head's chunk (at least 64 rows of
+// fp32 logits). The planner sizes batches with it; a test holds it equal to what a runner takes.
+std::uint64_t runner_scratch_bytes(const OptConfig& config, int batch, int max_prompt);
+
 }  // namespace offgen

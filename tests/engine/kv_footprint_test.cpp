@@ -36,6 +36,22 @@ TEST_P(FootprintOfEveryPolicy, EqualsWhatARunnerAllocatesPerSequence) {
   EXPECT_EQ(footprint.policy_state_bytes > 0, GetParam() == PolicyKind::h2o);
 }
 
+TEST(RunnerScratch, EqualsWhatARunnerTakesBesidesItsKv) {
+  for (const char* model : {"tiny-preln", "tiny-postln-proj"}) {
+    EngineOptions options = tiny_engine(PolicyKind::h2o, 0.25);
+    options.model = (test::data_dir() / "golden" / model).string();
+    Engine engine(options);
+    for (const auto& [batch, prompt] : {std::pair{3, 20}, std::pair{70, 5}}) {
+      const std::uint64_t before = engine.device().usage(Tier::gpu).used;
+      auto runner = engine.make_runner(batch, prompt, 4);
+      const std::uint64_t taken = engine.device().usage(Tier::gpu).used - before;
+      EXPECT_EQ(taken - runner->kv_bytes() - runner->policy_state_bytes(),
+                runner_scratch_bytes(engine.config(), batch, prompt))
+          << model << " batch " << batch << " prompt " << prompt;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, FootprintOfEveryPolicy,
                          ::testing::Values(PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
                                            PolicyKind::streaming),
