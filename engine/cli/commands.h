@@ -28,6 +28,7 @@ struct CommonOptions {
   double weights_gpu_percent = 100.0;
   double weights_cpu_percent = -1.0;  // negative: the rest of the weights
   std::string disk;
+  std::string plan;  // plan file from `offgen plan --output`: sets batch size and weight shares
   std::uint64_t dummy_seed = 0;
   std::string policy = "full";
   std::string kv_budget;  // empty: the whole sequence
@@ -37,6 +38,8 @@ struct CommonOptions {
   EngineOptions engine_options() const;
 };
 void add_common_options(CLI::App& app, CommonOptions& options);
+// Reads a plan file (`offgen plan --output`) into the batch size and weight shares.
+void apply_plan_file(const std::string& path, EngineOptions& out);
 
 struct GenerateOptions {
   CommonOptions common;
@@ -78,6 +81,7 @@ struct PlanOptions {
   std::string profile = "offgen-profile.json";
   int prompt_len = 512;
   int gen_len = 32;
+  std::string output;  // plan file to write (for --plan)
 };
 void add_plan_command(CLI::App& app, PlanOptions& options);
 int run_plan(const PlanOptions& options);

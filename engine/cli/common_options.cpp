@@ -1,5 +1,9 @@
 #include "engine/cli/commands.h"
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
 #include "engine/core/units.h"
 #include "policies/kv_budget.h"
 #include "policies/kv_policy.h"
@@ -34,6 +38,27 @@ const CLI::Validator kNonNegativeNumber = number_validator(
 const CLI::Validator kProbability = number_validator(
     false, [](double v) { return v > 0.0 && v <= 1.0; }, "a number in (0, 1]", "(0,1]");
 
+void apply_plan_file(const std::string& path, EngineOptions& out) {
+  std::ifstream in(path);
+  OFFGEN_CHECK(in.good(), "--plan {}: cannot read it (write one with `offgen plan --output`)",
+               path);
+  try {
+    const auto plan = nlohmann::json::parse(in);
+    const int batch = plan.at("batch_size").get<int>();
+    const double gpu = plan.at("weights_gpu_percent").get<double>();
+    const double cpu = plan.at("weights_cpu_percent").get<double>();
+    OFFGEN_CHECK(batch >= 1 && gpu >= 0 && cpu >= 0 && gpu + cpu <= 100.0 + 1e-9,
+                 "--plan {}: batch_size must be >= 1 and the weight percentages in [0, 100] with "
+                 "a sum of at most 100",
+                 path);
+    out.max_batch = batch;
+    out.weights_gpu_fraction = gpu / 100.0;
+    out.weights_cpu_fraction = cpu / 100.0;
+  } catch (const nlohmann::json::exception& e) {
+    fail("--plan {}: not a plan file: {}", path, e.what());
+  }
+}
+
 EngineOptions CommonOptions::engine_options() const {
   EngineOptions out;
   out.model = model;
@@ -50,6 +75,7 @@ EngineOptions CommonOptions::engine_options() const {
   out.weights_gpu_fraction = weights_gpu_percent / 100.0;
   if (weights_cpu_percent >= 0.0) out.weights_cpu_fraction = weights_cpu_percent / 100.0;
   out.disk = disk;
+  if (!plan.empty()) apply_plan_file(plan, out);
   out.policy.kind = parse_policy(policy);
   out.policy.recent_fraction = recent_fraction;
   out.policy.sinks = sinks;
@@ -86,6 +112,9 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       ->check(CLI::Range(0.0, 100.0));
   app.add_option("--disk", options.disk,
                  "folder for weights on the disk tier (read back with direct, aligned reads)");
+  app.add_option("--plan", options.plan,
+                 "plan file written by `offgen plan --output`: its batch size and weight shares "
+                 "replace --batch-size, --weights-gpu and --weights-cpu");
   app.add_option("--dummy-seed", options.dummy_seed, "seed of dummy weights (config-name models)")
       ->capture_default_str();
   app.add_option("--policy", options.policy, "KV eviction policy")

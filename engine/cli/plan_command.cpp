@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
@@ -26,6 +28,8 @@ void add_plan_command(CLI::App& app, PlanOptions& options) {
   cmd->add_option("--gen-len", options.gen_len, "generated tokens per sequence")
       ->check(kPositiveInteger)
       ->capture_default_str();
+  cmd->add_option("--output", options.output,
+                  "also write the plan to this file, for `--plan` on generate, score and bench");
 }
 
 int run_plan(const PlanOptions& options) {
@@ -88,6 +92,24 @@ int run_plan(const PlanOptions& options) {
   row("decode", p.decode);
   fmt::print("predicted: {:.2f} s for the run, {:.1f} generated tokens/s\n", p.seconds,
              p.tokens_per_second);
+  if (!options.output.empty()) {
+    nlohmann::json file = {{"model", common.model},
+                           {"device", opened.device->name()},
+                           {"batch_size", plan->batch},
+                           {"weights_gpu_percent", 100.0 * plan->weights_gpu},
+                           {"weights_cpu_percent", 100.0 * (1.0 - plan->weights_gpu)},
+                           {"prompt_len", options.prompt_len},
+                           {"gen_len", options.gen_len},
+                           {"policy", common.policy},
+                           {"kv_budget_tokens", request.kv_budget},
+                           {"gpu_bytes", plan->gpu_bytes},
+                           {"pinned_bytes", plan->pinned_bytes},
+                           {"predicted_tokens_per_second", p.tokens_per_second}};
+    std::ofstream out(options.output);
+    out << file.dump(2) << '\n';
+    OFFGEN_CHECK(out.good(), "cannot write the plan to {}", options.output);
+    fmt::print("plan written to {} (use it with --plan)\n", options.output);
+  }
   fmt::print(
       "run it: offgen bench --model {} --batch {} --prompt-len {} --gen-len {} "
       "--weights-gpu {:.0f}\n",

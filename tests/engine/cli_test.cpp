@@ -169,3 +169,67 @@ TEST(ScoreCommand, WritesLogprobsAndPerplexityAndErrors) {
 
 }  // namespace
 }  // namespace offgen
+
+namespace offgen {
+namespace {
+
+TEST(PlanCommands, CalibrateThenPlanThenGenerateWithThePlan) {
+  test::TempDir dir;
+  cli::CalibrateOptions calibrate;
+  calibrate.device = "cpu";
+  calibrate.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  calibrate.output = (dir.path() / "profile.json").string();
+  calibrate.copy_size = "1MiB";
+  calibrate.repeats = 1;
+  ASSERT_EQ(cli::run_calibrate(calibrate), 0);
+
+  cli::PlanOptions plan;
+  plan.common = tiny_model();
+  plan.common.gpu_mem = "2MiB";  // less than all weights + a big batch: the plan must trade off
+  plan.profile = calibrate.output;
+  plan.prompt_len = 16;
+  plan.gen_len = 8;
+  plan.output = (dir.path() / "plan.json").string();
+  ASSERT_EQ(cli::run_plan(plan), 0);
+  std::ifstream in(plan.output);
+  const auto written = nlohmann::json::parse(in);
+  EXPECT_GE(written["batch_size"].get<int>(), 1);
+  EXPECT_LE(written["gpu_bytes"].get<std::uint64_t>(), std::uint64_t{2} << 20);
+
+  // The plan's batch size and placement drive a run within the same budget.
+  const auto input = dir.path() / "in.jsonl";
+  test::write_file(input, "{\"prompt_token_ids\": [2, 10, 20, 30]}\n{\"prompt\": \"Hello\"}\n");
+  cli::GenerateOptions generate;
+  generate.common = tiny_model();
+  generate.common.gpu_mem = "2MiB";
+  generate.common.plan = plan.output;
+  generate.input = input.string();
+  generate.output = (dir.path() / "out.jsonl").string();
+  generate.max_tokens = 4;
+  generate.temperature = 0.0f;
+  EXPECT_EQ(cli::run_generate(generate), 0);
+  EXPECT_EQ(read_lines(generate.output).size(), 2u);
+}
+
+TEST(PlanCommands, AMissingProfileOrPlanNamesTheFile) {
+  cli::PlanOptions plan;
+  plan.common = tiny_model();
+  plan.profile = "/nonexistent/profile.json";
+  try {
+    cli::run_plan(plan);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/profile.json"), std::string::npos);
+  }
+  cli::CommonOptions common = tiny_model();
+  common.plan = "/nonexistent/plan.json";
+  try {
+    common.engine_options();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/plan.json"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace offgen
