@@ -18,6 +18,9 @@ std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_mem
     return r.predicted_tokens_per_second > 0;
   });
   if (predicted) out += fmt::format(" {:>11} {:>6}", "predicted", "ratio");
+  const bool overlap = std::any_of(rows.begin(), rows.end(),
+                                   [](const BenchRow& r) { return r.copy_overlap() >= 0; });
+  if (overlap) out += fmt::format(" {:>9}", "overlap");
   if (kv_memory > 0) {
     out += fmt::format(" {:>9} {:>9}", "max batch", "full max");
   }
@@ -46,6 +49,10 @@ std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_mem
                                ? r.generated_tokens_per_second() / r.predicted_tokens_per_second
                                : 0.0;
       out += fmt::format(" {:>11.1f} {:>6.2f}", r.predicted_tokens_per_second, ratio);
+    }
+    if (overlap) {
+      const double hidden = r.copy_overlap();
+      out += hidden >= 0 ? fmt::format(" {:>8.0f}%", 100.0 * hidden) : fmt::format(" {:>9}", "-");
     }
     if (kv_memory > 0) {
       out += fmt::format(" {:>9} {:>9}", r.kv_per_sequence.largest_batch(kv_memory),

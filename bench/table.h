@@ -12,8 +12,10 @@ namespace offgen::bench {
 // kv/seq: KV cache plus policy state per sequence; "of full": its ratio to `full` at the same
 // lengths; kv moved: KV bytes read and written per decode step; w moved: weight bytes copied
 // host-to-device per step (offloaded weights); with a profile, the cost model's predicted total
-// tokens/s and measured / predicted. With kv_memory > 0, two more
-// columns give the largest batch whose KV fits in kv_memory bytes, under this policy and `full`.
+// tokens/s and measured / predicted; with streamed weights on a device that measures stream busy
+// time, "overlap": the share of the weight-copy time hidden behind compute. With kv_memory > 0, two
+// more columns give the largest batch whose KV fits in kv_memory bytes, under this policy and
+// `full`.
 std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_memory = 0);
 
 }  // namespace offgen::bench

@@ -27,6 +27,12 @@ double BenchRow::generated_tokens_per_second() const {
                              : 0.0;
 }
 
+double BenchRow::copy_overlap() const {
+  if (compute_busy_seconds < 0 || weight_copy_busy_seconds <= 0) return -1.0;
+  const double hidden = compute_busy_seconds + weight_copy_busy_seconds - total_seconds();
+  return std::clamp(hidden / weight_copy_busy_seconds, 0.0, 1.0);
+}
+
 std::vector<BenchCase> sweep(const std::vector<int>& batches, const std::vector<int>& prompt_lens,
                              const std::vector<int>& gen_lens) {
   std::vector<BenchCase> cases;
@@ -95,6 +101,9 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     };
 
     const std::uint64_t weights_moved_before = engine.weight_bytes_moved();
+    Device& device = engine.device();
+    const double compute_busy = device.busy_seconds(StreamRole::compute);
+    const double copy_busy = device.busy_seconds(StreamRole::h2d_weights);
     const auto start = Clock::now();
     runner->prefill(padded);
     pick();
@@ -105,6 +114,10 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     }
     const auto done = Clock::now();
     row.kv_moved_per_step = runner->kv_traffic().moved_per_step();
+    if (compute_busy >= 0 && copy_busy >= 0) {
+      row.compute_busy_seconds = device.busy_seconds(StreamRole::compute) - compute_busy;
+      row.weight_copy_busy_seconds = device.busy_seconds(StreamRole::h2d_weights) - copy_busy;
+    }
     // Every step (the prefill and each decode) is one pass over the layers.
     row.weights_moved_per_step =
         static_cast<double>(engine.weight_bytes_moved() - weights_moved_before) / config.gen_len;

@@ -1,5 +1,7 @@
 #include "engine/device/cpu_device.h"
 
+#include <chrono>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <tbb/global_control.h>
@@ -54,7 +56,7 @@ class CpuEvent final : public Event {
       generation = state_->recorded;
     }
     if (generation == 0) return;
-    cpu.enqueue([state = state_, generation] { wait_for(*state, generation); });
+    cpu.enqueue_wait([state = state_, generation] { wait_for(*state, generation); });
   }
 
   void synchronize() override {
@@ -105,13 +107,21 @@ void CpuStream::enqueue(std::function<void()> task) {
 }
 
 void CpuStream::enqueue_signal(std::function<void()> task) {
-  push(std::move(task), true);
+  push(std::move(task), true, false);
 }
 
-void CpuStream::push(std::function<void()> task, bool always_runs) {
+void CpuStream::enqueue_wait(std::function<void()> task) {
+  push(std::move(task), false, false);
+}
+
+double CpuStream::busy_seconds() const {
+  return static_cast<double>(busy_nanoseconds_.load(std::memory_order_relaxed)) * 1e-9;
+}
+
+void CpuStream::push(std::function<void()> task, bool always_runs, bool counts_as_busy) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back({std::move(task), always_runs});
+    queue_.push_back({std::move(task), always_runs, counts_as_busy});
   }
   work_ready_.notify_one();
 }
@@ -134,10 +144,17 @@ void CpuStream::run() {
     lock.unlock();
     std::exception_ptr error;
     if (!skip) {
+      const auto start = std::chrono::steady_clock::now();
       try {
         task.run();
       } catch (...) {
         error = std::current_exception();
+      }
+      if (task.counts_as_busy) {
+        const auto spent = std::chrono::steady_clock::now() - start;
+        busy_nanoseconds_.fetch_add(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(spent).count(),
+            std::memory_order_relaxed);
       }
     }
     task.run = nullptr;  // destroy captures outside the lock
@@ -189,6 +206,10 @@ std::string CpuDevice::name() const {
 Stream& CpuDevice::stream(StreamRole role) {
   return *streams_[static_cast<int>(role)];
 }
+double CpuDevice::busy_seconds(StreamRole role) const {
+  return streams_[static_cast<std::size_t>(role)]->busy_seconds();
+}
+
 CpuStream& CpuDevice::cpu_stream(StreamRole role) {
   return *streams_[static_cast<int>(role)];
 }

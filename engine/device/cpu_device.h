@@ -4,6 +4,7 @@
 // missing event wait is a real data race that ThreadSanitizer reports.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -32,14 +33,20 @@ class CpuStream final : public Stream {
   // waiting on this stream's events are released instead of hanging (they see the error when they
   // synchronize this stream).
   void enqueue_signal(std::function<void()> task);
+  // Like enqueue, for a task that only waits (an event wait): its time is not counted as busy.
+  void enqueue_wait(std::function<void()> task);
+
+  // Seconds this stream's worker has spent running tasks (waits excluded) since it started.
+  double busy_seconds() const;
 
  private:
-  void push(std::function<void()> task, bool always_runs);
+  void push(std::function<void()> task, bool always_runs, bool counts_as_busy = true);
   void run();
 
   struct Task {
     std::function<void()> run;
     bool always_runs = false;
+    bool counts_as_busy = true;
   };
 
   StreamRole role_;
@@ -50,6 +57,7 @@ class CpuStream final : public Stream {
   bool busy_ = false;
   bool stopping_ = false;
   std::exception_ptr error_;
+  std::atomic<std::int64_t> busy_nanoseconds_{0};
   std::thread worker_;
 };
 
@@ -64,6 +72,7 @@ class CpuDevice final : public Device {
   std::string name() const override;
   Stream& stream(StreamRole role) override;
   CpuStream& cpu_stream(StreamRole role);
+  double busy_seconds(StreamRole role) const override;
   std::unique_ptr<Event> create_event() override;
   void copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) override;
 

@@ -115,6 +115,13 @@ class Device {
   virtual void copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) = 0;
   // Waits for every stream.
   void synchronize();
+  // Seconds stream `role` has spent doing work since the device was made (waiting on events
+  // excluded), for checking that copies and compute overlap; negative where the device does not
+  // measure it.
+  virtual double busy_seconds(StreamRole role) const {
+    (void)role;
+    return -1.0;
+  }
 
  protected:
   // `budgets` must be resolved (no zeros) by the implementation.

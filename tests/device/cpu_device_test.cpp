@@ -152,5 +152,21 @@ TEST(CpuDevice, AbsurdSizesAreOutOfMemoryNotWrapAround) {
   EXPECT_EQ(device.usage(Tier::gpu).used, 4096u);
 }
 
+TEST(CpuDevice, BusyTimeCountsWorkAndNotEventWaits) {
+  using namespace std::chrono_literals;
+  CpuDevice device;
+  CpuStream& compute = device.cpu_stream(StreamRole::compute);
+  CpuStream& copies = device.cpu_stream(StreamRole::h2d_weights);
+  EXPECT_EQ(device.busy_seconds(StreamRole::compute), 0.0);
+  // The copy stream waits ~60 ms for compute's event, then does nothing: not busy.
+  compute.enqueue([] { std::this_thread::sleep_for(60ms); });
+  auto done = device.create_event();
+  done->record(compute);
+  done->wait_on(copies);
+  copies.synchronize();
+  EXPECT_GE(device.busy_seconds(StreamRole::compute), 0.055);
+  EXPECT_LT(device.busy_seconds(StreamRole::h2d_weights), 0.03);
+}
+
 }  // namespace
 }  // namespace offgen

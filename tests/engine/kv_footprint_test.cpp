@@ -122,5 +122,17 @@ TEST(BenchTable, ReportsTheKvComparisonWithFullAndTheLargestBatchInAKvMemory) {
   EXPECT_EQ(bench::format_table({row}).find("max batch"), std::string::npos);
 }
 
+TEST(BenchRow, CopyOverlapIsTheShareOfCopyTimeHiddenBehindCompute) {
+  bench::BenchRow row;
+  row.prefill_seconds = 0.2;
+  row.decode_seconds = 1.0;            // wall 1.2 s
+  EXPECT_LT(row.copy_overlap(), 0.0);  // not measured
+  row.compute_busy_seconds = 1.0;
+  row.weight_copy_busy_seconds = 0.5;  // 1.5 s of work in 1.2 s: 0.3 s of copying was hidden
+  EXPECT_DOUBLE_EQ(row.copy_overlap(), 0.6);
+  row.compute_busy_seconds = 0.5;  // 1.0 s of work in 1.2 s: nothing overlapped
+  EXPECT_DOUBLE_EQ(row.copy_overlap(), 0.0);
+}
+
 }  // namespace
 }  // namespace offgen
