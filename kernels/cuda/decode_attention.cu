@@ -22,6 +22,7 @@
 
 #include "engine/core/cuda_check.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/block_reduce.cuh"
 
 namespace offgen::kernels::cuda {
 namespace {
@@ -67,21 +68,6 @@ __device__ Half8 zero8() {
 #pragma unroll
   for (int k = 0; k < 4; ++k) r.v[k] = __float2half2_rn(0.0f);
   return r;
-}
-
-__device__ float warp_max(float v) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  }
-  return v;
-}
-
-// Butterfly sum: every lane ends with the same total (each step adds the same two values).
-__device__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
 }
 
 // Block-wide max / sum returned to every thread. The barriers order every earlier shared-memory

@@ -11,6 +11,7 @@
 #include <initializer_list>
 
 #include "engine/core/cuda_check.h"
+#include "kernels/cuda/half_vector.cuh"
 
 namespace offgen::kernels::cuda {
 namespace {
@@ -19,24 +20,6 @@ constexpr int kThreads = 256;
 // 4096 blocks x 256 threads is ~4x what an H100 (132 SMs x 2048 threads) holds at once: enough
 // to fill it; larger buffers are covered by the grid-stride loop.
 constexpr std::int64_t kMaxBlocks = 4096;
-
-// kVec consecutive halves, aligned so one load / store moves them all (kVec = 8: 16 bytes).
-template <int kVec>
-struct alignas(2 * kVec) HalfVec {
-  __half h[kVec];
-};
-
-// Widest vector (in halves) that divides n and to which every pointer is aligned.
-int pick_vec(std::int64_t n, std::initializer_list<const void*> pointers) {
-  for (int vec = 8; vec > 1; vec /= 2) {
-    bool ok = n % vec == 0;
-    for (const void* p : pointers) {
-      ok = ok && reinterpret_cast<std::uintptr_t>(p) % (sizeof(__half) * vec) == 0;
-    }
-    if (ok) return vec;
-  }
-  return 1;
-}
 
 template <int kVec>
 __global__ void __launch_bounds__(kThreads)

@@ -11,6 +11,7 @@
 #include <initializer_list>
 
 #include "engine/core/cuda_check.h"
+#include "kernels/cuda/half_vector.cuh"
 
 namespace offgen::kernels::cuda {
 namespace {
@@ -20,25 +21,6 @@ constexpr int kMaxThreads = 256;
 // At most this many blocks (n is 64-bit, a grid's x size is not); a grid-stride loop covers the
 // remaining rows. 65535 blocks already fill an H100 many times over.
 constexpr std::int64_t kMaxBlocks = 65535;
-
-// kVec consecutive halves, aligned so one load / store moves them all (kVec = 8: 16 bytes).
-template <int kVec>
-struct alignas(2 * kVec) HalfVec {
-  __half h[kVec];
-};
-
-// Widest vector (in halves) that divides dim and to which every pointer is aligned; with dim a
-// multiple of it, every row start is aligned too.
-int pick_vec(int dim, std::initializer_list<const void*> pointers) {
-  for (int vec = 8; vec > 1; vec /= 2) {
-    bool ok = dim % vec == 0;
-    for (const void* p : pointers) {
-      ok = ok && reinterpret_cast<std::uintptr_t>(p) % (sizeof(__half) * vec) == 0;
-    }
-    if (ok) return vec;
-  }
-  return 1;
-}
 
 // Threads per row: one per vector, in whole warps, at most kMaxThreads (the rest loop).
 int row_threads(int dim, int vec) {

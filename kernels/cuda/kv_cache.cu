@@ -18,6 +18,7 @@
 
 #include "engine/core/cuda_check.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/half_vector.cuh"
 
 namespace offgen::kernels::cuda {
 namespace {
@@ -27,11 +28,6 @@ constexpr int kThreads = 256;
 constexpr std::int64_t kMaxBlocks = 65535;
 
 // kVec consecutive halves, aligned so one load / store moves them all (kVec = 8: 16 bytes).
-template <int kVec>
-struct alignas(2 * kVec) HalfVec {
-  __half h[kVec];
-};
-
 template <int kVec>
 __global__ void __launch_bounds__(kThreads)
     scatter_kv_kernel(const __half* __restrict__ qkv, const std::int32_t* __restrict__ slots,
@@ -58,19 +54,6 @@ __global__ void __launch_bounds__(kThreads)
     *reinterpret_cast<HalfVec<kVec>*>(v_cache + dst) =
         *reinterpret_cast<const HalfVec<kVec>*>(src + 2 * hd);
   }
-}
-
-// Widest vector (in halves) that divides head_dim and to which every pointer is aligned; with
-// head_dim (hence every row stride) a multiple of it, every row start is aligned too.
-int pick_vec(int head_dim, std::initializer_list<const void*> pointers) {
-  for (int vec = 8; vec > 1; vec /= 2) {
-    bool ok = head_dim % vec == 0;
-    for (const void* p : pointers) {
-      ok = ok && reinterpret_cast<std::uintptr_t>(p) % (sizeof(__half) * vec) == 0;
-    }
-    if (ok) return vec;
-  }
-  return 1;
 }
 
 template <int kVec>

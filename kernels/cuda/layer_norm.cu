@@ -14,23 +14,19 @@
 #include <initializer_list>
 
 #include "engine/core/cuda_check.h"
+#include "kernels/cuda/block_reduce.cuh"
+#include "kernels/cuda/half_vector.cuh"
 
 namespace offgen::kernels::cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kMaxThreads = 512;
 // At most this many blocks (rows is 64-bit, a grid's x size is not); a grid-stride loop covers the
 // remaining rows. 65535 blocks already fill an H100 many times over.
 constexpr std::int64_t kMaxBlocks = 65535;
 
 // kVec consecutive halves, aligned so one load / store moves them all (kVec = 8: 16 bytes).
-template <int kVec>
-struct alignas(2 * kVec) HalfVec {
-  __half h[kVec];
-};
-
 // Takes the vector by value: the caller's copy is one whole-vector load (a reference into global
 // memory lets nvcc split it into per-__half loads).
 template <int kVec>
@@ -48,33 +44,6 @@ __device__ void affine_param(const HalfVec<kVec>* p, int v, float absent, float 
 #pragma unroll
     for (int k = 0; k < kVec; ++k) out[k] = absent;
   }
-}
-
-// Butterfly sum: every lane ends with the same total (each step adds the same two values).
-__device__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-
-// Sum over the block (blockDim.x a multiple of 32), returned to every thread. Its barriers also
-// order all of the block's earlier memory reads before anything after the call, and make it safe
-// to call repeatedly (the shared slots are only rewritten after every thread has read them).
-__device__ float block_sum(float v) {
-  __shared__ float partial[kWarp];
-  __shared__ float total;
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int warp = static_cast<int>(threadIdx.x) / kWarp;
-  v = warp_sum(v);
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    const int warps = static_cast<int>(blockDim.x) / kWarp;
-    v = warp_sum(lane < warps ? partial[lane] : 0.0f);
-    if (lane == 0) total = v;
-  }
-  __syncthreads();
-  return total;
 }
 
 // x and y may alias, so neither is __restrict__: every read of a row happens before the second
@@ -130,19 +99,6 @@ __global__ void __launch_bounds__(kMaxThreads)
       out[v] = result;
     }
   }
-}
-
-// Widest vector (in halves) that divides dim and to which every pointer is aligned (null is, so
-// an absent gamma / beta never blocks it); with dim a multiple of it, every row start is aligned.
-int pick_vec(int dim, std::initializer_list<const void*> pointers) {
-  for (int vec = 8; vec > 1; vec /= 2) {
-    bool ok = dim % vec == 0;
-    for (const void* p : pointers) {
-      ok = ok && reinterpret_cast<std::uintptr_t>(p) % (sizeof(__half) * vec) == 0;
-    }
-    if (ok) return vec;
-  }
-  return 1;
 }
 
 template <int kVec>

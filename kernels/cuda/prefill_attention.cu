@@ -26,6 +26,7 @@
 
 #include "engine/core/cuda_check.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/block_reduce.cuh"
 
 namespace offgen::kernels::cuda {
 namespace {
@@ -33,7 +34,6 @@ namespace {
 namespace wmma = nvcuda::wmma;
 
 constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kFrag = 16;      // WMMA tile edge (m = n = k = 16)
@@ -127,21 +127,6 @@ __device__ void store8(__half* p, const Half8& v, bool aligned) {
     p[2 * k] = __low2half(v.v[k]);
     p[2 * k + 1] = __high2half(v.v[k]);
   }
-}
-
-__device__ float warp_max(float v) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  }
-  return v;
-}
-
-// Butterfly sum: every lane ends with the same total (each step adds the same two values).
-__device__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
 }
 
 // What a block needs to find its (sequence, head) data.

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "engine/core/cuda_check.h"
+#include "kernels/cuda/block_reduce.cuh"
 
 namespace offgen::kernels::cuda {
 namespace {
@@ -34,27 +35,6 @@ struct alignas(4 * kVec) FloatVec {
 // ---- block reductions (blockDim.x a multiple of 32; every thread gets the result) ------------
 // The two barriers make each safe to call repeatedly: the shared slots are only rewritten after
 // every thread has read them. Butterfly shuffles leave every lane of a warp with the same value.
-
-__device__ float block_sum(float v) {
-  __shared__ float partial[kWarp];
-  __shared__ float total;
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int warp = static_cast<int>(threadIdx.x) / kWarp;
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < static_cast<int>(blockDim.x) / kWarp ? partial[lane] : 0.0f;
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      v += __shfl_xor_sync(kFullMask, v, offset);
-    }
-    if (lane == 0) total = v;
-  }
-  __syncthreads();
-  return total;
-}
 
 __device__ float block_max(float v) {
   __shared__ float partial[kWarp];
