@@ -80,11 +80,8 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     run.prompt_len = config.prompt_len;
     run.gen_len = config.gen_len;
     run.kv_capacity = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len);
-    const EngineOptions& o = engine.options();
-    run.weights_gpu = o.weights_gpu_fraction;
-    run.weights_disk = o.weights_cpu_fraction >= 0.0
-                           ? std::max(0.0, 1.0 - o.weights_gpu_fraction - o.weights_cpu_fraction)
-                           : 0.0;
+    run.weights_gpu = engine.weight_placement().gpu;
+    run.weights_disk = engine.weight_placement().disk_share();
     row.predicted_tokens_per_second = predict(model, *profile, run).tokens_per_second;
   }
   engine.device().reset_peaks();

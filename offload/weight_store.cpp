@@ -104,6 +104,18 @@ BlockLayout layer_layout(const OptConfig& c, int index, LayerWeights& l) {
 
 }  // namespace
 
+WeightLayoutBytes weight_layout_bytes(const OptConfig& config) {
+  ModelWeights scratch;  // the layouts bind pointers into it; nothing is loaded
+  scratch.layers.resize(1);
+  return {global_layout(config, scratch).elements * sizeof(Half),
+          layer_layout(config, 0, scratch.layers[0]).elements * sizeof(Half)};
+}
+
+std::size_t layer_share_elements(std::size_t elements, double share) {
+  return std::min(elements,
+                  static_cast<std::size_t>(share * static_cast<double>(elements)) / 128 * 128);
+}
+
 WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSource& source,
                          const WeightPlacement& placement)
     : device_(device) {
@@ -184,18 +196,14 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
         globals_ = std::move(block);
       } else {
         layers_[i - 1].resident = std::move(block);
-        layers_[i - 1].elements = layout.elements;
         layers_[i - 1].resident_elements = layout.elements;
       }
       continue;
     }
     LayerBlock& layer = layers_[i - 1];
-    layer.elements = layout.elements;
     layer.binders = layout.binders;
     const auto share_end = [&](double share) {
-      return std::min(
-          layout.elements,
-          static_cast<std::size_t>(share * static_cast<double>(layout.elements)) / 128 * 128);
+      return layer_share_elements(layout.elements, share);
     };
     layer.resident_elements = share_end(gpu_fraction);
     const std::size_t host_end =

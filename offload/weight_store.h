@@ -32,6 +32,18 @@ struct WeightPlacement {
   double disk_share() const { return std::max(0.0, 1.0 - gpu - cpu); }
 };
 
+// Bytes of the always-resident globals (embeddings, final norm) and of one decoder layer, as the
+// store lays them out (every OPT layer has the same shapes): what the planner sizes tiers with.
+struct WeightLayoutBytes {
+  std::uint64_t globals = 0;
+  std::uint64_t layer = 0;
+};
+WeightLayoutBytes weight_layout_bytes(const OptConfig& config);
+
+// Elements of a layer's first `share` kept together on one tier: rounded down to whole
+// 128-element steps so every part stays aligned.
+std::size_t layer_share_elements(std::size_t elements, double share);
+
 class WeightStore {
  public:
   // Weights not on the gpu tier stream in per layer (WeightStreamer). Throws offgen::Error for a
@@ -68,7 +80,6 @@ class WeightStore {
   struct LayerBlock {
     Buffer resident;   // gpu tier: the layer's first resident_elements
     Buffer offloaded;  // pinned: the next pinned_elements
-    std::size_t elements = 0;
     std::size_t resident_elements = 0;
     std::size_t pinned_elements = 0;
     std::size_t disk_elements = 0;  // the rest, at disk_offset in disk_

@@ -39,4 +39,10 @@ int resolve_kv_budget(double budget, int prompt_len, int gen_len) {
   return static_cast<int>(tokens);
 }
 
+int policy_budget(PolicyKind kind, double budget, int max_prompt, int max_new, int total_len) {
+  const int full = max_prompt + max_new;
+  if (kind == PolicyKind::full || budget <= 0.0) return full;
+  return std::min(full, resolve_kv_budget(budget, total_len > 0 ? total_len : full, 0));
+}
+
 }  // namespace offgen

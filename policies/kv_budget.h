@@ -5,6 +5,8 @@
 
 #include <string_view>
 
+#include "policies/kv_policy.h"
+
 namespace offgen {
 
 // Parses the flag's text ("0.2", "128"); throws offgen::Error for anything else (negative, zero,
@@ -15,5 +17,10 @@ double parse_kv_budget(std::string_view text);
 // else X; never more than prompt_len + gen_len (a bigger budget than the sequence caches nothing
 // extra) and never less than 1.
 int resolve_kv_budget(double budget, int prompt_len, int gen_len);
+
+// C for a batch of up to max_prompt prompt tokens and max_new fed-back decode tokens, whose
+// sequences are total_len tokens long (0: max_prompt + max_new): `full`, or no budget given,
+// caches every token that ever enters the cache; otherwise the resolved budget, never more.
+int policy_budget(PolicyKind kind, double budget, int max_prompt, int max_new, int total_len = 0);
 
 }  // namespace offgen

@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <fstream>
 
 #include "bench/calibrate.h"
@@ -33,16 +32,7 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& options) {
 }
 
 int run_calibrate(const CalibrateOptions& options) {
-  namespace fs = std::filesystem;
-  OptConfig model;
-  if (fs::is_directory(options.model)) {
-    model = OptConfig::from_json_file(fs::path(options.model) / "config.json");
-  } else if (auto named = OptConfig::from_name(options.model)) {
-    model = *named;
-  } else {
-    fail("--model '{}' is neither a checkpoint directory nor a known config name ({})",
-         options.model, fmt::join(OptConfig::known_names(), ", "));
-  }
+  const OptConfig model = model_config(options.model);
   bench::CalibrateOptions calibrate;
   calibrate.copy_bytes = parse_bytes(options.copy_size);
   calibrate.repeats = options.repeats;

@@ -38,6 +38,9 @@ struct CommonOptions {
   EngineOptions engine_options() const;
 };
 void add_common_options(CLI::App& app, CommonOptions& options);
+// The config of --model without loading weights: a checkpoint directory's config.json, or a
+// config name. Throws offgen::Error listing the known names otherwise.
+OptConfig model_config(const std::string& model);
 // Reads a plan file (`offgen plan --output`) into the batch size and weight shares.
 void apply_plan_file(const std::string& path, EngineOptions& out);
 

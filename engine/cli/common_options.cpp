@@ -1,5 +1,6 @@
 #include "engine/cli/commands.h"
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -37,6 +38,15 @@ const CLI::Validator kNonNegativeNumber = number_validator(
     false, [](double v) { return v >= 0.0; }, "a number >= 0", ">=0");
 const CLI::Validator kProbability = number_validator(
     false, [](double v) { return v > 0.0 && v <= 1.0; }, "a number in (0, 1]", "(0,1]");
+
+OptConfig model_config(const std::string& model) {
+  if (std::filesystem::is_directory(model)) {
+    return OptConfig::from_json_file(std::filesystem::path(model) / "config.json");
+  }
+  if (auto named = OptConfig::from_name(model)) return *named;
+  fail("--model '{}' is neither a checkpoint directory nor a known config name ({})", model,
+       fmt::join(OptConfig::known_names(), ", "));
+}
 
 void apply_plan_file(const std::string& path, EngineOptions& out) {
   std::ifstream in(path);

@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -33,17 +32,8 @@ void add_plan_command(CLI::App& app, PlanOptions& options) {
 }
 
 int run_plan(const PlanOptions& options) {
-  namespace fs = std::filesystem;
   const CommonOptions& common = options.common;
-  OptConfig model;
-  if (fs::is_directory(common.model)) {
-    model = OptConfig::from_json_file(fs::path(common.model) / "config.json");
-  } else if (auto named = OptConfig::from_name(common.model)) {
-    model = *named;
-  } else {
-    fail("--model '{}' is neither a checkpoint directory nor a known config name ({})",
-         common.model, fmt::join(OptConfig::known_names(), ", "));
-  }
+  const OptConfig model = model_config(common.model);
   const MachineProfile profile = MachineProfile::load(options.profile);
   const EngineOptions engine = common.engine_options();
   // The budgets the run would get: what was asked for, else the device's defaults.
@@ -51,12 +41,9 @@ int run_plan(const PlanOptions& options) {
   PlanRequest request;
   request.prompt_len = options.prompt_len;
   request.gen_len = options.gen_len;
-  const int full = options.prompt_len + options.gen_len - 1;
-  request.kv_budget =
-      engine.policy.kind == PolicyKind::full || engine.kv_budget <= 0.0
-          ? full
-          : std::min(full,
-                     resolve_kv_budget(engine.kv_budget, options.prompt_len + options.gen_len, 0));
+  // As a bench run of these lengths: the last generated token is never fed back.
+  request.kv_budget = policy_budget(engine.policy.kind, engine.kv_budget, options.prompt_len,
+                                    options.gen_len - 1, options.prompt_len + options.gen_len);
   request.scored_policy = make_policy(engine.policy, request.kv_budget)->needs_scores();
   request.gpu_bytes = opened.device->usage(Tier::gpu).budget;
   request.pinned_bytes = opened.device->usage(Tier::pinned).budget;

@@ -296,16 +296,16 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   upload(advancing_.data(), advancing.data(), bytes_of<std::uint8_t>(batch_));
   if (slots_) {
     // Position-based policies keep the same tokens in every head: one slot per sequence.
-    std::vector<std::int32_t> sequence_slot(n);
-    std::vector<std::int32_t> unused_count(n);
-    slots_->plan_decode(sequence_slot.data(), unused_count.data());
     const int heads = config_.num_heads;
-    std::vector<std::int32_t> write_slot(n * static_cast<std::size_t>(heads));
+    step_sequence_slot_.resize(n);
+    step_slot_counts_.resize(n);
+    step_write_slot_.resize(n * static_cast<std::size_t>(heads));
+    slots_->plan_decode(step_sequence_slot_.data(), step_slot_counts_.data());
     for (std::size_t b = 0; b < n; ++b) {
-      std::fill_n(write_slot.begin() + static_cast<std::ptrdiff_t>(b * heads), heads,
-                  sequence_slot[b]);
+      std::fill_n(step_write_slot_.begin() + static_cast<std::ptrdiff_t>(b * heads), heads,
+                  step_sequence_slot_[b]);
     }
-    upload(write_slot_.data(), write_slot.data(),
+    upload(write_slot_.data(), step_write_slot_.data(),
            bytes_of<std::int32_t>(std::int64_t{batch_} * heads));
   }  // else each layer's policy state holds its write slots
   last_was_prefill_ = false;
@@ -346,12 +346,13 @@ void BatchRunner::head(int n, std::int64_t rows_in_x) {
 }
 
 void BatchRunner::head_of_newest_tokens() {
-  std::vector<std::int32_t> rows(static_cast<std::size_t>(batch_));
+  newest_rows_.resize(static_cast<std::size_t>(batch_));
   for (int b = 0; b < batch_; ++b) {
     // Left padding puts every sequence's newest token in the last column.
-    rows[static_cast<std::size_t>(b)] = last_was_prefill_ ? b * last_seq_ + last_seq_ - 1 : b;
+    newest_rows_[static_cast<std::size_t>(b)] =
+        last_was_prefill_ ? b * last_seq_ + last_seq_ - 1 : b;
   }
-  upload(out_rows_.data(), rows.data(), bytes_of<std::int32_t>(batch_));
+  upload(out_rows_.data(), newest_rows_.data(), bytes_of<std::int32_t>(batch_));
   head(batch_, std::int64_t{batch_} * last_seq_);
 }
 

@@ -107,6 +107,10 @@ class BatchRunner {
   std::vector<std::int32_t> seen_;  // real tokens of each sequence so far: the next HF position
   // The current decode step's positions and attended slot counts (uploaded with its inputs).
   std::vector<std::int32_t> step_positions_, step_counts_;
+  // Host arrays rebuilt every step, kept so a step allocates nothing: the position-based
+  // policies' slot plan and each sequence's newest row for the output head.
+  std::vector<std::int32_t> step_sequence_slot_, step_slot_counts_, step_write_slot_;
+  std::vector<std::int32_t> newest_rows_;
 
   // Inputs of the current step (device) and the pinned host staging they are copied from.
   Buffer ids_, valid_, positions_, token_slot_, write_slot_, slot_count_, advancing_;

@@ -64,10 +64,10 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 
   const WeightSource& weights =
       checkpoint ? static_cast<const WeightSource&>(*checkpoint) : *source;
-  WeightPlacement placement = WeightPlacement::gpu_and_cpu(options.weights_gpu_fraction);
-  if (options.weights_cpu_fraction >= 0.0) placement.cpu = options.weights_cpu_fraction;
-  placement.disk = options.disk;
-  weights_ = std::make_unique<WeightStore>(*device_, config_, weights, placement);
+  placement_ = WeightPlacement::gpu_and_cpu(options.weights_gpu_fraction);
+  if (options.weights_cpu_fraction >= 0.0) placement_.cpu = options.weights_cpu_fraction;
+  placement_.disk = options.disk;
+  weights_ = std::make_unique<WeightStore>(*device_, config_, weights, placement_);
   if (weights_->streamed()) {
     streamer_ = std::make_unique<WeightStreamer>(*device_, *weights_, config_.num_layers);
   }
@@ -208,12 +208,8 @@ std::string Engine::check(const ScoreRequest& request) const {
 }
 
 int Engine::policy_budget(int max_prompt, int max_new, int total_len) const {
-  // Every token of the longest sequence that ever sits in the cache: the prompt and the tokens
-  // fed back by decode steps.
-  const int full = max_prompt + max_new;
-  if (total_len <= 0) total_len = full;
-  if (options_.policy.kind == PolicyKind::full || options_.kv_budget <= 0.0) return full;
-  return std::min(full, resolve_kv_budget(options_.kv_budget, total_len, 0));
+  return offgen::policy_budget(options_.policy.kind, options_.kv_budget, max_prompt, max_new,
+                               total_len);
 }
 
 std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new,

@@ -17,13 +17,13 @@
 #include "engine/runtime/ops.h"
 #include "engine/runtime/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "offload/weight_store.h"
 #include "policies/kv_policy.h"
 
 namespace offgen {
 
 class BatchRunner;
 class WeightSource;
-class WeightStore;
 class WeightStreamer;
 
 DeviceChoice parse_device_choice(const std::string& text);
@@ -99,6 +99,8 @@ class Engine {
   // Weight bytes kept off the gpu tier (pinned), copied in by every pass over the layers.
   std::uint64_t weight_offloaded_bytes() const;
   std::uint64_t weight_disk_bytes() const;  // of those, on the disk tier
+  // The shares of each layer's weights on the gpu tier, in pinned memory and on disk.
+  const WeightPlacement& weight_placement() const { return placement_; }
   // Weight bytes copied host-to-device so far by layer streaming (0 when all resident).
   std::uint64_t weight_bytes_moved() const;
   int max_batch() const { return options_.max_batch; }
@@ -129,7 +131,6 @@ class Engine {
   int kv_capacity(int max_prompt, int max_new, int total_len = 0) const {
     return policy_budget(max_prompt, max_new, total_len) + 1;
   }
-  const EngineOptions& options() const { return options_; }
   // What make_runner's KV cache costs per sequence, without allocating it.
   KvFootprint kv_footprint(int max_prompt, int max_new, int total_len = 0) const;
 
@@ -150,6 +151,7 @@ class Engine {
   std::unique_ptr<Device> device_;
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  WeightPlacement placement_;
   std::unique_ptr<WeightStore> weights_;
   std::unique_ptr<WeightStreamer> streamer_;  // when weights are offloaded
 };

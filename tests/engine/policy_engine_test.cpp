@@ -8,20 +8,11 @@
 #include "engine/core/error.h"
 #include "engine/runtime/batch_runner.h"
 #include "engine/runtime/engine.h"
+#include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
 namespace {
-
-std::vector<ScoreRequest> golden_texts() {
-  std::ifstream in(test::data_dir() / "golden" / "tiny-preln" / "expected.json");
-  const auto expected = nlohmann::json::parse(in);
-  std::vector<ScoreRequest> requests;
-  for (const auto& item : expected["score"]) {
-    requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
-  }
-  return requests;
-}
 
 std::vector<ScoreResult> score_with(PolicyKind kind, double budget, int prefill_tokens,
                                     CpuKernelSet kernels = CpuKernelSet::optimized) {
@@ -34,7 +25,7 @@ std::vector<ScoreResult> score_with(PolicyKind kind, double budget, int prefill_
   options.policy.sinks = 2;
   options.kv_budget = budget;
   Engine engine(options);
-  return engine.score(golden_texts(), prefill_tokens);
+  return engine.score(test::golden_score_requests(), prefill_tokens);
 }
 
 class EveryPolicy : public ::testing::TestWithParam<PolicyKind> {};

@@ -14,20 +14,11 @@
 #include "engine/core/units.h"
 #include "engine/runtime/engine.h"
 #include "offload/disk_file.h"
+#include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
 namespace {
-
-std::vector<ScoreRequest> golden_texts() {
-  std::ifstream in(test::data_dir() / "golden" / "tiny-preln" / "expected.json");
-  const auto expected = nlohmann::json::parse(in);
-  std::vector<ScoreRequest> requests;
-  for (const auto& item : expected["score"]) {
-    requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
-  }
-  return requests;
-}
 
 EngineOptions tiny(double gpu_fraction, PolicyKind policy = PolicyKind::full) {
   EngineOptions options;
@@ -42,7 +33,7 @@ EngineOptions tiny(double gpu_fraction, PolicyKind policy = PolicyKind::full) {
 
 std::vector<GenerationRequest> prompts() {
   std::vector<GenerationRequest> requests;
-  for (const ScoreRequest& text : golden_texts()) {
+  for (const ScoreRequest& text : test::golden_score_requests()) {
     GenerationRequest r;
     r.prompt.assign(text.tokens.begin(), text.tokens.begin() + 4);
     r.max_tokens = 10;
@@ -58,8 +49,8 @@ TEST_P(OffloadedWeights, GiveExactlyTheResidentRunsOutputs) {
   for (PolicyKind policy : {PolicyKind::full, PolicyKind::h2o}) {
     Engine resident(tiny(1.0, policy));
     Engine offloaded(tiny(GetParam(), policy));
-    const auto want = resident.score(golden_texts(), 3);
-    const auto got = offloaded.score(golden_texts(), 3);
+    const auto want = resident.score(test::golden_score_requests(), 3);
+    const auto got = offloaded.score(test::golden_score_requests(), 3);
     ASSERT_EQ(want.size(), got.size());
     for (std::size_t r = 0; r < want.size(); ++r) {
       EXPECT_EQ(got[r].token_logprobs.size(), want[r].token_logprobs.size());
@@ -145,8 +136,8 @@ TEST(DiskWeights, GiveExactlyTheResidentRunsOutputsAndLeaveNoFile) {
   EXPECT_TRUE(std::filesystem::is_empty(disk.path()));  // the file is unlinked at once
   EXPECT_GT(on_disk.weight_disk_bytes(), on_disk.weight_offloaded_bytes() / 3);
   EXPECT_LT(on_disk.weight_disk_bytes(), on_disk.weight_offloaded_bytes());
-  const auto want = resident.score(golden_texts(), 3);
-  const auto got = on_disk.score(golden_texts(), 3);
+  const auto want = resident.score(test::golden_score_requests(), 3);
+  const auto got = on_disk.score(test::golden_score_requests(), 3);
   for (std::size_t r = 0; r < want.size(); ++r) {
     for (std::size_t i = 1; i < want[r].token_logprobs.size(); ++i) {
       EXPECT_EQ(got[r].token_logprobs[i], want[r].token_logprobs[i]) << "text " << r << " " << i;

@@ -11,6 +11,7 @@
 
 #include "engine/device/cuda_probe.h"
 #include "engine/runtime/engine.h"
+#include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -19,16 +20,6 @@ namespace {
 // Different summation orders (cuBLASLt's split-K, tiled attention) move fp16 activations by an
 // ulp or so per layer; 0.02 nats on a 2-4 layer model is far below what a wrong kernel gives.
 constexpr double kLogprobTolerance = 0.02;
-
-std::vector<ScoreRequest> golden_texts(const std::string& model) {
-  std::ifstream in(test::data_dir() / "golden" / model / "expected.json");
-  const auto expected = nlohmann::json::parse(in);
-  std::vector<ScoreRequest> requests;
-  for (const auto& item : expected["score"]) {
-    requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
-  }
-  return requests;
-}
 
 EngineOptions options_for(const std::string& model, DeviceChoice device, PolicyKind policy,
                           double budget) {
@@ -67,7 +58,7 @@ TEST_P(CudaMatchesCpu, ScoresThroughTheKvCache) {
   if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
   const ParityCase c = GetParam();
   const std::string model = (test::data_dir() / "golden" / c.model).string();
-  const auto texts = golden_texts(c.model);
+  const auto texts = test::golden_score_requests(c.model);
   Engine cuda(options_for(model, DeviceChoice::cuda, c.policy, c.budget));
   Engine cpu(options_for(model, DeviceChoice::cpu, c.policy, c.budget));
   // 3 prefill tokens, the rest decode steps: every kernel and the eviction ops run.
@@ -80,7 +71,7 @@ TEST_P(CudaMatchesCpu, GreedyGenerationGivesTheSameTokens) {
   const ParityCase c = GetParam();
   const std::string model = (test::data_dir() / "golden" / c.model).string();
   std::vector<GenerationRequest> requests;
-  for (const ScoreRequest& text : golden_texts(c.model)) {
+  for (const ScoreRequest& text : test::golden_score_requests(c.model)) {
     GenerationRequest r;
     r.prompt.assign(text.tokens.begin(),
                     text.tokens.begin() + std::min<std::size_t>(5, text.tokens.size()));
