@@ -222,6 +222,10 @@ void CpuDevice::copy_async(void* dst, const void* src, std::size_t bytes, Stream
   dynamic_cast<CpuStream&>(stream).enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
 }
 
+void CpuDevice::enqueue_host(Stream& stream, std::function<void()> task) {
+  dynamic_cast<CpuStream&>(stream).enqueue(std::move(task));
+}
+
 void* CpuDevice::raw_allocate(Tier tier, std::size_t bytes) {
   if (bytes > std::numeric_limits<std::size_t>::max() - kAlignment) {
     throw OutOfMemoryError(fmt::format("cpu device: {} bytes cannot be allocated", bytes));

@@ -75,6 +75,7 @@ class CpuDevice final : public Device {
   double busy_seconds(StreamRole role) const override;
   std::unique_ptr<Event> create_event() override;
   void copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) override;
+  void enqueue_host(Stream& stream, std::function<void()> task) override;
 
  protected:
   void* raw_allocate(Tier tier, std::size_t bytes) override;

@@ -55,6 +55,17 @@ void CUDART_CB run_host_copy(void* task) {
   std::memcpy(copy->dst, copy->src, copy->bytes);
 }
 
+// A host task run by the stream as a host function (Device::enqueue_host).
+struct HostTask {
+  CudaStream* stream;
+  std::function<void()> run;
+};
+
+void CUDART_CB run_host_task(void* task) {
+  const std::unique_ptr<HostTask> owned(static_cast<HostTask*>(task));
+  owned->stream->run_host_task(owned->run);
+}
+
 DeviceBudgets resolve_budgets(int gpu_index, const DeviceBudgets& requested) {
   int count = 0;
   OFFGEN_CUDA_CHECK(cudaGetDeviceCount(&count));
@@ -103,13 +114,16 @@ CudaStream::~CudaStream() {
 }
 
 CudaStream::CudaStream(CudaStream&& other) noexcept
-    : role_(other.role_), handle_(std::exchange(other.handle_, nullptr)) {}
+    : role_(other.role_),
+      handle_(std::exchange(other.handle_, nullptr)),
+      host_error_(std::move(other.host_error_)) {}
 
 CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
   if (this != &other) {
     destroy();
     role_ = other.role_;
     handle_ = std::exchange(other.handle_, nullptr);
+    host_error_ = std::move(other.host_error_);
   }
   return *this;
 }
@@ -128,6 +142,25 @@ void CudaStream::synchronize() {
     OFFGEN_CUDA_CHECK(cudaStreamSynchronize(handle_));
   } catch (const Error& e) {
     throw Error(fmt::format("cuda stream {}: {}", stream_role_name(role_), e.what()));
+  }
+  std::exception_ptr error;
+  {
+    const std::lock_guard lock(host_error_->mutex);
+    error = host_error_->error;
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void CudaStream::run_host_task(const std::function<void()>& task) noexcept {
+  {
+    const std::lock_guard lock(host_error_->mutex);
+    if (host_error_->error) return;  // sticky, as the CPU device's streams are
+  }
+  try {
+    task();
+  } catch (...) {
+    const std::lock_guard lock(host_error_->mutex);
+    host_error_->error = std::current_exception();
   }
 }
 
@@ -348,6 +381,15 @@ void CudaDevice::copy_async(void* dst, const void* src, std::size_t bytes, Strea
     return;
   }
   OFFGEN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, handle));
+}
+
+void CudaDevice::enqueue_host(Stream& stream, std::function<void()> task) {
+  auto* cuda = dynamic_cast<CudaStream*>(&stream);
+  OFFGEN_CHECK(cuda != nullptr, "cuda device: the {} stream given is not a CUDA stream",
+               stream_role_name(stream.role()));
+  auto owned = std::make_unique<HostTask>(HostTask{cuda, std::move(task)});
+  OFFGEN_CUDA_CHECK(cudaLaunchHostFunc(cuda->handle(), &run_host_task, owned.get()));
+  owned.release();  // run_host_task owns it now
 }
 
 std::uint64_t CudaDevice::cached_bytes(Tier tier) const {

@@ -49,11 +49,21 @@ class CudaStream final : public Stream {
   void synchronize() override;
   cudaStream_t handle() const { return handle_; }
 
+  // Host tasks (Device::enqueue_host) run on CUDA's callback thread, where an exception must not
+  // escape: the first one is kept here, later tasks are skipped, and synchronize() rethrows it.
+  void run_host_task(const std::function<void()>& task) noexcept;
+
  private:
   void destroy() noexcept;
 
   StreamRole role_;
   cudaStream_t handle_ = nullptr;
+  // Shared with host tasks in flight; a unique_ptr so the stream stays movable.
+  struct HostError {
+    std::mutex mutex;
+    std::exception_ptr error;
+  };
+  std::unique_ptr<HostError> host_error_ = std::make_unique<HostError>();
 };
 
 class CudaEvent final : public Event {
@@ -135,6 +145,7 @@ class CudaDevice final : public Device {
   // the host, as CUDA makes it. A copy between two host-side buffers (pinned / host tiers) is a
   // memcpy that the stream runs as a host function, in the stream's order.
   void copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) override;
+  void enqueue_host(Stream& stream, std::function<void()> task) override;
 
   // Bytes of freed gpu / pinned blocks kept for reuse (0 for the host tier).
   std::uint64_t cached_bytes(Tier tier) const;

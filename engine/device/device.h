@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -113,6 +114,11 @@ class Device {
   virtual std::unique_ptr<Event> create_event() = 0;
   // Copies between any two buffers of this device (any tiers), ordered on `stream`.
   virtual void copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) = 0;
+  // Runs `task` on a host thread in `stream`'s order: after the work issued to it before, before
+  // the work issued after (CPU attention, scatters into host memory). The task must not call
+  // this device. An exception it throws is rethrown by the stream's synchronize(), and the
+  // stream's later host tasks are skipped.
+  virtual void enqueue_host(Stream& stream, std::function<void()> task) = 0;
   // Waits for every stream.
   void synchronize();
   // Seconds stream `role` has spent doing work since the device was made (waiting on events

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "tests/support/host_task_check.h"
 
 namespace offgen {
 namespace {
@@ -109,6 +110,16 @@ TEST(CpuDevice, CopyAsyncCopiesInStreamOrder) {
   device.copy_async(dst.data(), src.data(), 4096, stream);
   stream.synchronize();
   EXPECT_EQ(std::memcmp(src.data(), dst.data(), 4096), 0);
+}
+
+TEST(CpuDevice, HostTasksKeepTheStreamsOrder) {
+  CpuDevice device;
+  check_host_tasks_keep_stream_order(device, StreamRole::d2h_kv);
+}
+
+TEST(CpuDevice, AHostTasksErrorIsStickyAndSurfacesAtSynchronize) {
+  CpuDevice device;
+  check_host_task_errors_are_sticky(device, StreamRole::compute);
 }
 
 TEST(CpuDevice, ErrorsAreStickyAndSurfaceAtSynchronize) {

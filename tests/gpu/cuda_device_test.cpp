@@ -25,6 +25,7 @@
 #include "engine/device/cuda_device.h"
 #include "engine/device/cuda_probe.h"
 #include "engine/device/make_device.h"
+#include "tests/support/host_task_check.h"
 
 namespace offgen {
 namespace {
@@ -278,6 +279,21 @@ TEST(CudaDevice, CopiesRoundTripThroughEveryTierOnEveryStream) {
   }
   device.copy_async(nullptr, nullptr, 0, device.stream(StreamRole::compute));  // nothing to do
   device.synchronize();
+}
+
+TEST(CudaDevice, HostTasksKeepTheStreamsOrder) {
+  if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
+  CudaDevice device(0, {});
+  for (const StreamRole role : kAllRoles) {
+    SCOPED_TRACE(stream_role_name(role));
+    check_host_tasks_keep_stream_order(device, role);
+  }
+}
+
+TEST(CudaDevice, AHostTasksErrorIsStickyAndSurfacesAtSynchronize) {
+  if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
+  CudaDevice device(0, {});
+  check_host_task_errors_are_sticky(device, StreamRole::d2h_kv);
 }
 
 TEST(CudaDevice, HostSideCopiesKeepTheStreamsOrder) {
