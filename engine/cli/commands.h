@@ -27,6 +27,9 @@ struct CommonOptions {
   std::string cpu_mem;  // budget of pinned + host memory; empty = the machine's default
   double weights_gpu_percent = 100.0;
   double weights_cpu_percent = -1.0;  // negative: the rest of the weights
+  int num_gpu_batches = 1;
+  double kv_gpu_percent = 100.0;
+  bool cpu_attention = false;
   std::string disk;
   std::string plan;  // plan file from `offgen plan --output`: sets batch size and weight shares
   std::uint64_t dummy_seed = 0;

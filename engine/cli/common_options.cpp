@@ -84,6 +84,9 @@ EngineOptions CommonOptions::engine_options() const {
   }
   out.weights_gpu_fraction = weights_gpu_percent / 100.0;
   if (weights_cpu_percent >= 0.0) out.weights_cpu_fraction = weights_cpu_percent / 100.0;
+  out.num_gpu_batches = num_gpu_batches;
+  out.kv_gpu_fraction = kv_gpu_percent / 100.0;
+  out.cpu_attention = cpu_attention;
   out.disk = disk;
   if (!plan.empty()) apply_plan_file(plan, out);
   out.policy.kind = parse_policy(policy);
@@ -103,9 +106,22 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
   app.add_option("--device", options.device, "auto, cuda or cpu")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
-  app.add_option("--batch-size", options.batch_size, "sequences per batch")
+  app.add_option("--batch-size", options.batch_size, "sequences per GPU batch")
       ->check(kPositiveInteger)
       ->capture_default_str();
+  app.add_option("--num-gpu-batches", options.num_gpu_batches,
+                 "GPU batches per block: they share each layer's weight load, so streamed weights "
+                 "cross PCIe once per block")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
+  app.add_option("--kv-gpu", options.kv_gpu_percent,
+                 "percent of each GPU batch's sequences whose KV cache stays on the gpu tier; the "
+                 "rest lives in pinned host memory")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
+  app.add_flag("--cpu-attention", options.cpu_attention,
+               "attend the host-resident KV cache on the CPU (only q, the new k, v and the output "
+               "cross PCIe) instead of copying it to the gpu");
   app.add_option("--gpu-mem", options.gpu_mem,
                  "memory budget of the gpu tier, e.g. 16GiB (default: what the device has)");
   app.add_option("--cpu-mem", options.cpu_mem,

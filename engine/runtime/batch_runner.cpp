@@ -23,7 +23,8 @@ std::size_t bytes_of(std::int64_t count) {
 
 BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
                          const ModelWeights& weights, int batch, int max_prompt, int max_new,
-                         std::unique_ptr<KvPolicy> policy, WeightStreamer* streamer)
+                         std::unique_ptr<KvPolicy> policy, WeightStreamer* streamer,
+                         const BlockShape& shape)
     : device_(device),
       ops_(ops),
       config_(config),
@@ -32,14 +33,19 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
       batch_(batch),
       max_prompt_(max_prompt),
       capacity_(policy->budget() + 1),
-      out_chunk_(std::max(batch, 64)),
       policy_(std::move(policy)),
-      streamer_(streamer) {
+      streamer_(streamer),
+      shape_(shape) {
   (void)max_new;  // the policy's budget already sizes the cache for the decode steps
   OFFGEN_CHECK(batch > 0 && max_prompt > 0 && max_new >= 0,
                "batch runner needs a positive batch and prompt length (got {} and {})", batch,
                max_prompt);
+  gpu_batches_ = split_block(batch, shape);
+  const int lane_batch = gpu_batch_size(batch, shape.num_gpu_batches);
+  out_chunk_ = std::max(lane_batch, 64);
   const std::int64_t rows = static_cast<std::int64_t>(batch) * max_prompt;
+  lane_rows_ = lane_batch * max_prompt;
+  const std::int64_t lane_rows = lane_rows_;
   const std::int64_t h = config.hidden_size;
   const std::int64_t p = config.word_embed_proj_dim;
   const std::int64_t f = config.ffn_dim;
@@ -55,20 +61,22 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   slot_count_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
   advancing_ = device.allocate(gpu, bytes_of<std::uint8_t>(batch));
   picks_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
+  newest_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
   host_picks_ = device.allocate(Tier::pinned, bytes_of<std::int32_t>(batch));
   // Every step's inputs fit: ids + valid + positions + per-head token slots of a prefill, or the
-  // arrays of a decode step, plus one chunk of output row ids and targets.
+  // arrays of a decode step, the newest row of each sequence, plus one chunk of output row ids
+  // and targets.
   const std::int64_t heads = config.num_heads;
   staging_ = device.allocate(
       Tier::pinned,
-      bytes_of<std::int32_t>((3 + heads) * rows + (4 + heads) * batch + 2 * out_chunk_) + 1024);
+      bytes_of<std::int32_t>((3 + heads) * rows + (5 + heads) * batch + 2 * out_chunk_) + 1024);
 
   x_ = device.allocate(gpu, bytes_of<Half>(rows * h));
-  t_ = device.allocate(gpu, bytes_of<Half>(rows * wide));
-  emb_ = config.has_projections() ? device.allocate(gpu, bytes_of<Half>(rows * p)) : Buffer();
-  qkv_ = device.allocate(gpu, bytes_of<Half>(rows * 3 * h));
-  attn_ = device.allocate(gpu, bytes_of<Half>(rows * h));
-  ffn_ = device.allocate(gpu, bytes_of<Half>(rows * f));
+  t_ = device.allocate(gpu, bytes_of<Half>(lane_rows * wide));
+  emb_ = config.has_projections() ? device.allocate(gpu, bytes_of<Half>(lane_rows * p)) : Buffer();
+  qkv_ = device.allocate(gpu, bytes_of<Half>(lane_rows * 3 * h));
+  attn_ = device.allocate(gpu, bytes_of<Half>(lane_rows * h));
+  ffn_ = device.allocate(gpu, bytes_of<Half>(lane_rows * f));
 
   out_rows_ = device.allocate(gpu, bytes_of<std::int32_t>(out_chunk_));
   gathered_ = device.allocate(gpu, bytes_of<Half>(out_chunk_ * h));
@@ -80,38 +88,67 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
       device.allocate(Tier::pinned, bytes_of<float>(std::int64_t{batch} * config.vocab_size));
   host_logprobs_ = device.allocate(Tier::pinned, bytes_of<float>(out_chunk_));
 
-  const std::int64_t kv_elements =
-      std::int64_t{batch} * config.num_heads * capacity_ * config.head_dim();
-  for (int l = 0; l < config.num_layers; ++l) {
-    k_cache_.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
-    v_cache_.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
+  scored_ = policy_->needs_scores();
+  std::vector<int> offloaded;
+  for (const GpuBatch& g : gpu_batches_) {
+    Lane lane;
+    lane.batch = g;
+    const std::int64_t kv_elements =
+        std::int64_t{g.resident} * config.num_heads * capacity_ * config.head_dim();
+    if (g.resident > 0) {
+      for (int l = 0; l < config.num_layers; ++l) {
+        lane.k_cache.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
+        lane.v_cache.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
+      }
+    }
+    if (scored_) {
+      lane.scored =
+          std::make_unique<ScoredKvState>(device, ops, *policy_, config.num_layers, g.size,
+                                          config.num_heads, capacity_, max_prompt);
+    }
+    offloaded.push_back(g.offloaded());
+    lanes_.push_back(std::move(lane));
   }
-  if (policy_->needs_scores()) {
-    scored_ = std::make_unique<ScoredKvState>(device, ops, *policy_, config.num_layers, batch,
-                                              config.num_heads, capacity_, max_prompt);
-  } else {
-    slots_.emplace(*policy_);
+  if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
+    offloaded_kv_ = std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded),
+                                                  capacity_, scored_, shape.cpu_attention);
+    kv_streams_[0] = &device.stream(StreamRole::h2d_kv);
+    kv_streams_[1] = &device.stream(StreamRole::d2h_kv);
   }
+  if (!scored_) slots_.emplace(*policy_);
 }
 
 BatchRunner::~BatchRunner() {
   // Queued kernels still reference this runner's buffers.
   try {
-    compute_.synchronize();
+    sync();
   } catch (const std::exception& e) {
-    spdlog::warn("batch runner: compute stream failed while shutting down: {}", e.what());
+    spdlog::warn("batch runner: a stream failed while shutting down: {}", e.what());
   }
 }
 
 std::uint64_t BatchRunner::kv_bytes() const {
-  std::uint64_t total = 0;
-  for (const Buffer& b : k_cache_) total += b.bytes();
-  for (const Buffer& b : v_cache_) total += b.bytes();
+  std::uint64_t total = kv_host_bytes();
+  for (const Lane& lane : lanes_) {
+    for (const Buffer& b : lane.k_cache) total += b.bytes();
+    for (const Buffer& b : lane.v_cache) total += b.bytes();
+  }
   return total;
 }
 
 std::uint64_t BatchRunner::policy_state_bytes() const {
-  return scored_ ? scored_->bytes() : 0;
+  std::uint64_t total = 0;
+  for (const Lane& lane : lanes_) total += lane.scored ? lane.scored->bytes() : 0;
+  return total;
+}
+
+BatchRunner::KvTraffic BatchRunner::kv_traffic() const {
+  KvTraffic traffic = traffic_;
+  if (offloaded_kv_) {
+    traffic.loaded_bytes = offloaded_kv_->loaded_bytes();
+    traffic.stored_bytes = offloaded_kv_->stored_bytes();
+  }
+  return traffic;
 }
 
 void BatchRunner::upload(void* device_dst, const void* host_src, std::size_t bytes) {
@@ -125,27 +162,94 @@ void BatchRunner::upload(void* device_dst, const void* host_src, std::size_t byt
 
 void BatchRunner::sync() {
   compute_.synchronize();
+  // The KV streams' host tasks read host arrays of the step (its slot counts).
+  for (Stream* stream : kv_streams_) {
+    if (stream != nullptr) stream->synchronize();
+  }
   staging_used_ = 0;  // every copy out of staging has run
 }
 
-void BatchRunner::embed(std::int64_t rows) {
+void BatchRunner::embed(const Lane& lane) {
   const auto& w = weights_;
   const int h = config_.hidden_size;
   const int p = config_.word_embed_proj_dim;
-  Half* x = x_.as<Half>();
+  const std::int64_t first = std::int64_t{lane.batch.first} * last_seq_;
+  const std::int64_t rows = std::int64_t{lane.batch.size} * last_seq_;
+  Half* x = x_.as<Half>() + first * h;
+  const std::int32_t* ids = ids_.as<std::int32_t>() + first;
   if (config_.has_projections()) {
-    ops_.gather_rows(w.embed_tokens, config_.vocab_size, p, ids_.as<std::int32_t>(), rows,
-                     emb_.as<Half>());
+    ops_.gather_rows(w.embed_tokens, config_.vocab_size, p, ids, rows, emb_.as<Half>());
     ops_.linear(emb_.as<Half>(), w.project_in, nullptr, x, rows, h, p, Activation::none);
   } else {
-    ops_.gather_rows(w.embed_tokens, config_.vocab_size, h, ids_.as<std::int32_t>(), rows, x);
+    ops_.gather_rows(w.embed_tokens, config_.vocab_size, h, ids, rows, x);
   }
-  ops_.add_position_embeddings(x, w.embed_positions, h, positions_.as<std::int32_t>(), rows,
+  ops_.add_position_embeddings(x, w.embed_positions, h, positions_.as<std::int32_t>() + first, rows,
                                config_.position_offset);
 }
 
-void BatchRunner::layer(int index, std::int64_t rows, bool is_prefill) {
+void BatchRunner::attend_decode(int index, int lane_index, int task) {
+  Lane& lane = lanes_[static_cast<std::size_t>(lane_index)];
+  const GpuBatch& g = lane.batch;
+  const int h = config_.hidden_size;
+  const int heads = config_.num_heads;
+  const std::int64_t resident = g.resident;
+  const std::int32_t* write_slot =
+      lane.scored ? lane.scored->write_slots(index)
+                  : write_slot_.as<std::int32_t>() + std::int64_t{g.first} * heads;
+  kernels::DecodeAttentionArgs args;
+  args.qkv = qkv_.as<Half>();
+  args.slot_count = slot_count_.as<std::int32_t>() + g.first;
+  args.out = attn_.as<Half>();
+  args.batch = g.resident;
+  args.heads = heads;
+  args.head_dim = config_.head_dim();
+  args.capacity = capacity_;
+  args.scale = 1.0f / std::sqrt(static_cast<float>(args.head_dim));
+  if (lane.scored) args.probs = lane.scored->decode_probs();
+
+  // The host-resident sequences: the same arguments from their first row on.
+  kernels::DecodeAttentionArgs off = args;
+  off.qkv = args.qkv + resident * 3 * h;
+  off.slot_count = args.slot_count + resident;
+  off.out = args.out + resident * h;
+  off.batch = g.offloaded();
+  if (args.probs != nullptr) off.probs = args.probs + resident * heads * capacity_;
+  const std::int32_t* off_write_slot = write_slot + resident * heads;
+  const OffloadedKv::Task kv_task{task, index, lane_index};
+  const bool cpu_attention = offloaded_kv_ && offloaded_kv_->cpu_attention();
+
+  // CPU attention first, so the host works while the gpu attends the resident sequences.
+  if (g.offloaded() > 0 && cpu_attention) {
+    offloaded_kv_->decode_cpu(kv_task, off_write_slot, step_counts_.data() + g.first + g.resident,
+                              off);
+  }
+  if (g.resident > 0) {
+    Half* k_cache = lane.k_cache[static_cast<std::size_t>(index)].as<Half>();
+    Half* v_cache = lane.v_cache[static_cast<std::size_t>(index)].as<Half>();
+    ops_.append_kv(args.qkv, write_slot, g.resident, heads, args.head_dim, k_cache, v_cache,
+                   capacity_);
+    args.k_cache = k_cache;
+    args.v_cache = v_cache;
+    ops_.decode_attention(args);
+  }
+  if (g.offloaded() > 0) {
+    if (cpu_attention) {
+      offloaded_kv_->finish_cpu(kv_task);
+    } else {
+      offloaded_kv_->decode_gpu(kv_task, off_write_slot, off);
+    }
+  }
+  if (lane.scored) {
+    lane.scored->after_decode_attention(index, advancing_.as<std::uint8_t>() + g.first,
+                                        positions_.as<std::int32_t>() + g.first,
+                                        slot_count_.as<std::int32_t>() + g.first);
+  }
+}
+
+void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill) {
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(index)];
+  Lane& lane = lanes_[static_cast<std::size_t>(lane_index)];
+  const GpuBatch& g = lane.batch;
   const int h = config_.hidden_size;
   const int f = config_.ffn_dim;
   const int heads = config_.num_heads;
@@ -153,12 +257,12 @@ void BatchRunner::layer(int index, std::int64_t rows, bool is_prefill) {
   const float eps = config_.layer_norm_eps;
   const bool pre_ln = config_.do_layer_norm_before;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  Half* x = x_.as<Half>();
+  const std::int64_t seq = last_seq_;
+  const std::int64_t rows = std::int64_t{g.size} * seq;
+  Half* x = x_.as<Half>() + std::int64_t{g.first} * seq * h;
   Half* t = t_.as<Half>();
   Half* qkv = qkv_.as<Half>();
   Half* attn = attn_.as<Half>();
-  Half* k_cache = k_cache_[static_cast<std::size_t>(index)].as<Half>();
-  Half* v_cache = v_cache_[static_cast<std::size_t>(index)].as<Half>();
 
   // Self-attention block.
   const Half* attn_in = x;
@@ -168,45 +272,32 @@ void BatchRunner::layer(int index, std::int64_t rows, bool is_prefill) {
   }
   ops_.linear(attn_in, w.qkv_weight, w.qkv_bias, qkv, rows, 3 * h, h, Activation::none);
   if (is_prefill) {
+    const std::uint8_t* valid = valid_.as<std::uint8_t>() + std::int64_t{g.first} * seq;
+    std::int32_t* token_slot = token_slot_.as<std::int32_t>() + std::int64_t{g.first} * heads * seq;
     kernels::PrefillAttentionArgs args;
     args.qkv = qkv;
-    args.valid = valid_.as<std::uint8_t>();
+    args.valid = valid;
     args.out = attn;
-    args.batch = batch_;
+    args.batch = g.size;
     args.seq = last_seq_;
     args.heads = heads;
     args.head_dim = head_dim;
     args.scale = scale;
-    if (scored_) args.key_prob_sums = scored_->prefill_probs();
+    if (lane.scored) args.key_prob_sums = lane.scored->prefill_probs();
     ops_.prefill_attention(args);
-    if (scored_) {
-      scored_->after_prefill_attention(index, last_seq_, valid_.as<std::uint8_t>(),
-                                       token_slot_.as<std::int32_t>());
+    if (lane.scored) lane.scored->after_prefill_attention(index, last_seq_, valid, token_slot);
+    if (g.resident > 0) {
+      ops_.store_prefill_kv(qkv, token_slot, g.resident, last_seq_, heads, head_dim,
+                            lane.k_cache[static_cast<std::size_t>(index)].as<Half>(),
+                            lane.v_cache[static_cast<std::size_t>(index)].as<Half>(), capacity_);
     }
-    ops_.store_prefill_kv(qkv, token_slot_.as<std::int32_t>(), batch_, last_seq_, heads, head_dim,
-                          k_cache, v_cache, capacity_);
+    if (g.offloaded() > 0) {
+      const std::int64_t resident = g.resident;
+      offloaded_kv_->store_prefill({task, index, lane_index}, qkv + resident * seq * 3 * h,
+                                   token_slot + resident * heads * seq, last_seq_);
+    }
   } else {
-    const std::int32_t* write_slot =
-        scored_ ? scored_->write_slots(index) : write_slot_.as<std::int32_t>();
-    ops_.append_kv(qkv, write_slot, batch_, heads, head_dim, k_cache, v_cache, capacity_);
-    kernels::DecodeAttentionArgs args;
-    args.qkv = qkv;
-    args.k_cache = k_cache;
-    args.v_cache = v_cache;
-    args.slot_count = slot_count_.as<std::int32_t>();
-    args.out = attn;
-    args.batch = batch_;
-    args.heads = heads;
-    args.head_dim = head_dim;
-    args.capacity = capacity_;
-    args.scale = scale;
-    if (scored_) args.probs = scored_->decode_probs();
-    ops_.decode_attention(args);
-    if (scored_) {
-      scored_->after_decode_attention(index, advancing_.as<std::uint8_t>(),
-                                      positions_.as<std::int32_t>(),
-                                      slot_count_.as<std::int32_t>());
-    }
+    attend_decode(index, lane_index, task);
   }
   ops_.linear(attn, w.out_weight, w.out_bias, t, rows, h, h, Activation::none);
   ops_.add_inplace(x, t, rows * h);
@@ -224,16 +315,22 @@ void BatchRunner::layer(int index, std::int64_t rows, bool is_prefill) {
   if (!pre_ln) ops_.layer_norm(x, w.ffn_ln_weight, w.ffn_ln_bias, x, rows, h, eps);
 }
 
-void BatchRunner::layers(std::int64_t rows, bool is_prefill) {
-  if (streamer_ == nullptr) {
-    for (int l = 0; l < config_.num_layers; ++l) layer(l, rows, is_prefill);
-    return;
-  }
-  streamer_->begin_pass();
+void BatchRunner::layers(bool is_prefill) {
+  const int lanes = static_cast<int>(lanes_.size());
+  const int tasks = config_.num_layers * lanes;
+  if (offloaded_kv_) offloaded_kv_->begin_pass();
+  if (streamer_ != nullptr) streamer_->begin_pass();
   for (int l = 0; l < config_.num_layers; ++l) {
-    streamer_->acquire(l, compute_);
-    layer(l, rows, is_prefill);
-    streamer_->release(l, compute_);
+    if (streamer_ != nullptr) streamer_->acquire(l, compute_);
+    for (int lane = 0; lane < lanes; ++lane) {
+      const int task = l * lanes + lane;
+      // The next task's host-resident KV copies in while this one computes.
+      if (offloaded_kv_ && !is_prefill && task + 1 < tasks) {
+        offloaded_kv_->prefetch({task + 1, (task + 1) / lanes, (task + 1) % lanes});
+      }
+      layer(l, lane, task, is_prefill);
+    }
+    if (streamer_ != nullptr) streamer_->release(l, compute_);
   }
 }
 
@@ -269,8 +366,8 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   }  // else each layer's policy step writes token_slot_ after its attention
   last_was_prefill_ = true;
   last_seq_ = prompts.seq;
-  embed(rows);
-  layers(rows, /*is_prefill=*/true);
+  for (const Lane& lane : lanes_) embed(lane);
+  layers(/*is_prefill=*/true);
   prefilled_ = true;
 }
 
@@ -310,8 +407,8 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   }  // else each layer's policy state holds its write slots
   last_was_prefill_ = false;
   last_seq_ = 1;
-  embed(batch_);
-  layers(batch_, /*is_prefill=*/false);
+  for (const Lane& lane : lanes_) embed(lane);
+  layers(/*is_prefill=*/false);
   if (slots_) slots_->commit(advancing, step_positions_);
   // K and V of one token in one (layer, head); the step attends over step_counts_[b] of them.
   const auto row_bytes = static_cast<std::uint64_t>(config_.num_layers) * config_.num_heads * 2 *
@@ -328,11 +425,11 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   }
 }
 
-void BatchRunner::head(int n, std::int64_t rows_in_x) {
+void BatchRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x) {
   const int h = config_.hidden_size;
   const int p = config_.word_embed_proj_dim;
   Half* g = gathered_.as<Half>();
-  ops_.gather_rows(x_.as<Half>(), rows_in_x, h, out_rows_.as<std::int32_t>(), n, g);
+  ops_.gather_rows(x_.as<Half>(), rows_in_x, h, row_ids, n, g);
   if (config_.has_final_layer_norm()) {
     ops_.layer_norm(g, weights_.final_ln_weight, weights_.final_ln_bias, g, n, h,
                     config_.layer_norm_eps);
@@ -345,29 +442,37 @@ void BatchRunner::head(int n, std::int64_t rows_in_x) {
   ops_.logits(features, weights_.embed_tokens, logits_.as<float>(), n, config_.vocab_size, p);
 }
 
-void BatchRunner::head_of_newest_tokens() {
+template <typename Use>
+void BatchRunner::head_of_newest_tokens(const Use& use) {
   newest_rows_.resize(static_cast<std::size_t>(batch_));
   for (int b = 0; b < batch_; ++b) {
     // Left padding puts every sequence's newest token in the last column.
     newest_rows_[static_cast<std::size_t>(b)] =
         last_was_prefill_ ? b * last_seq_ + last_seq_ - 1 : b;
   }
-  upload(out_rows_.data(), newest_rows_.data(), bytes_of<std::int32_t>(batch_));
-  head(batch_, std::int64_t{batch_} * last_seq_);
+  upload(newest_.data(), newest_rows_.data(), bytes_of<std::int32_t>(batch_));
+  for (int first = 0; first < batch_; first += out_chunk_) {
+    const int n = std::min(out_chunk_, batch_ - first);
+    head(n, newest_.as<std::int32_t>() + first, std::int64_t{batch_} * last_seq_);
+    use(first, n);
+  }
 }
 
 std::span<const float> BatchRunner::last_logits() {
-  head_of_newest_tokens();
-  const std::size_t bytes = bytes_of<float>(std::int64_t{batch_} * config_.vocab_size);
-  device_.copy_async(host_logits_.data(), logits_.data(), bytes, compute_);
+  const auto vocab = static_cast<std::int64_t>(config_.vocab_size);
+  head_of_newest_tokens([&](int first, int n) {
+    device_.copy_async(host_logits_.as<float>() + first * vocab, logits_.data(),
+                       bytes_of<float>(n * vocab), compute_);
+  });
   sync();
   return {host_logits_.as<const float>(),
           static_cast<std::size_t>(batch_) * static_cast<std::size_t>(config_.vocab_size)};
 }
 
 std::span<const std::int32_t> BatchRunner::greedy_tokens() {
-  head_of_newest_tokens();
-  ops_.argmax_rows(logits_.as<float>(), batch_, config_.vocab_size, picks_.as<std::int32_t>());
+  head_of_newest_tokens([&](int first, int n) {
+    ops_.argmax_rows(logits_.as<float>(), n, config_.vocab_size, picks_.as<std::int32_t>() + first);
+  });
   device_.copy_async(host_picks_.data(), picks_.data(), bytes_of<std::int32_t>(batch_), compute_);
   sync();
   return {host_picks_.as<const std::int32_t>(), static_cast<std::size_t>(batch_)};
@@ -395,7 +500,7 @@ std::vector<float> BatchRunner::target_logprobs(std::span<const std::int32_t> ta
            bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
     upload(targets_.data(), chunk_targets.data(),
            bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
-    head(static_cast<int>(n), rows_in_x);
+    head(static_cast<int>(n), out_rows_.as<std::int32_t>(), rows_in_x);
     ops_.token_logprobs(logits_.as<float>(), targets_.as<std::int32_t>(), logprobs_.as<float>(),
                         static_cast<std::int64_t>(n), config_.vocab_size);
     device_.copy_async(host_logprobs_.data(), logprobs_.data(),

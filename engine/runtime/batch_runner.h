@@ -1,7 +1,13 @@
-// Runs one batch of sequences through the OPT forward pass: a prefill of the left-padded prompts,
-// then decode steps of one token per sequence over the KV cache. It owns the batch's KV cache and
-// activation scratch (gpu tier of the device) and issues every op through `Ops` on the compute
-// stream; the host waits only when it reads an output.
+// Runs one block of sequences through the OPT forward pass: a prefill of the left-padded prompts,
+// then decode steps of one token per sequence over the KV cache. It owns the block's KV cache and
+// activation scratch and issues every op through `Ops` on the compute stream; the host waits only
+// when it reads an output.
+//
+// The block schedule (design section 6): the block runs as GPU batches (block_shape.h); a pass
+// loops layer -> GPU batch, so each layer's streamed weights are loaded once and shared by every
+// GPU batch, while the next layer's weights and the next GPU batch's host-resident KV load behind
+// the compute (offloaded_kv.h). Each GPU batch keeps its hidden state between layers; the
+// per-layer scratch is sized for one GPU batch and shared.
 //
 // Semantics are Hugging Face's OPTForCausalLM (design section 4): learned positions offset by 2
 // with position ids cumsum(mask) - 1, q scaled by head_dim^-0.5, ReLU MLP, pre- or post-LN,
@@ -16,6 +22,8 @@
 
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
+#include "engine/runtime/block_shape.h"
+#include "engine/runtime/offloaded_kv.h"
 #include "engine/runtime/ops.h"
 #include "engine/runtime/scored_kv_state.h"
 #include "offload/model_weights.h"
@@ -32,9 +40,10 @@ class BatchRunner {
   // decode steps, with a KV cache of policy->budget() + 1 slots per (layer, sequence, head).
   // Throws OutOfMemoryError if the KV cache or scratch does not fit the gpu tier.
   // streamer: where layer weights are offloaded, what brings them in per layer (else null).
+  // shape: GPU batches and KV placement.
   BatchRunner(Device& device, Ops& ops, const OptConfig& config, const ModelWeights& weights,
               int batch, int max_prompt, int max_new, std::unique_ptr<KvPolicy> policy,
-              WeightStreamer* streamer = nullptr);
+              WeightStreamer* streamer = nullptr, const BlockShape& shape = {});
   BatchRunner(const BatchRunner&) = delete;
   BatchRunner& operator=(const BatchRunner&) = delete;
   ~BatchRunner();
@@ -58,8 +67,13 @@ class BatchRunner {
 
   int batch() const { return batch_; }
   int kv_capacity() const { return capacity_; }
-  // Bytes of KV cache this runner allocated (all layers, K and V).
+  const std::vector<GpuBatch>& gpu_batches() const { return gpu_batches_; }
+  // Bytes of KV cache this runner allocated (all layers, K and V, every tier).
   std::uint64_t kv_bytes() const;
+  // Of those, in pinned host memory.
+  std::uint64_t kv_host_bytes() const {
+    return offloaded_kv_ ? offloaded_kv_->host_cache_bytes() : 0;
+  }
   // Bytes of score-keeping policy state it allocated (0 for position-based policies).
   std::uint64_t policy_state_bytes() const;
 
@@ -69,23 +83,31 @@ class BatchRunner {
     std::uint64_t read_bytes = 0;
     std::uint64_t written_bytes = 0;
     int decode_steps = 0;
+    // Of the host-resident KV: bytes copied host-to-device and device-to-host (prefill included).
+    std::uint64_t loaded_bytes = 0;
+    std::uint64_t stored_bytes = 0;
     double moved_per_step() const {
       return decode_steps > 0 ? static_cast<double>(read_bytes + written_bytes) / decode_steps
                               : 0.0;
     }
   };
-  const KvTraffic& kv_traffic() const { return traffic_; }
+  KvTraffic kv_traffic() const;
 
  private:
   void upload(void* device_dst, const void* host_src, std::size_t bytes);
-  void embed(std::int64_t rows);
-  void layer(int index, std::int64_t rows, bool is_prefill);
-  // Every layer once, in order, with streamed weights brought in around each.
-  void layers(std::int64_t rows, bool is_prefill);
-  // Final norm, project_out and logits for `n` rows of x_ (row ids already uploaded to out_rows_).
-  void head(int n, std::int64_t rows_in_x);
-  // head() of each sequence's newest token (the last column after a left-padded prefill).
-  void head_of_newest_tokens();
+  struct Lane;  // a GPU batch and its state
+  void embed(const Lane& lane);
+  void layer(int index, int lane, int task, bool is_prefill);
+  void attend_decode(int index, int lane, int task);
+  // Every layer once, in order, each over every GPU batch, with streamed weights brought in
+  // around each layer.
+  void layers(bool is_prefill);
+  // Final norm, project_out and logits for `n` rows of x_ whose row ids are at `row_ids`.
+  void head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x);
+  // head() of each sequence's newest token (the last column after a left-padded prefill), a chunk
+  // of sequences at a time: use(first, n) follows each chunk with logits_ holding its rows.
+  template <typename Use>
+  void head_of_newest_tokens(const Use& use);
   void sync();
 
   Device& device_;
@@ -99,10 +121,24 @@ class BatchRunner {
   int out_chunk_;
   std::unique_ptr<KvPolicy> policy_;
   WeightStreamer* streamer_;
-  // Exactly one of these keeps the caches' slots: host-planned for position-based policies,
-  // per-head state on the device for score-keeping ones (h2o).
+  BlockShape shape_;
+  std::vector<GpuBatch> gpu_batches_;
+  struct Lane {
+    GpuBatch batch;
+    // KV cache of its gpu-resident sequences, per layer: [resident, heads, capacity, head_dim].
+    std::vector<Buffer> k_cache, v_cache;
+    // Per-head state of a score-keeping policy (h2o), for all its sequences, on the gpu tier.
+    std::unique_ptr<ScoredKvState> scored;
+  };
+  std::vector<Lane> lanes_;
+  int lane_rows_ = 0;  // the largest GPU batch's rows (batch x max_prompt)
+  // The KV of the sequences kept in pinned memory (null when there are none).
+  std::unique_ptr<OffloadedKv> offloaded_kv_;
+  Stream* kv_streams_[2] = {nullptr, nullptr};  // h2d_kv and d2h_kv, when there is offloaded KV
+  // Position-based policies plan slots on the host (null for score-keeping ones, whose per-head
+  // state lives in each lane).
   std::optional<CacheSlots> slots_;
-  std::unique_ptr<ScoredKvState> scored_;
+  bool scored_ = false;
   std::vector<int> cached_;         // tokens held per sequence (the same in every layer and head)
   std::vector<std::int32_t> seen_;  // real tokens of each sequence so far: the next HF position
   // The current decode step's positions and attended slot counts (uploaded with its inputs).
@@ -113,17 +149,16 @@ class BatchRunner {
   std::vector<std::int32_t> newest_rows_;
 
   // Inputs of the current step (device) and the pinned host staging they are copied from.
+  // Sized for the whole block; a GPU batch's part starts at its first sequence.
   Buffer ids_, valid_, positions_, token_slot_, write_slot_, slot_count_, advancing_;
   Buffer staging_;
   std::size_t staging_used_ = 0;
-  // Activations.
+  // Activations: the block's hidden states, and one GPU batch's scratch.
   Buffer x_, t_, emb_, qkv_, attn_, ffn_;
-  // Output head.
-  Buffer out_rows_, gathered_, projected_, logits_, targets_, logprobs_;
+  // Output head: the newest rows of every sequence, and a chunk's scratch.
+  Buffer newest_, out_rows_, gathered_, projected_, logits_, targets_, logprobs_;
   Buffer host_logits_, host_logprobs_;
   Buffer picks_, host_picks_;  // greedy ids: device and pinned host
-  // KV cache, per layer: [batch, heads, capacity, head_dim].
-  std::vector<Buffer> k_cache_, v_cache_;
 
   KvTraffic traffic_;
 

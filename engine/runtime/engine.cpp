@@ -39,6 +39,10 @@ const char* finish_reason_name(FinishReason reason) {
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
   OFFGEN_CHECK(options.max_batch > 0, "batch size must be positive (got {})", options.max_batch);
+  OFFGEN_CHECK(options.num_gpu_batches > 0, "the number of GPU batches must be positive (got {})",
+               options.num_gpu_batches);
+  OFFGEN_CHECK(options.kv_gpu_fraction >= 0.0 && options.kv_gpu_fraction <= 1.0,
+               "the KV share on the gpu tier must be in [0, 1] (got {})", options.kv_gpu_fraction);
   OFFGEN_CHECK(options.policy.kind == PolicyKind::full || options.kv_budget > 0.0,
                "--policy {} needs --kv-budget (a fraction like 0.2 or a token count)",
                policy_name(options.policy.kind));
@@ -217,7 +221,11 @@ std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int 
   const int budget = policy_budget(max_prompt, max_new, total_len);
   return std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), batch,
                                        max_prompt, max_new, make_policy(options_.policy, budget),
-                                       streamer_.get());
+                                       streamer_.get(), block_shape());
+}
+
+BlockShape Engine::block_shape() const {
+  return {options_.num_gpu_batches, options_.kv_gpu_fraction, options_.cpu_attention};
 }
 
 KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) const {
@@ -229,7 +237,7 @@ KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) con
 std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest> requests,
                                                const GenerationCallback& on_done) {
   return run_in_batches<GenerationResult>(
-      requests, static_cast<std::size_t>(options_.max_batch),
+      requests, static_cast<std::size_t>(block_size()),
       [&](const GenerationRequest& r) { return check(r); },
       [](const GenerationRequest& r) { return r.prompt.size(); },
       [&](std::span<const std::size_t> batch, std::vector<GenerationResult>& results) {
@@ -308,7 +316,7 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
                                        const ScoreCallback& on_done) {
   OFFGEN_CHECK(prefill_tokens >= 0, "--prefill-tokens must be >= 0 (got {})", prefill_tokens);
   return run_in_batches<ScoreResult>(
-      requests, static_cast<std::size_t>(options_.max_batch),
+      requests, static_cast<std::size_t>(block_size()),
       [&](const ScoreRequest& r) { return check(r); },
       [](const ScoreRequest& r) { return r.tokens.size(); },
       [&](std::span<const std::size_t> batch, std::vector<ScoreResult>& results) {

@@ -12,6 +12,7 @@
 
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
+#include "engine/runtime/block_shape.h"
 #include "engine/runtime/device_setup.h"
 #include "engine/runtime/kv_footprint.h"
 #include "engine/runtime/ops.h"
@@ -37,7 +38,13 @@ struct EngineOptions {
   DeviceChoice device = DeviceChoice::automatic;
   CpuKernelSet cpu_kernels = CpuKernelSet::optimized;
   std::uint64_t dummy_seed = 0;
-  int max_batch = 8;  // sequences per batch
+  int max_batch = 8;  // sequences per GPU batch
+  // The block schedule: a block of max_batch x num_gpu_batches sequences shares each layer's
+  // weight load; the KV of each GPU batch is split by sequences between the gpu tier
+  // (kv_gpu_fraction of them) and pinned host memory, where --cpu-attention attends it on the CPU.
+  int num_gpu_batches = 1;
+  double kv_gpu_fraction = 1.0;
+  bool cpu_attention = false;
   DeviceBudgets budgets;
   // KV eviction: the policy, and --kv-budget (0 = the whole sequence; < 1 a fraction of prompt +
   // generation length; >= 1 tokens).
@@ -104,6 +111,9 @@ class Engine {
   // Weight bytes copied host-to-device so far by layer streaming (0 when all resident).
   std::uint64_t weight_bytes_moved() const;
   int max_batch() const { return options_.max_batch; }
+  // Sequences run together: max_batch x num_gpu_batches.
+  int block_size() const { return options_.max_batch * options_.num_gpu_batches; }
+  BlockShape block_shape() const;
 
   // Checks a request against the model (ids in the vocab, prompt + max_tokens within the
   // positions); returns the problem, or an empty string.
@@ -124,7 +134,8 @@ class Engine {
 
   // A runner for `batch` sequences of up to max_prompt prompt tokens and max_new decode steps,
   // its KV cache sized by the engine's policy and budget for sequences of `total_len` tokens
-  // (0 = max_prompt + max_new). Benchmarks drive it directly.
+  // (0 = max_prompt + max_new), split into the engine's GPU batches and KV placement.
+  // Benchmarks drive it directly.
   std::unique_ptr<BatchRunner> make_runner(int batch, int max_prompt, int max_new,
                                            int total_len = 0);
   // Slots per (layer, sequence, head) make_runner's KV cache would have (the policy's C + 1).

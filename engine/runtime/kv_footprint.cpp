@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/half.h"
+#include "engine/runtime/block_shape.h"
 
 namespace offgen {
 
@@ -27,8 +28,11 @@ KvFootprint kv_footprint(const OptConfig& config, int capacity, bool scored, int
   return footprint;
 }
 
-std::uint64_t runner_scratch_bytes(const OptConfig& config, int batch, int max_prompt) {
+std::uint64_t runner_scratch_bytes(const OptConfig& config, int batch, int max_prompt,
+                                   int num_gpu_batches) {
   const auto rows = static_cast<std::uint64_t>(batch) * static_cast<std::uint64_t>(max_prompt);
+  const auto lane_rows = static_cast<std::uint64_t>(gpu_batch_size(batch, num_gpu_batches)) *
+                         static_cast<std::uint64_t>(max_prompt);
   const auto b = static_cast<std::uint64_t>(batch);
   const auto h = static_cast<std::uint64_t>(config.hidden_size);
   const auto p = static_cast<std::uint64_t>(config.word_embed_proj_dim);
@@ -36,12 +40,15 @@ std::uint64_t runner_scratch_bytes(const OptConfig& config, int batch, int max_p
   const auto heads = static_cast<std::uint64_t>(config.num_heads);
   const auto vocab = static_cast<std::uint64_t>(config.vocab_size);
   const std::uint64_t wide = std::max(h, p);
-  const std::uint64_t out = std::max<std::uint64_t>(b, 64);
+  const std::uint64_t out = std::max<std::uint64_t>(
+      static_cast<std::uint64_t>(gpu_batch_size(batch, num_gpu_batches)), 64);
   constexpr std::uint64_t i32 = 4, half = 2, f32 = 4;
   // Mirrors BatchRunner's constructor, buffer by buffer.
   std::uint64_t bytes = rows * (i32 + 1 + i32 + i32 * heads);  // ids, valid, positions, slots
-  bytes += b * (i32 * heads + i32 + 1 + i32);  // write slots, counts, advancing, picks
-  bytes += rows * half * (h + wide + (config.has_projections() ? p : 0) + 3 * h + h + f);
+  bytes +=
+      b * (i32 * heads + i32 + 1 + i32 + i32);  // write slots, counts, advancing, picks, newest
+  bytes += rows * half * h;                     // hidden states
+  bytes += lane_rows * half * (wide + (config.has_projections() ? p : 0) + 3 * h + h + f);
   bytes += out * (i32 + half * h + half * p + f32 * vocab + i32 + f32);  // output head chunk
   return bytes;
 }

@@ -24,8 +24,10 @@ struct KvFootprint {
 KvFootprint kv_footprint(const OptConfig& config, int capacity, bool scored, int max_prompt);
 
 // Gpu-tier bytes a BatchRunner allocates besides its KV cache and policy state: the step's inputs
-// and activations for batch x max_prompt rows, and the output head's chunk (at least 64 rows of
-// fp32 logits). The planner sizes batches with it; a test holds it equal to what a runner takes.
-std::uint64_t runner_scratch_bytes(const OptConfig& config, int batch, int max_prompt);
+// and hidden states for batch x max_prompt rows, one GPU batch's activation scratch, and the
+// output head's chunk (at least 64 rows of fp32 logits). The planner sizes batches with it; a
+// test holds it equal to what a runner takes.
+std::uint64_t runner_scratch_bytes(const OptConfig& config, int batch, int max_prompt,
+                                   int num_gpu_batches = 1);
 
 }  // namespace offgen

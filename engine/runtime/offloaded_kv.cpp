@@ -1,0 +1,260 @@
+#include "engine/runtime/offloaded_kv.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+#include "kernels/cpu/attention.h"
+
+namespace offgen {
+namespace {
+
+struct Sizes {
+  std::size_t cache = 0;  // halves of one (layer, batch) K or V cache, per offloaded sequence
+  std::size_t rows = 0;   // halves of one sequence's qkv row
+  std::size_t slots = 0;  // int32 write slots per sequence
+  std::size_t out = 0;    // halves of one sequence's attention output
+  std::size_t probs = 0;  // floats of one sequence's softmax rows
+};
+
+Sizes sizes_of(const OptConfig& config, int capacity) {
+  const auto heads = static_cast<std::size_t>(config.num_heads);
+  const auto hd = static_cast<std::size_t>(config.head_dim());
+  const auto cap = static_cast<std::size_t>(capacity);
+  return {heads * cap * hd, 3 * heads * hd, heads, heads * hd, heads * cap};
+}
+
+}  // namespace
+
+OffloadedKvBytes offloaded_kv_bytes(const OptConfig& config, const std::vector<int>& offloaded,
+                                    int capacity, bool scored, bool cpu_attention) {
+  const Sizes z = sizes_of(config, capacity);
+  const auto most = static_cast<std::uint64_t>(
+      offloaded.empty() ? 0 : *std::max_element(offloaded.begin(), offloaded.end()));
+  OffloadedKvBytes bytes;
+  if (most == 0) return bytes;
+  // Mirrors OffloadedKv's constructor, buffer by buffer.
+  for (const int n : offloaded) {
+    bytes.pinned += static_cast<std::uint64_t>(config.num_layers) * 2 * n * z.cache * sizeof(Half);
+  }
+  const std::uint64_t per_slot_gpu =
+      most * (2 * z.cache * sizeof(Half) + z.rows * sizeof(Half) + z.slots * sizeof(std::int32_t));
+  std::uint64_t per_slot_pinned = most * (z.rows * sizeof(Half) + z.slots * sizeof(std::int32_t));
+  if (cpu_attention) {
+    per_slot_pinned += most * z.out * sizeof(Half);
+    if (scored) per_slot_pinned += most * z.probs * sizeof(float);
+  }
+  bytes.gpu = 2 * per_slot_gpu;
+  bytes.pinned += 2 * per_slot_pinned;
+  return bytes;
+}
+
+OffloadedKv::OffloadedKv(Device& device, Ops& ops, const OptConfig& config,
+                         std::vector<int> offloaded, int capacity, bool scored, bool cpu_attention)
+    : device_(device),
+      ops_(ops),
+      compute_(device.stream(StreamRole::compute)),
+      h2d_(device.stream(StreamRole::h2d_kv)),
+      d2h_(device.stream(StreamRole::d2h_kv)),
+      heads_(config.num_heads),
+      head_dim_(config.head_dim()),
+      capacity_(capacity),
+      scored_(scored),
+      cpu_attention_(cpu_attention),
+      offloaded_(std::move(offloaded)) {
+  const Sizes z = sizes_of(config, capacity);
+  const auto most = static_cast<std::size_t>(
+      offloaded_.empty() ? 0 : *std::max_element(offloaded_.begin(), offloaded_.end()));
+  OFFGEN_CHECK(most > 0, "offloaded KV needs at least one offloaded sequence");
+  for (int l = 0; l < config.num_layers; ++l) {
+    for (const int n : offloaded_) {
+      const std::size_t bytes = static_cast<std::size_t>(n) * z.cache * sizeof(Half);
+      k_host_.push_back(n > 0 ? device.allocate(Tier::pinned, bytes) : Buffer());
+      v_host_.push_back(n > 0 ? device.allocate(Tier::pinned, bytes) : Buffer());
+      cache_stored_.push_back(device.create_event());
+    }
+  }
+  for (Slot& s : slots_) {
+    s.k = device.allocate(Tier::gpu, most * z.cache * sizeof(Half));
+    s.v = device.allocate(Tier::gpu, most * z.cache * sizeof(Half));
+    s.rows = device.allocate(Tier::gpu, most * z.rows * sizeof(Half));
+    s.slots = device.allocate(Tier::gpu, most * z.slots * sizeof(std::int32_t));
+    s.host_rows = device.allocate(Tier::pinned, most * z.rows * sizeof(Half));
+    s.host_slots = device.allocate(Tier::pinned, most * z.slots * sizeof(std::int32_t));
+    if (cpu_attention) {
+      s.host_out = device.allocate(Tier::pinned, most * z.out * sizeof(Half));
+      if (scored) s.host_probs = device.allocate(Tier::pinned, most * z.probs * sizeof(float));
+    }
+    for (auto* event :
+         {&s.loaded, &s.computed, &s.saved, &s.rows_ready, &s.rows_free, &s.out_ready}) {
+      *event = device.create_event();
+    }
+  }
+}
+
+OffloadedKv::~OffloadedKv() {
+  // Queued copies and host tasks still use these buffers.
+  for (Stream* stream : {&compute_, &h2d_, &d2h_}) {
+    try {
+      stream->synchronize();
+    } catch (const std::exception& e) {
+      spdlog::warn("offloaded kv: stream {} failed while shutting down: {}",
+                   stream_role_name(stream->role()), e.what());
+    }
+  }
+}
+
+std::uint64_t OffloadedKv::host_cache_bytes() const {
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < k_host_.size(); ++i) total += k_host_[i].bytes() + v_host_[i].bytes();
+  return total;
+}
+
+std::uint64_t OffloadedKv::gpu_bytes() const {
+  std::uint64_t total = 0;
+  for (const Slot& s : slots_)
+    total += s.k.bytes() + s.v.bytes() + s.rows.bytes() + s.slots.bytes();
+  return total;
+}
+
+std::size_t OffloadedKv::cache_index(const Task& task) const {
+  return static_cast<std::size_t>(task.layer) * offloaded_.size() +
+         static_cast<std::size_t>(task.batch);
+}
+
+std::size_t OffloadedKv::cache_elements(int batch) const {
+  return static_cast<std::size_t>(offloaded(batch)) * static_cast<std::size_t>(heads_) *
+         static_cast<std::size_t>(capacity_) * static_cast<std::size_t>(head_dim_);
+}
+
+void OffloadedKv::begin_pass() {
+  for (Slot& s : slots_) s.loaded_task = -1;
+}
+
+void OffloadedKv::store_prefill(const Task& task, const Half* qkv, const std::int32_t* token_slot,
+                                int seq) {
+  const int n = offloaded(task.batch);
+  if (n == 0) return;
+  Slot& s = slot_of(task);
+  s.loaded_task = -1;
+  s.saved->wait_on(compute_);  // the slot's last copy out has finished reading it
+  ops_.store_prefill_kv(qkv, token_slot, n, seq, heads_, head_dim_, s.k.as<Half>(), s.v.as<Half>(),
+                        capacity_);
+  s.computed->record(compute_);
+  s.computed->wait_on(d2h_);
+  const std::size_t bytes = cache_elements(task.batch) * sizeof(Half);
+  const std::size_t c = cache_index(task);
+  device_.copy_async(k_host_[c].data(), s.k.data(), bytes, d2h_);
+  device_.copy_async(v_host_[c].data(), s.v.data(), bytes, d2h_);
+  s.saved->record(d2h_);
+  cache_stored_[c]->record(d2h_);
+  stored_bytes_ += 2 * bytes;
+}
+
+void OffloadedKv::prefetch(const Task& task) {
+  if (cpu_attention_ || offloaded(task.batch) == 0) return;
+  Slot& s = slot_of(task);
+  if (s.loaded_task == task.index) return;
+  const std::size_t c = cache_index(task);
+  s.computed->wait_on(h2d_);        // compute is done with the slot's last task
+  s.saved->wait_on(h2d_);           // and so is the last copy out of it
+  cache_stored_[c]->wait_on(h2d_);  // the host cache has its last token
+  const std::size_t bytes = cache_elements(task.batch) * sizeof(Half);
+  device_.copy_async(s.k.data(), k_host_[c].data(), bytes, h2d_);
+  device_.copy_async(s.v.data(), v_host_[c].data(), bytes, h2d_);
+  s.loaded->record(h2d_);
+  s.loaded_task = task.index;
+  loaded_bytes_ += 2 * bytes;
+}
+
+void OffloadedKv::send_rows(const Task& task, Slot& s, const Half* qkv,
+                            const std::int32_t* write_slot) {
+  const auto n = static_cast<std::size_t>(offloaded(task.batch));
+  const std::size_t row_bytes = n * 3 * heads_ * head_dim_ * sizeof(Half);
+  const std::size_t slot_bytes = n * heads_ * sizeof(std::int32_t);
+  s.rows_free->wait_on(compute_);
+  device_.copy_async(s.rows.data(), qkv, row_bytes, compute_);
+  device_.copy_async(s.slots.data(), write_slot, slot_bytes, compute_);
+  s.rows_ready->record(compute_);
+  s.rows_ready->wait_on(d2h_);
+  device_.copy_async(s.host_rows.data(), s.rows.data(), row_bytes, d2h_);
+  device_.copy_async(s.host_slots.data(), s.slots.data(), slot_bytes, d2h_);
+  s.rows_free->record(d2h_);
+  stored_bytes_ += row_bytes + slot_bytes;
+}
+
+void OffloadedKv::decode_gpu(const Task& task, const std::int32_t* write_slot,
+                             kernels::DecodeAttentionArgs args) {
+  const int n = offloaded(task.batch);
+  if (n == 0) return;
+  OFFGEN_CHECK(!cpu_attention_ && args.batch == n,
+               "offloaded kv: gpu decode of {} sequences, {} "
+               "offloaded",
+               args.batch, n);
+  prefetch(task);
+  Slot& s = slot_of(task);
+  s.loaded->wait_on(compute_);
+  ops_.append_kv(args.qkv, write_slot, n, heads_, head_dim_, s.k.as<Half>(), s.v.as<Half>(),
+                 capacity_);
+  // The new rows go back to the host cache while attention runs.
+  send_rows(task, s, args.qkv, write_slot);
+  const std::size_t c = cache_index(task);
+  device_.enqueue_host(
+      d2h_,
+      [rows = s.host_rows.as<const Half>(), slots = s.host_slots.as<const std::int32_t>(),
+       k = k_host_[c].as<Half>(), v = v_host_[c].as<Half>(), n, heads = heads_, hd = head_dim_,
+       cap = capacity_] { kernels::cpu::append_kv(rows, slots, n, heads, hd, k, v, cap); });
+  cache_stored_[c]->record(d2h_);
+  args.k_cache = s.k.as<Half>();
+  args.v_cache = s.v.as<Half>();
+  ops_.decode_attention(args);
+  s.computed->record(compute_);
+}
+
+void OffloadedKv::decode_cpu(const Task& task, const std::int32_t* write_slot,
+                             const std::int32_t* host_slot_count,
+                             kernels::DecodeAttentionArgs args) {
+  const int n = offloaded(task.batch);
+  if (n == 0) return;
+  OFFGEN_CHECK(cpu_attention_ && args.batch == n,
+               "offloaded kv: cpu decode of {} sequences, {} offloaded", args.batch, n);
+  Slot& s = slot_of(task);
+  send_rows(task, s, args.qkv, write_slot);
+  s.out_ready->wait_on(d2h_);  // the slot's last output has been copied up
+  const std::size_t c = cache_index(task);
+  kernels::DecodeAttentionArgs host = args;
+  host.qkv = s.host_rows.as<const Half>();
+  host.k_cache = k_host_[c].as<Half>();
+  host.v_cache = v_host_[c].as<Half>();
+  host.slot_count = host_slot_count;
+  host.out = s.host_out.as<Half>();
+  host.probs = scored_ ? s.host_probs.as<float>() : nullptr;
+  device_.enqueue_host(d2h_, [host, slots = s.host_slots.as<const std::int32_t>(),
+                              k = k_host_[c].as<Half>(), v = v_host_[c].as<Half>()] {
+    kernels::cpu::append_kv(host.qkv, slots, host.batch, host.heads, host.head_dim, k, v,
+                            host.capacity);
+    kernels::cpu::decode_attention(host);
+  });
+  cache_stored_[c]->record(d2h_);
+  s.saved->record(d2h_);  // the host task has run
+  s.saved->wait_on(h2d_);
+  const std::size_t out_bytes = static_cast<std::size_t>(n) * heads_ * head_dim_ * sizeof(Half);
+  device_.copy_async(args.out, s.host_out.data(), out_bytes, h2d_);
+  loaded_bytes_ += out_bytes;
+  if (scored_) {
+    OFFGEN_CHECK(args.probs != nullptr, "offloaded kv: a scored policy needs the softmax rows");
+    const std::size_t probs_bytes =
+        static_cast<std::size_t>(n) * heads_ * capacity_ * sizeof(float);
+    device_.copy_async(args.probs, s.host_probs.data(), probs_bytes, h2d_);
+    loaded_bytes_ += probs_bytes;
+  }
+  s.out_ready->record(h2d_);
+}
+
+void OffloadedKv::finish_cpu(const Task& task) {
+  if (offloaded(task.batch) == 0) return;
+  slot_of(task).out_ready->wait_on(compute_);
+}
+
+}  // namespace offgen

@@ -1,0 +1,127 @@
+// The KV cache of sequences that keep it in pinned host memory instead of on the gpu tier (the
+// KV placement splits each GPU batch by sequences: its first `resident` sequences keep their KV
+// on the gpu tier, the rest here). Per (layer, GPU batch) it moves only what it must:
+//
+//   prefill   the cache is written into a gpu staging slot, then copied out to the host whole.
+//   decode, gpu attention   the host cache is copied into a staging slot (prefetched while the
+//             task before computes) and attended there; only the new token's k, v rows (and
+//             their write slots) come back, and a host task appends them to the host cache.
+//   decode, cpu attention   nothing of the cache crosses PCIe: the new rows go down, a host task
+//             appends them and runs decode attention on the CPU (TBB), and the output (plus the
+//             softmax rows a score-keeping policy needs) comes back up.
+//
+// Two staging slots and two sets of row buffers alternate between consecutive tasks, so task
+// i + 1's load overlaps task i's compute. Ordering is events only: every buffer is reused only
+// after the event of its last reader, and a host cache is read only after its last store.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/device/device.h"
+#include "engine/model/opt_config.h"
+#include "engine/runtime/ops.h"
+
+namespace offgen {
+
+class OffloadedKv {
+ public:
+  // offloaded[g]: sequences of GPU batch g whose KV lives here (0 for a batch with none).
+  // capacity: slots per (layer, sequence, head). scored: the policy keeps scores, so cpu
+  // attention returns its softmax rows. Throws OutOfMemoryError when a tier cannot hold it.
+  OffloadedKv(Device& device, Ops& ops, const OptConfig& config, std::vector<int> offloaded,
+              int capacity, bool scored, bool cpu_attention);
+  OffloadedKv(const OffloadedKv&) = delete;
+  OffloadedKv& operator=(const OffloadedKv&) = delete;
+  ~OffloadedKv();
+
+  bool cpu_attention() const { return cpu_attention_; }
+  int offloaded(int batch) const { return offloaded_[static_cast<std::size_t>(batch)]; }
+
+  // Where a task of a pass runs: tasks are numbered in issue order; task i uses staging slot i % 2.
+  struct Task {
+    int index = 0;
+    int layer = 0;
+    int batch = 0;  // GPU batch
+  };
+
+  // Starts a pass (a prefill or one decode step): task numbers start again at 0.
+  void begin_pass();
+
+  // Prefill of `task`'s offloaded sequences, after their attention: stores their prompt tokens'
+  // k, v (qkv rows [offloaded, seq], token_slot [offloaded, heads, seq], both device pointers of
+  // the offloaded sequences) and copies the cache out to the host.
+  void store_prefill(const Task& task, const Half* qkv, const std::int32_t* token_slot, int seq);
+
+  // Decode with gpu attention: starts copying `task`'s host cache into its staging slot (does
+  // nothing if already started). Call for task i + 1 before enqueuing task i's compute.
+  void prefetch(const Task& task);
+  // Decode with gpu attention, on compute, after the qkv projection: appends the new rows
+  // (qkv [offloaded, 3·H·D], write_slot [offloaded, heads]) to the staged cache, queues their copy
+  // back to the host cache, and runs decode attention over the staged cache (args: the offloaded
+  // sequences' pointers; its caches are filled in here).
+  void decode_gpu(const Task& task, const std::int32_t* write_slot,
+                  kernels::DecodeAttentionArgs args);
+
+  // Decode with cpu attention, on compute, after the qkv projection: sends the new rows down;
+  // queues a host task that appends them and runs attention, and the copy of its output
+  // (args.out, device) and softmax rows (args.probs, device, when scored) back up. slot_count is
+  // a host pointer that stays valid until the step's streams are synchronized.
+  void decode_cpu(const Task& task, const std::int32_t* write_slot,
+                  const std::int32_t* host_slot_count, kernels::DecodeAttentionArgs args);
+  // Makes compute wait for decode_cpu's output of `task` (call after enqueuing the gpu work that
+  // can overlap it).
+  void finish_cpu(const Task& task);
+
+  // Bytes of host cache (all layers, K and V) and of gpu staging this allocated.
+  std::uint64_t host_cache_bytes() const;
+  std::uint64_t gpu_bytes() const;
+  // PCIe traffic so far: host-to-device and device-to-host bytes.
+  std::uint64_t loaded_bytes() const { return loaded_bytes_; }
+  std::uint64_t stored_bytes() const { return stored_bytes_; }
+
+ private:
+  struct Slot {
+    Buffer k, v;                   // gpu staging: [max offloaded, heads, capacity, head_dim]
+    Buffer rows, slots;            // gpu: the task's new qkv rows and write slots
+    Buffer host_rows, host_slots;  // pinned copies of them
+    Buffer host_out, host_probs;   // pinned: cpu attention's output and softmax rows
+    std::unique_ptr<Event> loaded, computed, saved, rows_ready, rows_free, out_ready;
+    int loaded_task = -1;  // the task whose cache was copied in (prefetch)
+  };
+
+  Slot& slot_of(const Task& task) { return slots_[task.index % 2]; }
+  std::size_t cache_index(const Task& task) const;
+  std::size_t cache_elements(int batch) const;
+  // Copies the task's new rows and write slots down to the slot's pinned buffers, after the
+  // task's earlier compute; the d2h stream then holds them for the host task that follows.
+  void send_rows(const Task& task, Slot& slot, const Half* qkv, const std::int32_t* write_slot);
+
+  Device& device_;
+  Ops& ops_;
+  Stream& compute_;
+  Stream& h2d_;
+  Stream& d2h_;
+  int heads_;
+  int head_dim_;
+  int capacity_;
+  bool scored_;
+  bool cpu_attention_;
+  std::vector<int> offloaded_;
+  std::vector<Buffer> k_host_, v_host_;               // per (layer, batch): pinned
+  std::vector<std::unique_ptr<Event>> cache_stored_;  // per (layer, batch): its last store
+  Slot slots_[2];
+  std::uint64_t loaded_bytes_ = 0;
+  std::uint64_t stored_bytes_ = 0;
+};
+
+// Gpu-tier and pinned bytes OffloadedKv allocates, for the planner (a test holds them equal).
+struct OffloadedKvBytes {
+  std::uint64_t gpu = 0;
+  std::uint64_t pinned = 0;
+};
+OffloadedKvBytes offloaded_kv_bytes(const OptConfig& config, const std::vector<int>& offloaded,
+                                    int capacity, bool scored, bool cpu_attention);
+
+}  // namespace offgen

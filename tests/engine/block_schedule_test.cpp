@@ -1,0 +1,245 @@
+// The block schedule and the KV placement: a block split into GPU batches, each GPU batch's KV
+// split by sequences between the gpu tier and pinned memory, attended on the gpu (staged) or on
+// the CPU, under every policy and with streamed weights. Whatever the plan, the outputs are
+// those of the all-resident run of the same block (the same kernels see the same numbers), the
+// tiers stay within their budgets, and the bytes that cross are the ones the plan says.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "engine/core/error.h"
+#include "engine/core/units.h"
+#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/engine.h"
+#include "engine/runtime/kv_footprint.h"
+#include "tests/support/golden.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+struct RandomPlan {
+  int gpu_batch = 4;
+  int num_gpu_batches = 1;
+  double kv_gpu = 1.0;
+  bool cpu_attention = false;
+  double weights_gpu = 1.0;
+  PolicyKind policy = PolicyKind::full;
+
+  std::string describe() const {
+    return fmt::format("{} x {} GPU batches, kv gpu {}, {} attention, weights gpu {}, policy {}",
+                       gpu_batch, num_gpu_batches, kv_gpu, cpu_attention ? "cpu" : "gpu",
+                       weights_gpu, policy_name(policy));
+  }
+};
+
+EngineOptions tiny(const RandomPlan& plan) {
+  EngineOptions options;
+  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.device = DeviceChoice::cpu;
+  options.max_batch = plan.gpu_batch;
+  options.num_gpu_batches = plan.num_gpu_batches;
+  options.kv_gpu_fraction = plan.kv_gpu;
+  options.cpu_attention = plan.cpu_attention;
+  options.weights_gpu_fraction = plan.weights_gpu;
+  options.policy.kind = plan.policy;
+  options.kv_budget = plan.policy == PolicyKind::full ? 0.0 : 6;
+  options.policy.sinks = 2;
+  return options;
+}
+
+// The same block, all resident, in one GPU batch: the reference outputs.
+EngineOptions resident_block(const RandomPlan& plan) {
+  RandomPlan resident;
+  resident.gpu_batch = plan.gpu_batch * plan.num_gpu_batches;
+  resident.policy = plan.policy;
+  return tiny(resident);
+}
+
+std::vector<GenerationRequest> prompts() {
+  std::vector<GenerationRequest> requests;
+  int n = 0;
+  for (const ScoreRequest& text : test::golden_score_requests()) {
+    GenerationRequest r;
+    r.prompt.assign(text.tokens.begin(), text.tokens.begin() + 3 + (n++ % 3));
+    r.max_tokens = 9;
+    r.sampling.temperature = 0.0f;
+    requests.push_back(r);
+  }
+  return requests;
+}
+
+void expect_same_outputs(Engine& got_engine, Engine& want_engine, const std::string& what) {
+  SCOPED_TRACE(what);
+  const auto want = want_engine.score(test::golden_score_requests(), 3);
+  const auto got = got_engine.score(test::golden_score_requests(), 3);
+  ASSERT_EQ(want.size(), got.size());
+  for (std::size_t r = 0; r < want.size(); ++r) {
+    ASSERT_TRUE(got[r].error.empty()) << got[r].error;
+    ASSERT_EQ(got[r].token_logprobs.size(), want[r].token_logprobs.size());
+    for (std::size_t i = 1; i < want[r].token_logprobs.size(); ++i) {
+      EXPECT_EQ(got[r].token_logprobs[i], want[r].token_logprobs[i]) << "text " << r << " " << i;
+    }
+  }
+  const auto generated = got_engine.generate(prompts());
+  const auto expected = want_engine.generate(prompts());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_TRUE(generated[i].error.empty()) << generated[i].error;
+    EXPECT_EQ(generated[i].tokens, expected[i].tokens) << "request " << i;
+  }
+}
+
+TEST(BlockSchedule, SplitsABlockIntoGpuBatchesAndEachBatchsKvBySequences) {
+  const std::vector<GpuBatch> split = split_block(10, {3, 0.5, false});
+  ASSERT_EQ(split.size(), 3u);
+  EXPECT_EQ(split[0].first, 0);
+  EXPECT_EQ(split[0].size, 4);
+  EXPECT_EQ(split[0].resident, 2);
+  EXPECT_EQ(split[2].first, 8);
+  EXPECT_EQ(split[2].size, 2);
+  EXPECT_EQ(split[2].offloaded(), 1);
+  EXPECT_EQ(split_block(2, {5, 1.0, false}).size(), 2u);  // never an empty GPU batch
+  EXPECT_THROW(split_block(4, {1, 1.5, false}), Error);
+  EXPECT_THROW(split_block(4, {0, 1.0, false}), Error);
+}
+
+TEST(BlockSchedule, RandomPlansGiveExactlyTheResidentRunsOutputs) {
+  std::mt19937 rng(20261121);
+  const PolicyKind policies[] = {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
+                                 PolicyKind::streaming};
+  const double kv_shares[] = {0.0, 0.34, 0.5, 1.0};
+  const double weight_shares[] = {1.0, 0.5, 0.0};
+  for (int trial = 0; trial < 16; ++trial) {
+    RandomPlan plan;
+    plan.gpu_batch = 1 + static_cast<int>(rng() % 3);
+    plan.num_gpu_batches = 1 + static_cast<int>(rng() % 3);
+    plan.kv_gpu = kv_shares[rng() % 4];
+    plan.cpu_attention = rng() % 2 == 1;
+    plan.weights_gpu = weight_shares[rng() % 3];
+    plan.policy = policies[trial % 4];
+    Engine offloaded(tiny(plan));
+    Engine resident(resident_block(plan));
+    expect_same_outputs(offloaded, resident, plan.describe());
+  }
+}
+
+TEST(BlockSchedule, EveryPolicyWithAllKvOnTheHostAttendedOnEitherSide) {
+  for (PolicyKind policy :
+       {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming}) {
+    for (bool cpu_attention : {false, true}) {
+      RandomPlan plan;
+      plan.gpu_batch = 2;
+      plan.num_gpu_batches = 2;
+      plan.kv_gpu = 0.0;
+      plan.cpu_attention = cpu_attention;
+      plan.policy = policy;
+      Engine offloaded(tiny(plan));
+      Engine resident(resident_block(plan));
+      expect_same_outputs(offloaded, resident, plan.describe());
+    }
+  }
+}
+
+// Bytes a runner puts on the gpu tier and in pinned memory, from the device's accounting.
+struct Taken {
+  std::uint64_t gpu = 0;
+  std::uint64_t pinned = 0;
+};
+
+TEST(BlockSchedule, MemoryEqualsWhatThePlanArithmeticSays) {
+  for (bool cpu_attention : {false, true}) {
+    for (PolicyKind policy : {PolicyKind::full, PolicyKind::h2o}) {
+      RandomPlan plan;
+      plan.gpu_batch = 3;
+      plan.num_gpu_batches = 2;
+      plan.kv_gpu = 0.34;  // one of each GPU batch's three sequences stays on the gpu tier
+      plan.cpu_attention = cpu_attention;
+      plan.policy = policy;
+      Engine engine(tiny(plan));
+      const int batch = 6, prompt = 12, new_tokens = 5;
+      const std::uint64_t gpu_before = engine.device().usage(Tier::gpu).used;
+      const std::uint64_t pinned_before = engine.device().usage(Tier::pinned).used;
+      auto runner = engine.make_runner(batch, prompt, new_tokens);
+      const Taken taken{engine.device().usage(Tier::gpu).used - gpu_before,
+                        engine.device().usage(Tier::pinned).used - pinned_before};
+
+      const KvFootprint kv = engine.kv_footprint(prompt, new_tokens);
+      const int capacity = engine.kv_capacity(prompt, new_tokens);
+      const std::vector<int> offloaded = {2, 2};
+      const OffloadedKvBytes off = offloaded_kv_bytes(engine.config(), offloaded, capacity,
+                                                      policy == PolicyKind::h2o, cpu_attention);
+      SCOPED_TRACE(plan.describe());
+      EXPECT_EQ(runner->kv_host_bytes(), 4 * kv.cache_bytes);
+      EXPECT_EQ(runner->kv_bytes(), 6 * kv.cache_bytes);
+      const std::uint64_t gpu = runner_scratch_bytes(engine.config(), batch, prompt, 2) +
+                                2 * kv.cache_bytes + 6 * kv.policy_state_bytes + off.gpu;
+      // Allocations are 256-byte aligned on the cpu device: allow that rounding per buffer.
+      EXPECT_GE(taken.gpu, gpu);
+      EXPECT_LE(taken.gpu, gpu + 256 * 128);
+      EXPECT_GE(taken.pinned, off.pinned);
+    }
+  }
+}
+
+TEST(BlockSchedule, OffloadedKvMovesTheCacheOnlyWithGpuAttention) {
+  std::uint64_t loaded[2] = {0, 0};
+  for (bool cpu_attention : {false, true}) {
+    RandomPlan plan;
+    plan.gpu_batch = 2;
+    plan.kv_gpu = 0.0;
+    plan.cpu_attention = cpu_attention;
+    Engine engine(tiny(plan));
+    auto runner = engine.make_runner(2, 8, 4);
+    std::vector<std::vector<std::int32_t>> tokens = {{2, 40, 41, 42, 43, 44, 45, 46},
+                                                     {2, 50, 51, 52, 53}};
+    runner->prefill(left_pad(tokens, engine.config().pad_token_id));
+    runner->greedy_tokens();
+    const std::uint64_t after_prefill = runner->kv_traffic().loaded_bytes;
+    EXPECT_EQ(after_prefill, 0u);  // a prefill only stores
+    EXPECT_EQ(runner->kv_traffic().stored_bytes, runner->kv_host_bytes());
+    const std::vector<std::uint8_t> advancing = {1, 1};
+    for (int step = 0; step < 4; ++step) {
+      const auto picks = runner->greedy_tokens();
+      runner->decode(std::vector<std::int32_t>(picks.begin(), picks.end()), advancing);
+    }
+    loaded[cpu_attention ? 1 : 0] = runner->kv_traffic().loaded_bytes;
+  }
+  // Gpu attention copies the whole host cache in per step; cpu attention only the outputs.
+  EXPECT_GT(loaded[0], 0u);
+  EXPECT_GT(loaded[1], 0u);
+  EXPECT_LT(loaded[1] * 4, loaded[0]);
+}
+
+TEST(BlockSchedule, KvOnTheHostLetsABatchRunUnderAGpuBudgetItsKvExceeds) {
+  // Dummy opt-125m with a 1000-token KV: 36 MiB of KV per sequence. 8 sequences do not fit
+  // 500 MiB with the weights; with their KV in pinned memory they do.
+  EngineOptions options;
+  options.model = "opt-125m";
+  options.device = DeviceChoice::cpu;
+  options.budgets.gpu = parse_bytes("500MiB");
+  options.budgets.pinned = parse_bytes("1GiB");
+  options.max_batch = 4;
+  options.num_gpu_batches = 2;
+  Engine resident(options);
+  EXPECT_THROW(resident.make_runner(8, 8, 992), OutOfMemoryError);
+
+  options.kv_gpu_fraction = 0.0;
+  Engine offloaded(options);
+  offloaded.device().reset_peaks();
+  auto runner = offloaded.make_runner(8, 8, 992);
+  std::vector<std::vector<std::int32_t>> tokens(8, std::vector<std::int32_t>{2, 100, 200, 300});
+  runner->prefill(left_pad(tokens, offloaded.config().pad_token_id));
+  const std::vector<std::uint8_t> advancing(8, 1);
+  for (int step = 0; step < 4; ++step) {
+    const auto picks = runner->greedy_tokens();
+    runner->decode(std::vector<std::int32_t>(picks.begin(), picks.end()), advancing);
+  }
+  runner->greedy_tokens();
+  EXPECT_LE(offloaded.device().usage(Tier::gpu).peak, parse_bytes("500MiB"));
+  EXPECT_LE(offloaded.device().usage(Tier::pinned).peak, parse_bytes("1GiB"));
+  EXPECT_GE(runner->kv_host_bytes(), 8 * parse_bytes("35MiB"));
+}
+
+}  // namespace
+}  // namespace offgen
