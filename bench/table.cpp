@@ -17,6 +17,9 @@ std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_mem
   const bool predicted = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) {
     return r.predicted_tokens_per_second > 0;
   });
+  const bool kv_offloaded = std::any_of(rows.begin(), rows.end(),
+                                        [](const BenchRow& r) { return r.kv_pcie_per_step > 0; });
+  if (kv_offloaded) out += fmt::format(" {:>11} {:>11}", "kv pcie", "peak pinned");
   if (predicted) out += fmt::format(" {:>11} {:>6}", "predicted", "ratio");
   const bool overlap = std::any_of(rows.begin(), rows.end(),
                                    [](const BenchRow& r) { return r.copy_overlap() >= 0; });
@@ -44,6 +47,11 @@ std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_mem
         format_bytes(static_cast<std::uint64_t>(r.kv_moved_per_step)),
         format_bytes(static_cast<std::uint64_t>(r.weights_moved_per_step)),
         format_bytes(r.peak_gpu_bytes));
+    if (kv_offloaded) {
+      out += fmt::format(" {:>11} {:>11}",
+                         format_bytes(static_cast<std::uint64_t>(r.kv_pcie_per_step)),
+                         format_bytes(r.peak_pinned_bytes));
+    }
     if (predicted) {
       const double ratio = r.predicted_tokens_per_second > 0
                                ? r.generated_tokens_per_second() / r.predicted_tokens_per_second

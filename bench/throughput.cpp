@@ -105,12 +105,20 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     runner->prefill(padded);
     pick();
     const auto prefilled = Clock::now();
+    const BatchRunner::KvTraffic after_prefill = runner->kv_traffic();
     for (int step = 1; step < config.gen_len; ++step) {
       runner->decode(next, advancing);
       pick();
     }
     const auto done = Clock::now();
-    row.kv_moved_per_step = runner->kv_traffic().moved_per_step();
+    const BatchRunner::KvTraffic traffic = runner->kv_traffic();
+    row.kv_moved_per_step = traffic.moved_per_step();
+    if (traffic.decode_steps > 0) {
+      row.kv_pcie_per_step =
+          static_cast<double>(traffic.loaded_bytes + traffic.stored_bytes -
+                              after_prefill.loaded_bytes - after_prefill.stored_bytes) /
+          traffic.decode_steps;
+    }
     if (compute_busy >= 0 && copy_busy >= 0) {
       row.compute_busy_seconds = device.busy_seconds(StreamRole::compute) - compute_busy;
       row.weight_copy_busy_seconds = device.busy_seconds(StreamRole::h2d_weights) - copy_busy;
@@ -124,6 +132,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     row.error = fmt::format("does not fit: {}", e.what());
   }
   row.peak_gpu_bytes = engine.device().usage(Tier::gpu).peak;
+  row.peak_pinned_bytes = engine.device().usage(Tier::pinned).peak;
   return row;
 }
 

@@ -28,6 +28,7 @@ struct BenchRow {
   KvFootprint full_kv_per_sequence;        // the same under `full`, for comparison
   double kv_moved_per_step = 0;            // KV bytes read + written per decode step (whole batch)
   double weights_moved_per_step = 0;       // weight bytes copied host-to-device per step
+  double kv_pcie_per_step = 0;             // host-resident KV bytes copied in + out per decode step
   double predicted_tokens_per_second = 0;  // the cost model's, with a profile (else 0)
   // Busy seconds of the compute and weight-copy streams during the timed run (negative where the
   // device does not measure them): copies that overlap compute make their sum exceed the wall.
@@ -35,8 +36,9 @@ struct BenchRow {
   double weight_copy_busy_seconds = -1;
   // Share of the weight-copy time hidden behind compute, in [0, 1]; negative when unknown.
   double copy_overlap() const;
-  std::uint64_t peak_gpu_bytes = 0;  // gpu tier peak during the case (weights included)
-  std::string error;                 // non-empty: the case could not run (e.g. does not fit)
+  std::uint64_t peak_gpu_bytes = 0;     // gpu tier peak during the case (weights included)
+  std::uint64_t peak_pinned_bytes = 0;  // pinned memory peak during the case
+  std::string error;                    // non-empty: the case could not run (e.g. does not fit)
 
   double total_seconds() const { return prefill_seconds + decode_seconds; }
   double prefill_tokens_per_second() const;

@@ -1,0 +1,139 @@
+#include "bench/compare.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/core/error.h"
+#include "policies/kv_budget.h"
+
+namespace offgen::bench {
+namespace {
+
+struct Quality {
+  double mean_logprob = std::numeric_limits<double>::quiet_NaN();
+  std::uint64_t scored = 0;
+};
+
+Quality score_continuations(Engine& engine, const CompareOptions& options) {
+  Quality q;
+  if (options.eval.empty()) return q;
+  const auto results = engine.score(options.eval, options.prefill_tokens);
+  double sum = 0.0;
+  for (const ScoreResult& r : results) {
+    OFFGEN_CHECK(r.error.empty(), "an evaluation text was rejected: {}", r.error);
+    // Tokens up to prefill_tokens are predicted inside the prefill, with the whole prompt in
+    // view; only the later ones go through the policy's cache.
+    for (std::size_t i = static_cast<std::size_t>(options.prefill_tokens) + 1;
+         i < r.token_logprobs.size(); ++i) {
+      sum += r.token_logprobs[i];
+      ++q.scored;
+    }
+  }
+  if (q.scored > 0) q.mean_logprob = sum / static_cast<double>(q.scored);
+  return q;
+}
+
+std::vector<GenerationRequest> continuation_requests(const CompareOptions& options) {
+  std::vector<GenerationRequest> requests;
+  for (const ScoreRequest& text : options.eval) {
+    GenerationRequest r;
+    const std::size_t n =
+        std::min(text.tokens.size(), static_cast<std::size_t>(options.prompt_tokens));
+    r.prompt.assign(text.tokens.begin(), text.tokens.begin() + static_cast<std::ptrdiff_t>(n));
+    r.max_tokens = options.generated_tokens;
+    r.sampling.temperature = 0.0f;
+    r.ignore_eos = true;
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+double agreement(const std::vector<GenerationResult>& got,
+                 const std::vector<GenerationResult>& reference) {
+  std::uint64_t same = 0, total = 0;
+  for (std::size_t i = 0; i < reference.size() && i < got.size(); ++i) {
+    const auto& want = reference[i].tokens;
+    for (std::size_t t = 0; t < want.size(); ++t) {
+      ++total;
+      if (t < got[i].tokens.size() && got[i].tokens[t] == want[t]) ++same;
+    }
+  }
+  return total > 0 ? static_cast<double>(same) / static_cast<double>(total)
+                   : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace
+
+CompareResult run_compare(
+    const CompareOptions& options,
+    const std::function<void(std::size_t, std::size_t, const CompareCell&)>& progress) {
+  struct Spec {
+    PolicyKind policy;
+    double budget;
+  };
+  std::vector<Spec> grid = {{PolicyKind::full, 0.0}};
+  for (PolicyKind policy : options.policies) {
+    if (policy == PolicyKind::full) continue;
+    for (double budget : options.budgets) grid.push_back({policy, budget});
+  }
+  OFFGEN_CHECK(grid.size() > 1 || options.policies.empty() ||
+                   std::all_of(options.policies.begin(), options.policies.end(),
+                               [](PolicyKind p) { return p == PolicyKind::full; }),
+               "compare: policies other than full need at least one --kv-budget");
+
+  CompareResult result;
+  std::vector<GenerationResult> reference;
+  const std::vector<GenerationRequest> continuations = continuation_requests(options);
+  const BenchCase& c = options.throughput;
+  for (std::size_t i = 0; i < grid.size(); ++i) {
+    CompareCell cell;
+    cell.policy = grid[i].policy;
+    cell.budget = grid[i].budget;
+    try {
+      EngineOptions engine_options = options.base;
+      engine_options.policy.kind = cell.policy;
+      engine_options.kv_budget = cell.budget;
+      Engine engine(engine_options);
+      if (result.model.empty()) {
+        result.model = engine.model_description();
+        result.device = engine.device().name();
+      }
+      const int total_len = c.prompt_len + c.gen_len;
+      cell.budget_tokens = engine.kv_capacity(c.prompt_len, c.gen_len - 1, total_len) - 1;
+      cell.kv_per_sequence =
+          engine.kv_footprint(c.prompt_len, c.gen_len - 1, total_len).per_sequence();
+      std::uint64_t kv_memory = options.kv_memory;
+      if (kv_memory == 0) {
+        const TierUsage gpu = engine.device().usage(Tier::gpu);
+        kv_memory = gpu.budget > gpu.used ? gpu.budget - gpu.used : 0;
+      }
+      result.kv_memory = kv_memory;
+      cell.largest_batch =
+          engine.kv_footprint(c.prompt_len, c.gen_len - 1, total_len).largest_batch(kv_memory);
+      cell.throughput = run_case(engine, c, options.seed);
+      const Quality q = score_continuations(engine, options);
+      cell.mean_logprob = q.mean_logprob;
+      cell.perplexity = std::exp(-q.mean_logprob);
+      cell.scored_tokens = q.scored;
+      if (!continuations.empty()) {
+        const auto generated = engine.generate(continuations);
+        if (cell.policy == PolicyKind::full) reference = generated;
+        cell.agreement = agreement(generated, reference);
+      } else {
+        cell.agreement = std::numeric_limits<double>::quiet_NaN();
+      }
+    } catch (const Error& e) {
+      cell.error = e.what();
+      spdlog::warn("compare: {} at budget {}: {}", policy_name(cell.policy), cell.budget, e.what());
+    }
+    result.cells.push_back(cell);
+    if (progress) progress(i + 1, grid.size(), result.cells.back());
+  }
+  return result;
+}
+
+}  // namespace offgen::bench

@@ -1,0 +1,63 @@
+// `offgen compare`: one model under a grid of KV policies x budgets, measured on speed, memory and
+// quality, so a user can pick a policy and budget. Each cell gets a fresh engine with the base
+// options and its policy; `full` runs once, as the reference every other cell is compared with.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench/throughput.h"
+#include "engine/runtime/engine.h"
+
+namespace offgen::bench {
+
+struct CompareOptions {
+  EngineOptions base;                // model, device, budgets, placement (policy is replaced)
+  std::vector<PolicyKind> policies;  // `full` is always added as the reference
+  std::vector<double> budgets;       // --kv-budget values for every policy but full
+  BenchCase throughput{8, 512, 32};  // the throughput case each cell runs
+  std::uint64_t seed = 0;
+  // Quality: texts scored with the first `prefill_tokens` as one prefill and the rest
+  // teacher-forced through the (evicting) cache; greedy continuations of their first
+  // `prompt_tokens` tokens, `generated_tokens` long, compared with full's.
+  std::vector<ScoreRequest> eval;
+  int prefill_tokens = 64;
+  int prompt_tokens = 64;
+  int generated_tokens = 32;
+  // Memory the "largest batch" column sizes against: KV bytes available (0 = what the gpu tier
+  // has left after the weights).
+  std::uint64_t kv_memory = 0;
+};
+
+struct CompareCell {
+  PolicyKind policy = PolicyKind::full;
+  double budget = 0.0;    // --kv-budget (0 for full)
+  int budget_tokens = 0;  // C at the throughput case's lengths
+  BenchRow throughput;
+  std::uint64_t kv_per_sequence = 0;  // KV cache + policy state at the throughput lengths
+  std::uint64_t largest_batch = 0;    // sequences whose KV fits in the KV memory
+  // Quality over the continuation tokens (those predicted through the cache: index >
+  // prefill_tokens); NaN when there are no eval texts.
+  double mean_logprob = 0.0;
+  double perplexity = 0.0;
+  std::uint64_t scored_tokens = 0;
+  // Share of greedy continuation tokens equal to full's at the same position.
+  double agreement = 0.0;
+  std::string error;  // the cell could not run (the others still did)
+};
+
+struct CompareResult {
+  std::string model;
+  std::string device;
+  std::uint64_t kv_memory = 0;
+  std::vector<CompareCell> cells;  // full first, then policy x budget in the order given
+};
+
+// Runs the grid; `progress(done, total, cell)` after each cell (may be empty).
+CompareResult run_compare(
+    const CompareOptions& options,
+    const std::function<void(std::size_t, std::size_t, const CompareCell&)>& progress = {});
+
+}  // namespace offgen::bench

@@ -1,0 +1,197 @@
+#include "bench/report.h"
+
+#include <fmt/format.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <fstream>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/core/units.h"
+
+extern char** environ;
+
+namespace offgen::bench {
+namespace {
+
+// JSON has no NaN: a missing measurement is null.
+nlohmann::ordered_json number(double value) {
+  return std::isfinite(value) ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
+}
+
+std::string budget_label(const CompareCell& cell) {
+  if (cell.policy == PolicyKind::full) return "whole";
+  return cell.budget < 1.0 ? fmt::format("{:g}", cell.budget)
+                           : fmt::format("{:g} tokens", cell.budget);
+}
+
+std::string fixed(double value, int digits) {
+  return std::isfinite(value) ? fmt::format("{:.{}f}", value, digits) : std::string("-");
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  OFFGEN_CHECK(out.good(), "cannot write {}", path.string());
+}
+
+// Runs argv without a shell; returns the exit status (-1 when it could not start).
+int run_program(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) < 0) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string html_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOptions& options) {
+  nlohmann::ordered_json cells = nlohmann::ordered_json::array();
+  for (const CompareCell& c : result.cells) {
+    nlohmann::ordered_json cell = {{"policy", policy_name(c.policy)},
+                                   {"kv_budget", c.budget},
+                                   {"budget_tokens", c.budget_tokens}};
+    if (!c.error.empty()) {
+      cell["error"] = c.error;
+      cells.push_back(cell);
+      continue;
+    }
+    const BenchRow& t = c.throughput;
+    cell["throughput"] = {{"error", t.error.empty() ? nlohmann::ordered_json(nullptr)
+                                                    : nlohmann::ordered_json(t.error)},
+                          {"prefill_seconds", t.prefill_seconds},
+                          {"decode_seconds", t.decode_seconds},
+                          {"prefill_tokens_per_second", t.prefill_tokens_per_second()},
+                          {"decode_tokens_per_second", t.decode_tokens_per_second()},
+                          {"generated_tokens_per_second", t.generated_tokens_per_second()},
+                          {"kv_moved_per_step_bytes", t.kv_moved_per_step},
+                          {"peak_gpu_bytes", t.peak_gpu_bytes}};
+    cell["kv_per_sequence_bytes"] = c.kv_per_sequence;
+    cell["largest_batch"] = c.largest_batch;
+    cell["quality"] = {{"mean_logprob", number(c.mean_logprob)},
+                       {"perplexity", number(c.perplexity)},
+                       {"scored_tokens", c.scored_tokens},
+                       {"greedy_agreement_with_full", number(c.agreement)}};
+    cells.push_back(cell);
+  }
+  return {{"model", result.model},
+          {"device", result.device},
+          {"throughput_case",
+           {{"batch", options.throughput.batch},
+            {"prompt_len", options.throughput.prompt_len},
+            {"gen_len", options.throughput.gen_len}}},
+          {"kv_memory_bytes", result.kv_memory},
+          {"quality",
+           {{"texts", options.eval.size()},
+            {"prefill_tokens", options.prefill_tokens},
+            {"prompt_tokens", options.prompt_tokens},
+            {"generated_tokens", options.generated_tokens}}},
+          {"cells", cells}};
+}
+
+std::string compare_markdown(const CompareResult& result, const CompareOptions& options) {
+  const BenchCase& c = options.throughput;
+  std::string md = fmt::format("# KV policy comparison: {}\n\n", result.model);
+  md += fmt::format(
+      "Device: {}. Throughput case: batch {}, prompt {}, gen {} (synthetic prompts, EOS "
+      "ignored). Largest batch: sequences whose KV cache fits in {}.\n",
+      result.device, c.batch, c.prompt_len, c.gen_len, format_bytes(result.kv_memory));
+  if (!options.eval.empty()) {
+    md += fmt::format(
+        "Quality: {} evaluation texts; log-probability of the tokens after the first {} (those "
+        "predicted through the policy's cache; the first {} run as one prefill); greedy "
+        "agreement: share of {} greedy tokens after a {}-token prompt equal to full's.\n",
+        options.eval.size(), options.prefill_tokens + 1, options.prefill_tokens,
+        options.generated_tokens, options.prompt_tokens);
+  }
+  md +=
+      "\n| policy | budget | C | total tok/s | decode tok/s | KV/seq | largest batch | KV "
+      "moved/step "
+      "| mean logprob | perplexity | agreement |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const CompareCell& cell : result.cells) {
+    if (!cell.error.empty()) {
+      md += fmt::format("| {} | {} | {} | error: {} | | | | | | | |\n", policy_name(cell.policy),
+                        budget_label(cell), cell.budget_tokens, cell.error);
+      continue;
+    }
+    const BenchRow& t = cell.throughput;
+    const std::string speed =
+        t.error.empty() ? fixed(t.generated_tokens_per_second(), 1) : "does not fit";
+    const std::string decode = t.error.empty() ? fixed(t.decode_tokens_per_second(), 1) : "-";
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                      policy_name(cell.policy), budget_label(cell), cell.budget_tokens, speed,
+                      decode, format_bytes(cell.kv_per_sequence), cell.largest_batch,
+                      format_bytes(static_cast<std::uint64_t>(t.kv_moved_per_step)),
+                      fixed(cell.mean_logprob, 4), fixed(cell.perplexity, 3),
+                      std::isfinite(cell.agreement) ? fmt::format("{:.1f}%", 100 * cell.agreement)
+                                                    : std::string("-"));
+  }
+  return md;
+}
+
+ReportFiles write_compare_report(const CompareResult& result, const CompareOptions& options,
+                                 const std::filesystem::path& folder,
+                                 const std::filesystem::path& plot_script) {
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  OFFGEN_CHECK(!ec, "cannot create the report folder {}: {}", folder.string(), ec.message());
+  ReportFiles files;
+  files.results_json = folder / "results.json";
+  files.markdown = folder / "report.md";
+  files.html = folder / "report.html";
+  write_file(files.results_json, compare_json(result, options).dump(2) + "\n");
+  const std::string markdown = compare_markdown(result, options);
+  write_file(files.markdown, markdown);
+
+  if (plot_script.empty() || !std::filesystem::exists(plot_script)) {
+    files.charts_note = "the plotting script (tools/plot_report.py) was not found";
+  } else {
+    const int status = run_program(
+        {"python3", plot_script.string(), files.results_json.string(), files.html.string()});
+    if (status == 0) {
+      files.charts = true;
+    } else {
+      files.charts_note = status == 3
+                              ? "python3-matplotlib is not installed"
+                              : fmt::format("the plotting script failed (status {})", status);
+    }
+  }
+  if (!files.charts) {
+    spdlog::warn("report.html without charts: {}", files.charts_note);
+    write_file(files.html,
+               fmt::format("<!doctype html><meta charset=\"utf-8\"><title>offgen compare</title>"
+                           "<p><em>No charts: {}.</em></p><pre>{}</pre>\n",
+                           html_escape(files.charts_note), html_escape(markdown)));
+  }
+  return files;
+}
+
+}  // namespace offgen::bench

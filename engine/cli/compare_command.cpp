@@ -1,0 +1,155 @@
+#include "engine/cli/compare_command.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "bench/compare.h"
+#include "bench/report.h"
+#include "engine/cli/jsonl.h"
+#include "engine/cli/request_fields.h"
+#include "engine/core/error.h"
+#include "engine/core/units.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace offgen::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The plotting script ships beside the binary: <prefix>/bin/offgen and
+// <prefix>/share/offgen/plot_report.py (the build tree has the same layout).
+fs::path plot_script() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  return exe.parent_path().parent_path() / "share" / "offgen" / "plot_report.py";
+}
+
+// Evaluation texts: {"text": ...} (needs a tokenizer) or {"token_ids": [...]} per line. A curated
+// file, so a bad line stops the run before anything is measured.
+std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options) {
+  const OptConfig config = model_config(options.common.model);
+  std::unique_ptr<Tokenizer> tokenizer;
+  fs::path tokenizer_dir = options.common.tokenizer;
+  if (tokenizer_dir.empty() && fs::exists(fs::path(options.common.model) / "vocab.json")) {
+    tokenizer_dir = options.common.model;
+  }
+  std::vector<ScoreRequest> texts;
+  for (const JsonlLine& line : read_jsonl(options.eval)) {
+    OFFGEN_CHECK(line.error.empty(), "--eval {}: {}", options.eval, line.error);
+    ScoreRequest request;
+    std::string problem;
+    if (line.value.contains("token_ids")) {
+      problem = read_token_ids(line.value, "token_ids", config, request.tokens);
+    } else if (line.value.contains("text") && line.value["text"].is_string()) {
+      if (!tokenizer) {
+        OFFGEN_CHECK(!tokenizer_dir.empty(),
+                     "--eval {} line {}: a text needs a tokenizer (--tokenizer DIR, or a model "
+                     "directory with vocab.json)",
+                     options.eval, line.line_number);
+        tokenizer = Tokenizer::load(tokenizer_dir);
+      }
+      request.tokens.push_back(config.bos_token_id);
+      const auto ids = tokenizer->encode(line.value["text"].get_ref<const std::string&>());
+      request.tokens.insert(request.tokens.end(), ids.begin(), ids.end());
+    } else {
+      problem = "the line has neither a 'text' string nor 'token_ids'";
+    }
+    OFFGEN_CHECK(problem.empty(), "--eval {} line {}: {}", options.eval, line.line_number, problem);
+    if (static_cast<int>(request.tokens.size()) > config.max_position_embeddings) {
+      spdlog::info("--eval line {}: {} tokens, cut to the model's {} positions", line.line_number,
+                   request.tokens.size(), config.max_position_embeddings);
+      request.tokens.resize(static_cast<std::size_t>(config.max_position_embeddings));
+    }
+    OFFGEN_CHECK(static_cast<int>(request.tokens.size()) > options.prefill_tokens + 1,
+                 "--eval {} line {}: {} tokens leave nothing after --prefill-tokens {}",
+                 options.eval, line.line_number, request.tokens.size(), options.prefill_tokens);
+    texts.push_back(std::move(request));
+  }
+  OFFGEN_CHECK(!texts.empty(), "--eval {} has no texts", options.eval);
+  return texts;
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app, CompareCommandOptions& options) {
+  CLI::App* cmd = app.add_subcommand(
+      "compare",
+      "KV policies x budgets on one model: throughput, memory and quality, written as a report "
+      "folder (results.json, report.md, report.html)");
+  add_common_options(*cmd, options.common);
+  cmd->add_option("--policies", options.policies, "policies compared with full, e.g. h2o,local")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"full", "local", "h2o", "streaming"}))
+      ->capture_default_str();
+  cmd->add_option("--budgets", options.budgets,
+                  "KV budgets: fractions < 1 of prompt + generation, or token counts >= 1")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--batch", options.batch, "batch of the throughput case")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
+  cmd->add_option("--prompt-len", options.prompt_len, "prompt tokens of the throughput case")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
+  cmd->add_option("--gen-len", options.gen_len, "generated tokens of the throughput case")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
+  cmd->add_option("--seed", options.seed, "seed of the synthetic prompts")->capture_default_str();
+  cmd->add_option("--eval", options.eval,
+                  "JSONL of evaluation texts ({\"text\": ...} or {\"token_ids\": [...]}) for the "
+                  "quality columns");
+  cmd->add_option("--prefill-tokens", options.prefill_tokens,
+                  "quality: tokens of each text run as one prefill; the rest are scored through "
+                  "the policy's cache")
+      ->check(kNonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--prompt-tokens", options.prompt_tokens,
+                  "quality: prompt length of the greedy continuations compared with full")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
+  cmd->add_option("--generated-tokens", options.generated_tokens,
+                  "quality: greedy tokens generated per text")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
+  cmd->add_option("--kv-mem", options.kv_mem,
+                  "KV memory the largest-batch column sizes against, e.g. 16GiB (default: the "
+                  "gpu tier left after the weights)");
+  cmd->add_option("--output", options.output, "report folder")->capture_default_str();
+}
+
+int run_compare(const CompareCommandOptions& options) {
+  bench::CompareOptions compare;
+  compare.base = options.common.engine_options();
+  for (const std::string& policy : options.policies) {
+    compare.policies.push_back(parse_policy(policy));
+  }
+  compare.budgets = options.budgets;
+  compare.throughput = {options.batch, options.prompt_len, options.gen_len};
+  compare.seed = options.seed;
+  compare.prefill_tokens = options.prefill_tokens;
+  compare.prompt_tokens = options.prompt_tokens;
+  compare.generated_tokens = options.generated_tokens;
+  if (!options.kv_mem.empty()) compare.kv_memory = parse_bytes(options.kv_mem);
+  if (!options.eval.empty()) compare.eval = read_eval(options);
+
+  const bench::CompareResult result = bench::run_compare(
+      compare, [](std::size_t done, std::size_t total, const bench::CompareCell& cell) {
+        spdlog::info("compare: {}/{} done ({} at budget {:g}{})", done, total,
+                     policy_name(cell.policy), cell.budget,
+                     cell.error.empty() ? "" : ": " + cell.error);
+      });
+  const bench::ReportFiles files =
+      bench::write_compare_report(result, compare, options.output, plot_script());
+  fmt::print("{}", bench::compare_markdown(result, compare));
+  fmt::print("\nreport: {}, {}, {}{}\n", files.results_json.string(), files.markdown.string(),
+             files.html.string(),
+             files.charts ? "" : fmt::format(" (no charts: {})", files.charts_note));
+  return 0;
+}
+
+}  // namespace offgen::cli

@@ -1,0 +1,32 @@
+// `offgen compare`: KV policies x budgets on one model, into a report folder (bench/compare.h,
+// bench/report.h).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "engine/cli/commands.h"
+
+namespace offgen::cli {
+
+struct CompareCommandOptions {
+  CommonOptions common;
+  std::vector<std::string> policies = {"local", "h2o", "streaming"};
+  std::vector<double> budgets = {0.1, 0.2, 0.5};
+  int batch = 8;
+  int prompt_len = 512;
+  int gen_len = 32;
+  std::uint64_t seed = 0;
+  std::string eval;  // JSONL of texts for quality; empty = no quality columns
+  int prefill_tokens = 64;
+  int prompt_tokens = 64;
+  int generated_tokens = 32;
+  std::string kv_mem;
+  std::string output = "compare-report";
+};
+void add_compare_command(CLI::App& app, CompareCommandOptions& options);
+int run_compare(const CompareCommandOptions& options);
+
+}  // namespace offgen::cli
