@@ -294,8 +294,9 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
                  : sample_token(logits.subspan(b * vocab, vocab), request.sampling, rngs[b]);
       result.tokens.push_back(token);
       const bool eos = token == config_.eos_token_id && !request.ignore_eos;
-      if (eos || static_cast<int>(result.tokens.size()) >= request.max_tokens) {
-        result.finish = eos ? FinishReason::stop : FinishReason::length;
+      const bool stopped = eos || (request.stop && request.stop(result.tokens));
+      if (stopped || static_cast<int>(result.tokens.size()) >= request.max_tokens) {
+        result.finish = stopped ? FinishReason::stop : FinishReason::length;
         active[b] = 0;
         if (on_done) on_done(indices[b], result);
       } else {

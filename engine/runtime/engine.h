@@ -68,6 +68,9 @@ struct GenerationRequest {
   SamplingParams sampling;
   std::uint64_t seed = 0;
   bool ignore_eos = false;  // benchmarks generate exactly max_tokens
+  // Optional: called with the tokens generated so far after each new one; true ends the request
+  // there with finish reason `stop` (stop strings: the caller decodes and looks for them).
+  std::function<bool(std::span<const std::int32_t>)> stop;
 };
 
 struct GenerationResult {

@@ -116,3 +116,38 @@ TEST(PolicyEngine, PoliciesOtherThanFullNeedABudget) {
 
 }  // namespace
 }  // namespace offgen
+
+namespace offgen {
+namespace {
+
+TEST(StopHook, EndsARequestWhereItSaysSoWithFinishStop) {
+  EngineOptions options;
+  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.device = DeviceChoice::cpu;
+  Engine engine(options);
+  std::vector<GenerationRequest> requests(2);
+  for (GenerationRequest& r : requests) {
+    r.prompt = test::golden_score_requests().front().tokens;
+    r.prompt.resize(4);
+    r.max_tokens = 8;
+    r.sampling.temperature = 0.0f;
+    r.ignore_eos = true;
+  }
+  int calls = 0;
+  requests[0].stop = [&](std::span<const std::int32_t> generated) {
+    ++calls;
+    return generated.size() == 3;
+  };
+  const auto results = engine.generate(requests);
+  EXPECT_EQ(calls, 3);
+  ASSERT_EQ(results[0].tokens.size(), 3u);
+  EXPECT_EQ(results[0].finish, FinishReason::stop);
+  ASSERT_EQ(results[1].tokens.size(), 8u);  // its neighbour in the batch runs on
+  EXPECT_EQ(results[1].finish, FinishReason::length);
+  // The first three tokens are the same either way.
+  EXPECT_TRUE(
+      std::equal(results[0].tokens.begin(), results[0].tokens.end(), results[1].tokens.begin()));
+}
+
+}  // namespace
+}  // namespace offgen
