@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "bench/table.h"
@@ -12,8 +13,12 @@ namespace offgen::cli {
 
 void add_bench_command(CLI::App& app, BenchOptions& options) {
   CLI::App* cmd = app.add_subcommand(
-      "bench", "throughput sweep over batch sizes and lengths (synthetic prompts, EOS ignored)");
+      "bench",
+      "throughput sweep over batch sizes and lengths (synthetic prompts, EOS ignored); without "
+      "--plan or a placement flag, the planner places the run for the sweep's largest case, and "
+      "with a profile every row shows the predicted throughput beside the measured");
   add_common_options(*cmd, options.common);
+  plan_unless_placed(*cmd, options.common);
   cmd->add_option("--batch", options.batches, "batch sizes, e.g. 1,8,32")
       ->delimiter(',')
       ->check(kPositiveInteger)
@@ -29,17 +34,24 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
   cmd->add_option("--kv-mem", options.kv_mem,
                   "KV memory, e.g. 4GiB: report the largest batch whose KV cache fits in it, under "
                   "this policy and under full");
-  cmd->add_option("--profile", options.profile,
-                  "profile from `offgen calibrate`: print the cost model's predicted tokens/s "
-                  "beside each measured row");
   cmd->add_option("--seed", options.seed, "seed of the synthetic prompts")->capture_default_str();
 }
 
 int run_bench(const BenchOptions& options) {
   const std::uint64_t kv_memory = options.kv_mem.empty() ? 0 : parse_bytes(options.kv_mem);
   std::optional<MachineProfile> profile;
-  if (!options.profile.empty()) profile = MachineProfile::load(options.profile);
+  if (!options.common.profile.empty()) profile = MachineProfile::load(options.common.profile);
   EngineOptions engine_options = options.common.engine_options();
+  if (options.common.placement == Placement::planned) {
+    // The engine's weight placement is fixed when it loads: plan once, for the sweep's largest
+    // case, with every row a block of its --batch split the plan's way.
+    RunLengths lengths;
+    lengths.block = *std::max_element(options.batches.begin(), options.batches.end());
+    lengths.prompt_len = *std::max_element(options.prompt_lens.begin(), options.prompt_lens.end());
+    lengths.gen_len = *std::max_element(options.gen_lens.begin(), options.gen_lens.end());
+    MachineProfile used;
+    if (plan_automatically(options.common, lengths, engine_options, &used)) profile = used;
+  }
   Engine engine(engine_options);
   const std::string budget =
       options.common.kv_budget.empty() ? std::string("whole sequence") : options.common.kv_budget;

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "bench/calibrate.h"
@@ -22,7 +23,9 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& options) {
                   "whose shapes the GEMM and attention measurements use: a config name or a "
                   "checkpoint directory (only config.json is read)")
       ->capture_default_str();
-  cmd->add_option("--output", options.output, "profile file (JSON)")->capture_default_str();
+  cmd->add_option("--output", options.output,
+                  "profile file (JSON); default: the device's cached profile, which generate, "
+                  "score, bench and plan use when no --profile is given");
   cmd->add_option("--copy-size", options.copy_size, "bytes per copy measurement, e.g. 256MiB")
       ->capture_default_str();
   cmd->add_option("--disk", options.disk, "also measure read / write bandwidth in this folder");
@@ -44,11 +47,20 @@ int run_calibrate(const CalibrateOptions& options) {
   for (const bench::Measurement& m : measurements) {
     fmt::print("{:<26} {:>10.2f} {:<8} {}\n", m.name, m.value, m.unit, m.detail);
   }
-  std::ofstream out(options.output);
-  OFFGEN_CHECK(out.good(), "cannot write the profile to {}", options.output);
+  std::filesystem::path output = options.output;
+  if (output.empty()) {
+    output = cached_profile_path(device_name);
+    OFFGEN_CHECK(!output.empty(),
+                 "neither XDG_CACHE_HOME nor HOME is set, so there is no cache for the profile: "
+                 "give --output FILE");
+    std::error_code error;
+    std::filesystem::create_directories(output.parent_path(), error);
+  }
+  std::ofstream out(output);
+  OFFGEN_CHECK(out.good(), "cannot write the profile to {}", output.string());
   out << bench::profile_json(device_name, options.model, measurements).dump(2) << '\n';
-  OFFGEN_CHECK(out.good(), "writing the profile to {} failed", options.output);
-  fmt::print("profile written to {}\n", options.output);
+  OFFGEN_CHECK(out.good(), "writing the profile to {} failed", output.string());
+  fmt::print("profile written to {}\n", output.string());
   return 0;
 }
 

@@ -5,10 +5,14 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/runtime/cost_model.h"
 #include "engine/runtime/engine.h"
+#include "engine/runtime/planner.h"
 
 namespace offgen::cli {
 
@@ -16,6 +20,10 @@ namespace offgen::cli {
 extern const CLI::Validator kPositiveInteger;
 extern const CLI::Validator kNonNegativeNumber;
 extern const CLI::Validator kProbability;  // (0, 1]
+
+// Who chooses a run's placement (batch size, GPU batches, weight and KV shares, cpu attention):
+// the flags and --plan as given, or the planner (the CLI's choice when none of them was given).
+enum class Placement { as_given, planned };
 
 // Flags every command shares: which model, where it runs, how big a batch.
 struct CommonOptions {
@@ -31,7 +39,11 @@ struct CommonOptions {
   double kv_gpu_percent = 100.0;
   bool cpu_attention = false;
   std::string disk;
-  std::string plan;  // plan file from `offgen plan --output`: sets batch size and weight shares
+  std::string plan;     // plan file from `offgen plan --output`: sets the whole placement
+  std::string profile;  // calibrate profile for the planner; empty: the cached one (or calibrate)
+  // Code that fills these options itself gets the placement it wrote; the CLI sets `planned` when
+  // none of --plan and the placement flags was given (see plan_unless_placed).
+  Placement placement = Placement::as_given;
   std::uint64_t dummy_seed = 0;
   std::string policy = "full";
   std::string kv_budget;  // empty: the whole sequence
@@ -44,8 +56,46 @@ void add_common_options(CLI::App& app, CommonOptions& options);
 // The config of --model without loading weights: a checkpoint directory's config.json, or a
 // config name. Throws offgen::Error listing the known names otherwise.
 OptConfig model_config(const std::string& model);
-// Reads a plan file (`offgen plan --output`) into the batch size and weight shares.
+// Reads a plan file (`offgen plan --output`) into the placement: batch size, GPU batches, weight
+// and KV shares, cpu attention. A field the file lacks (files from older versions) leaves `out`'s
+// value; a bad one is an offgen::Error naming the file and the field.
 void apply_plan_file(const std::string& path, EngineOptions& out);
+// Writes a plan's placement into engine options.
+void apply_plan(const Plan& plan, EngineOptions& out);
+
+// After `app` is parsed, sets options.placement to `planned` when none of --plan,
+// --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu, --cpu-attention and `also` (flags
+// that place sequences for this command, e.g. --batch-size) was given.
+void plan_unless_placed(CLI::App& app, CommonOptions& options, std::vector<std::string> also = {});
+
+// Where `offgen calibrate` caches a device's profile: $XDG_CACHE_HOME/offgen/profile-<device>.json,
+// else ~/.cache/offgen/...; empty when neither XDG_CACHE_HOME nor HOME is set.
+std::filesystem::path cached_profile_path(const std::string& device_name);
+// The profile the planner uses: the file at `path` when one is given; else the profile cached for
+// this device; else a quick calibration on `opened` (one log line says so), cached for next time.
+MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
+                               const OptConfig& model);
+// The planner's request for runs of these lengths (prompt_len + gen_len - 1 fed-back positions,
+// total_len tokens per sequence for a --kv-budget fraction) under the device's budgets and the
+// engine options' policy and disk.
+PlanRequest plan_request(const EngineOptions& engine, const Device& device, int prompt_len,
+                         int gen_len, int total_len);
+
+// What an automatically planned run looks like: the longest prompt and generation, and how many
+// sequences there are (generate, score) or the block every run has (bench).
+struct RunLengths {
+  int prompt_len = 1;
+  int gen_len = 1;
+  int total_len = 0;  // 0: prompt_len + gen_len
+  int sequences = 0;  // > 0: blocks need not be bigger
+  int block = 0;      // > 0: plan blocks of exactly this many sequences
+};
+// When common.placement is `planned`: chooses a plan for the run (from --profile or the cached
+// profile, see resolve_profile), writes its placement into `engine` and logs it in one line.
+// When nothing fits, warns and leaves `engine` as it is. `profile`, when not null, receives the
+// profile used. Returns the plan chosen, if any.
+std::optional<Plan> plan_automatically(const CommonOptions& common, const RunLengths& lengths,
+                                       EngineOptions& engine, MachineProfile* profile = nullptr);
 
 struct GenerateOptions {
   CommonOptions common;
@@ -76,15 +126,13 @@ struct BenchOptions {
   std::vector<int> prompt_lens = {128, 512};
   std::vector<int> gen_lens = {32};
   std::uint64_t seed = 0;
-  std::string kv_mem;   // e.g. "4GiB": also report the largest batch whose KV fits in it
-  std::string profile;  // calibrate profile: also print the cost model's prediction
+  std::string kv_mem;  // e.g. "4GiB": also report the largest batch whose KV fits in it
 };
 void add_bench_command(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);
 
 struct PlanOptions {
   CommonOptions common;
-  std::string profile = "offgen-profile.json";
   int prompt_len = 512;
   int gen_len = 32;
   std::string output;  // plan file to write (for --plan)
@@ -95,7 +143,7 @@ int run_plan(const PlanOptions& options);
 struct CalibrateOptions {
   std::string device = "auto";
   std::string model = "opt-6.7b";  // GEMM and attention shapes (config name or directory)
-  std::string output = "offgen-profile.json";
+  std::string output;              // empty: the device's cached profile (cached_profile_path)
   std::string copy_size = "256MiB";
   std::string disk;
   int repeats = 3;

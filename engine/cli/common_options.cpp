@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "engine/core/error.h"
 #include "engine/core/units.h"
@@ -48,25 +49,93 @@ OptConfig model_config(const std::string& model) {
        fmt::join(OptConfig::known_names(), ", "));
 }
 
+namespace {
+
+// Reads plan[field] with `read` when present; a wrong type or a value `valid` refuses is an error
+// naming the file and the field.
+template <typename T, typename Valid>
+void plan_field(const nlohmann::json& plan, const std::string& path, const char* field,
+                const char* expected, const Valid& valid, T& out) {
+  if (!plan.contains(field)) return;
+  const nlohmann::json& value = plan.at(field);
+  bool ok = false;
+  T parsed{};
+  if constexpr (std::is_same_v<T, bool>) {
+    ok = value.is_boolean();
+    if (ok) parsed = value.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    ok = value.is_number_integer();
+    if (ok) parsed = value.get<T>();
+  } else {
+    ok = value.is_number();
+    if (ok) parsed = value.get<T>();
+  }
+  OFFGEN_CHECK(ok && valid(parsed), "--plan {}: '{}' must be {} (got {})", path, field, expected,
+               value.dump());
+  out = parsed;
+}
+
+}  // namespace
+
 void apply_plan_file(const std::string& path, EngineOptions& out) {
   std::ifstream in(path);
   OFFGEN_CHECK(in.good(), "--plan {}: cannot read it (write one with `offgen plan --output`)",
                path);
+  nlohmann::json plan;
   try {
-    const auto plan = nlohmann::json::parse(in);
-    const int batch = plan.at("batch_size").get<int>();
-    const double gpu = plan.at("weights_gpu_percent").get<double>();
-    const double cpu = plan.at("weights_cpu_percent").get<double>();
-    OFFGEN_CHECK(batch >= 1 && gpu >= 0 && cpu >= 0 && gpu + cpu <= 100.0 + 1e-9,
-                 "--plan {}: batch_size must be >= 1 and the weight percentages in [0, 100] with "
-                 "a sum of at most 100",
-                 path);
-    out.max_batch = batch;
-    out.weights_gpu_fraction = gpu / 100.0;
-    out.weights_cpu_fraction = cpu / 100.0;
+    plan = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     fail("--plan {}: not a plan file: {}", path, e.what());
   }
+  OFFGEN_CHECK(plan.is_object(), "--plan {}: not a plan file (expected a JSON object)", path);
+  auto positive = [](auto v) { return v >= 1; };
+  auto percent = [](double v) { return v >= 0.0 && v <= 100.0; };
+  int batch = out.max_batch;
+  int gpu_batches = out.num_gpu_batches;
+  double gpu = 100.0 * out.weights_gpu_fraction;
+  double cpu = out.weights_cpu_fraction < 0.0 ? 100.0 - gpu : 100.0 * out.weights_cpu_fraction;
+  double kv = 100.0 * out.kv_gpu_fraction;
+  bool cpu_attention = out.cpu_attention;
+  plan_field(plan, path, "batch_size", "an integer >= 1", positive, batch);
+  plan_field(plan, path, "num_gpu_batches", "an integer >= 1", positive, gpu_batches);
+  const bool has_gpu = plan.contains("weights_gpu_percent");
+  plan_field(plan, path, "weights_gpu_percent", "a percentage in [0, 100]", percent, gpu);
+  // A file with only the gpu share keeps the rest in pinned memory, as --weights-gpu alone does.
+  if (has_gpu && !plan.contains("weights_cpu_percent")) cpu = 100.0 - gpu;
+  plan_field(plan, path, "weights_cpu_percent", "a percentage in [0, 100]", percent, cpu);
+  plan_field(plan, path, "kv_gpu_percent", "a percentage in [0, 100]", percent, kv);
+  plan_field(
+      plan, path, "cpu_attention", "true or false", [](bool) { return true; }, cpu_attention);
+  OFFGEN_CHECK(gpu + cpu <= 100.0 + 1e-9,
+               "--plan {}: 'weights_gpu_percent' + 'weights_cpu_percent' must be at most 100 (got "
+               "{} + {})",
+               path, gpu, cpu);
+  out.max_batch = batch;
+  out.num_gpu_batches = gpu_batches;
+  out.weights_gpu_fraction = gpu / 100.0;
+  out.weights_cpu_fraction = cpu / 100.0;
+  out.kv_gpu_fraction = kv / 100.0;
+  out.cpu_attention = cpu_attention;
+}
+
+void apply_plan(const Plan& plan, EngineOptions& out) {
+  out.max_batch = plan.gpu_batch;
+  out.num_gpu_batches = plan.num_gpu_batches;
+  out.weights_gpu_fraction = plan.weights_gpu;
+  out.weights_cpu_fraction = plan.weights_cpu;
+  out.kv_gpu_fraction = plan.kv_gpu;
+  out.cpu_attention = plan.cpu_attention;
+}
+
+void plan_unless_placed(CLI::App& app, CommonOptions& options, std::vector<std::string> also) {
+  std::vector<std::string> flags = {"--plan",        "--num-gpu-batches", "--weights-gpu",
+                                    "--weights-cpu", "--kv-gpu",          "--cpu-attention"};
+  flags.insert(flags.end(), also.begin(), also.end());
+  app.callback([&app, &options, flags] {
+    std::size_t given = 0;
+    for (const std::string& flag : flags) given += app.count(flag);
+    options.placement = given == 0 ? Placement::planned : Placement::as_given;
+  });
 }
 
 EngineOptions CommonOptions::engine_options() const {
@@ -139,8 +208,13 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
   app.add_option("--disk", options.disk,
                  "folder for weights on the disk tier (read back with direct, aligned reads)");
   app.add_option("--plan", options.plan,
-                 "plan file written by `offgen plan --output`: its batch size and weight shares "
-                 "replace --batch-size, --weights-gpu and --weights-cpu");
+                 "plan file written by `offgen plan --output`: its placement replaces "
+                 "--batch-size, --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu and "
+                 "--cpu-attention");
+  app.add_option("--profile", options.profile,
+                 "machine profile from `offgen calibrate` for the planner and predictions "
+                 "(default: the profile calibrate cached for this device, else a quick "
+                 "calibration, cached)");
   app.add_option("--dummy-seed", options.dummy_seed, "seed of dummy weights (config-name models)")
       ->capture_default_str();
   app.add_option("--policy", options.policy, "KV eviction policy")

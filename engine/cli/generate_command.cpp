@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "engine/cli/commands.h"
@@ -11,14 +12,15 @@ namespace offgen::cli {
 namespace {
 
 // Parses one line into a request; returns the problem or an empty string.
-std::string parse_request(const nlohmann::ordered_json& line, const Engine& engine,
-                          const GenerateOptions& options, std::size_t index,
-                          GenerationRequest& request) {
+std::string parse_request(const nlohmann::ordered_json& line, const OptConfig& config,
+                          const Tokenizer* tokenizer, const GenerateOptions& options,
+                          std::size_t index, GenerationRequest& request) {
   std::string problem;
   if (line.contains("prompt_token_ids")) {
-    problem = read_token_ids(line, "prompt_token_ids", engine.config(), request.prompt);
+    problem = read_token_ids(line, "prompt_token_ids", config, request.prompt);
   } else if (line.contains("prompt")) {
-    problem = read_text(line, "prompt", "prompt_token_ids", engine, request.prompt);
+    problem = read_text(line, "prompt", "prompt_token_ids", config, tokenizer, options.common.model,
+                        request.prompt);
   } else {
     problem = "the line has neither 'prompt' nor 'prompt_token_ids'";
   }
@@ -41,8 +43,11 @@ std::string decode_text(const Engine& engine, const std::vector<std::int32_t>& t
 
 void add_generate_command(CLI::App& app, GenerateOptions& options) {
   CLI::App* cmd =
-      app.add_subcommand("generate", "generate completions for a JSONL file of prompts");
+      app.add_subcommand("generate",
+                         "generate completions for a JSONL file of prompts (without --plan or a "
+                         "placement flag, the planner places the run for the longest prompt)");
   add_common_options(*cmd, options.common);
+  plan_unless_placed(*cmd, options.common, {"--batch-size"});
   cmd->add_option("--input", options.input,
                   "JSONL: {\"prompt\": \"...\"} or {\"prompt_token_ids\": [...]} per line; other "
                   "keys are copied to the output")
@@ -68,18 +73,33 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
 int run_generate(const GenerateOptions& options) {
   const auto lines = read_jsonl(options.input);
   OrderedJsonlWriter writer(options.output);  // fails now, not after the work, if unwritable
-  Engine engine(options.common.engine_options());
+  EngineOptions engine_options = options.common.engine_options();
+  // The requests are read before the model loads, so a planned placement fits the longest.
+  const OptConfig config = model_config(options.common.model);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(engine_options);
 
   std::vector<GenerationRequest> requests(lines.size());
   std::vector<std::string> problems(lines.size());
+  RunLengths lengths;
+  lengths.gen_len = options.max_tokens;
   for (const JsonlLine& line : lines) {
     problems[line.index] = line.error;
     if (problems[line.index].empty()) {
-      problems[line.index] =
-          parse_request(line.value, engine, options, line.index, requests[line.index]);
+      problems[line.index] = parse_request(line.value, config, tokenizer.get(), options, line.index,
+                                           requests[line.index]);
     }
-    if (!problems[line.index].empty()) requests[line.index].prompt.clear();
+    const int prompt = static_cast<int>(requests[line.index].prompt.size());
+    if (!problems[line.index].empty()) {
+      requests[line.index].prompt.clear();
+    } else if (prompt + options.max_tokens - 1 <= config.max_position_embeddings) {
+      // (longer ones are rejected by the engine and need no memory)
+      lengths.prompt_len = std::max(lengths.prompt_len, prompt);
+      ++lengths.sequences;
+    }
   }
+  if (lengths.sequences > 0) plan_automatically(options.common, lengths, engine_options);
+  Engine engine(engine_options);
+
   // A rejected line runs with an empty prompt, which the engine rejects at once without work;
   // the parse problem is what its output line reports.
   std::size_t errors = 0;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 
 namespace offgen::cli {
@@ -27,17 +28,28 @@ std::string read_token_ids(const nlohmann::ordered_json& line, const std::string
 }
 
 std::string read_text(const nlohmann::ordered_json& line, const std::string& key,
-                      std::string_view ids_key, const Engine& engine,
-                      std::vector<std::int32_t>& out) {
+                      std::string_view ids_key, const OptConfig& config, const Tokenizer* tokenizer,
+                      std::string_view model, std::vector<std::int32_t>& out) {
   if (!line[key].is_string()) return fmt::format("'{}' must be a string", key);
-  if (engine.tokenizer() == nullptr) {
-    return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give '{}'",
-                       engine.model_description(), ids_key);
+  if (tokenizer == nullptr) {
+    return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give '{}'", model,
+                       ids_key);
   }
-  out.push_back(engine.config().bos_token_id);  // OPT prepends </s> as BOS
-  const auto ids = engine.tokenizer()->encode(line[key].get_ref<const std::string&>());
+  out.push_back(config.bos_token_id);  // OPT prepends </s> as BOS
+  const auto ids = tokenizer->encode(line[key].get_ref<const std::string&>());
   out.insert(out.end(), ids.begin(), ids.end());
   return {};
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const EngineOptions& options) {
+  namespace fs = std::filesystem;
+  fs::path dir = options.tokenizer;
+  // As the engine finds it: --tokenizer, else a checkpoint directory with vocab.json.
+  if (dir.empty() && fs::is_directory(options.model) &&
+      fs::exists(fs::path(options.model) / "vocab.json")) {
+    dir = options.model;
+  }
+  return dir.empty() ? nullptr : Tokenizer::load(dir);
 }
 
 nlohmann::ordered_json passthrough(const nlohmann::ordered_json& line,

@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/runtime/engine.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace offgen::cli {
 
@@ -19,10 +21,14 @@ std::string read_token_ids(const nlohmann::ordered_json& line, const std::string
                            const OptConfig& config, std::vector<std::int32_t>& out);
 
 // Appends BOS and the tokens of line[key] (a string) to `out`; returns the problem or "". `ids_key`
-// names the alternative a user without a tokenizer can give.
+// names the alternative a user without a tokenizer (null) of `model` can give.
 std::string read_text(const nlohmann::ordered_json& line, const std::string& key,
-                      std::string_view ids_key, const Engine& engine,
-                      std::vector<std::int32_t>& out);
+                      std::string_view ids_key, const OptConfig& config, const Tokenizer* tokenizer,
+                      std::string_view model, std::vector<std::int32_t>& out);
+
+// The tokenizer a run of these options uses (--tokenizer, else the checkpoint directory's
+// vocab.json + merges.txt), loaded without the model; null when there is none.
+std::unique_ptr<Tokenizer> load_tokenizer(const EngineOptions& options);
 
 // Every key of `line` except `consumed`, for the output record.
 nlohmann::ordered_json passthrough(const nlohmann::ordered_json& line,

@@ -1,5 +1,6 @@
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/cli/commands.h"
@@ -10,12 +11,15 @@
 namespace offgen::cli {
 namespace {
 
-std::string parse_request(const nlohmann::ordered_json& line, const Engine& engine,
+std::string parse_request(const nlohmann::ordered_json& line, const OptConfig& config,
+                          const Tokenizer* tokenizer, const std::string& model,
                           ScoreRequest& request) {
   if (line.contains("token_ids")) {
-    return read_token_ids(line, "token_ids", engine.config(), request.tokens);
+    return read_token_ids(line, "token_ids", config, request.tokens);
   }
-  if (line.contains("text")) return read_text(line, "text", "token_ids", engine, request.tokens);
+  if (line.contains("text")) {
+    return read_text(line, "text", "token_ids", config, tokenizer, model, request.tokens);
+  }
   return "the line has neither 'text' nor 'token_ids'";
 }
 
@@ -25,6 +29,7 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
   CLI::App* cmd = app.add_subcommand(
       "score", "log-probabilities and perplexity of texts (token_logprobs[i] = log p(t_i | t_<i))");
   add_common_options(*cmd, options.common);
+  plan_unless_placed(*cmd, options.common, {"--batch-size"});
   cmd->add_option("--input", options.input,
                   "JSONL: {\"text\": \"...\"} or {\"token_ids\": [...]} per line")
       ->required();
@@ -39,18 +44,42 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
 int run_score(const ScoreOptions& options) {
   const auto lines = read_jsonl(options.input);
   OrderedJsonlWriter writer(options.output);
-  Engine engine(options.common.engine_options());
+  EngineOptions engine_options = options.common.engine_options();
+  // The texts are read before the model loads, so a planned placement fits the longest.
+  const OptConfig config = model_config(options.common.model);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(engine_options);
 
   std::vector<ScoreRequest> requests(lines.size());
   std::vector<std::string> problems(lines.size());
+  int longest = 0;
+  int sequences = 0;
   for (const JsonlLine& line : lines) {
     problems[line.index] = line.error;
     if (problems[line.index].empty()) {
-      problems[line.index] = parse_request(line.value, engine, requests[line.index]);
+      problems[line.index] = parse_request(line.value, config, tokenizer.get(),
+                                           options.common.model, requests[line.index]);
     }
+    const int length = static_cast<int>(requests[line.index].tokens.size());
     // A rejected line runs with no tokens, which the engine rejects at once without work.
-    if (!problems[line.index].empty()) requests[line.index].tokens.clear();
+    if (!problems[line.index].empty()) {
+      requests[line.index].tokens.clear();
+    } else if (length <= config.max_position_embeddings) {
+      longest = std::max(longest, length);
+      ++sequences;
+    }
   }
+  if (sequences > 0) {
+    // The first --prefill-tokens run as one prefill, the rest as decode steps (at least one pass).
+    RunLengths lengths;
+    lengths.prompt_len =
+        options.prefill_tokens > 0 ? std::min(options.prefill_tokens, longest) : longest;
+    lengths.gen_len = std::max(1, longest - lengths.prompt_len);
+    lengths.total_len = longest;
+    lengths.sequences = sequences;
+    plan_automatically(options.common, lengths, engine_options);
+  }
+  Engine engine(engine_options);
+
   std::size_t errors = 0;
   double total_logprob = 0.0;
   std::size_t total_scored = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <vector>
 
 #include "engine/core/error.h"
 
@@ -48,10 +49,13 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
     MachineProfile p;
     p.device = json.value("device", "");
     p.h2d = measurement(json, path, "h2d_pinned", 1e9);
+    p.d2h = measurement(json, path, "d2h_pinned", 1e9, false);
+    if (p.d2h == 0) p.d2h = p.h2d;
     p.disk_read = measurement(json, path, "disk_read", 1e9, false);
     p.gemm_small = measurement(json, path, "gemm_fc1_m32", 1e12);
     p.gemm_large = measurement(json, path, "gemm_fc1_m512", 1e12);
     p.attention = measurement(json, path, "decode_attention_device", 1e9);
+    p.cpu_attention = measurement(json, path, "decode_attention_cpu", 1e9, false);
     return p;
   } catch (const nlohmann::json::exception& e) {
     fail("profile {} is not a calibrate profile: {}", path.string(), e.what());
@@ -59,52 +63,88 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
 }
 
 double LayerCost::total() const {
-  return std::max(transfer, gemm + attention);
+  return std::max({h2d(), kv_store, disk, gpu(), cpu_attention});
 }
 
 Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& r) {
   OFFGEN_CHECK(r.batch > 0 && r.prompt_len > 0 && r.gen_len > 0 && r.kv_capacity > 0,
                "cost model: batch, lengths and KV capacity must be positive");
+  const std::vector<GpuBatch> batches = split_block(r.batch, r.block);
+  int offloaded = 0;
+  for (const GpuBatch& g : batches) offloaded += g.offloaded();
+  const bool cpu_attention = r.block.cpu_attention && offloaded > 0;
+  OFFGEN_CHECK(!cpu_attention || p.cpu_attention > 0,
+               "the profile has no cpu attention measurement (run `offgen calibrate` again)");
   const double params = layer_params(m);
   const double layer_bytes = params * 2;
-  const double batch = r.batch;
   const double heads = m.num_heads;
-  const double dim = m.head_dim();
-  const double off_gpu = std::max(0.0, 1.0 - r.weights_gpu);
+  const double row = heads * m.head_dim();  // one token's k (or v, or q) in one layer, elements
+  const double capacity = r.kv_capacity;
+  // K and V of one offloaded sequence's cache in one layer, every slot: what a stage-in copies.
+  const double cache_bytes = 2 * row * capacity * 2;
+  const double host = offloaded;
+  const double on_device = r.batch - (cpu_attention ? offloaded : 0);  // sequences gpu-attended
+
   LayerCost weights_in;
-  // Pinned and disk parts both cross PCIe; the disk part is also read from disk, pipelined with
-  // the copies (the slowest stage sets the pace).
-  weights_in.transfer = off_gpu * layer_bytes / p.h2d;
+  // Pinned and disk parts both cross PCIe; the disk part is also read from disk by its own
+  // stream, ahead of the copies.
+  weights_in.weights_in = std::max(0.0, 1.0 - r.weights_gpu) * layer_bytes / p.h2d;
   if (r.weights_disk > 0) {
     OFFGEN_CHECK(p.disk_read > 0, "the profile has no disk measurement (calibrate with --disk)");
-    weights_in.transfer = std::max(weights_in.transfer, r.weights_disk * layer_bytes / p.disk_read);
+    weights_in.disk = r.weights_disk * layer_bytes / p.disk_read;
   }
 
   Prediction out;
   out.prefill = weights_in;
-  const double tokens = batch * r.prompt_len;
-  out.prefill.gemm = gemm_seconds(p, tokens, params);
-  // Causal attention: q·k and p·v over half of the P x P scores per head.
-  const double attention_flops = 2.0 * batch * heads * r.prompt_len * r.prompt_len * dim;
-  out.prefill.attention = attention_flops / p.gemm_large;
+  for (const GpuBatch& g : batches) {
+    out.prefill.gemm += gemm_seconds(p, double(g.size) * r.prompt_len, params);
+    // Causal attention: q·k and p·v over half of the P x P scores per head.
+    out.prefill.attention +=
+        2.0 * g.size * heads * r.prompt_len * r.prompt_len * m.head_dim() / p.gemm_large;
+  }
+  out.prefill.kv_store = host * cache_bytes / p.d2h;
 
-  double decode_total = 0;
-  double attention_total = 0;
+  double gemm = 0;
+  for (const GpuBatch& g : batches) gemm += gemm_seconds(p, g.size, params);
+  // Each offloaded sequence sends its new q, k, v rows and write slots down every step.
+  const double rows_down = host * (3 * row * 2 + heads * 4) / p.d2h;
   const int steps = r.gen_len - 1;
-  out.decode = weights_in;
-  out.decode.gemm = gemm_seconds(p, batch, params);
+  double decode_total = 0;
   for (int step = 0; step < steps; ++step) {
-    const double attended = std::min(r.prompt_len + step + 1, r.kv_capacity);
-    LayerCost layer = out.decode;
-    layer.attention = batch * heads * attended * dim * 2 * 2 / p.attention;
-    attention_total += layer.attention;
+    const double attended = std::min<double>(r.prompt_len + step + 1, capacity);
+    const double kv_read = 2 * row * attended * 2;  // K and V bytes one sequence attends over
+    LayerCost layer = weights_in;
+    layer.gemm = gemm;
+    layer.attention = on_device * kv_read / p.attention;
+    layer.kv_store = rows_down;
+    if (cpu_attention) {
+      layer.cpu_attention = host * kv_read / p.cpu_attention;
+      const double up = row * 2 + (r.scored ? heads * capacity * 4 : 0);  // output, softmax rows
+      layer.kv_load = host * up / p.h2d;
+    } else {
+      layer.kv_load = host * cache_bytes / p.h2d;
+    }
+    out.decode.kv_load += layer.kv_load / steps;
+    out.decode.kv_store += layer.kv_store / steps;
+    out.decode.attention += layer.attention / steps;
+    out.decode.cpu_attention += layer.cpu_attention / steps;
     decode_total += layer.total();
   }
-  if (steps > 0) out.decode.attention = attention_total / steps;
-  // The tied LM head: vocab x dim weights, every step's newest rows.
-  out.head_per_step = gemm_seconds(p, batch, double(m.vocab_size) * m.word_embed_proj_dim);
+  if (steps > 0) {
+    out.decode.weights_in = weights_in.weights_in;
+    out.decode.disk = weights_in.disk;
+    out.decode.gemm = gemm;
+    out.decode_layer = decode_total / steps;
+  }
+  // The tied LM head: vocab x dim weights over every sequence's newest row, in chunks of at least
+  // 64 rows (or a GPU batch).
+  const double head_params = double(m.vocab_size) * m.word_embed_proj_dim;
+  const int chunk = std::max(gpu_batch_size(r.batch, r.block.num_gpu_batches), 64);
+  for (int first = 0; first < r.batch; first += chunk) {
+    out.head_per_step += gemm_seconds(p, std::min(chunk, r.batch - first), head_params);
+  }
   out.seconds = m.num_layers * (out.prefill.total() + decode_total) + r.gen_len * out.head_per_step;
-  out.tokens_per_second = batch * r.gen_len / out.seconds;
+  out.tokens_per_second = double(r.batch) * r.gen_len / out.seconds;
   return out;
 }
 

@@ -1,55 +1,91 @@
 // The cost model (design sections 6 and 7): predicted time of a run from the machine's measured
-// constants (`offgen calibrate`'s profile). Per layer, the transfers that bring its weights in
-// and its compute overlap, so a layer costs the slower of the two; a run costs its prefill and
-// every decode step over all layers, plus the LM head.
+// constants (`offgen calibrate`'s profile), for the block schedule of block_shape.h.
+//
+// A pass (the prefill, or one decode step) goes layer by layer, and within a layer over the
+// block's GPU batches. Every resource has its own queue and the schedule prefetches (layer j+1's
+// weights during layer j, GPU batch k+1's host KV during batch k's compute), so a layer costs its
+// busiest resource — FlexGen's model; pipeline fill and drain are not charged:
+//
+//   h2d   offloaded weights (the pinned and the disk part; once per layer, shared by every GPU
+//         batch) + the host KV staged in for gpu attention (K and V, every slot of each offloaded
+//         sequence, every step) + cpu attention's outputs (and a score-keeping policy's softmax
+//         rows), at the pinned host-to-device bandwidth
+//   d2h   the new q, k, v rows and write slots of the offloaded sequences (decode); their whole
+//         cache after the prefill; at the pinned device-to-host bandwidth
+//   disk  the disk part of the weights at the disk's read bandwidth
+//   gpu   per GPU batch: its GEMMs — max(weight-bandwidth time at 32 rows, FLOPs at the 512-row
+//         rate), so small GPU batches each pay for reading the weights — and its attention over
+//         the KV attended on the device (K + V bytes / the device's decode attention bandwidth)
+//   cpu   decode attention over the host KV with --cpu-attention (K + V bytes / the CPU's)
+//
+//   layer = max(h2d, d2h, disk, gpu, cpu)
+//
+// A run costs its prefill and every decode step over all layers, plus the LM head per step.
 #pragma once
 
 #include <filesystem>
 #include <string>
 
 #include "engine/model/opt_config.h"
+#include "engine/runtime/block_shape.h"
 
 namespace offgen {
 
 // The measured constants the model uses, in bytes/s and FLOP/s.
 struct MachineProfile {
-  double h2d = 0;         // pinned host -> gpu tier
-  double disk_read = 0;   // 0: no disk measured
-  double gemm_small = 0;  // FLOP/s at 32 rows (weight-bandwidth bound)
-  double gemm_large = 0;  // FLOP/s at 512 rows (compute bound)
-  double attention = 0;   // decode attention, K+V bytes/s on the device
+  double h2d = 0;            // pinned host -> gpu tier
+  double d2h = 0;            // gpu tier -> pinned host
+  double disk_read = 0;      // 0: no disk measured
+  double gemm_small = 0;     // FLOP/s at 32 rows (weight-bandwidth bound)
+  double gemm_large = 0;     // FLOP/s at 512 rows (compute bound)
+  double attention = 0;      // decode attention, K+V bytes/s on the device
+  double cpu_attention = 0;  // decode attention, K+V bytes/s on the CPU; 0: not measured
   std::string device;
 
   // Reads calibrate's JSON; throws offgen::Error naming the file and the missing measurement.
+  // Profiles from before d2h and cpu attention were measured still load: d2h falls back to h2d,
+  // and cpu attention stays unknown (0), so plans with it cannot be predicted.
   static MachineProfile load(const std::filesystem::path& path);
 };
 
-// What runs: batch, lengths, KV slots per (layer, sequence, head), where weights live.
+// What runs: a block of `batch` sequences split by `block`, lengths, KV slots per (layer,
+// sequence, head), where weights live.
 struct RunShape {
-  int batch = 1;
+  int batch = 1;  // sequences per block (all GPU batches together)
   int prompt_len = 512;
   int gen_len = 32;
   int kv_capacity = 0;     // slots attended at most (budget + 1)
+  bool scored = false;     // a score-keeping policy (h2o): cpu attention also returns softmax rows
   double weights_gpu = 1;  // shares of each layer's weight bytes
   double weights_disk = 0;
+  BlockShape block;  // GPU batches, the KV share on the gpu tier, cpu attention
 };
 
-// Seconds per layer for each resource, and the layer's cost (max of transfer and compute).
+// Seconds per layer (one pass, the whole block) of each resource; the layer costs the busiest.
 struct LayerCost {
-  double transfer = 0;  // weights in: pinned and disk parts
-  double gemm = 0;
-  double attention = 0;
+  double weights_in = 0;     // h2d: offloaded weights (pinned and disk parts)
+  double kv_load = 0;        // h2d: host KV staged in, or cpu attention's outputs
+  double kv_store = 0;       // d2h
+  double disk = 0;           // disk reads of weights
+  double gemm = 0;           // gpu
+  double attention = 0;      // gpu
+  double cpu_attention = 0;  // cpu
+  double h2d() const { return weights_in + kv_load; }
+  double gpu() const { return gemm + attention; }
   double total() const;
 };
 
 struct Prediction {
   LayerCost prefill;             // per layer
-  LayerCost decode;              // per layer, averaged over the decode steps
+  LayerCost decode;              // per layer, each field averaged over the decode steps
+  double decode_layer = 0;       // per layer: the average over the decode steps of total()
   double head_per_step = 0;      // LM head GEMM
   double seconds = 0;            // the whole run
   double tokens_per_second = 0;  // generated tokens / seconds (FlexGen's metric)
 };
 
+// Throws offgen::Error for a shape it cannot predict: non-positive sizes, weights on disk without
+// a disk measurement, cpu attention without a cpu attention measurement.
 Prediction predict(const OptConfig& model, const MachineProfile& profile, const RunShape& run);
 
 }  // namespace offgen

@@ -1,51 +1,247 @@
 #include "engine/runtime/planner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "engine/core/half.h"
+#include "engine/runtime/offloaded_kv.h"
+#include "offload/disk_file.h"
 #include "offload/weight_store.h"
 
 namespace offgen {
+namespace {
 
-std::uint64_t plan_gpu_bytes(const OptConfig& model, const PlanRequest& request, int batch,
-                             double weights_gpu) {
-  const WeightLayoutBytes weights = weight_layout_bytes(model);
+// Memory of the weights for a placement, as the WeightStore and WeightStreamer lay it out.
+struct WeightMemory {
+  std::uint64_t gpu = 0;
+  std::uint64_t pinned = 0;        // held for the whole run (the pinned parts, disk staging)
+  std::uint64_t load_staging = 0;  // pinned, only while the model loads
+  std::uint64_t disk = 0;
+};
+
+WeightMemory weight_memory(const OptConfig& model, double gpu_share, double cpu_share) {
+  const WeightLayoutBytes w = weight_layout_bytes(model);
   const auto layers = static_cast<std::uint64_t>(model.num_layers);
-  const std::uint64_t layer_elements = weights.layer / sizeof(Half);
-  std::uint64_t bytes = weights.globals;
-  bytes += layer_share_elements(layer_elements, weights_gpu) * sizeof(Half) * layers;
-  if (weights_gpu < 1.0) bytes += 2 * weights.layer;
-  const KvFootprint kv =
-      kv_footprint(model, request.kv_budget + 1, request.scored_policy, request.prompt_len);
-  bytes += static_cast<std::uint64_t>(batch) * kv.per_sequence();
-  bytes += runner_scratch_bytes(model, batch, request.prompt_len);
+  const std::size_t elements = w.layer / sizeof(Half);
+  const bool streamed = gpu_share < 1.0;
+  const bool on_disk = std::max(0.0, 1.0 - gpu_share - cpu_share) > 1e-9;
+  std::size_t resident = elements;
+  std::size_t host_end = elements;
+  if (streamed) {
+    resident = layer_share_elements(elements, gpu_share);
+    if (on_disk)
+      host_end = std::max(resident, layer_share_elements(elements, gpu_share + cpu_share));
+  }
+  const std::size_t disk = elements - host_end;
+  WeightMemory out;
+  // The globals always stay resident; streamed layers run from two slots of a whole layer.
+  out.gpu = w.globals + layers * resident * sizeof(Half) + (streamed ? 2 * w.layer : 0);
+  out.pinned = layers * (host_end - resident) * sizeof(Half);
+  if (disk > 0) {
+    // Two staging buffers for direct reads, with room to align inside.
+    out.pinned += 2 * (DiskFile::padded(disk * sizeof(Half)) + DiskFile::kAlignment);
+  }
+  out.disk = layers * disk * sizeof(Half);
+  // Loading converts each block (the globals, then every layer) through two pinned buffers.
+  out.load_staging = 2 * std::max(w.globals, w.layer);
+  return out;
+}
+
+int next_power_of_two(int n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+// True when `a` predicts meaningfully faster than `b` (a hair of slack keeps ties stable).
+bool faster(const Plan& a, const Plan& b) {
+  return a.prediction.tokens_per_second > b.prediction.tokens_per_second * 1.0001;
+}
+
+}  // namespace
+
+double Plan::weights_disk() const {
+  return std::max(0.0, 1.0 - weights_gpu - weights_cpu);
+}
+
+bool Plan::all_resident() const {
+  return weights_gpu >= 1.0 && kv_gpu >= 1.0 && num_gpu_batches == 1;
+}
+
+std::string Plan::describe() const {
+  std::string kv = fmt::format("KV {:.0f}% on the gpu tier", 100.0 * kv_gpu);
+  if (kv_gpu < 1.0) kv += cpu_attention ? " (cpu attention)" : " (gpu attention)";
+  return fmt::format(
+      "block {} = {} x {} GPU batch{}, weights {:.0f}/{:.0f}/{:.0f}% gpu/cpu/disk, {}, predicted "
+      "{:.1f} tokens/s",
+      block, gpu_batch, num_gpu_batches, num_gpu_batches == 1 ? "" : "es", 100.0 * weights_gpu,
+      100.0 * weights_cpu, 100.0 * weights_disk(), kv, prediction.tokens_per_second);
+}
+
+std::vector<int> offloaded_per_gpu_batch(int block, const BlockShape& shape) {
+  std::vector<int> out;
+  for (const GpuBatch& g : split_block(block, shape)) out.push_back(g.offloaded());
+  return out;
+}
+
+std::uint64_t runner_pinned_bytes(const OptConfig& model, int block, int max_prompt,
+                                  int num_gpu_batches) {
+  const auto b = static_cast<std::uint64_t>(block);
+  const std::uint64_t rows = b * static_cast<std::uint64_t>(max_prompt);
+  const auto heads = static_cast<std::uint64_t>(model.num_heads);
+  const auto out_chunk =
+      static_cast<std::uint64_t>(std::max(gpu_batch_size(block, num_gpu_batches), 64));
+  constexpr std::uint64_t i32 = 4, f32 = 4;
+  // Mirrors BatchRunner's constructor: greedy picks, the step-input staging, logits, log-probs.
+  std::uint64_t bytes = b * i32;
+  bytes += i32 * ((3 + heads) * rows + (5 + heads) * b + 2 * out_chunk) + 1024;
+  bytes += b * static_cast<std::uint64_t>(model.vocab_size) * f32;
+  bytes += out_chunk * f32;
   return bytes;
+}
+
+PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request, const Plan& plan) {
+  const WeightMemory weights = weight_memory(model, plan.weights_gpu, plan.weights_cpu);
+  const BlockShape shape = plan.shape();
+  const int capacity = request.kv_budget + 1;
+  const KvFootprint kv = kv_footprint(model, capacity, request.scored_policy, request.prompt_len);
+  std::uint64_t resident = 0;
+  for (const GpuBatch& g : split_block(plan.block, shape)) resident += g.resident;
+  const OffloadedKvBytes offloaded =
+      offloaded_kv_bytes(model, offloaded_per_gpu_batch(plan.block, shape), capacity,
+                         request.scored_policy, plan.cpu_attention);
+  PlanMemory out;
+  out.gpu = weights.gpu +
+            runner_scratch_bytes(model, plan.block, request.prompt_len, plan.num_gpu_batches);
+  // KV of the resident sequences; a score-keeping policy's state stays on the gpu tier for all.
+  out.gpu += resident * kv.cache_bytes;
+  out.gpu += static_cast<std::uint64_t>(plan.block) * kv.policy_state_bytes;
+  out.gpu += offloaded.gpu;
+  const std::uint64_t run_pinned =
+      runner_pinned_bytes(model, plan.block, request.prompt_len, plan.num_gpu_batches) +
+      offloaded.pinned;
+  out.pinned = weights.pinned + std::max(weights.load_staging, run_pinned);
+  out.disk = weights.disk;
+  return out;
+}
+
+RunShape plan_run_shape(const PlanRequest& request, const Plan& plan) {
+  RunShape run;
+  run.batch = plan.block;
+  run.prompt_len = request.prompt_len;
+  run.gen_len = request.gen_len;
+  run.kv_capacity = request.kv_budget + 1;
+  run.scored = request.scored_policy;
+  run.weights_gpu = plan.weights_gpu;
+  run.weights_disk = plan.weights_disk();
+  run.block = plan.shape();
+  return run;
 }
 
 std::optional<Plan> choose_plan(const OptConfig& model, const MachineProfile& profile,
                                 const PlanRequest& request) {
-  std::optional<Plan> best;
-  const double layers_bytes =
-      static_cast<double>(weight_layout_bytes(model).layer) * static_cast<double>(model.num_layers);
-  for (int batch = 1; batch <= request.max_batch; batch *= 2) {
-    for (int percent = 100; percent >= 0; percent -= 5) {
-      const double share = percent / 100.0;
-      const std::uint64_t gpu = plan_gpu_bytes(model, request, batch, share);
-      const auto pinned = static_cast<std::uint64_t>((1.0 - share) * layers_bytes);
-      if (gpu > request.gpu_bytes || pinned > request.pinned_bytes) continue;
-      RunShape run;
-      run.batch = batch;
-      run.prompt_len = request.prompt_len;
-      run.gen_len = request.gen_len;
-      run.kv_capacity = request.kv_budget + 1;
-      run.weights_gpu = share;
-      const Prediction prediction = predict(model, profile, run);
-      // The first share that fits is the most resident one: fewer bytes moved, never slower.
-      if (!best || prediction.tokens_per_second > best->prediction.tokens_per_second * 1.0001) {
-        best = Plan{batch, share, gpu, pinned, prediction};
+  // Block shapes: (block, GPU batch, GPU batches), smaller blocks first, then fewer GPU batches:
+  // the order that breaks ties.
+  struct Shape {
+    int block, gpu_batch, num;
+  };
+  std::vector<Shape> shapes;
+  const int most_batches = std::max(1, request.max_gpu_batches);
+  if (request.block > 0) {
+    for (int num = 1; num <= std::min(most_batches, request.block); num *= 2) {
+      shapes.push_back({request.block, gpu_batch_size(request.block, num), num});
+    }
+  } else {
+    const int cap = request.max_sequences > 0 ? next_power_of_two(request.max_sequences)
+                                              : request.max_gpu_batch * most_batches;
+    for (int gpu_batch = 1; gpu_batch <= std::min(request.max_gpu_batch, cap); gpu_batch *= 2) {
+      for (int num = 1; num <= most_batches && gpu_batch * num <= cap; num *= 2) {
+        int block = gpu_batch * num;
+        if (request.max_sequences > 0) block = std::min(block, request.max_sequences);
+        shapes.push_back({block, gpu_batch, num});
       }
-      break;
+    }
+  }
+  std::stable_sort(shapes.begin(), shapes.end(), [](const Shape& a, const Shape& b) {
+    return std::pair(a.block, a.num) < std::pair(b.block, b.num);
+  });
+
+  // Fills in the plan's memory; says whether the gpu tier and pinned memory hold it.
+  struct Fit {
+    bool gpu = false, pinned = false;
+  };
+  auto fit = [&](Plan& plan) {
+    const PlanMemory memory = plan_memory(model, request, plan);
+    plan.gpu_bytes = memory.gpu;
+    plan.pinned_bytes = memory.pinned;
+    plan.disk_bytes = memory.disk;
+    return Fit{memory.gpu <= request.gpu_bytes, memory.pinned <= request.pinned_bytes};
+  };
+  auto fits = [&](Plan& plan) {
+    const Fit f = fit(plan);
+    return f.gpu && f.pinned;
+  };
+  auto predicted = [&](Plan plan) {
+    plan.prediction = predict(model, profile, plan_run_shape(request, plan));
+    return plan;
+  };
+
+  // The largest block the request allows in one GPU batch, all on the gpu tier: at that block,
+  // offloading only adds transfers, so nothing beats it.
+  Plan resident;
+  resident.block = request.block > 0 ? request.block : std::max(1, request.max_gpu_batch);
+  if (request.block == 0 && request.max_sequences > 0) {
+    resident.block = std::min(resident.block, request.max_sequences);
+  }
+  resident.gpu_batch = resident.block;
+  if (fits(resident)) return predicted(resident);
+
+  const bool disk = request.disk && profile.disk_read > 0;
+  std::optional<Plan> best;
+  for (const Shape& s : shapes) {
+    std::vector<std::vector<int>> seen_kv;
+    for (const double kv_gpu : {1.0, 0.75, 0.5, 0.25, 0.0}) {
+      Plan base;
+      base.block = s.block;
+      base.gpu_batch = s.gpu_batch;
+      base.num_gpu_batches = s.num;
+      base.kv_gpu = kv_gpu;
+      // Shares that round to the same sequences per GPU batch are the same plan.
+      const std::vector<int> offloaded = offloaded_per_gpu_batch(s.block, base.shape());
+      if (std::find(seen_kv.begin(), seen_kv.end(), offloaded) != seen_kv.end()) continue;
+      seen_kv.push_back(offloaded);
+      const bool some_on_host =
+          std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; });
+      for (const bool cpu_attention : {false, true}) {
+        if (cpu_attention && (!some_on_host || profile.cpu_attention <= 0)) continue;
+        base.cpu_attention = cpu_attention;
+        // Most resident weights first: a share that needs no disk is never beaten by a smaller
+        // one (those only move more), so the search stops there.
+        for (int percent = 100; percent >= 0; percent -= 5) {
+          Plan plan = base;
+          plan.weights_gpu = percent / 100.0;
+          plan.weights_cpu = 1.0 - plan.weights_gpu;
+          bool on_disk = false;
+          const Fit first = fit(plan);
+          if (!first.gpu) continue;
+          if (!first.pinned) {
+            if (!disk) continue;
+            // The most pinned memory can hold, the rest on disk.
+            bool found = false;
+            for (int cpu = 100 - percent - 5; cpu >= 0 && !found; cpu -= 5) {
+              plan.weights_cpu = cpu / 100.0;
+              found = fits(plan);
+            }
+            if (!found) continue;
+            on_disk = true;
+          }
+          plan = predicted(plan);
+          if (!best || faster(plan, *best)) best = plan;
+          if (!on_disk) break;
+        }
+      }
     }
   }
   return best;

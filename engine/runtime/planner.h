@@ -1,14 +1,30 @@
-// Chooses a run's batch size and weight placement under the memory budgets, by the cost model:
-// every batch size from 1 up (powers of two) and every share of the weights on the gpu tier (5%
-// steps) whose memory fits is predicted, and the fastest wins (ties: the smaller batch, then the
-// more resident weights). The KV cache stays on the gpu tier in this version.
+// Chooses a run's placement under the memory budgets, by the cost model (cost_model.h). It
+// searches the whole plan space of the block schedule:
+//
+//   GPU batch size        powers of two up to max_gpu_batch (or fixed by `block`)
+//   GPU batches / block   1, 2, 4, ... up to max_gpu_batches
+//   weights on gpu tier   100%, 95%, ..., 0% of each layer; the rest in pinned memory, or — with
+//                         a disk folder, when the pinned budget cannot hold it — the most that
+//                         fits there (5% steps) and the remainder on disk
+//   KV on the gpu tier    100%, 75%, 50%, 25%, 0% of each GPU batch's sequences; the rest pinned
+//   cpu attention         off, or on when some KV lives in pinned memory
+//
+// Every placement whose memory fits is predicted and the fastest wins (ties: the smaller block,
+// then fewer GPU batches, then more on the gpu tier). One exception keeps the fast path fast:
+// when the largest block the request allows fits entirely on the gpu tier in one GPU batch, that
+// plan is taken — at a given block, offloading only adds transfers.
+//
+// The memory arithmetic mirrors what the engine allocates, buffer by buffer (a test holds it
+// equal): the weight store and streamer, BatchRunner's scratch, KV and staging, OffloadedKv.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/model/opt_config.h"
+#include "engine/runtime/block_shape.h"
 #include "engine/runtime/cost_model.h"
 #include "engine/runtime/kv_footprint.h"
 
@@ -21,23 +37,60 @@ struct PlanRequest {
   bool scored_policy = false;
   std::uint64_t gpu_bytes = 0;     // budget of the gpu tier
   std::uint64_t pinned_bytes = 0;  // budget of pinned host memory
-  int max_batch = 1024;
+  bool disk = false;               // a disk folder can take the weights pinned memory cannot
+  int max_gpu_batch = 1024;        // the largest GPU batch tried
+  int max_gpu_batches = 16;        // the most GPU batches per block tried
+  // > 0: the sequences there are to run; blocks stop at the power of two that covers them.
+  int max_sequences = 0;
+  // > 0: every plan runs blocks of exactly this many sequences (a bench row's batch), split into
+  // GPU batches of ceil(block / num_gpu_batches).
+  int block = 0;
 };
 
 struct Plan {
-  int batch = 0;
-  double weights_gpu = 1.0;
-  std::uint64_t gpu_bytes = 0;  // what it needs on each tier
+  int block = 1;      // sequences per block (all GPU batches)
+  int gpu_batch = 1;  // sequences per GPU batch (the engine's max_batch)
+  int num_gpu_batches = 1;
+  double weights_gpu = 1.0;  // shares of each layer's weights on the gpu tier, in pinned memory;
+  double weights_cpu = 0.0;  // the rest on disk
+  double kv_gpu = 1.0;       // share of each GPU batch's sequences whose KV stays on the gpu tier
+  bool cpu_attention = false;
+  // What it needs on each tier (the peak: pinned memory also holds the weight store's load
+  // staging while the model loads).
+  std::uint64_t gpu_bytes = 0;
   std::uint64_t pinned_bytes = 0;
+  std::uint64_t disk_bytes = 0;
   Prediction prediction;
+
+  double weights_disk() const;
+  BlockShape shape() const { return {num_gpu_batches, kv_gpu, cpu_attention}; }
+  // Everything on the gpu tier, in one GPU batch.
+  bool all_resident() const;
+  // "8 x 4 GPU batches, weights 40/60/0% gpu/cpu/disk, KV 50% gpu, cpu attention": for logs.
+  std::string describe() const;
 };
 
-// Gpu-tier bytes of a placement: embeddings and final norm, the resident share of every layer,
-// two streaming slots when any layer is split, and the batch's KV cache and scratch.
-std::uint64_t plan_gpu_bytes(const OptConfig& model, const PlanRequest& request, int batch,
-                             double weights_gpu);
+// Bytes a placement puts on each tier. Only the placement fields of `plan` are read (block,
+// num_gpu_batches, weights, kv_gpu, cpu_attention).
+struct PlanMemory {
+  std::uint64_t gpu = 0;
+  std::uint64_t pinned = 0;  // the peak, load staging included
+  std::uint64_t disk = 0;
+};
+PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request, const Plan& plan);
 
-// nullopt when not even batch 1 fits with every layer streamed.
+// The runner's own pinned buffers (input staging, logits, picks) for a block: what
+// plan_memory adds to the weights' and the offloaded KV's.
+std::uint64_t runner_pinned_bytes(const OptConfig& model, int block, int max_prompt,
+                                  int num_gpu_batches);
+
+// The offloaded sequences of each GPU batch of a block (as split_block gives them).
+std::vector<int> offloaded_per_gpu_batch(int block, const BlockShape& shape);
+
+// The run a plan predicts (for the cost model).
+RunShape plan_run_shape(const PlanRequest& request, const Plan& plan);
+
+// nullopt when nothing fits, not even one sequence with every layer streamed.
 std::optional<Plan> choose_plan(const OptConfig& model, const MachineProfile& profile,
                                 const PlanRequest& request);
 

@@ -2,8 +2,13 @@
 // input order; a bad line gets an error record and the others still complete.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
@@ -186,7 +191,7 @@ TEST(PlanCommands, CalibrateThenPlanThenGenerateWithThePlan) {
   cli::PlanOptions plan;
   plan.common = tiny_model();
   plan.common.gpu_mem = "2MiB";  // less than all weights + a big batch: the plan must trade off
-  plan.profile = calibrate.output;
+  plan.common.profile = calibrate.output;
   plan.prompt_len = 16;
   plan.gen_len = 8;
   plan.output = (dir.path() / "plan.json").string();
@@ -214,7 +219,7 @@ TEST(PlanCommands, CalibrateThenPlanThenGenerateWithThePlan) {
 TEST(PlanCommands, AMissingProfileOrPlanNamesTheFile) {
   cli::PlanOptions plan;
   plan.common = tiny_model();
-  plan.profile = "/nonexistent/profile.json";
+  plan.common.profile = "/nonexistent/profile.json";
   try {
     cli::run_plan(plan);
     FAIL() << "expected an error";
@@ -229,6 +234,296 @@ TEST(PlanCommands, AMissingProfileOrPlanNamesTheFile) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/plan.json"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace offgen
+
+namespace offgen {
+namespace {
+
+// A machine profile written by hand, shaped like a PCIe GPU with a slow link: the planner's
+// choices from it are deterministic (a calibration on this machine would not be).
+std::string write_profile(const std::filesystem::path& dir) {
+  const auto path = dir / "profile.json";
+  nlohmann::json profile = {{"device", "test"}};
+  const std::pair<const char*, double> values[] = {{"h2d_pinned", 4},
+                                                   {"d2h_pinned", 4},
+                                                   {"gemm_fc1_m32", 50},
+                                                   {"gemm_fc1_m512", 300},
+                                                   {"decode_attention_device", 1500},
+                                                   {"decode_attention_cpu", 60}};
+  for (const auto& [name, value] : values) profile["measurements"][name] = {{"value", value}};
+  test::write_file(path, profile.dump());
+  return path.string();
+}
+
+std::string error_of(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
+  test::TempDir dir;
+  cli::PlanOptions plan;
+  plan.common.model = "opt-125m";  // planning reads only the config
+  plan.common.device = "cpu";
+  plan.common.gpu_mem = "200MiB";  // less than the weights (250 MB): they stream, and the KV moves
+  plan.common.cpu_mem = "4GiB";
+  plan.common.profile = write_profile(dir.path());
+  plan.prompt_len = 512;
+  plan.gen_len = 32;
+  plan.output = (dir.path() / "plan.json").string();
+  ASSERT_EQ(cli::run_plan(plan), 0);
+  std::ifstream in(plan.output);
+  const auto written = nlohmann::json::parse(in);
+  for (const char* key :
+       {"block_size", "batch_size", "num_gpu_batches", "weights_gpu_percent", "weights_cpu_percent",
+        "weights_disk_percent", "kv_gpu_percent", "cpu_attention", "gpu_bytes", "pinned_bytes",
+        "disk_bytes", "prefill_layer_seconds", "decode_layer_seconds", "lm_head_seconds_per_step",
+        "predicted_seconds", "predicted_tokens_per_second"}) {
+    EXPECT_TRUE(written.contains(key)) << key;
+  }
+  EXPECT_LE(written["gpu_bytes"].get<std::uint64_t>(), std::uint64_t{200} << 20);
+  EXPECT_LT(written["weights_gpu_percent"].get<double>(), 100.0);
+  EXPECT_TRUE(written["decode_layer_seconds"].contains("cpu_attention"));
+
+  EngineOptions applied;
+  cli::apply_plan_file(plan.output, applied);
+  EXPECT_EQ(applied.max_batch, written["batch_size"].get<int>());
+  EXPECT_EQ(applied.num_gpu_batches, written["num_gpu_batches"].get<int>());
+  EXPECT_DOUBLE_EQ(applied.weights_gpu_fraction,
+                   written["weights_gpu_percent"].get<double>() / 100.0);
+  EXPECT_DOUBLE_EQ(applied.weights_cpu_fraction,
+                   written["weights_cpu_percent"].get<double>() / 100.0);
+  EXPECT_DOUBLE_EQ(applied.kv_gpu_fraction, written["kv_gpu_percent"].get<double>() / 100.0);
+  EXPECT_EQ(applied.cpu_attention, written["cpu_attention"].get<bool>());
+
+  // Every field, by hand.
+  const auto full = dir.path() / "full.json";
+  test::write_file(full, R"({"batch_size": 3, "num_gpu_batches": 4, "weights_gpu_percent": 30,
+                             "weights_cpu_percent": 50, "kv_gpu_percent": 25,
+                             "cpu_attention": true})");
+  EngineOptions all;
+  cli::apply_plan_file(full.string(), all);
+  EXPECT_EQ(all.max_batch, 3);
+  EXPECT_EQ(all.num_gpu_batches, 4);
+  EXPECT_DOUBLE_EQ(all.weights_gpu_fraction, 0.3);
+  EXPECT_DOUBLE_EQ(all.weights_cpu_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(all.kv_gpu_fraction, 0.25);
+  EXPECT_TRUE(all.cpu_attention);
+
+  // A file from before the block schedule: the fields it lacks keep their defaults.
+  const auto old = dir.path() / "old.json";
+  test::write_file(old,
+                   R"({"batch_size": 5, "weights_gpu_percent": 40, "weights_cpu_percent": 60})");
+  EngineOptions from_old;
+  cli::apply_plan_file(old.string(), from_old);
+  EXPECT_EQ(from_old.max_batch, 5);
+  EXPECT_DOUBLE_EQ(from_old.weights_gpu_fraction, 0.4);
+  EXPECT_EQ(from_old.num_gpu_batches, 1);
+  EXPECT_DOUBLE_EQ(from_old.kv_gpu_fraction, 1.0);
+  EXPECT_FALSE(from_old.cpu_attention);
+
+  // A bad field is named, with the file.
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"batch_size": 2, "kv_gpu_percent": 150})", "kv_gpu_percent"},
+      {R"({"cpu_attention": "yes"})", "cpu_attention"},
+      {R"({"num_gpu_batches": 0})", "num_gpu_batches"},
+      {R"({"weights_gpu_percent": 80, "weights_cpu_percent": 40})", "weights_cpu_percent"}};
+  for (const auto& [text, field] : bad) {
+    const auto path = dir.path() / "bad.json";
+    test::write_file(path, text);
+    EngineOptions ignored;
+    const std::string what = error_of([&] { cli::apply_plan_file(path.string(), ignored); });
+    EXPECT_NE(what.find(path.string()), std::string::npos) << what;
+    EXPECT_NE(what.find(field), std::string::npos) << what;
+  }
+}
+
+TEST(PlannedRuns, GenerateWithoutPlacementFlagsPlansAndMatchesTheResidentRun) {
+  test::TempDir dir;
+  const auto input = dir.path() / "in.jsonl";
+  test::write_file(input,
+                   "{\"prompt\": \"The license\"}\n"
+                   "{\"prompt_token_ids\": [2, 10, 20, 30, 40, 50, 60, 70, 80, 90, 11, 12]}\n"
+                   "{\"prompt_token_ids\": [2, 7]}\n"
+                   "{\"prompt_token_ids\": [2, 300, 301, 302, 303]}\n");
+  const int max_tokens = 12;
+  const int longest = 12;  // the second prompt; the text one is shorter
+
+  cli::GenerateOptions planned;
+  planned.common = tiny_model();
+  planned.common.placement = cli::Placement::planned;
+  planned.common.profile = write_profile(dir.path());
+  planned.input = input.string();
+  planned.max_tokens = max_tokens;
+  planned.temperature = 0.0f;
+  // A gpu budget just short of all four sequences resident in one GPU batch.
+  EngineOptions engine = planned.common.engine_options();
+  OpenedDevice opened = open_device(DeviceChoice::cpu, engine.budgets);
+  const PlanRequest request = cli::plan_request(engine, *opened.device, longest, max_tokens, 0);
+  Plan resident;
+  resident.block = resident.gpu_batch = 4;
+  const OptConfig config = cli::model_config(planned.common.model);
+  const std::uint64_t budget = plan_memory(config, request, resident).gpu - 1;
+  planned.common.gpu_mem = std::to_string(budget);
+
+  cli::RunLengths lengths;
+  lengths.prompt_len = longest;
+  lengths.gen_len = max_tokens;
+  lengths.sequences = 4;
+  EngineOptions chosen = planned.common.engine_options();
+  const auto plan = cli::plan_automatically(planned.common, lengths, chosen);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_FALSE(plan->all_resident()) << plan->describe();
+  EXPECT_LE(plan->gpu_bytes, budget);
+  EXPECT_EQ(chosen.max_batch, plan->gpu_batch);
+  EXPECT_EQ(chosen.num_gpu_batches, plan->num_gpu_batches);
+  EXPECT_EQ(chosen.cpu_attention, plan->cpu_attention);
+
+  planned.output = (dir.path() / "planned.jsonl").string();
+  ASSERT_EQ(cli::run_generate(planned), 0);
+
+  // The same blocks, every sequence resident, with room to spare.
+  cli::GenerateOptions reference = planned;
+  reference.common.placement = cli::Placement::as_given;
+  reference.common.gpu_mem = "1GiB";
+  reference.common.batch_size = plan->block;
+  reference.output = (dir.path() / "resident.jsonl").string();
+  ASSERT_EQ(cli::run_generate(reference), 0);
+
+  const auto got = read_lines(planned.output);
+  const auto want = read_lines(reference.output);
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(want.size(), 4u);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i]["prompt_token_ids"], want[i]["prompt_token_ids"]);
+    EXPECT_EQ(got[i]["token_ids"], want[i]["token_ids"]) << "line " << i;
+    EXPECT_EQ(got[i]["token_ids"].size(), static_cast<std::size_t>(max_tokens));
+  }
+  EXPECT_LE(want[0]["prompt_token_ids"].size(), static_cast<std::size_t>(longest));
+}
+
+TEST(PlannedRuns, TheCliPlansOnlyWithoutPlanOrPlacementFlags) {
+  auto placement = [](const std::string& command) {
+    CLI::App app;
+    cli::GenerateOptions generate;
+    cli::ScoreOptions score;
+    cli::BenchOptions bench;
+    cli::add_generate_command(app, generate);
+    cli::add_score_command(app, score);
+    cli::add_bench_command(app, bench);
+    app.parse(command, false);
+    if (app.got_subcommand("generate")) return generate.common.placement;
+    if (app.got_subcommand("score")) return score.common.placement;
+    return bench.common.placement;
+  };
+  using cli::Placement;
+  EXPECT_EQ(placement("generate --input a --output b"), Placement::planned);
+  EXPECT_EQ(placement("generate --input a --output b --gpu-mem 1GiB --disk d"), Placement::planned);
+  EXPECT_EQ(placement("generate --input a --output b --batch-size 4"), Placement::as_given);
+  EXPECT_EQ(placement("generate --input a --output b --plan p.json"), Placement::as_given);
+  EXPECT_EQ(placement("score --input a --output b --kv-gpu 50"), Placement::as_given);
+  EXPECT_EQ(placement("score --input a --output b --cpu-attention"), Placement::as_given);
+  EXPECT_EQ(placement("bench"), Placement::planned);
+  EXPECT_EQ(placement("bench --batch 4 --batch-size 4"), Placement::planned);  // rows are blocks
+  EXPECT_EQ(placement("bench --num-gpu-batches 2"), Placement::as_given);
+  EXPECT_EQ(placement("bench --weights-gpu 50"), Placement::as_given);
+  EXPECT_EQ(placement("bench --weights-cpu 50"), Placement::as_given);
+}
+
+TEST(PlannedRuns, ScoreAndBenchPlanTooAndScoreAsTheResidentRunDoes) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "in.jsonl",
+                   "{\"token_ids\": [2, 40, 50, 60, 70, 80, 90]}\n{\"text\": \"The quick fox\"}\n");
+  cli::ScoreOptions planned;
+  planned.common = tiny_model();
+  planned.common.placement = cli::Placement::planned;
+  planned.common.profile = write_profile(dir.path());
+  planned.input = (dir.path() / "in.jsonl").string();
+  planned.output = (dir.path() / "planned.jsonl").string();
+  planned.prefill_tokens = 3;
+  ASSERT_EQ(cli::run_score(planned), 0);
+  cli::ScoreOptions reference = planned;
+  reference.common.placement = cli::Placement::as_given;
+  reference.common.batch_size = 2;  // what the roomy default budget plans: both in one batch
+  reference.output = (dir.path() / "resident.jsonl").string();
+  ASSERT_EQ(cli::run_score(reference), 0);
+  const auto got = read_lines(planned.output);
+  const auto want = read_lines(reference.output);
+  ASSERT_EQ(got.size(), 2u);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i]["token_logprobs"], want[i]["token_logprobs"]) << "line " << i;
+  }
+
+  cli::BenchOptions bench;
+  bench.common = tiny_model();
+  bench.common.placement = cli::Placement::planned;
+  bench.common.profile = planned.common.profile;
+  bench.common.gpu_mem = "2MiB";
+  bench.batches = {1, 4};
+  bench.prompt_lens = {8};
+  bench.gen_lens = {4};
+  EXPECT_EQ(cli::run_bench(bench), 0);
+}
+
+// Sets an environment variable for a scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(PlannedRuns, WithoutAProfileAQuickCalibrationIsCachedForTheDevice) {
+  test::TempDir dir;
+  const ScopedEnv cache("XDG_CACHE_HOME", dir.path().string());
+  OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
+  const auto path = cli::cached_profile_path(opened.device->name());
+  EXPECT_EQ(path.parent_path(), dir.path() / "offgen");
+  EXPECT_EQ(path.filename().string().find(' '), std::string::npos);
+  ASSERT_FALSE(std::filesystem::exists(path));
+  const OptConfig config = cli::model_config(tiny_model().model);
+  const MachineProfile measured = cli::resolve_profile("", opened, config);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_GT(measured.h2d, 0.0);
+  EXPECT_GT(measured.cpu_attention, 0.0);
+
+  // The next run reads the cache instead of measuring again.
+  std::ifstream in(path);
+  auto json = nlohmann::json::parse(in);
+  json["measurements"]["h2d_pinned"]["value"] = 123.0;
+  test::write_file(path, json.dump());
+  EXPECT_EQ(cli::resolve_profile("", opened, config).h2d, 123e9);
+
+  // `offgen calibrate` without --output writes the same cache.
+  std::filesystem::remove(path);
+  cli::CalibrateOptions calibrate;
+  calibrate.device = "cpu";
+  calibrate.model = tiny_model().model;
+  calibrate.copy_size = "1MiB";
+  calibrate.repeats = 1;
+  ASSERT_EQ(cli::run_calibrate(calibrate), 0);
+  EXPECT_TRUE(std::filesystem::exists(path));
 }
 
 }  // namespace

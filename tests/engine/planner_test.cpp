@@ -1,5 +1,7 @@
-// The cost model and the planner: memory arithmetic equal to what the engine allocates, and
-// choices that follow the budgets.
+// The planner: its memory arithmetic equals what the engine allocates for any placement, and its
+// choices follow the budgets and the machine (stream weights, offload KV and add GPU batches when
+// the gpu tier is tight; cpu attention when PCIe is slow; disk when pinned memory is short; all
+// resident when that fits).
 #include <gtest/gtest.h>
 
 #include "engine/core/units.h"
@@ -14,45 +16,98 @@ namespace {
 MachineProfile pcie_like() {
   MachineProfile p;
   p.h2d = 25e9;
+  p.d2h = 25e9;
   p.disk_read = 2e9;
-  p.gemm_small = 20e12;
-  p.gemm_large = 300e12;
+  p.gemm_small = 90e12;
+  p.gemm_large = 500e12;
   p.attention = 2e12;
+  p.cpu_attention = 80e9;
   return p;
 }
 
-TEST(Planner, GpuBytesEqualWhatTheEngineAllocates) {
-  for (double share : {1.0, 0.5, 0.0}) {
+// A plan's placement (the fields plan_memory reads).
+Plan placement(int gpu_batch, int num_gpu_batches, double weights_gpu, double weights_cpu,
+               double kv_gpu, bool cpu_attention) {
+  Plan plan;
+  plan.gpu_batch = gpu_batch;
+  plan.num_gpu_batches = num_gpu_batches;
+  plan.block = gpu_batch * num_gpu_batches;
+  plan.weights_gpu = weights_gpu;
+  plan.weights_cpu = weights_cpu;
+  plan.kv_gpu = kv_gpu;
+  plan.cpu_attention = cpu_attention;
+  return plan;
+}
+
+struct MemoryCase {
+  Plan plan;
+  PolicyKind policy = PolicyKind::full;
+  bool disk = false;
+};
+
+TEST(Planner, MemoryEqualsWhatTheEngineAllocates) {
+  const MemoryCase cases[] = {
+      {placement(3, 2, 0.5, 0.5, 0.5, false)},                         // 2 of 3 resident per batch
+      {placement(2, 4, 0.0, 1.0, 0.0, true), PolicyKind::h2o},         // all KV on the host
+      {placement(4, 2, 1.0, 0.0, 0.25, false), PolicyKind::h2o},       // weights resident
+      {placement(3, 3, 0.3, 0.4, 0.0, true), PolicyKind::full, true},  // 30% of weights on disk
+      {placement(8, 1, 1.0, 0.0, 1.0, false)},                         // all resident
+      {placement(8, 2, 0.0, 1.0, 0.0, false)},  // the run's pinned memory outgrows the loading's
+  };
+  const int prompt = 40, gen = 20;
+  for (const MemoryCase& c : cases) {
+    test::TempDir disk;
     EngineOptions options;
     options.model = (test::data_dir() / "golden" / "tiny-preln").string();
     options.device = DeviceChoice::cpu;
-    options.weights_gpu_fraction = share;
+    options.max_batch = c.plan.gpu_batch;
+    options.num_gpu_batches = c.plan.num_gpu_batches;
+    options.weights_gpu_fraction = c.plan.weights_gpu;
+    options.weights_cpu_fraction = c.plan.weights_cpu;
+    options.kv_gpu_fraction = c.plan.kv_gpu;
+    options.cpu_attention = c.plan.cpu_attention;
+    options.policy.kind = c.policy;
+    options.kv_budget = c.policy == PolicyKind::full ? 0.0 : 0.5;
+    if (c.disk) options.disk = disk.path().string();
     Engine engine(options);
-    const std::uint64_t before = engine.device().usage(Tier::gpu).used;
-    auto runner = engine.make_runner(6, 24, 7);
-    const std::uint64_t used = engine.device().usage(Tier::gpu).used;
-    (void)before;
+    SCOPED_TRACE(c.plan.describe());
+    // Loading peaks pinned memory with its staging; the run holds the runner's buffers instead.
+    const std::uint64_t load_peak = engine.device().usage(Tier::pinned).peak;
+    auto runner = engine.make_runner(c.plan.block, prompt, gen - 1, prompt + gen);
+    const std::uint64_t gpu = engine.device().usage(Tier::gpu).used;
+    const std::uint64_t pinned = std::max(load_peak, engine.device().usage(Tier::pinned).used);
+
     PlanRequest request;
-    request.prompt_len = 24;
-    request.gen_len = 8;
-    request.kv_budget = 24 + 7;
-    EXPECT_EQ(plan_gpu_bytes(engine.config(), request, 6, share), used) << "share " << share;
+    request.prompt_len = prompt;
+    request.gen_len = gen;
+    request.kv_budget = engine.kv_capacity(prompt, gen - 1, prompt + gen) - 1;
+    request.scored_policy = c.policy == PolicyKind::h2o;
+    const PlanMemory memory = plan_memory(engine.config(), request, c.plan);
+    // The device accounts the bytes asked for (not its 256-byte rounding): exactly equal.
+    EXPECT_EQ(gpu, memory.gpu);
+    EXPECT_EQ(pinned, memory.pinned);
+    EXPECT_EQ(memory.disk, engine.weight_disk_bytes());
   }
 }
 
-TEST(Planner, PrefersResidentWeightsAndBigBatchesAndStreamsWhenItMust) {
-  const OptConfig model = OptConfig::from_name("opt-6.7b").value();
+PlanRequest opt_request(const char* gpu, const char* pinned) {
   PlanRequest request;
   request.prompt_len = 512;
   request.gen_len = 32;
   request.kv_budget = 512 + 31;
-  request.pinned_bytes = parse_bytes("100GiB");
+  request.gpu_bytes = parse_bytes(gpu);
+  request.pinned_bytes = parse_bytes(pinned);
+  return request;
+}
 
-  request.gpu_bytes = parse_bytes("70GiB");  // 13 GB of weights fit with room for a big batch
+TEST(Planner, PrefersResidentWeightsAndBigBatchesAndStreamsWhenItMust) {
+  const OptConfig model = OptConfig::from_name("opt-6.7b").value();
+  PlanRequest request = opt_request("70GiB", "100GiB");
+  request.max_sequences = 64;  // 13 GB of weights and 64 sequences' KV fit: nothing moves
   const auto roomy = choose_plan(model, pcie_like(), request);
   ASSERT_TRUE(roomy.has_value());
-  EXPECT_EQ(roomy->weights_gpu, 1.0);
-  EXPECT_GE(roomy->batch, 32);
+  EXPECT_TRUE(roomy->all_resident());
+  EXPECT_EQ(roomy->block, 64);
   EXPECT_LE(roomy->gpu_bytes, request.gpu_bytes);
 
   request.gpu_bytes = parse_bytes("8GiB");  // less than the weights: some must stream
@@ -60,32 +115,111 @@ TEST(Planner, PrefersResidentWeightsAndBigBatchesAndStreamsWhenItMust) {
   ASSERT_TRUE(tight.has_value());
   EXPECT_LT(tight->weights_gpu, 1.0);
   EXPECT_LE(tight->gpu_bytes, request.gpu_bytes);
-  EXPECT_GT(tight->prediction.decode.transfer, 0.0);
+  EXPECT_LE(tight->pinned_bytes, request.pinned_bytes);
+  EXPECT_GT(tight->prediction.decode.weights_in, 0.0);
   EXPECT_LT(tight->prediction.tokens_per_second, roomy->prediction.tokens_per_second);
 
   request.gpu_bytes = parse_bytes("100MiB");  // not even the embeddings
   EXPECT_FALSE(choose_plan(model, pcie_like(), request).has_value());
 }
 
-TEST(CostModel, StreamingWeightsCostsTheirTransferAndH2oCutsAttention) {
+TEST(Planner, TightGpuStreamsWeightsOffloadsKvAndAddsGpuBatches) {
+  // opt-30b (60 GB of weights, 0.75 GB of KV per sequence at 543 tokens) on a 16 GiB gpu tier:
+  // the weights stream, so a big block amortizes them, and its KV can only live on the host.
   const OptConfig model = OptConfig::from_name("opt-30b").value();
-  RunShape run;
-  run.batch = 64;
-  run.prompt_len = 512;
-  run.gen_len = 32;
-  run.kv_capacity = 512 + 31;
-  const Prediction resident = predict(model, pcie_like(), run);
-  EXPECT_EQ(resident.decode.transfer, 0.0);
-  run.weights_gpu = 0.0;
-  const Prediction streamed = predict(model, pcie_like(), run);
-  // A layer of opt-30b is 2 (4h² + 2hf) = 1.23 GB: at 25 GB/s, 49 ms per layer.
-  const double h = model.hidden_size, f = model.ffn_dim;
-  EXPECT_NEAR(streamed.decode.transfer, 2 * (4 * h * h + 2 * h * f) / 25e9, 1e-6);
-  EXPECT_LT(streamed.tokens_per_second, resident.tokens_per_second);
-  run.weights_gpu = 1.0;
-  run.kv_capacity = 206;
-  const Prediction h2o = predict(model, pcie_like(), run);
-  EXPECT_LT(h2o.decode.attention, resident.decode.attention);
+  const PlanRequest request = opt_request("16GiB", "200GiB");
+  const auto plan = choose_plan(model, pcie_like(), request);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_LT(plan->weights_gpu, 1.0);
+  EXPECT_LT(plan->kv_gpu, 1.0);
+  EXPECT_GT(plan->num_gpu_batches, 1);
+  EXPECT_GE(plan->block, 32);
+  EXPECT_LE(plan->gpu_bytes, request.gpu_bytes);
+  EXPECT_LE(plan->pinned_bytes, request.pinned_bytes);
+  EXPECT_EQ(plan->weights_disk(), 0.0);
+  // What the planner reports is what plan_memory says of the same placement.
+  const PlanMemory memory = plan_memory(model, request, *plan);
+  EXPECT_EQ(memory.gpu, plan->gpu_bytes);
+  EXPECT_EQ(memory.pinned, plan->pinned_bytes);
+}
+
+TEST(Planner, PicksCpuAttentionWhenPcieIsSlowAndStagingWhenItIsFast) {
+  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  const PlanRequest request = opt_request("16GiB", "200GiB");
+  MachineProfile slow = pcie_like();
+  slow.h2d = slow.d2h = 4e9;  // PCIe 3 x4: far below host memory bandwidth
+  const auto on_cpu = choose_plan(model, slow, request);
+  ASSERT_TRUE(on_cpu.has_value());
+  EXPECT_LT(on_cpu->kv_gpu, 1.0);
+  EXPECT_TRUE(on_cpu->cpu_attention);
+
+  MachineProfile fast = pcie_like();
+  fast.h2d = fast.d2h = 200e9;  // a link faster than ...
+  fast.cpu_attention = 2e9;     // ... a CPU that attends slowly
+  const auto staged = choose_plan(model, fast, request);
+  ASSERT_TRUE(staged.has_value());
+  EXPECT_LT(staged->kv_gpu, 1.0);
+  EXPECT_FALSE(staged->cpu_attention);
+
+  MachineProfile unmeasured = pcie_like();
+  unmeasured.cpu_attention = 0;  // an old profile: cpu attention cannot be predicted
+  const auto old = choose_plan(model, unmeasured, request);
+  ASSERT_TRUE(old.has_value());
+  EXPECT_FALSE(old->cpu_attention);
+}
+
+TEST(Planner, DiskTakesTheWeightsPinnedMemoryCannotHold) {
+  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  PlanRequest request = opt_request("16GiB", "32GiB");  // 60 GB of weights fit neither
+  EXPECT_FALSE(choose_plan(model, pcie_like(), request).has_value());
+  request.disk = true;
+  const auto plan = choose_plan(model, pcie_like(), request);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_GT(plan->weights_disk(), 0.0);
+  EXPECT_GT(plan->disk_bytes, 0u);
+  EXPECT_GT(plan->prediction.decode.disk, 0.0);
+  EXPECT_LE(plan->pinned_bytes, request.pinned_bytes);
+  EXPECT_LE(plan->gpu_bytes, request.gpu_bytes);
+  // Without a disk measurement nothing on disk can be predicted.
+  MachineProfile no_disk = pcie_like();
+  no_disk.disk_read = 0;
+  EXPECT_FALSE(choose_plan(model, no_disk, request).has_value());
+}
+
+TEST(Planner, TakesTheAllResidentPlanWhenTheWholeBlockFits) {
+  const OptConfig model = OptConfig::from_name("opt-125m").value();
+  PlanRequest request;
+  request.prompt_len = 512;
+  request.gen_len = 32;
+  request.kv_budget = 512 + 31;
+  request.gpu_bytes = parse_bytes("12GiB");
+  request.pinned_bytes = parse_bytes("12GiB");
+  request.block = 32;  // a bench row
+  MachineProfile cpu_like = pcie_like();
+  cpu_like.cpu_attention = 1e15;  // even when attending on the host would look free
+  const auto plan = choose_plan(model, cpu_like, request);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_TRUE(plan->all_resident());
+  EXPECT_EQ(plan->block, 32);
+  EXPECT_EQ(plan->gpu_batch, 32);
+
+  // A block that does not fit resident is split and offloaded, still of the bench row's size.
+  request.gpu_bytes = plan->gpu_bytes - 1;
+  const auto split = choose_plan(model, cpu_like, request);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_FALSE(split->all_resident());
+  EXPECT_EQ(split->block, 32);
+  EXPECT_EQ(split->gpu_batch * split->num_gpu_batches, 32);
+}
+
+TEST(Planner, BlocksStopAtTheSequencesThereAre) {
+  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  PlanRequest request = opt_request("16GiB", "200GiB");
+  request.max_sequences = 3;
+  const auto plan = choose_plan(model, pcie_like(), request);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_LE(plan->block, 3);
+  EXPECT_LE(plan->gpu_batch * plan->num_gpu_batches, 4);
 }
 
 }  // namespace

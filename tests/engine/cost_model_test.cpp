@@ -1,0 +1,141 @@
+// The cost model of the block schedule: each resource's time per layer from hand-computable
+// numbers, and the trade-offs the planner relies on.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "engine/core/error.h"
+#include "engine/runtime/cost_model.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+MachineProfile pcie_like() {
+  MachineProfile p;
+  p.h2d = 25e9;
+  p.d2h = 20e9;
+  p.disk_read = 2e9;
+  p.gemm_small = 90e12;
+  p.gemm_large = 500e12;
+  p.attention = 2e12;
+  p.cpu_attention = 80e9;
+  return p;
+}
+
+RunShape opt_run(int batch) {
+  RunShape run;
+  run.batch = batch;
+  run.prompt_len = 512;
+  run.gen_len = 32;
+  run.kv_capacity = 512 + 31;
+  return run;
+}
+
+TEST(CostModel, StreamingWeightsCostsTheirTransferAndH2oCutsAttention) {
+  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  RunShape run = opt_run(64);
+  const Prediction resident = predict(model, pcie_like(), run);
+  EXPECT_EQ(resident.decode.weights_in, 0.0);
+  EXPECT_EQ(resident.decode.kv_load, 0.0);
+  run.weights_gpu = 0.0;
+  const Prediction streamed = predict(model, pcie_like(), run);
+  // A layer of opt-30b is 2 (4h² + 2hf) = 1.23 GB: at 25 GB/s, 49 ms per layer.
+  const double h = model.hidden_size, f = model.ffn_dim;
+  EXPECT_NEAR(streamed.decode.weights_in, 2 * (4 * h * h + 2 * h * f) / 25e9, 1e-6);
+  EXPECT_LT(streamed.tokens_per_second, resident.tokens_per_second);
+  run.weights_gpu = 1.0;
+  run.kv_capacity = 206;
+  const Prediction h2o = predict(model, pcie_like(), run);
+  EXPECT_LT(h2o.decode.attention, resident.decode.attention);
+}
+
+TEST(CostModel, EachResourceCostsItsBytesOverItsBandwidth) {
+  const OptConfig model = OptConfig::from_name("opt-6.7b").value();
+  RunShape run = opt_run(8);
+  run.gen_len = 2;  // one decode step, attending prompt + 1 slots
+  run.kv_capacity = 600;
+  run.weights_gpu = 0.5;
+  run.weights_disk = 0.25;
+  run.block = {2, 0.5, false};  // 2 GPU batches of 4, 2 of each on the host
+  const MachineProfile p = pcie_like();
+  const Prediction got = predict(model, p, run);
+  const double h = model.hidden_size, f = model.ffn_dim;
+  const double layer = 2 * (4 * h * h + 2 * h * f);
+  const double row = h;  // heads x head_dim
+  EXPECT_NEAR(got.decode.weights_in, 0.5 * layer / p.h2d, 1e-9);
+  EXPECT_NEAR(got.decode.disk, 0.25 * layer / p.disk_read, 1e-9);
+  // Four host sequences stage in K and V of every slot, and send their q, k, v rows back.
+  EXPECT_NEAR(got.decode.kv_load, 4 * 2 * row * 600 * 2 / p.h2d, 1e-9);
+  EXPECT_NEAR(got.decode.kv_store, 4 * (3 * row * 2 + model.num_heads * 4) / p.d2h, 1e-9);
+  // Eight sequences attend 513 slots on the device; two GEMM passes of 4 rows each.
+  EXPECT_NEAR(got.decode.attention, 8 * 2 * row * 513 * 2 / p.attention, 1e-9);
+  EXPECT_NEAR(got.decode.gemm, 2 * 2 * 32 * (layer / 2) / p.gemm_small, 1e-9);
+  EXPECT_EQ(got.decode.cpu_attention, 0.0);
+  const double busiest = std::max({got.decode.h2d(), got.decode.kv_store, got.decode.disk,
+                                   got.decode.gpu(), got.decode.cpu_attention});
+  EXPECT_DOUBLE_EQ(got.decode_layer, busiest);
+  // The prefill copies the host sequences' whole cache out.
+  EXPECT_NEAR(got.prefill.kv_store, 4 * 2 * row * 600 * 2 / p.d2h, 1e-9);
+}
+
+TEST(CostModel, CpuAttentionBeatsStagingWhenPcieIsSlow) {
+  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  RunShape run = opt_run(64);
+  run.weights_gpu = 0.3;
+  run.block = {4, 0.0, false};
+  MachineProfile slow = pcie_like();
+  slow.h2d = slow.d2h = 4e9;
+  const Prediction staged = predict(model, slow, run);
+  run.block.cpu_attention = true;
+  const Prediction on_cpu = predict(model, slow, run);
+  EXPECT_GT(on_cpu.decode.cpu_attention, 0.0);
+  EXPECT_EQ(on_cpu.decode.attention, 0.0);                        // nothing attended on the device
+  EXPECT_LT(on_cpu.decode.kv_load, staged.decode.kv_load / 100);  // only outputs come up
+  EXPECT_GT(on_cpu.tokens_per_second, staged.tokens_per_second);
+
+  // A fast link and a slow CPU turn it around.
+  MachineProfile fast = pcie_like();
+  fast.h2d = fast.d2h = 200e9;
+  fast.cpu_attention = 2e9;
+  run.block.cpu_attention = false;
+  const Prediction fast_staged = predict(model, fast, run);
+  run.block.cpu_attention = true;
+  EXPECT_LT(predict(model, fast, run).tokens_per_second, fast_staged.tokens_per_second);
+
+  MachineProfile unmeasured = pcie_like();
+  unmeasured.cpu_attention = 0;
+  EXPECT_THROW(predict(model, unmeasured, run), Error);
+}
+
+TEST(CostModel, MoreGpuBatchesAmortizeTheWeightLoads) {
+  // GPU batches of 8 with every weight streamed: each block loads a layer once for all of them.
+  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  double previous = 0;
+  for (const int batches : {1, 2, 4, 8}) {
+    RunShape run = opt_run(8 * batches);
+    run.weights_gpu = 0.0;
+    run.block = {batches, 0.0, true};
+    const Prediction p = predict(model, pcie_like(), run);
+    EXPECT_GT(p.tokens_per_second, previous * 1.5) << batches << " GPU batches";
+    previous = p.tokens_per_second;
+  }
+}
+
+TEST(CostModel, OldProfilesWithoutD2hOrCpuAttentionStillLoad) {
+  test::TempDir dir;
+  const auto path = dir.path() / "old.json";
+  test::write_file(path,
+                   R"({"device": "old", "measurements": {
+                       "h2d_pinned": {"value": 20}, "gemm_fc1_m32": {"value": 50},
+                       "gemm_fc1_m512": {"value": 300}, "decode_attention_device": {"value": 1500}}})");
+  const MachineProfile p = MachineProfile::load(path);
+  EXPECT_EQ(p.h2d, 20e9);
+  EXPECT_EQ(p.d2h, 20e9);  // falls back to h2d
+  EXPECT_EQ(p.cpu_attention, 0.0);
+  EXPECT_EQ(p.disk_read, 0.0);
+  EXPECT_EQ(p.device, "old");
+}
+
+}  // namespace
+}  // namespace offgen
