@@ -74,3 +74,99 @@ void OrderedJsonlWriter::put(std::size_t index, const nlohmann::ordered_json& re
 }
 
 }  // namespace offgen::cli
+
+namespace offgen::cli {
+
+ResumableJsonlWriter::ResumableJsonlWriter(
+    const std::filesystem::path& path, bool resume,
+    std::function<std::int64_t(const nlohmann::ordered_json&)> index_of)
+    : path_(path), index_of_(std::move(index_of)) {
+  namespace fs = std::filesystem;
+  if (resume && fs::exists(path)) {
+    std::ifstream in(path, std::ios::binary);
+    OFFGEN_CHECK(in.good(), "--resume: cannot read {}: {}", path.string(), std::strerror(errno));
+    const std::string content((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
+    std::size_t start = 0;
+    std::size_t line_number = 0;
+    while (start < content.size()) {
+      const std::size_t end = content.find('\n', start);
+      if (end == std::string::npos) break;  // no newline: a partial last line
+      ++line_number;
+      const std::string_view text(content.data() + start, end - start);
+      if (text.find_first_not_of(" \t\r") != std::string_view::npos) {
+        nlohmann::ordered_json record;
+        try {
+          record = nlohmann::ordered_json::parse(text);
+        } catch (const nlohmann::ordered_json::parse_error&) {
+          // Whole lines are written at once, so only the last can be torn.
+          OFFGEN_CHECK(content.find('\n', end + 1) == std::string::npos,
+                       "--resume: {} line {} is not JSON; is this the output of this command?",
+                       path.string(), line_number);
+          break;
+        }
+        const std::int64_t index = index_of_(record);
+        OFFGEN_CHECK(index >= 0, "--resume: {} line {} is not a result record of this command",
+                     path.string(), line_number);
+        recovered_[static_cast<std::size_t>(index)] = std::move(record);
+      }
+      start = end + 1;
+    }
+    dropped_bytes_ = content.size() - start;
+    if (dropped_bytes_ > 0) {
+      std::error_code ec;
+      fs::resize_file(path, start, ec);
+      OFFGEN_CHECK(!ec, "--resume: cannot cut the partial last line of {}: {}", path.string(),
+                   ec.message());
+    }
+  }
+  file_ = std::fopen(path.c_str(), resume ? "ab" : "wb");
+  OFFGEN_CHECK(file_ != nullptr, "cannot write output file {}: {}", path.string(),
+               std::strerror(errno));
+}
+
+ResumableJsonlWriter::~ResumableJsonlWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void ResumableJsonlWriter::write_line(const std::string& line) {
+  const std::string whole = line + '\n';
+  const bool ok =
+      std::fwrite(whole.data(), 1, whole.size(), file_) == whole.size() && std::fflush(file_) == 0;
+  OFFGEN_CHECK(ok, "writing {} failed: {}", path_.string(), std::strerror(errno));
+}
+
+void ResumableJsonlWriter::put(const nlohmann::ordered_json& record) {
+  write_line(dump_json(record));
+  ++written_;
+}
+
+void ResumableJsonlWriter::finish() {
+  namespace fs = std::filesystem;
+  OFFGEN_CHECK(std::fflush(file_) == 0, "writing {} failed: {}", path_.string(),
+               std::strerror(errno));
+  std::ifstream in(path_, std::ios::binary);
+  OFFGEN_CHECK(in.good(), "cannot read back {}: {}", path_.string(), std::strerror(errno));
+  std::map<std::size_t, std::string> ordered;
+  std::string text;
+  while (std::getline(in, text)) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::int64_t index = index_of_(nlohmann::ordered_json::parse(text));
+    ordered[static_cast<std::size_t>(index)] = std::move(text);  // a later record wins
+  }
+  const fs::path temporary = path_.string() + ".ordering";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    for (const auto& [index, line] : ordered) out << line << '\n';
+    out.flush();
+    OFFGEN_CHECK(out.good(), "writing {} failed", temporary.string());
+  }
+  std::fclose(file_);
+  file_ = nullptr;
+  std::error_code ec;
+  fs::rename(temporary, path_, ec);
+  OFFGEN_CHECK(!ec, "cannot replace {} with its ordered copy: {}", path_.string(), ec.message());
+  file_ = std::fopen(path_.c_str(), "ab");
+}
+
+}  // namespace offgen::cli

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,5 +47,45 @@ class OrderedJsonlWriter {
 
 // Dumps JSON with invalid UTF-8 replaced by U+FFFD, never throwing on text from a model.
 std::string dump_json(const nlohmann::ordered_json& value);
+
+}  // namespace offgen::cli
+
+namespace offgen::cli {
+
+// An output file written as results finish, in any order, that survives being killed: each
+// record is one whole line, written and flushed at once, so a crash leaves at most a partial
+// last line. `--resume` reopens it: the partial line is cut off, the complete records are kept
+// (their input indices come back from recover()), and new ones are appended. finish() rewrites
+// the file in input order (a new file renamed over the old, so a crash there loses nothing).
+class ResumableJsonlWriter {
+ public:
+  // index_of(record): the input index a record answers (-1: not one of ours). resume = false
+  // starts the file afresh. Throws offgen::Error naming the file when it cannot be opened, or
+  // when resuming finds a line that is not one of ours.
+  ResumableJsonlWriter(const std::filesystem::path& path, bool resume,
+                       std::function<std::int64_t(const nlohmann::ordered_json&)> index_of);
+  ~ResumableJsonlWriter();
+  ResumableJsonlWriter(const ResumableJsonlWriter&) = delete;
+  ResumableJsonlWriter& operator=(const ResumableJsonlWriter&) = delete;
+
+  // The records kept from the earlier run, by input index.
+  const std::map<std::size_t, nlohmann::ordered_json>& recovered() const { return recovered_; }
+  // Bytes of a partial last line cut off when resuming (0 if none).
+  std::size_t dropped_bytes() const { return dropped_bytes_; }
+
+  void put(const nlohmann::ordered_json& record);
+  std::size_t written() const { return written_; }
+  // Rewrites the file with every record in input order.
+  void finish();
+
+ private:
+  void write_line(const std::string& line);
+  std::filesystem::path path_;
+  std::function<std::int64_t(const nlohmann::ordered_json&)> index_of_;
+  std::FILE* file_ = nullptr;
+  std::map<std::size_t, nlohmann::ordered_json> recovered_;
+  std::size_t dropped_bytes_ = 0;
+  std::size_t written_ = 0;
+};
 
 }  // namespace offgen::cli

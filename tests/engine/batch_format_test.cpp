@@ -1,0 +1,209 @@
+// The generate command's line formats (plain and OpenAI Batch API), the resumable output writer
+// and the progress text, on their own.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/cli/batch_format.h"
+#include "engine/cli/jsonl.h"
+#include "engine/cli/progress.h"
+#include "engine/core/error.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+cli::JsonlLine line_of(const std::string& text, std::size_t index = 0) {
+  cli::JsonlLine line;
+  line.index = index;
+  line.line_number = index + 1;
+  line.value = Json::parse(text);
+  return line;
+}
+
+class BatchFormat : public ::testing::Test {
+ protected:
+  BatchFormat()
+      : config_(
+            OptConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json")),
+        tokenizer_(Tokenizer::load(test::data_dir() / "golden" / "tiny-preln")) {
+    defaults_.max_tokens = 7;
+    defaults_.sampling.temperature = 0.0f;
+    defaults_.seed = 100;
+  }
+  cli::ParsedLine parse(const std::string& text, std::size_t index = 0) {
+    return cli::parse_generate_line(line_of(text, index), config_, tokenizer_.get(), "tiny",
+                                    defaults_);
+  }
+
+  OptConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  cli::GenerateDefaults defaults_;
+};
+
+TEST_F(BatchFormat, APlainLineTakesTheDefaultsAndItsOwnOverrides) {
+  const auto plain = parse(R"({"prompt_token_ids": [2, 10, 11]})", 3);
+  ASSERT_EQ(plain.problem, "");
+  EXPECT_EQ(plain.format, cli::LineFormat::plain);
+  EXPECT_EQ(plain.request.prompt, (std::vector<std::int32_t>{2, 10, 11}));
+  EXPECT_EQ(plain.request.max_tokens, 7);
+  EXPECT_EQ(plain.request.seed, 103u);  // seed + index
+
+  const auto own = parse(
+      R"({"prompt": "Hello", "max_tokens": 3, "temperature": 0.7, "top_p": 0.9, "top_k": 5,
+          "seed": 42, "stop": ["\n", "."], "ignore_eos": true})");
+  ASSERT_EQ(own.problem, "");
+  EXPECT_EQ(own.request.prompt.front(), config_.bos_token_id);
+  EXPECT_EQ(own.request.max_tokens, 3);
+  EXPECT_FLOAT_EQ(own.request.sampling.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(own.request.sampling.top_p, 0.9f);
+  EXPECT_EQ(own.request.sampling.top_k, 5);
+  EXPECT_EQ(own.request.seed, 42u);
+  EXPECT_TRUE(own.request.ignore_eos);
+  EXPECT_EQ(own.stop, (std::vector<std::string>{"\n", "."}));
+  EXPECT_TRUE(static_cast<bool>(own.request.stop));
+}
+
+TEST_F(BatchFormat, AnOpenAiBatchLineReadsItsBody) {
+  const auto batch = parse(
+      R"({"custom_id": "req-1", "method": "POST", "url": "/v1/completions",
+          "body": {"model": "x", "prompt": "Hello world", "max_tokens": 4, "temperature": 0,
+                   "seed": 9, "stop": "\n"}})");
+  ASSERT_EQ(batch.problem, "");
+  EXPECT_EQ(batch.format, cli::LineFormat::openai_batch);
+  EXPECT_EQ(batch.custom_id, "req-1");
+  EXPECT_EQ(batch.request.max_tokens, 4);
+  EXPECT_EQ(batch.request.seed, 9u);
+  EXPECT_EQ(batch.stop, (std::vector<std::string>{"\n"}));
+
+  const auto ids = parse(R"({"custom_id": "b", "body": {"prompt": [[2, 7, 8]]}})");
+  ASSERT_EQ(ids.problem, "");
+  EXPECT_EQ(ids.request.prompt, (std::vector<std::int32_t>{2, 7, 8}));
+  EXPECT_EQ(ids.request.max_tokens, 7);  // OpenAI's default is the command's
+}
+
+TEST_F(BatchFormat, BadFieldsAreNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"custom_id": "a", "url": "/v1/chat/completions", "body": {"prompt": "x"}})",
+       "/v1/completions"},
+      {R"({"custom_id": "a", "method": "GET", "body": {"prompt": "x"}})", "POST"},
+      {R"({"custom_id": 5, "body": {"prompt": "x"}})", "custom_id"},
+      {R"({"custom_id": "a", "body": {"prompt": "x", "n": 2}})", "'n'"},
+      {R"({"custom_id": "a", "body": {"prompt": ["x", "y"]}})", "more than one prompt"},
+      {R"({"custom_id": "a", "body": {}})", "prompt"},
+      {R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": "many"})", "max_tokens"},
+      {R"({"prompt": "x", "temperature": -1})", "temperature"},
+      {R"({"prompt": "x", "top_p": 0})", "top_p"},
+      {R"({"prompt": "x", "stop": [1]})", "stop"},
+      {R"({"prompt": "x", "stop": ""})", "stop"},
+      {R"({"promptx": "x"})", "neither"},
+  };
+  for (const auto& [text, needle] : cases) {
+    const auto parsed = parse(text);
+    EXPECT_NE(parsed.problem.find(needle), std::string::npos) << text << " -> " << parsed.problem;
+    EXPECT_TRUE(parsed.request.prompt.empty()) << text;
+  }
+}
+
+TEST_F(BatchFormat, RecordsFollowEachFormatAndCarryTheirIndex) {
+  GenerationResult result;
+  result.tokens = {50, 51, 52};
+  result.finish = FinishReason::length;
+  const cli::JsonlLine plain_line = line_of(R"({"prompt_token_ids": [2, 10], "tag": "t"})", 4);
+  const auto plain =
+      cli::parse_generate_line(plain_line, config_, tokenizer_.get(), "tiny", defaults_);
+  const Json p = cli::result_record(plain_line, plain, result, "", tokenizer_.get(), config_,
+                                    "tiny", 1700000000);
+  EXPECT_EQ(p["index"], 4);
+  EXPECT_EQ(p["tag"], "t");
+  EXPECT_EQ(p["token_ids"].size(), 3u);
+  EXPECT_EQ(p["finish_reason"], "length");
+  EXPECT_EQ(cli::record_index(p), 4);
+
+  const cli::JsonlLine batch_line =
+      line_of(R"({"custom_id": "x-9", "body": {"prompt": [2, 10], "max_tokens": 3}})", 9);
+  const auto batch =
+      cli::parse_generate_line(batch_line, config_, tokenizer_.get(), "tiny", defaults_);
+  const Json b = cli::result_record(batch_line, batch, result, "", tokenizer_.get(), config_,
+                                    "tiny", 1700000000);
+  EXPECT_EQ(b["custom_id"], "x-9");
+  EXPECT_EQ(b["response"]["status_code"], 200);
+  EXPECT_EQ(b["response"]["body"]["object"], "text_completion");
+  EXPECT_EQ(b["response"]["body"]["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(b["response"]["body"]["usage"]["prompt_tokens"], 2);
+  EXPECT_EQ(b["response"]["body"]["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(b["response"]["body"]["usage"]["total_tokens"], 5);
+  EXPECT_TRUE(b["error"].is_null());
+  EXPECT_EQ(cli::record_index(b), 9);
+
+  const Json e =
+      cli::result_record(batch_line, batch, {}, "too long", tokenizer_.get(), config_, "tiny", 0);
+  EXPECT_TRUE(e["response"].is_null());
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("line 10: too long"), std::string::npos);
+  EXPECT_EQ(cli::record_index(e), 9);
+  EXPECT_EQ(cli::record_index(Json::parse(R"({"id": "other"})")), -1);
+}
+
+TEST_F(BatchFormat, CompletionTextEndsBeforeTheFirstStopString) {
+  const std::vector<std::int32_t> ids = tokenizer_->encode(" one two. three");
+  bool stopped = false;
+  EXPECT_EQ(cli::completion_text(*tokenizer_, config_, ids, {".", "three"}, &stopped), " one two");
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(cli::completion_text(*tokenizer_, config_, ids, {"four"}, &stopped), " one two. three");
+  EXPECT_FALSE(stopped);
+}
+
+TEST(ResumableJsonlWriter, KeepsWholeRecordsCutsATornLineAndOrdersAtTheEnd) {
+  test::TempDir dir;
+  const auto path = dir.path() / "out.jsonl";
+  const auto index_of = [](const Json& r) { return cli::record_index(r); };
+  {
+    cli::ResumableJsonlWriter writer(path, /*resume=*/false, index_of);
+    writer.put(Json{{"index", 3}, {"v", "c"}});
+    writer.put(Json{{"index", 0}, {"v", "a"}});
+  }
+  {
+    std::ofstream torn(path, std::ios::app | std::ios::binary);
+    torn << R"({"index": 1, "v": "trunc)";  // a crash mid-line
+  }
+  cli::ResumableJsonlWriter writer(path, /*resume=*/true, index_of);
+  EXPECT_EQ(writer.recovered().size(), 2u);
+  EXPECT_TRUE(writer.recovered().count(0) && writer.recovered().count(3));
+  EXPECT_GT(writer.dropped_bytes(), 0u);
+  writer.put(Json{{"index", 2}, {"v", "b"}});
+  writer.put(Json{{"index", 1}, {"v", "b1"}});
+  writer.finish();
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::int64_t> order;
+  while (std::getline(in, line)) order.push_back(cli::record_index(Json::parse(line)));
+  EXPECT_EQ(order, (std::vector<std::int64_t>{0, 1, 2, 3}));
+}
+
+TEST(ResumableJsonlWriter, RefusesToResumeOverAFileThatIsNotItsOutput) {
+  test::TempDir dir;
+  const auto path = dir.path() / "out.jsonl";
+  test::write_file(path, "{\"something\": 1}\n{\"index\": 0}\n");
+  EXPECT_THROW(
+      cli::ResumableJsonlWriter(path, true, [](const Json& r) { return cli::record_index(r); }),
+      Error);
+}
+
+TEST(Progress, SaysRequestsTokensRateAndEta) {
+  cli::Progress progress(4, /*terminal=*/false);
+  progress.add(10);
+  progress.add(6);
+  const std::string status = progress.status();
+  EXPECT_NE(status.find("2/4 requests"), std::string::npos) << status;
+  EXPECT_NE(status.find("16 tokens"), std::string::npos) << status;
+  EXPECT_NE(status.find("ETA"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace offgen
