@@ -147,7 +147,9 @@ ParsedLine parse_generate_line(const JsonlLine& line, const OptConfig& config,
     return out;
   }
   const Json& value = line.value;
-  const bool batch = value.contains("custom_id") || value.contains("body");
+  // A plain line may carry a custom_id of its own (copied to the output); a body makes it a batch
+  // request.
+  const bool batch = value.contains("body");
   out.format = batch ? LineFormat::openai_batch : LineFormat::plain;
   out.problem = batch ? read_batch(value, config, tokenizer, model, out)
                       : read_plain(value, config, tokenizer, model, out);
@@ -186,7 +188,9 @@ nlohmann::ordered_json result_record(const JsonlLine& line, const ParsedLine& pa
                                      const GenerationResult& result, const std::string& problem,
                                      const Tokenizer* tokenizer, const OptConfig& config,
                                      const std::string& model, std::int64_t created) {
-  const std::string where = fmt::format("line {}: {}", line.line_number, problem);
+  // A line that is not JSON already names its file and line.
+  const std::string where =
+      line.error.empty() ? fmt::format("line {}: {}", line.line_number, problem) : problem;
   const bool has_text = tokenizer != nullptr && problem.empty();
   const std::string text =
       has_text ? completion_text(*tokenizer, config, result.tokens, parsed.stop) : std::string();

@@ -101,6 +101,7 @@ struct GenerateOptions {
   CommonOptions common;
   std::string input;
   std::string output;
+  bool resume = false;
   int max_tokens = 16;
   float temperature = 1.0f;
   int top_k = 0;

@@ -2,59 +2,42 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <map>
 
+#include "engine/cli/batch_format.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/jsonl.h"
+#include "engine/cli/progress.h"
 #include "engine/cli/request_fields.h"
 #include "engine/core/error.h"
 
 namespace offgen::cli {
-namespace {
-
-// Parses one line into a request; returns the problem or an empty string.
-std::string parse_request(const nlohmann::ordered_json& line, const OptConfig& config,
-                          const Tokenizer* tokenizer, const GenerateOptions& options,
-                          std::size_t index, GenerationRequest& request) {
-  std::string problem;
-  if (line.contains("prompt_token_ids")) {
-    problem = read_token_ids(line, "prompt_token_ids", config, request.prompt);
-  } else if (line.contains("prompt")) {
-    problem = read_text(line, "prompt", "prompt_token_ids", config, tokenizer, options.common.model,
-                        request.prompt);
-  } else {
-    problem = "the line has neither 'prompt' nor 'prompt_token_ids'";
-  }
-  request.max_tokens = options.max_tokens;
-  request.sampling = {options.temperature, options.top_k, options.top_p};
-  request.seed = options.seed + index;  // distinct per request, reproducible per run
-  return problem;
-}
-
-std::string decode_text(const Engine& engine, const std::vector<std::int32_t>& tokens) {
-  const OptConfig& c = engine.config();
-  std::vector<std::int32_t> visible;
-  for (std::int32_t t : tokens) {
-    if (t != c.eos_token_id && t != c.bos_token_id && t != c.pad_token_id) visible.push_back(t);
-  }
-  return to_valid_utf8(engine.tokenizer()->decode(visible));
-}
-
-}  // namespace
 
 void add_generate_command(CLI::App& app, GenerateOptions& options) {
   CLI::App* cmd =
       app.add_subcommand("generate",
-                         "generate completions for a JSONL file of prompts (without --plan or a "
+                         "generate completions for a JSONL file of requests (without --plan or a "
                          "placement flag, the planner places the run for the longest prompt)");
   add_common_options(*cmd, options.common);
   plan_unless_placed(*cmd, options.common, {"--batch-size"});
   cmd->add_option("--input", options.input,
-                  "JSONL: {\"prompt\": \"...\"} or {\"prompt_token_ids\": [...]} per line; other "
-                  "keys are copied to the output")
+                  "JSONL, one request per line: {\"prompt\": \"...\"} or "
+                  "{\"prompt_token_ids\": [...]} with optional max_tokens, temperature, top_k, "
+                  "top_p, seed, stop (other keys are copied to the output); or the OpenAI Batch "
+                  "API format {\"custom_id\", \"method\": \"POST\", \"url\": "
+                  "\"/v1/completions\", \"body\": {\"prompt\", \"max_tokens\", ...}}")
       ->required();
-  cmd->add_option("--output", options.output, "JSONL results, one per input line, in input order")
+  cmd->add_option("--output", options.output,
+                  "JSONL results, one per input line: written as requests finish, then put in "
+                  "input order")
       ->required();
-  cmd->add_option("--max-tokens", options.max_tokens, "tokens to generate per prompt")
+  cmd->add_flag("--resume", options.resume,
+                "keep the results already in --output (from an interrupted run of the same input) "
+                "and run only the requests without one");
+  cmd->add_option("--max-tokens", options.max_tokens,
+                  "tokens to generate per request that does not say")
       ->check(kPositiveInteger)
       ->capture_default_str();
   cmd->add_option("--temperature", options.temperature, "0 = greedy")
@@ -66,68 +49,122 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
   cmd->add_option("--top-p", options.top_p, "nucleus mass in (0, 1]; 1 = off")
       ->check(kProbability)
       ->capture_default_str();
-  cmd->add_option("--seed", options.seed, "sampling seed (request i uses seed + i)")
+  cmd->add_option("--seed", options.seed,
+                  "sampling seed (request i without its own seed uses seed + i)")
       ->capture_default_str();
 }
 
 int run_generate(const GenerateOptions& options) {
   const auto lines = read_jsonl(options.input);
-  OrderedJsonlWriter writer(options.output);  // fails now, not after the work, if unwritable
+  // Fails now, not after the work, if the output cannot be written.
+  ResumableJsonlWriter writer(options.output, options.resume, record_index);
   EngineOptions engine_options = options.common.engine_options();
   // The requests are read before the model loads, so a planned placement fits the longest.
   const OptConfig config = model_config(options.common.model);
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(engine_options);
+  const std::string model_name = std::filesystem::path(options.common.model).filename().string();
 
-  std::vector<GenerationRequest> requests(lines.size());
-  std::vector<std::string> problems(lines.size());
-  RunLengths lengths;
-  lengths.gen_len = options.max_tokens;
+  GenerateDefaults defaults;
+  defaults.max_tokens = options.max_tokens;
+  defaults.sampling = {options.temperature, options.top_k, options.top_p};
+  defaults.seed = options.seed;
+  std::vector<ParsedLine> parsed;
+  parsed.reserve(lines.size());
+  std::map<std::string, std::size_t> custom_ids;  // first line of each id
   for (const JsonlLine& line : lines) {
-    problems[line.index] = line.error;
-    if (problems[line.index].empty()) {
-      problems[line.index] = parse_request(line.value, config, tokenizer.get(), options, line.index,
-                                           requests[line.index]);
+    parsed.push_back(parse_generate_line(line, config, tokenizer.get(), model_name, defaults));
+    ParsedLine& p = parsed.back();
+    if (p.problem.empty() && p.format == LineFormat::openai_batch) {
+      const auto [it, fresh] = custom_ids.emplace(p.custom_id, line.line_number);
+      if (!fresh) {
+        p.problem = fmt::format("custom_id '{}' repeats line {}", p.custom_id, it->second);
+        p.request.prompt.clear();
+      }
     }
-    const int prompt = static_cast<int>(requests[line.index].prompt.size());
-    if (!problems[line.index].empty()) {
-      requests[line.index].prompt.clear();
-    } else if (prompt + options.max_tokens - 1 <= config.max_position_embeddings) {
-      // (longer ones are rejected by the engine and need no memory)
+  }
+
+  // A line that is not JSON is answered in the file's format (that of its first good line).
+  const auto first_good =
+      std::find_if(lines.begin(), lines.end(), [](const JsonlLine& l) { return l.error.empty(); });
+  if (first_good != lines.end()) {
+    const LineFormat file_format = parsed[first_good->index].format;
+    for (const JsonlLine& line : lines) {
+      if (!line.error.empty()) parsed[line.index].format = file_format;
+    }
+  }
+
+  // What an interrupted run already answered stays; it must be this input's output.
+  std::size_t errors = 0;
+  for (const auto& [index, record] : writer.recovered()) {
+    OFFGEN_CHECK(index < lines.size(),
+                 "--resume: {} answers request {}, but {} has only {} requests; is it the output "
+                 "of this input?",
+                 options.output, index, options.input, lines.size());
+    const ParsedLine& p = parsed[index];
+    if (p.format == LineFormat::openai_batch && !p.custom_id.empty()) {
+      OFFGEN_CHECK(record.contains("custom_id") && record["custom_id"] == p.custom_id,
+                   "--resume: {} answers request {} with a custom_id other than line {}'s '{}'; "
+                   "is it the output of this input?",
+                   options.output, index, lines[index].line_number, p.custom_id);
+    }
+    if (record.contains("error") && !record["error"].is_null()) ++errors;
+  }
+  if (options.resume) {
+    spdlog::info(
+        "--resume: {} of {} requests already answered in {}{}", writer.recovered().size(),
+        lines.size(), options.output,
+        writer.dropped_bytes() > 0
+            ? fmt::format(" (a partial last line of {} bytes was dropped)", writer.dropped_bytes())
+            : std::string());
+  }
+
+  std::vector<std::size_t> to_run;  // input indices
+  std::vector<GenerationRequest> requests;
+  RunLengths lengths;
+  lengths.gen_len = 1;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (writer.recovered().count(i) != 0) continue;
+    to_run.push_back(i);
+    requests.push_back(parsed[i].request);  // a rejected line has an empty prompt
+    const int prompt = static_cast<int>(parsed[i].request.prompt.size());
+    const int gen = parsed[i].request.max_tokens;
+    // (requests the engine rejects need no memory)
+    if (parsed[i].problem.empty() && prompt + gen - 1 <= config.max_position_embeddings) {
       lengths.prompt_len = std::max(lengths.prompt_len, prompt);
+      lengths.gen_len = std::max(lengths.gen_len, gen);
       ++lengths.sequences;
     }
+  }
+  if (to_run.empty()) {
+    writer.finish();
+    spdlog::info("every request already has its result in {}", options.output);
+    return errors == 0 ? 0 : 2;
   }
   if (lengths.sequences > 0) plan_automatically(options.common, lengths, engine_options);
   Engine engine(engine_options);
 
   // A rejected line runs with an empty prompt, which the engine rejects at once without work;
   // the parse problem is what its output line reports.
-  std::size_t errors = 0;
+  const auto created = static_cast<std::int64_t>(std::time(nullptr));
   std::size_t generated = 0;
+  Progress progress(to_run.size());
   const auto start = std::chrono::steady_clock::now();
-  engine.generate(requests, [&](std::size_t index, const GenerationResult& result) {
-    // "index" first, then the input line's own keys, then the results.
-    nlohmann::ordered_json record = {{"index", index}};
-    record.update(passthrough(lines[index].value, {"prompt", "prompt_token_ids"}));
-    const std::string& problem = problems[index].empty() ? result.error : problems[index];
-    if (!problem.empty()) {
-      record["error"] = fmt::format("line {}: {}", lines[index].line_number, problem);
-      ++errors;
-    } else {
-      record["prompt_token_ids"] = requests[index].prompt;
-      record["token_ids"] = result.tokens;
-      record["text"] = engine.tokenizer()
-                           ? nlohmann::ordered_json(decode_text(engine, result.tokens))
-                           : nlohmann::ordered_json(nullptr);
-      record["finish_reason"] = finish_reason_name(result.finish);
-      generated += result.tokens.size();
-    }
-    writer.put(index, record);
+  engine.generate(requests, [&](std::size_t k, const GenerationResult& result) {
+    const std::size_t index = to_run[k];
+    const std::string& problem =
+        parsed[index].problem.empty() ? result.error : parsed[index].problem;
+    if (!problem.empty()) ++errors;
+    writer.put(result_record(lines[index], parsed[index], result, problem, engine.tokenizer(),
+                             config, model_name, created));
+    generated += result.tokens.size();
+    progress.add(result.tokens.size());
   });
+  progress.finish();
+  writer.finish();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("{} requests ({} failed), {} tokens generated in {:.2f} s ({:.1f} tokens/s) -> {}",
-               lines.size(), errors, generated, seconds,
+               to_run.size(), errors, generated, seconds,
                static_cast<double>(generated) / std::max(seconds, 1e-9), options.output);
   return errors == 0 ? 0 : 2;
 }
