@@ -174,8 +174,14 @@ ReportFiles write_compare_report(const CompareResult& result, const CompareOptio
   if (plot_script.empty() || !std::filesystem::exists(plot_script)) {
     files.charts_note = "the plotting script (tools/plot_report.py) was not found";
   } else {
-    const int status = run_program(
-        {"python3", plot_script.string(), files.results_json.string(), files.html.string()});
+    // python3 on the PATH first; Debian's python3-matplotlib belongs to /usr/bin/python3, which
+    // a virtual environment or pyenv may shadow.
+    int status = -1;
+    for (const char* python : {"python3", "/usr/bin/python3"}) {
+      status = run_program(
+          {python, plot_script.string(), files.results_json.string(), files.html.string()});
+      if (status == 0 || status == 2) break;  // drawn, or the script itself refused the input
+    }
     if (status == 0) {
       files.charts = true;
     } else {
@@ -187,8 +193,9 @@ ReportFiles write_compare_report(const CompareResult& result, const CompareOptio
   if (!files.charts) {
     spdlog::warn("report.html without charts: {}", files.charts_note);
     write_file(files.html,
-               fmt::format("<!doctype html><meta charset=\"utf-8\"><title>offgen compare</title>"
-                           "<p><em>No charts: {}.</em></p><pre>{}</pre>\n",
+               fmt::format("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>offgen "
+                           "compare</title></head><body><p><em>No charts: {}.</em></p><pre>{}</pre>"
+                           "</body></html>\n",
                            html_escape(files.charts_note), html_escape(markdown)));
   }
   return files;

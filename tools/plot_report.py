@@ -24,15 +24,16 @@ def load(path):
         return json.load(f)
 
 
-def budget_axis(cells):
-    """Budgets as fractions of the sequence when possible, else tokens."""
-    fractional = all(c["kv_budget"] < 1 for c in cells if c["policy"] != "full")
-    return fractional, ("KV budget (fraction of prompt + generation)" if fractional else
-                        "KV budget (tokens per layer, sequence and head)")
+def budget_share(cells):
+    """x of a cell: its budget C as a share of full's (budgets given as fractions and as token
+    counts land on one axis)."""
+    full = next((c["budget_tokens"] for c in cells if c["policy"] == "full"), 0)
+    return lambda c: c["budget_tokens"] / full if full else c["kv_budget"]
 
 
 def series(cells, value):
-    """{policy: ([budgets], [values])} for the non-full policies, sorted by budget."""
+    """{policy: ([budget shares], [values])} for the non-full policies, sorted by budget."""
+    x_of = budget_share(cells)
     out = {}
     for c in cells:
         if c["policy"] == "full" or "error" in c:
@@ -41,7 +42,7 @@ def series(cells, value):
         if v is None or (isinstance(v, float) and math.isnan(v)):
             continue
         xs, ys = out.setdefault(c["policy"], ([], []))
-        xs.append(c["kv_budget"])
+        xs.append(x_of(c))
         ys.append(v)
     for policy, (xs, ys) in out.items():
         order = sorted(range(len(xs)), key=lambda i: xs[i])
@@ -79,7 +80,8 @@ def agreement(c):
     return None if a is None else 100.0 * a
 
 
-def chart(plt, cells, value, title, ylabel, xlabel):
+def chart(plt, cells, value, title, ylabel,
+          xlabel="KV budget C as a share of full's cache (prompt + generation)"):
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
     for policy, (xs, ys) in sorted(series(cells, value).items()):
         ax.plot(xs, ys, marker="o", linewidth=2, label=policy)
@@ -147,33 +149,32 @@ def main(argv):
     except (OSError, ValueError, KeyError) as e:
         print(f"{argv[1]}: not an offgen compare results file: {e}", file=sys.stderr)
         return 2
-    _, xlabel = budget_axis(cells)
     case = results["throughput_case"]
     charts = [
-        chart(plt, cells, throughput, "Throughput", "generated tokens/s", xlabel),
+        chart(plt, cells, throughput, "Throughput", "generated tokens/s"),
         chart(plt, cells, largest_batch,
               f"Largest batch whose KV fits in {results['kv_memory_bytes'] / 2**30:.1f} GiB",
-              "sequences", xlabel),
-        chart(plt, cells, kv_moved_mib, "KV bytes moved per decode step", "MiB", xlabel),
-        chart(plt, cells, perplexity, "Quality: perplexity of the continuation", "perplexity",
-              xlabel),
+              "sequences"),
+        chart(plt, cells, kv_moved_mib, "KV bytes moved per decode step", "MiB"),
+        chart(plt, cells, perplexity, "Quality: perplexity of the continuation", "perplexity"),
     ]
     if any(agreement(c) is not None for c in cells):
         charts.append(chart(plt, cells, agreement, "Quality: greedy agreement with full",
-                            "% of tokens", xlabel))
+                            "% of tokens"))
     images = "".join(f'<img alt="chart" src="data:image/png;base64,{c}">' for c in charts)
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>offgen compare: {html.escape(results['model'])}</title>
 <style>
 body {{ font-family: sans-serif; margin: 2em; color: #222; }}
-img {{ margin: 0.5em; border: 1px solid #ddd; }}
+.charts {{ display: grid; grid-template-columns: repeat(2, max-content); gap: 0.5em; }}
+img {{ border: 1px solid #ddd; }}
 table {{ border-collapse: collapse; margin-top: 1em; }}
 td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
 </style></head><body>
 <h1>KV policy comparison</h1>
 <p>Model: {html.escape(results['model'])}<br>Device: {html.escape(results['device'])}<br>
 Throughput case: batch {case['batch']}, prompt {case['prompt_len']}, gen {case['gen_len']}</p>
-<div>{images}</div>
+<div class="charts">{images}</div>
 {table(cells)}
 </body></html>
 """

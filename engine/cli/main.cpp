@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/cli/commands.h"
+#include "engine/cli/compare_command.h"
 #include "engine/core/error.h"
 
 int main(int argc, char** argv) {
@@ -20,11 +21,13 @@ int main(int argc, char** argv) {
   offgen::cli::BenchOptions bench;
   offgen::cli::CalibrateOptions calibrate;
   offgen::cli::PlanOptions plan;
+  offgen::cli::CompareCommandOptions compare;
   offgen::cli::add_generate_command(app, generate);
   offgen::cli::add_score_command(app, score);
   offgen::cli::add_bench_command(app, bench);
   offgen::cli::add_calibrate_command(app, calibrate);
   offgen::cli::add_plan_command(app, plan);
+  offgen::cli::add_compare_command(app, compare);
 
   // Logs go to stderr so stdout carries only results (the bench table).
   spdlog::set_default_logger(spdlog::stderr_color_mt("offgen"));
@@ -42,6 +45,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("bench")) return offgen::cli::run_bench(bench);
     if (app.got_subcommand("calibrate")) return offgen::cli::run_calibrate(calibrate);
     if (app.got_subcommand("plan")) return offgen::cli::run_plan(plan);
+    if (app.got_subcommand("compare")) return offgen::cli::run_compare(compare);
   } catch (const offgen::Error& e) {
     spdlog::error("{}", e.what());
     return 1;
