@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -74,21 +75,25 @@ void DiskFile::read(std::uint64_t offset, void* dst, std::size_t bytes) const {
   const std::size_t total = padded(bytes);
   const std::size_t pieces = (total + kReadPiece - 1) / kReadPiece;
   std::vector<int> errors(pieces, 0);
-  tbb::parallel_for(std::size_t{0}, pieces, [&](std::size_t piece) {
-    const std::size_t begin = piece * kReadPiece;
-    const std::size_t length = std::min(kReadPiece, total - begin);
-    auto* p = static_cast<char*>(dst) + begin;
-    std::size_t done = 0;
-    while (done < length) {
-      const ssize_t n =
-          ::pread(read_fd_, p + done, length - done, static_cast<off_t>(offset + begin + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        errors[piece] = n < 0 ? errno : EIO;
-        return;
+  // Isolated: while this thread (a stream's host worker) waits for its pieces it must not pick up
+  // unrelated TBB work, such as a compute kernel's chunks, and delay the read it stands for.
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(std::size_t{0}, pieces, [&](std::size_t piece) {
+      const std::size_t begin = piece * kReadPiece;
+      const std::size_t length = std::min(kReadPiece, total - begin);
+      auto* p = static_cast<char*>(dst) + begin;
+      std::size_t done = 0;
+      while (done < length) {
+        const ssize_t n =
+            ::pread(read_fd_, p + done, length - done, static_cast<off_t>(offset + begin + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          errors[piece] = n < 0 ? errno : EIO;
+          return;
+        }
+        done += static_cast<std::size_t>(n);
       }
-      done += static_cast<std::size_t>(n);
-    }
+    });
   });
   for (int error : errors) {
     OFFGEN_CHECK(error == 0, "--disk {}: reading {} bytes at offset {} failed: {}",

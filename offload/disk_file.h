@@ -25,6 +25,7 @@ class DiskFile {
   std::uint64_t append(const void* data, std::size_t bytes);
   // Reads the segment at `offset` into `dst`, which must be kAlignment-aligned and hold
   // padded(bytes). Large reads are split across threads. Throws offgen::Error on an I/O error.
+  // Concurrent reads are safe (positioned reads on one descriptor); not concurrent with append.
   void read(std::uint64_t offset, void* dst, std::size_t bytes) const;
 
   static std::size_t padded(std::size_t bytes) {

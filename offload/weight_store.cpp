@@ -237,6 +237,7 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     for (int k = 0; k < 2; ++k) {
       disk_staging_[k] = device.allocate(Tier::pinned, bytes);
       disk_staging_free_[k] = device.create_event();
+      disk_read_done_[k] = device.create_event();
     }
   }
   spdlog::debug("loaded {} weight bytes from {} ({:.0f}% on the gpu tier, {:.0f}% on disk)", bytes_,
@@ -244,15 +245,43 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
 }
 
 WeightStore::~WeightStore() {
-  // Queued copies may still read the disk staging buffers.
-  for (auto& event : disk_staging_free_) {
-    if (!event) continue;
-    try {
-      event->synchronize();
-    } catch (const std::exception& e) {
-      spdlog::warn("weight store: a staging copy failed while shutting down: {}", e.what());
+  // Queued reads may still write, and queued copies read, the disk staging buffers and the file.
+  // Each read is followed by its copy, and a read_done signal runs even after a stream error
+  // (which skips a copy's wait): both are awaited.
+  for (int k = 0; k < 2; ++k) {
+    for (auto* event : {disk_read_done_[k].get(), disk_staging_free_[k].get()}) {
+      if (event == nullptr) continue;
+      try {
+        event->synchronize();
+      } catch (const std::exception& e) {
+        spdlog::warn("weight store: a disk staging read or copy failed while shutting down: {}",
+                     e.what());
+      }
     }
   }
+}
+
+void WeightStore::ReadFailure::set(const std::string& what) {
+  const std::lock_guard lock(mutex);
+  if (message.empty()) message = what.empty() ? "a disk read failed" : what;
+}
+
+std::string WeightStore::ReadFailure::get() {
+  const std::lock_guard lock(mutex);
+  return message;
+}
+
+void WeightStore::rethrow_read_failure() const {
+  const std::string message = read_failure_->get();
+  if (!message.empty()) fail("weight store: {}", message);
+}
+
+void WeightStore::check_disk_reads(Stream& stream) {
+  if (!disk_) return;
+  device_.enqueue_host(stream, [failure = read_failure_] {
+    const std::string message = failure->get();
+    if (!message.empty()) fail("weight store: {}", message);
+  });
 }
 
 std::uint64_t WeightStore::disk_bytes() const {
@@ -279,6 +308,7 @@ std::uint64_t WeightStore::gpu_bytes() const {
 }
 
 void WeightStore::load_layer(int layer, Half* dst, Stream& stream) {
+  rethrow_read_failure();
   const LayerBlock& block = layers_[static_cast<std::size_t>(layer)];
   const std::size_t resident = block.resident_elements * sizeof(Half);
   if (resident > 0) device_.copy_async(dst, block.resident.data(), resident, stream);
@@ -287,14 +317,32 @@ void WeightStore::load_layer(int layer, Half* dst, Stream& stream) {
                        block.pinned_elements * sizeof(Half), stream);
   }
   if (block.disk_elements > 0) {
+    // disk_read:  wait staging_free[k] -> read into staging k -> record read_done[k]
+    // `stream`:   wait read_done[k]    -> copy staging k -> dst -> record staging_free[k]
+    // The read of the next layer with a disk part uses the other buffer, so it runs while this
+    // one copies (and while the layers before it compute).
     const int k = next_staging_;
     next_staging_ ^= 1;
-    disk_staging_free_[k]->synchronize();  // the copy that last read this buffer has run
     auto* base = static_cast<std::byte*>(disk_staging_[k].data());
     const auto misalignment = reinterpret_cast<std::uintptr_t>(base) % DiskFile::kAlignment;
     std::byte* aligned = base + (misalignment ? DiskFile::kAlignment - misalignment : 0);
     const std::size_t bytes = block.disk_elements * sizeof(Half);
-    disk_->read(block.disk_offset, aligned, bytes);
+    Stream& reads = device_.stream(StreamRole::disk_read);
+    disk_staging_free_[k]->wait_on(reads);  // the copy that last read this buffer has run
+    device_.enqueue_host(reads, [disk = disk_.get(), failure = read_failure_,
+                                 offset = block.disk_offset, aligned, bytes] {
+      try {
+        disk->read(offset, aligned, bytes);
+      } catch (const std::exception& e) {
+        failure->set(e.what());
+        throw;
+      } catch (...) {
+        failure->set("");
+        throw;
+      }
+    });
+    disk_read_done_[k]->record(reads);
+    disk_read_done_[k]->wait_on(stream);
     device_.copy_async(dst + block.resident_elements + block.pinned_elements, aligned, bytes,
                        stream);
     disk_staging_free_[k]->record(stream);

@@ -1,5 +1,6 @@
 // Holds a model's weights on a device: all resident on the gpu tier, or each layer split by bytes
-// between the gpu tier and pinned host memory (the offloaded part streams in per layer). Loading
+// between the gpu tier, pinned host memory and a disk file (the offloaded parts stream in per
+// layer, the disk part through a disk_read stream that runs ahead of the copy stream). Loading
 // streams each block (the globals, then layer by layer) through double-buffered pinned staging into
 // device memory on the h2d-weights stream, converting to fp16 on host threads while the previous
 // block copies.
@@ -11,6 +12,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine/device/device.h"
@@ -69,10 +72,16 @@ class WeightStore {
   // Elements of the largest layer: the size of one streaming slot.
   std::size_t largest_layer_elements() const { return largest_layer_; }
   // Enqueues on `stream` the copies that assemble layer `layer` contiguously at dst (its resident
-  // part device-to-device, its pinned part host-to-device). Its disk part is read now, on this
-  // thread (several I/O threads), into pinned staging, then copied the same way; the staging
-  // buffer is reused only after the copy that last read it has finished.
+  // part device-to-device, its pinned part host-to-device). Its disk part is read by a host task
+  // on the device's disk_read stream into one of two pinned staging buffers (after the copy that
+  // last read that buffer has run), and `stream` waits for the read before copying it the same
+  // way; nothing blocks the calling thread. A read that failed is rethrown here, on the calling
+  // thread, by the next call (and by check_disk_reads).
   void load_layer(int layer, Half* dst, Stream& stream);
+  // With a disk part: enqueues on `stream` a host task that throws (a sticky stream error, seen
+  // by the stream's synchronize()) if any disk read issued before it has failed. Enqueue it after
+  // work that waited for those reads, so it runs after them. No-op without a disk part.
+  void check_disk_reads(Stream& stream);
   // Points weights().layers[layer] at a copy of the layer assembled at `base`.
   void bind_layer(int layer, const Half* base);
 
@@ -87,10 +96,21 @@ class WeightStore {
     std::vector<std::function<void(const Half*)>> binders;
   };
 
+  // The first failed disk read's message, shared with queued reads and checks.
+  struct ReadFailure {
+    std::mutex mutex;
+    std::string message;  // empty: no read has failed
+    void set(const std::string& what);
+    std::string get();
+  };
+  void rethrow_read_failure() const;
+
   Device& device_;
   std::unique_ptr<DiskFile> disk_;
-  Buffer disk_staging_[2];  // pinned, DiskFile-aligned inside
-  std::unique_ptr<Event> disk_staging_free_[2];
+  Buffer disk_staging_[2];                       // pinned, DiskFile-aligned inside
+  std::unique_ptr<Event> disk_staging_free_[2];  // recorded on the copy stream after its copy
+  std::unique_ptr<Event> disk_read_done_[2];     // recorded on disk_read after the read
+  std::shared_ptr<ReadFailure> read_failure_ = std::make_shared<ReadFailure>();
   int next_staging_ = 0;
   Buffer globals_;  // embeddings, positions, projections, final norm: always resident
   std::vector<LayerBlock> layers_;

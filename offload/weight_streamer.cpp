@@ -57,6 +57,9 @@ void WeightStreamer::release(int layer, Stream& compute) {
   const int s = layer % 2;
   released_[s]->record(compute);
   if (layer + 2 < layers_) load(layer + 2);
+  // The last layer's kernels waited for every read of this pass: a failed one becomes the
+  // compute stream's error, so the pass's results are never read as if it had succeeded.
+  if (layer == layers_ - 1) store_.check_disk_reads(compute);
 }
 
 }  // namespace offgen

@@ -3,8 +3,11 @@
 // and the compute stream is kept by events only — never a device-wide sync:
 //   copy of layer l into slot s  waits for  `released[s]` (the kernels of layer l - 2 finished)
 //   compute of layer l           waits for  `loaded[s]`   (its copy finished)
+// A layer's disk part is read on the disk_read stream, ahead of the copy stream (WeightStore::
+// load_layer), so the thread that enqueues the layers never waits for the disk.
 // A pass over the layers (one prefill or one decode step) calls begin_pass(), then for each
-// layer acquire() before enqueuing its kernels and release() right after.
+// layer acquire() before enqueuing its kernels and release() right after; release() of the last
+// layer makes a failed disk read of the pass an error of the compute stream.
 #pragma once
 
 #include <cstdint>

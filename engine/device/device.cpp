@@ -39,6 +39,8 @@ std::string_view stream_role_name(StreamRole role) {
       return "h2d-kv";
     case StreamRole::d2h_kv:
       return "d2h-kv";
+    case StreamRole::disk_read:
+      return "disk-read";
   }
   return "?";
 }

@@ -24,9 +24,10 @@ enum class DeviceKind { cpu, cuda };
 // The disk tier lives in offload/, not here: a device only manages memory.
 enum class Tier { gpu, pinned, host };
 constexpr int kNumTiers = 3;
-// compute runs kernels; the three copy streams let weight loads, KV loads and KV stores overlap it.
-enum class StreamRole { compute, h2d_weights, h2d_kv, d2h_kv };
-constexpr int kNumStreamRoles = 4;
+// compute runs kernels; the three copy streams let weight loads, KV loads and KV stores overlap it;
+// disk_read runs the disk tier's reads (host tasks) ahead of the copy stream that consumes them.
+enum class StreamRole { compute, h2d_weights, h2d_kv, d2h_kv, disk_read };
+constexpr int kNumStreamRoles = 5;
 
 std::string_view tier_name(Tier tier);
 std::string_view device_kind_name(DeviceKind kind);

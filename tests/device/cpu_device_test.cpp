@@ -115,6 +115,20 @@ TEST(CpuDevice, CopyAsyncCopiesInStreamOrder) {
 TEST(CpuDevice, HostTasksKeepTheStreamsOrder) {
   CpuDevice device;
   check_host_tasks_keep_stream_order(device, StreamRole::d2h_kv);
+  check_host_tasks_keep_stream_order(device, StreamRole::disk_read);
+}
+
+TEST(CpuDevice, EveryStreamRoleHasItsOwnStream) {
+  CpuDevice device;
+  for (int r = 0; r < kNumStreamRoles; ++r) {
+    const auto role = static_cast<StreamRole>(r);
+    EXPECT_EQ(device.stream(role).role(), role);
+    EXPECT_NE(stream_role_name(role), "?");
+    for (int other = 0; other < r; ++other) {
+      EXPECT_NE(&device.stream(role), &device.stream(static_cast<StreamRole>(other)));
+    }
+  }
+  EXPECT_EQ(stream_role_name(StreamRole::disk_read), "disk-read");
 }
 
 TEST(CpuDevice, AHostTasksErrorIsStickyAndSurfacesAtSynchronize) {

@@ -3,17 +3,27 @@
 // only the resident share plus two layer slots, and the bytes moved are the offloaded share.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "engine/core/error.h"
 #include "engine/core/units.h"
+#include "engine/device/cpu_device.h"
+#include "engine/model/checkpoint.h"
 #include "engine/runtime/engine.h"
 #include "offload/disk_file.h"
+#include "offload/weight_store.h"
+#include "offload/weight_streamer.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
@@ -167,6 +177,118 @@ TEST(DiskWeights, ADiskShareWithoutAFolderIsAnError) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/offgen-disk"), std::string::npos)
         << e.what();
   }
+}
+
+std::filesystem::path tiny_checkpoint() {
+  return test::data_dir() / "golden" / "tiny-preln";
+}
+
+// Holds a stream at a host task until open(); opens itself when it goes out of scope.
+class StreamGate {
+ public:
+  StreamGate(Device& device, Stream& stream) : stream_(stream) {
+    device.enqueue_host(stream, [opened = opened_] { opened.wait(); });
+  }
+  ~StreamGate() {
+    open();
+    stream_.synchronize();
+  }
+  void open() {
+    if (!open_) promise_.set_value();
+    open_ = true;
+  }
+
+ private:
+  Stream& stream_;
+  std::promise<void> promise_;
+  std::shared_future<void> opened_ = promise_.get_future().share();
+  bool open_ = false;
+};
+
+TEST(DiskWeights, LoadingALayerNeverWaitsForTheDiskOnTheCallingThread) {
+  test::TempDir disk;
+  auto checkpoint = Checkpoint::open(tiny_checkpoint());
+  const OptConfig& config = checkpoint->config();
+  CpuDevice device;
+  WeightStore resident(device, config, *checkpoint);
+  WeightStore on_disk(device, config, *checkpoint, {0.2, 0.3, disk.path()});
+  ASSERT_GT(on_disk.disk_bytes(), 0u);
+  const std::size_t layer_bytes = on_disk.largest_layer_elements() * sizeof(Half);
+  const std::size_t disk_part = on_disk.disk_bytes() / static_cast<std::size_t>(config.num_layers);
+  Buffer want = device.allocate(Tier::gpu, layer_bytes);
+  Buffer got = device.allocate(Tier::gpu, layer_bytes);
+  std::memset(got.data(), 0, layer_bytes);
+  Stream& copies = device.stream(StreamRole::h2d_weights);
+  resident.load_layer(1, want.as<Half>(), copies);
+  copies.synchronize();
+  {
+    // The gate holds the disk_read stream, so the layer's read cannot run yet: the load must
+    // return anyway (nothing waits for the disk on this thread), and the copy stream must wait
+    // behind the read instead of copying an unread staging buffer.
+    StreamGate gate(device, device.stream(StreamRole::disk_read));
+    auto loaded =
+        std::async(std::launch::async, [&] { on_disk.load_layer(1, got.as<Half>(), copies); });
+    const bool returned = loaded.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+    EXPECT_TRUE(returned) << "load_layer waited for the disk read";
+    auto copied = device.create_event();
+    copied->record(copies);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(copied->query()) << "the copy stream ran ahead of the disk read";
+    const auto* tail = got.as<unsigned char>() + (layer_bytes - disk_part);
+    EXPECT_TRUE(std::all_of(tail, tail + disk_part, [](unsigned char b) { return b == 0; }));
+    gate.open();
+    loaded.get();
+  }
+  copies.synchronize();
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), layer_bytes), 0);
+}
+
+// The descriptor of the store's (unlinked) weights file in `folder`.
+int weights_file_descriptor(const std::filesystem::path& folder) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (!error && target.starts_with((folder / "offgen-weights-").string())) {
+      return std::stoi(entry.path().filename().string());
+    }
+  }
+  return -1;
+}
+
+TEST(DiskWeights, AFailedReadIsAnErrorOfTheComputeStreamAndOfTheNextLoad) {
+  test::TempDir disk;
+  auto checkpoint = Checkpoint::open(tiny_checkpoint());
+  const OptConfig& config = checkpoint->config();
+  CpuDevice device;
+  WeightStore store(device, config, *checkpoint, {0.2, 0.3, disk.path()});
+  WeightStreamer streamer(device, store, config.num_layers);
+  Stream& compute = device.stream(StreamRole::compute);
+  const auto pass = [&] {
+    streamer.begin_pass();
+    for (int l = 0; l < config.num_layers; ++l) {
+      streamer.acquire(l, compute);
+      streamer.release(l, compute);
+    }
+  };
+  pass();
+  compute.synchronize();  // the reads succeed
+
+  // Cut the file short: every read now finds nothing there.
+  const int fd = weights_file_descriptor(disk.path());
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 0), 0);
+  // The reads run behind this thread: the failure surfaces either at the compute stream's
+  // synchronize (the pass's last release enqueued a check there) or already on this thread, when
+  // the pass's later loads find it recorded.
+  try {
+    pass();
+    compute.synchronize();
+    FAIL() << "expected the failed read to surface";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--disk"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(pass(), Error);  // on this thread, before anything more is enqueued
+  EXPECT_THROW(device.stream(StreamRole::disk_read).synchronize(), Error);
 }
 
 TEST(DiskFile, ReadsBackEverySegmentAtAlignedOffsets) {
