@@ -103,9 +103,158 @@ std::size_t round_up(std::size_t bytes) {
 
 }  // namespace
 
+// ---- busy time ----
+
+namespace {
+// Harvest completed brackets as they pile up, so a long run without busy_seconds() calls keeps
+// few events in flight.
+constexpr std::size_t kHarvestEvery = 64;
+}  // namespace
+
+CudaBusyClock::CudaBusyClock(int gpu_index) : gpu_index_(gpu_index) {}
+
+CudaBusyClock::~CudaBusyClock() {
+  const std::lock_guard lock(mutex_);
+  if (span_start_ != nullptr) destroy(span_start_);
+  for (const auto& [start, end] : pending_) {
+    destroy(start);
+    destroy(end);
+  }
+  for (cudaEvent_t event : pool_) destroy(event);
+}
+
+void CudaBusyClock::destroy(cudaEvent_t event) noexcept {
+  log_failure("destroying", "a timing event", [&] { OFFGEN_CUDA_CHECK(cudaEventDestroy(event)); });
+}
+
+cudaEvent_t CudaBusyClock::take_event() {
+  if (!pool_.empty()) {
+    cudaEvent_t event = pool_.back();
+    pool_.pop_back();
+    return event;
+  }
+  // An event belongs to the device current at its creation: this stream's, restored afterwards.
+  int current = 0;
+  OFFGEN_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != gpu_index_) OFFGEN_CUDA_CHECK(cudaSetDevice(gpu_index_));
+  cudaEvent_t event = nullptr;
+  const cudaError_t status = cudaEventCreateWithFlags(&event, cudaEventDefault);
+  if (current != gpu_index_) OFFGEN_CUDA_CHECK(cudaSetDevice(current));
+  if (status != cudaSuccess) detail::cuda_failed(status, "cudaEventCreate", __FILE__, __LINE__);
+  return event;
+}
+
+void CudaBusyClock::record(cudaEvent_t event, cudaStream_t stream) {
+  const cudaError_t status = cudaEventRecord(event, stream);
+  if (status != cudaSuccess) {
+    pool_.push_back(event);
+    detail::cuda_failed(status, "cudaEventRecord", __FILE__, __LINE__);
+  }
+}
+
+void CudaBusyClock::bracket(cudaStream_t stream, const std::function<void()>& enqueue) {
+  const std::lock_guard lock(mutex_);
+  if (spans_) {
+    if (span_start_ == nullptr) {
+      cudaEvent_t start = take_event();
+      record(start, stream);
+      span_start_ = start;
+    }
+    enqueue();
+    return;
+  }
+  cudaEvent_t start = take_event();
+  record(start, stream);
+  try {
+    enqueue();
+  } catch (...) {
+    pool_.push_back(start);  // nothing was bracketed; re-recording the event later is fine
+    throw;
+  }
+  cudaEvent_t end = take_event();
+  try {
+    record(end, stream);
+  } catch (...) {
+    pool_.push_back(start);
+    throw;
+  }
+  pending_.emplace_back(start, end);
+  if (pending_.size() % kHarvestEvery == 0) harvest();
+}
+
+void CudaBusyClock::close_span(cudaStream_t stream) {
+  if (span_start_ == nullptr) return;
+  cudaEvent_t end = take_event();
+  record(end, stream);
+  pending_.emplace_back(std::exchange(span_start_, nullptr), end);
+  if (pending_.size() % kHarvestEvery == 0) harvest();
+}
+
+void CudaBusyClock::around_wait(cudaStream_t stream, const std::function<void()>& wait) {
+  const std::lock_guard lock(mutex_);
+  if (!spans_) {
+    wait();
+    return;
+  }
+  close_span(stream);
+  wait();
+  // Work is about to follow the wait: the next span starts when the stream is past it.
+  cudaEvent_t start = take_event();
+  record(start, stream);
+  span_start_ = start;
+}
+
+void CudaBusyClock::before_synchronize(cudaStream_t stream) {
+  const std::lock_guard lock(mutex_);
+  close_span(stream);
+}
+
+void CudaBusyClock::use_spans() {
+  const std::lock_guard lock(mutex_);
+  spans_ = true;
+}
+
+double CudaBusyClock::seconds() {
+  const std::lock_guard lock(mutex_);
+  harvest();
+  return seconds_;
+}
+
+void CudaBusyClock::harvest() {
+  // Pairs complete in stream order: stop at the first whose end has not.
+  while (!pending_.empty()) {
+    const auto [start, end] = pending_.front();
+    const cudaError_t status = cudaEventQuery(end);
+    if (status == cudaErrorNotReady) {
+      // Not an error; keep it out of the thread's last-error slot (see CudaEvent::query).
+      (void)cudaGetLastError();
+      return;
+    }
+    if (status != cudaSuccess) return;  // a stream error: synchronize() reports it
+    float milliseconds = 0.0f;
+    if (cudaEventElapsedTime(&milliseconds, start, end) == cudaSuccess) {
+      seconds_ += static_cast<double>(milliseconds) * 1e-3;
+    } else {
+      (void)cudaGetLastError();
+    }
+    pending_.pop_front();
+    pool_.push_back(start);
+    pool_.push_back(end);
+  }
+}
+
 // ---- streams ----
 
-CudaStream::CudaStream(StreamRole role) : role_(role) {
+namespace {
+int current_gpu() {
+  int gpu = 0;
+  OFFGEN_CUDA_CHECK(cudaGetDevice(&gpu));
+  return gpu;
+}
+}  // namespace
+
+CudaStream::CudaStream(StreamRole role)
+    : role_(role), busy_clock_(std::make_unique<CudaBusyClock>(current_gpu())) {
   OFFGEN_CUDA_CHECK(cudaStreamCreateWithFlags(&handle_, cudaStreamNonBlocking));
 }
 
@@ -116,6 +265,7 @@ CudaStream::~CudaStream() {
 CudaStream::CudaStream(CudaStream&& other) noexcept
     : role_(other.role_),
       handle_(std::exchange(other.handle_, nullptr)),
+      busy_clock_(std::move(other.busy_clock_)),
       host_error_(std::move(other.host_error_)) {}
 
 CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
@@ -123,6 +273,7 @@ CudaStream& CudaStream::operator=(CudaStream&& other) noexcept {
     destroy();
     role_ = other.role_;
     handle_ = std::exchange(other.handle_, nullptr);
+    busy_clock_ = std::move(other.busy_clock_);
     host_error_ = std::move(other.host_error_);
   }
   return *this;
@@ -139,6 +290,7 @@ void CudaStream::destroy() noexcept {
 void CudaStream::synchronize() {
   OFFGEN_CHECK(handle_ != nullptr, "cuda stream {}: used after a move", stream_role_name(role_));
   try {
+    busy_clock_->before_synchronize(handle_);
     OFFGEN_CUDA_CHECK(cudaStreamSynchronize(handle_));
   } catch (const Error& e) {
     throw Error(fmt::format("cuda stream {}: {}", stream_role_name(role_), e.what()));
@@ -164,13 +316,17 @@ void CudaStream::run_host_task(const std::function<void()>& task) noexcept {
   }
 }
 
-cudaStream_t cuda_stream_handle(Stream& stream) {
+CudaStream& as_cuda_stream(Stream& stream) {
   auto* cuda = dynamic_cast<CudaStream*>(&stream);
   OFFGEN_CHECK(cuda != nullptr, "cuda device: the {} stream given is not a CUDA stream",
                stream_role_name(stream.role()));
   OFFGEN_CHECK(cuda->handle() != nullptr, "cuda stream {}: used after a move",
                stream_role_name(stream.role()));
-  return cuda->handle();
+  return *cuda;
+}
+
+cudaStream_t cuda_stream_handle(Stream& stream) {
+  return as_cuda_stream(stream).handle();
 }
 
 // ---- events ----
@@ -208,7 +364,9 @@ void CudaEvent::record(Stream& stream) {
 void CudaEvent::wait_on(Stream& stream) {
   OFFGEN_CHECK(handle_ != nullptr, "cuda event: used after a move");
   // An event never recorded counts as completed: the wait is then a no-op, as the contract says.
-  OFFGEN_CUDA_CHECK(cudaStreamWaitEvent(cuda_stream_handle(stream), handle_, 0));
+  CudaStream& cuda = as_cuda_stream(stream);
+  cuda.busy_clock().around_wait(
+      cuda.handle(), [&] { OFFGEN_CUDA_CHECK(cudaStreamWaitEvent(cuda.handle(), handle_, 0)); });
 }
 
 void CudaEvent::synchronize() {
@@ -361,7 +519,13 @@ Stream& CudaDevice::stream(StreamRole role) {
 }
 
 cudaStream_t CudaDevice::cuda_stream(StreamRole role) const {
-  return streams_[static_cast<int>(role)]->handle();
+  CudaStream& stream = *streams_[static_cast<int>(role)];
+  stream.busy_clock().use_spans();  // kernels may now be launched on it behind the device
+  return stream.handle();
+}
+
+double CudaDevice::busy_seconds(StreamRole role) const {
+  return streams_[static_cast<int>(role)]->busy_seconds();
 }
 
 std::unique_ptr<Event> CudaDevice::create_event() {
@@ -370,17 +534,21 @@ std::unique_ptr<Event> CudaDevice::create_event() {
 }
 
 void CudaDevice::copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) {
-  const cudaStream_t handle = cuda_stream_handle(stream);
+  CudaStream& cuda = as_cuda_stream(stream);
+  const cudaStream_t handle = cuda.handle();
   if (bytes == 0) return;
   if (is_host_memory(dst) && is_host_memory(src)) {
     // cudaMemcpyAsync copies host to host synchronously, without waiting for the stream's earlier
     // work: a host function keeps the copy in the stream's order instead.
     auto task = std::make_unique<HostCopy>(HostCopy{dst, src, bytes});
-    OFFGEN_CUDA_CHECK(cudaLaunchHostFunc(handle, &run_host_copy, task.get()));
+    cuda.busy_clock().bracket(
+        handle, [&] { OFFGEN_CUDA_CHECK(cudaLaunchHostFunc(handle, &run_host_copy, task.get())); });
     task.release();  // run_host_copy owns it now
     return;
   }
-  OFFGEN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, handle));
+  cuda.busy_clock().bracket(handle, [&] {
+    OFFGEN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, handle));
+  });
 }
 
 void CudaDevice::enqueue_host(Stream& stream, std::function<void()> task) {
@@ -388,7 +556,9 @@ void CudaDevice::enqueue_host(Stream& stream, std::function<void()> task) {
   OFFGEN_CHECK(cuda != nullptr, "cuda device: the {} stream given is not a CUDA stream",
                stream_role_name(stream.role()));
   auto owned = std::make_unique<HostTask>(HostTask{cuda, std::move(task)});
-  OFFGEN_CUDA_CHECK(cudaLaunchHostFunc(cuda->handle(), &run_host_task, owned.get()));
+  cuda->busy_clock().bracket(cuda->handle(), [&] {
+    OFFGEN_CUDA_CHECK(cudaLaunchHostFunc(cuda->handle(), &run_host_task, owned.get()));
+  });
   owned.release();  // run_host_task owns it now
 }
 

@@ -1,6 +1,7 @@
 // The cuda device: the Device contract on one NVIDIA GPU through the CUDA runtime. The gpu tier is
 // device memory (cudaMalloc), pinned is page-locked host memory (cudaHostAlloc), host is ordinary
 // host memory; each stream is a non-blocking CUDA stream, each event a CUDA event without timing.
+// Busy time per stream (Device::busy_seconds) comes from separate timing events (CudaBusyClock).
 //
 // Freed gpu and pinned blocks are not given back to CUDA: they go to a per-tier cache keyed by
 // size, and the next allocation of that size takes them again. cudaFree synchronises the whole
@@ -21,17 +22,67 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/device/device.h"
 
 namespace offgen {
+
+// The busy time of one CUDA stream, measured with pairs of timing events (start, end) recorded
+// on the stream and read lazily: a pair counts once its end event has completed (found with
+// cudaEventQuery, never by waiting), so the stream is never blocked and the events go back to a
+// pool for reuse. Two ways of bracketing, see Device::busy_seconds:
+//   operations: a pair around each copy / host task enqueued through the device;
+//   spans:      for a stream whose handle was handed out for kernel launches, which the device
+//               does not see: a span opens at the first operation enqueued through the device
+//               after a synchronize() and right after each event wait, and closes right before
+//               the next event wait or synchronize().
+// Thread-safe; the enqueues it brackets are serialised by its mutex so that brackets from
+// different threads never interleave.
+class CudaBusyClock {
+ public:
+  explicit CudaBusyClock(int gpu_index);
+  ~CudaBusyClock();  // destroys every event (CUDA frees pending ones when they complete)
+  CudaBusyClock(const CudaBusyClock&) = delete;
+  CudaBusyClock& operator=(const CudaBusyClock&) = delete;
+
+  // Runs `enqueue` (which puts one operation on `stream`) inside a bracket.
+  void bracket(cudaStream_t stream, const std::function<void()>& enqueue);
+  // Runs `wait` (which makes `stream` wait on an event) outside any span.
+  void around_wait(cudaStream_t stream, const std::function<void()>& wait);
+  // Closes the open span, if any, before the stream is synchronised.
+  void before_synchronize(cudaStream_t stream);
+  // From now on, measure in spans (kernels may be launched on the stream behind the device).
+  void use_spans();
+  // Seconds of the brackets completed so far.
+  double seconds();
+
+ private:
+  cudaEvent_t take_event();  // from the pool, else a new timing event on gpu_index_
+  void record(cudaEvent_t event, cudaStream_t stream);
+  void close_span(cudaStream_t stream);  // mutex_ held
+  void harvest();                        // mutex_ held
+  void destroy(cudaEvent_t event) noexcept;
+
+  int gpu_index_;
+  std::mutex mutex_;
+  bool spans_ = false;
+  cudaEvent_t span_start_ = nullptr;  // the open span's start; nullptr when none is open
+  std::deque<std::pair<cudaEvent_t, cudaEvent_t>> pending_;  // recorded, not yet read
+  std::vector<cudaEvent_t> pool_;
+  double seconds_ = 0.0;
+};
 
 class CudaStream final : public Stream {
  public:
@@ -53,11 +104,17 @@ class CudaStream final : public Stream {
   // escape: the first one is kept here, later tasks are skipped, and synchronize() rethrows it.
   void run_host_task(const std::function<void()>& task) noexcept;
 
+  // The stream's busy time (CudaBusyClock). The device brackets the copies and host tasks it
+  // enqueues, CudaEvent::wait_on its waits.
+  CudaBusyClock& busy_clock() { return *busy_clock_; }
+  double busy_seconds() const { return busy_clock_->seconds(); }
+
  private:
   void destroy() noexcept;
 
   StreamRole role_;
   cudaStream_t handle_ = nullptr;
+  std::unique_ptr<CudaBusyClock> busy_clock_;  // a unique_ptr so the stream stays movable
   // Shared with host tasks in flight; a unique_ptr so the stream stays movable.
   struct HostError {
     std::mutex mutex;
@@ -91,6 +148,8 @@ class CudaEvent final : public Event {
 
 // The CUDA stream behind `stream`; offgen::Error when it is not a CudaStream (a cpu device's).
 cudaStream_t cuda_stream_handle(Stream& stream);
+// `stream` as a CudaStream (with a live handle); offgen::Error otherwise.
+CudaStream& as_cuda_stream(Stream& stream);
 
 // Freed blocks of one tier (gpu: cudaMalloc, pinned: cudaHostAlloc), kept by size for reuse.
 // Thread-safe. Not copyable or movable: it is a member of its device, which is neither.
@@ -137,7 +196,8 @@ class CudaDevice final : public Device {
   void make_current() const;
 
   Stream& stream(StreamRole role) override;
-  // The CUDA stream of `role`, for launching kernels and library calls on it.
+  // The CUDA stream of `role`, for launching kernels and library calls on it. The stream's busy
+  // time is measured in spans from then on (see busy_seconds).
   cudaStream_t cuda_stream(StreamRole role) const;
   std::unique_ptr<Event> create_event() override;
   // cudaMemcpyAsync with cudaMemcpyDefault when either side is gpu memory (unified addressing tells
@@ -146,6 +206,15 @@ class CudaDevice final : public Device {
   // memcpy that the stream runs as a host function, in the stream's order.
   void copy_async(void* dst, const void* src, std::size_t bytes, Stream& stream) override;
   void enqueue_host(Stream& stream, std::function<void()> task) override;
+  // Measured with timing events on the stream (CudaBusyClock): on a stream whose handle was never
+  // handed out (cuda_stream), the sum of the execution times of the copies and host tasks
+  // enqueued through this device; on one whose handle was (the compute stream, once CudaOps
+  // launches kernels on it), the sum of its spans — from the first operation enqueued through
+  // the device after a synchronize(), or from the end of an event wait, to the next event wait
+  // or synchronize() — which covers the kernels launched in between and excludes time blocked
+  // in event waits, but includes time the stream sat idle inside a span waiting for the host to
+  // launch more work. Work counts once it has completed; after a synchronize(), all of it has.
+  double busy_seconds(StreamRole role) const override;
 
   // Bytes of freed gpu / pinned blocks kept for reuse (0 for the host tier).
   std::uint64_t cached_bytes(Tier tier) const;

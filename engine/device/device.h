@@ -124,7 +124,11 @@ class Device {
   void synchronize();
   // Seconds stream `role` has spent doing work since the device was made (waiting on events
   // excluded), for checking that copies and compute overlap; negative where the device does not
-  // measure it.
+  // measure it. cpu: the time its worker spent running tasks. cuda: from timing events, counted
+  // once the work has completed (all of it after a synchronize()): exact per copy / host task on
+  // streams whose CUDA handle was never handed out; on a stream running kernels the device does
+  // not see (the compute stream), the time between event waits and synchronizes, so it also
+  // counts gaps where that stream waited for the host to launch more (CudaDevice::busy_seconds).
   virtual double busy_seconds(StreamRole role) const {
     (void)role;
     return -1.0;

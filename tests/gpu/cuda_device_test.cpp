@@ -31,7 +31,7 @@ namespace offgen {
 namespace {
 
 constexpr StreamRole kAllRoles[] = {StreamRole::compute, StreamRole::h2d_weights,
-                                    StreamRole::h2d_kv, StreamRole::d2h_kv};
+                                    StreamRole::h2d_kv, StreamRole::d2h_kv, StreamRole::disk_read};
 constexpr DeviceBudgets kSmallBudgets{.gpu = 1 << 20, .pinned = 1 << 20, .host = 1 << 20};
 
 // Holds a stream at a host function until open(): a test can then look at work queued behind it
@@ -447,6 +447,95 @@ TEST(CudaDevice, StreamsAndEventsAreMoveOnlyHandles) {
   for (const StreamRole role : kAllRoles) {
     EXPECT_EQ(device.cuda_stream(role), cuda_stream_handle(device.stream(role)));
   }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST(CudaDevice, ACopyStreamsBusyTimeIsItsCopiesTimeAndAnIdleStreamsIsZero) {
+  if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
+  CudaDevice device(0, {});
+  constexpr std::size_t kBytes = std::size_t{512} << 20;
+  Buffer pinned = device.allocate(Tier::pinned, kBytes);
+  Buffer gpu = device.allocate(Tier::gpu, kBytes);
+  std::memset(pinned.data(), 3, kBytes);
+  // No handle of these streams is handed out: every copy is bracketed on its own.
+  Stream& copies = device.stream(StreamRole::h2d_weights);
+  Stream& idle = device.stream(StreamRole::d2h_kv);
+  device.copy_async(gpu.data(), pinned.data(), kBytes, copies);  // warm-up
+  copies.synchronize();
+  EXPECT_GT(device.busy_seconds(StreamRole::h2d_weights), 0.0);
+
+  const double copies_before = device.busy_seconds(StreamRole::h2d_weights);
+  const double idle_before = device.busy_seconds(StreamRole::d2h_kv);
+  auto marker = device.create_event();
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 4; ++i) device.copy_async(gpu.data(), pinned.data(), kBytes, copies);
+  marker->record(copies);
+  marker->wait_on(idle);  // waiting is not work
+  marker->record(idle);
+  copies.synchronize();
+  idle.synchronize();
+  const double wall = seconds_since(start);
+  const double busy = device.busy_seconds(StreamRole::h2d_weights) - copies_before;
+  // bytes / bandwidth, with the bandwidth the wall clock saw: the copies were all the stream did.
+  EXPECT_GT(busy, 0.7 * wall) << "busy " << busy << " s, wall " << wall << " s";
+  EXPECT_LT(busy, wall + 1e-3) << "busy " << busy << " s, wall " << wall << " s";
+  const double gb_per_second = 4.0 * static_cast<double>(kBytes) / busy * 1e-9;
+  EXPECT_GT(gb_per_second, 1.0);
+  EXPECT_LT(gb_per_second, 1000.0);
+  EXPECT_LT(device.busy_seconds(StreamRole::d2h_kv) - idle_before, 1e-4);
+  EXPECT_EQ(device.busy_seconds(StreamRole::h2d_kv), 0.0);  // never used
+}
+
+TEST(CudaDevice, BusyTimeExcludesEventWaitsOnCopyAndKernelStreams) {
+  if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
+  CudaDevice device(0, {});
+  constexpr std::size_t kBig = std::size_t{2} << 30;
+  constexpr std::size_t kSmall = 1 << 20;
+  Buffer pinned = device.allocate(Tier::pinned, kBig);
+  Buffer gpu = device.allocate(Tier::gpu, kBig);
+  Buffer gpu_small = device.allocate(Tier::gpu, kSmall);
+  std::memset(pinned.data(), 5, kBig);
+  Stream& slow = device.stream(StreamRole::h2d_kv);
+  Stream& copies = device.stream(StreamRole::h2d_weights);
+  // The compute stream's handle is handed out (kernels could run on it): measured in spans.
+  (void)device.cuda_stream(StreamRole::compute);
+  Stream& compute = device.stream(StreamRole::compute);
+  device.copy_async(gpu.data(), pinned.data(), kSmall, slow);  // warm-up
+  device.synchronize();
+  const double slow_before = device.busy_seconds(StreamRole::h2d_kv);
+  const double copies_before = device.busy_seconds(StreamRole::h2d_weights);
+  const double compute_before = device.busy_seconds(StreamRole::compute);
+
+  auto done = device.create_event();
+  device.copy_async(gpu.data(), pinned.data(), kBig, slow);
+  done->record(slow);
+  // A copy stream that waits for the big copy, then copies a little.
+  done->wait_on(copies);
+  device.copy_async(gpu_small.data(), pinned.data(), kSmall, copies);
+  // The compute stream works 10 ms, waits for the big copy, then works 10 ms more.
+  const auto sleep_10ms = [] { std::this_thread::sleep_for(std::chrono::milliseconds(10)); };
+  device.enqueue_host(compute, sleep_10ms);
+  done->wait_on(compute);
+  device.enqueue_host(compute, sleep_10ms);
+  device.synchronize();
+
+  const double slow_busy = device.busy_seconds(StreamRole::h2d_kv) - slow_before;
+  const double copies_busy = device.busy_seconds(StreamRole::h2d_weights) - copies_before;
+  const double compute_busy = device.busy_seconds(StreamRole::compute) - compute_before;
+  ASSERT_GT(slow_busy, 0.03) << "a 2 GiB copy should take longer than this";
+  EXPECT_LT(copies_busy, 0.2 * slow_busy) << copies_busy << " s";
+  EXPECT_GT(compute_busy, 0.019) << compute_busy << " s";
+  EXPECT_LT(compute_busy, 0.03) << compute_busy << " s (the wait counted?)";
+
+  // A span ends at synchronize(): time the stream then sits idle is not counted.
+  const double compute_after = device.busy_seconds(StreamRole::compute);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  device.enqueue_host(compute, [] {});
+  compute.synchronize();
+  EXPECT_LT(device.busy_seconds(StreamRole::compute) - compute_after, 0.005);
 }
 
 TEST(CudaDevice, StreamsOfAnotherDeviceKindAreRejected) {
