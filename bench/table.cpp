@@ -8,12 +8,87 @@
 
 namespace offgen::bench {
 
+nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const BenchRow& r : rows) {
+    nlohmann::ordered_json row = {
+        {"policy", r.policy},
+        {"kv_budget", r.kv_budget},
+        {"gpu_batch_size", r.gpu_batch},
+        {"num_gpu_batches", r.num_gpu_batches},
+        {"batch", r.config.batch},
+        {"prompt_len", r.config.prompt_len},
+        {"gen_len", r.config.gen_len},
+        {"status",
+         r.measured ? "measured" : (r.predicted_tokens_per_second > 0 ? "projected" : "not run")},
+        {"error",
+         r.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.error)}};
+    if (r.measured) {
+      row["prefill_seconds"] = r.prefill_seconds;
+      row["decode_seconds"] = r.decode_seconds;
+      row["total_seconds"] = r.total_seconds();
+      row["prefill_tokens_per_second"] = r.prefill_tokens_per_second();
+      row["decode_tokens_per_second"] = r.decode_tokens_per_second();
+      row["generated_tokens_per_second"] = r.generated_tokens_per_second();
+      row["kv_cache_bytes"] = r.kv_bytes;
+      row["kv_bytes_moved_per_step"] = r.kv_moved_per_step;
+      row["kv_pcie_bytes_per_step"] = r.kv_pcie_per_step;
+      row["weight_bytes_moved_per_step"] = r.weights_moved_per_step;
+      row["peak_gpu_bytes"] = r.peak_gpu_bytes;
+      row["peak_pinned_bytes"] = r.peak_pinned_bytes;
+      const double overlap = r.copy_overlap();
+      row["weight_copy_overlap"] =
+          overlap >= 0 ? nlohmann::ordered_json(overlap) : nlohmann::ordered_json(nullptr);
+    } else {
+      row["needed_gpu_bytes"] = r.needed_gpu_bytes;
+      row["needed_pinned_bytes"] = r.needed_pinned_bytes;
+    }
+    row["kv_bytes_per_sequence"] = r.kv_per_sequence.per_sequence();
+    row["predicted_tokens_per_second"] = r.predicted_tokens_per_second > 0
+                                             ? nlohmann::ordered_json(r.predicted_tokens_per_second)
+                                             : nlohmann::ordered_json(nullptr);
+    out.push_back(row);
+  }
+  return out;
+}
+
+std::string rows_csv(const std::vector<BenchRow>& rows) {
+  const nlohmann::ordered_json json = rows_json(rows);
+  // Columns: the union of every row's keys, in first-seen order.
+  std::vector<std::string> columns;
+  for (const auto& row : json) {
+    for (const auto& [key, value] : row.items()) {
+      if (std::find(columns.begin(), columns.end(), key) == columns.end()) columns.push_back(key);
+    }
+  }
+  auto cell = [](const nlohmann::ordered_json& v) {
+    if (v.is_null()) return std::string();
+    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    if (text.find_first_of(",\"\n") == std::string::npos) return text;
+    std::string quoted = "\"";
+    for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + "\"";
+  };
+  std::string out;
+  for (std::size_t i = 0; i < columns.size(); ++i) out += (i ? "," : "") + columns[i];
+  out += '\n';
+  for (const auto& row : json) {
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      if (i) out += ',';
+      if (row.contains(columns[i])) out += cell(row[columns[i]]);
+    }
+    out += '\n';
+  }
+  return out;
+}
+
 std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_memory) {
   std::string out = fmt::format(
-      "{:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>11} {:>10} {:>8} {:>11} "
-      "{:>11} {:>11}",
-      "batch", "prompt", "gen", "prefill s", "decode s", "total s", "prefill t/s", "decode t/s",
-      "total t/s", "kv cache", "kv/seq", "of full", "kv moved", "w moved", "peak gpu");
+      "{:>9} {:>6} {:>9} {:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>11} "
+      "{:>10} {:>8} {:>11} {:>11} {:>11}",
+      "policy", "budget", "block", "batch", "prompt", "gen", "prefill s", "decode s", "total s",
+      "prefill t/s", "decode t/s", "total t/s", "kv cache", "kv/seq", "of full", "kv moved",
+      "w moved", "peak gpu");
   const bool predicted = std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) {
     return r.predicted_tokens_per_second > 0;
   });
@@ -29,9 +104,16 @@ std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_mem
   }
   out += '\n';
   for (const BenchRow& r : rows) {
-    out += fmt::format("{:>6} {:>7} {:>5}", r.config.batch, r.config.prompt_len, r.config.gen_len);
+    out += fmt::format("{:>9} {:>6} {:>9} {:>6} {:>7} {:>5}", r.policy,
+                       r.kv_budget.empty() ? std::string("-") : r.kv_budget,
+                       fmt::format("{}x{}", r.gpu_batch, r.num_gpu_batches), r.config.batch,
+                       r.config.prompt_len, r.config.gen_len);
     if (!r.error.empty()) {
-      out += fmt::format("  {}\n", r.error);
+      out += fmt::format("  {}", r.error);
+      if (r.predicted_tokens_per_second > 0) {
+        out += fmt::format(" — projected {:.1f} tokens/s", r.predicted_tokens_per_second);
+      }
+      out += '\n';
       continue;
     }
     const double of_full = r.full_kv_per_sequence.per_sequence() > 0

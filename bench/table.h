@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/throughput.h"
 
 namespace offgen::bench {
@@ -17,5 +19,11 @@ namespace offgen::bench {
 // more columns give the largest batch whose KV fits in kv_memory bytes, under this policy and
 // `full`.
 std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_memory = 0);
+
+// Every row with every field (bench --json), and the same as CSV (bench --csv): rows that did not
+// run carry their error and the memory they would need; status is measured, projected (the cost
+// model's number only) or not run.
+nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows);
+std::string rows_csv(const std::vector<BenchRow>& rows);
 
 }  // namespace offgen::bench

@@ -1,11 +1,15 @@
 #include "bench/throughput.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <random>
 
 #include "engine/core/error.h"
+#include "engine/core/units.h"
 #include "engine/runtime/batch_runner.h"
+#include "engine/runtime/planner.h"
 #include "scheduler/batch_formation.h"
 
 namespace offgen::bench {
@@ -49,7 +53,12 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
   using Clock = std::chrono::steady_clock;
   BenchRow row;
   row.config = config;
+  row.policy = policy_name(engine.policy_kind());
   const OptConfig& model = engine.config();
+  if (config.batch >= 1) {
+    row.num_gpu_batches = std::min(engine.block_shape().num_gpu_batches, config.batch);
+    row.gpu_batch = gpu_batch_size(config.batch, row.num_gpu_batches);
+  }
   if (config.batch < 1 || config.prompt_len < 1 || config.gen_len < 1) {
     row.error = "batch, prompt and gen lengths must be >= 1";
     return row;
@@ -80,8 +89,10 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     run.prompt_len = config.prompt_len;
     run.gen_len = config.gen_len;
     run.kv_capacity = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len);
+    run.scored = engine.scored_policy(config.prompt_len, config.gen_len - 1, total_len);
     run.weights_gpu = engine.weight_placement().gpu;
     run.weights_disk = engine.weight_placement().disk_share();
+    run.block = engine.block_shape();
     row.predicted_tokens_per_second = predict(model, *profile, run).tokens_per_second;
   }
   engine.device().reset_peaks();
@@ -128,8 +139,30 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
         static_cast<double>(engine.weight_bytes_moved() - weights_moved_before) / config.gen_len;
     row.prefill_seconds = std::chrono::duration<double>(prefilled - start).count();
     row.decode_seconds = std::chrono::duration<double>(done - prefilled).count();
+    row.measured = true;
   } catch (const OutOfMemoryError& e) {
-    row.error = fmt::format("does not fit: {}", e.what());
+    // What the run would need: the planner's arithmetic for the engine's placement.
+    PlanRequest request;
+    request.prompt_len = config.prompt_len;
+    request.gen_len = config.gen_len;
+    request.kv_budget = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len) - 1;
+    request.scored_policy = engine.scored_policy(config.prompt_len, config.gen_len - 1, total_len);
+    Plan plan;
+    plan.block = config.batch;
+    plan.gpu_batch = row.gpu_batch;
+    plan.num_gpu_batches = row.num_gpu_batches;
+    plan.weights_gpu = engine.weight_placement().gpu;
+    plan.weights_cpu = engine.weight_placement().cpu;
+    plan.kv_gpu = engine.block_shape().kv_gpu_fraction;
+    plan.cpu_attention = engine.block_shape().cpu_attention;
+    const PlanMemory needed = plan_memory(model, request, plan);
+    row.needed_gpu_bytes = needed.gpu;
+    row.needed_pinned_bytes = needed.pinned;
+    row.error = fmt::format(
+        "does not fit: needs {} on the gpu tier (budget {}), {} pinned ({})",
+        format_bytes(needed.gpu), format_bytes(engine.device().usage(Tier::gpu).budget),
+        format_bytes(needed.pinned), format_bytes(engine.device().usage(Tier::pinned).budget));
+    spdlog::debug("{}", e.what());
   }
   row.peak_gpu_bytes = engine.device().usage(Tier::gpu).peak;
   row.peak_pinned_bytes = engine.device().usage(Tier::pinned).peak;

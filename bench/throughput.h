@@ -21,6 +21,15 @@ struct BenchCase {
 
 struct BenchRow {
   BenchCase config;
+  std::string policy = "full";  // the engine's KV policy and --kv-budget for the row
+  std::string kv_budget;        // as given ("" = the whole sequence)
+  int gpu_batch = 0;            // the block's split: sequences per GPU batch x GPU batches
+  int num_gpu_batches = 1;
+  // Measured rows ran; a row that does not fit is not measured, and carries the memory it would
+  // need and (with a profile) the cost model's projection instead.
+  bool measured = false;
+  std::uint64_t needed_gpu_bytes = 0;
+  std::uint64_t needed_pinned_bytes = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
   std::uint64_t kv_bytes = 0;              // KV cache and policy state allocated for the batch
@@ -47,7 +56,7 @@ struct BenchRow {
 };
 
 // Runs one case on the engine's device; a case that does not fit the memory budgets comes back
-// with `error` set instead of throwing, so a sweep goes on.
+// with `error` set (and the memory it would need) instead of throwing, so a sweep goes on.
 // With a profile, the row also carries the cost model's prediction for the same run.
 BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
                   const MachineProfile* profile = nullptr);

@@ -2,12 +2,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <fstream>
 #include <optional>
 
 #include "bench/table.h"
 #include "bench/throughput.h"
 #include "engine/cli/commands.h"
+#include "engine/core/error.h"
 #include "engine/core/units.h"
+#include "policies/kv_budget.h"
+#include "policies/kv_policy.h"
 
 namespace offgen::cli {
 
@@ -19,6 +23,19 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
       "with a profile every row shows the predicted throughput beside the measured");
   add_common_options(*cmd, options.common);
   plan_unless_placed(*cmd, options.common);
+  // bench sweeps policies and budgets: lists in place of the common single values.
+  cmd->remove_option(cmd->get_option("--policy"));
+  cmd->remove_option(cmd->get_option("--kv-budget"));
+  cmd->add_option("--policy", options.policies,
+                  "KV eviction policies, e.g. full,h2o (default full)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"full", "local", "h2o", "streaming"}));
+  cmd->add_option("--kv-budget", options.kv_budgets,
+                  "KV budgets swept for every policy but full: fractions < 1 of prompt + "
+                  "generation, or token counts >= 1, e.g. 0.1,0.2,0.5")
+      ->delimiter(',');
+  cmd->add_option("--json", options.json, "also write every row, with every field, to this file");
+  cmd->add_option("--csv", options.csv, "also write every row as CSV to this file");
   cmd->add_option("--batch", options.batches, "batch sizes, e.g. 1,8,32")
       ->delimiter(',')
       ->check(kPositiveInteger)
@@ -37,38 +54,78 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
   cmd->add_option("--seed", options.seed, "seed of the synthetic prompts")->capture_default_str();
 }
 
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  OFFGEN_CHECK(out.good(), "cannot write {}", path);
+}
+
+}  // namespace
+
 int run_bench(const BenchOptions& options) {
   const std::uint64_t kv_memory = options.kv_mem.empty() ? 0 : parse_bytes(options.kv_mem);
+  // Every (policy, budget) pair of the sweep: full once, the others at every budget.
+  std::vector<std::pair<PolicyKind, std::string>> policies;
+  const std::vector<std::string> policy_names =
+      options.policies.empty() ? std::vector<std::string>{"full"} : options.policies;
+  for (const std::string& name : policy_names) {
+    const PolicyKind kind = parse_policy(name);
+    if (kind == PolicyKind::full) {
+      policies.emplace_back(kind, "");
+      continue;
+    }
+    OFFGEN_CHECK(!options.kv_budgets.empty(),
+                 "--policy {} needs --kv-budget (a fraction like 0.2 or a token count)", name);
+    for (const std::string& budget : options.kv_budgets) policies.emplace_back(kind, budget);
+  }
+  // Fail on an unwritable output before the sweep, not after it.
+  for (const std::string& path : {options.json, options.csv}) {
+    if (!path.empty()) write_text(path, "");
+  }
+
   std::optional<MachineProfile> profile;
   if (!options.common.profile.empty()) profile = MachineProfile::load(options.common.profile);
-  EngineOptions engine_options = options.common.engine_options();
-  if (options.common.placement == Placement::planned) {
+  CommonOptions common = options.common;
+  common.policy = policy_name(policies.front().first);
+  common.kv_budget = policies.front().second;
+  EngineOptions engine_options = common.engine_options();
+  if (common.placement == Placement::planned) {
     // The engine's weight placement is fixed when it loads: plan once, for the sweep's largest
-    // case, with every row a block of its --batch split the plan's way.
+    // case (under its first policy), with every row a block of its --batch split the plan's way.
     RunLengths lengths;
     lengths.block = *std::max_element(options.batches.begin(), options.batches.end());
     lengths.prompt_len = *std::max_element(options.prompt_lens.begin(), options.prompt_lens.end());
     lengths.gen_len = *std::max_element(options.gen_lens.begin(), options.gen_lens.end());
     MachineProfile used;
-    if (plan_automatically(options.common, lengths, engine_options, &used)) profile = used;
+    if (plan_automatically(common, lengths, engine_options, &used)) profile = used;
   }
   Engine engine(engine_options);
-  const std::string budget =
-      options.common.kv_budget.empty() ? std::string("whole sequence") : options.common.kv_budget;
-  fmt::print(
-      "model: {}   device: {}   weights: {} ({} on the gpu tier)   policy: {}   kv budget: {}\n",
-      engine.model_description(), engine.device().name(), format_bytes(engine.weight_bytes()),
-      format_bytes(engine.weight_gpu_bytes()), options.common.policy, budget);
+  fmt::print("model: {}   device: {}   weights: {} ({} on the gpu tier)\n",
+             engine.model_description(), engine.device().name(),
+             format_bytes(engine.weight_bytes()), format_bytes(engine.weight_gpu_bytes()));
   // One small untimed case first, so first-touch page faults and thread-pool start-up are not
   // charged to the first row.
   bench::run_case(engine, {1, 8, 2}, options.seed);
   std::vector<bench::BenchRow> rows;
-  for (const bench::BenchCase& c :
-       bench::sweep(options.batches, options.prompt_lens, options.gen_lens)) {
-    rows.push_back(bench::run_case(engine, c, options.seed, profile ? &*profile : nullptr));
-    spdlog::debug("batch {} prompt {} gen {} done", c.batch, c.prompt_len, c.gen_len);
+  for (const auto& [kind, budget] : policies) {
+    PolicyOptions policy = engine_options.policy;
+    policy.kind = kind;
+    engine.set_policy(policy, budget.empty() ? 0.0 : parse_kv_budget(budget));
+    for (const bench::BenchCase& c :
+         bench::sweep(options.batches, options.prompt_lens, options.gen_lens)) {
+      bench::BenchRow row = bench::run_case(engine, c, options.seed, profile ? &*profile : nullptr);
+      row.kv_budget = budget;
+      spdlog::debug("{} {} batch {} prompt {} gen {} done", policy_name(kind), budget, c.batch,
+                    c.prompt_len, c.gen_len);
+      rows.push_back(std::move(row));
+    }
   }
   fmt::print("{}", bench::format_table(rows, kv_memory));
+  if (!options.json.empty()) write_text(options.json, bench::rows_json(rows).dump(2) + "\n");
+  if (!options.csv.empty()) write_text(options.csv, bench::rows_csv(rows));
   return 0;
 }
 

@@ -128,6 +128,11 @@ struct BenchOptions {
   std::vector<int> gen_lens = {32};
   std::uint64_t seed = 0;
   std::string kv_mem;  // e.g. "4GiB": also report the largest batch whose KV fits in it
+  // Swept too (each row's policy x budget; empty = the common --policy / --kv-budget).
+  std::vector<std::string> policies;
+  std::vector<std::string> kv_budgets;
+  std::string json;  // write every row here as JSON
+  std::string csv;   // ... and as CSV
 };
 void add_bench_command(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);

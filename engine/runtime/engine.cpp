@@ -224,6 +224,19 @@ std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int 
                                        streamer_.get(), block_shape());
 }
 
+void Engine::set_policy(const PolicyOptions& policy, double kv_budget) {
+  OFFGEN_CHECK(policy.kind == PolicyKind::full || kv_budget > 0.0,
+               "--policy {} needs --kv-budget (a fraction like 0.2 or a token count)",
+               policy_name(policy.kind));
+  options_.policy = policy;
+  options_.kv_budget = kv_budget;
+}
+
+bool Engine::scored_policy(int max_prompt, int max_new, int total_len) const {
+  return make_policy(options_.policy, policy_budget(max_prompt, max_new, total_len))
+      ->needs_scores();
+}
+
 BlockShape Engine::block_shape() const {
   return {options_.num_gpu_batches, options_.kv_gpu_fraction, options_.cpu_attention};
 }

@@ -117,6 +117,11 @@ class Engine {
   // Sequences run together: max_batch x num_gpu_batches.
   int block_size() const { return options_.max_batch * options_.num_gpu_batches; }
   BlockShape block_shape() const;
+  // The KV policy of runners made from now on (bench and compare sweep policies over one loaded
+  // model). Throws offgen::Error as the constructor does for a policy without a budget.
+  void set_policy(const PolicyOptions& policy, double kv_budget);
+  PolicyKind policy_kind() const { return options_.policy.kind; }
+  bool scored_policy(int max_prompt, int max_new, int total_len = 0) const;
 
   // Checks a request against the model (ids in the vocab, prompt + max_tokens within the
   // positions); returns the problem, or an empty string.
