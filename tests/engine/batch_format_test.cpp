@@ -93,6 +93,7 @@ TEST_F(BatchFormat, BadFieldsAreNamed) {
        "/v1/completions"},
       {R"({"custom_id": "a", "method": "GET", "body": {"prompt": "x"}})", "POST"},
       {R"({"custom_id": 5, "body": {"prompt": "x"}})", "custom_id"},
+      {R"({"body": {"prompt": "x"}})", "custom_id"},
       {R"({"custom_id": "a", "body": {"prompt": "x", "n": 2}})", "'n'"},
       {R"({"custom_id": "a", "body": {"prompt": ["x", "y"]}})", "more than one prompt"},
       {R"({"custom_id": "a", "body": {}})", "prompt"},
