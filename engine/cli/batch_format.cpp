@@ -196,9 +196,9 @@ nlohmann::ordered_json result_record(const JsonlLine& line, const ParsedLine& pa
       has_text ? completion_text(*tokenizer, config, result.tokens, parsed.stop) : std::string();
   if (parsed.format == LineFormat::plain) {
     Json record = {{"index", line.index}};
-    record.update(passthrough(line.value, {"prompt", "prompt_token_ids", "max_tokens",
-                                           "temperature", "top_k", "top_p", "seed", "stop",
-                                           "ignore_eos"}));
+    record.update(
+        passthrough(line.value, {"prompt", "prompt_token_ids", "max_tokens", "temperature", "top_k",
+                                 "top_p", "seed", "stop", "ignore_eos"}));
     if (!problem.empty()) {
       record["error"] = where;
       return record;
