@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-
 #include "engine/core/error.h"
 
 namespace offgen {
@@ -34,32 +32,54 @@ std::uint64_t WeightStreamer::slot_bytes() const {
   return slots_[0].bytes() + slots_[1].bytes();
 }
 
-void WeightStreamer::load(int layer) {
-  const int s = layer % 2;
+void WeightStreamer::load(std::uint64_t n) {
+  const auto s = static_cast<int>(n % 2);
+  const auto layer = static_cast<int>((n - epoch_) % static_cast<std::uint64_t>(layers_));
   released_[s]->wait_on(copies_);  // the kernels that read this slot last have run
   store_.load_layer(layer, slots_[s].as<Half>(), copies_);
   loaded_[s]->record(copies_);
-  bytes_moved_ += store_.offloaded_bytes(layer);
 }
 
 void WeightStreamer::begin_pass() {
-  for (int l = 0; l < std::min(2, layers_); ++l) load(l);
+  if (in_pass_) {
+    // The previous pass stopped early: its loads in flight may not be the layers this pass
+    // starts with. Number afresh from the next unused load (the slots' events keep the order).
+    epoch_ = next_load_;
+    started_ = false;
+  }
+  pass_start_ = started_ ? pass_start_ + static_cast<std::uint64_t>(layers_) : epoch_;
+  started_ = true;
+  in_pass_ = true;
+  while (next_load_ < pass_start_ + 2) {
+    load(next_load_);
+    ++next_load_;  // only once enqueued: a load that threw is not counted as in flight
+  }
 }
 
 void WeightStreamer::acquire(int layer, Stream& compute) {
-  OFFGEN_CHECK(layer >= 0 && layer < layers_, "weight streamer: no layer {}", layer);
-  const int s = layer % 2;
+  OFFGEN_CHECK(in_pass_ && layer >= 0 && layer < layers_, "weight streamer: no layer {} in a pass",
+               layer);
+  const std::uint64_t n = pass_start_ + static_cast<std::uint64_t>(layer);
+  OFFGEN_CHECK(n < next_load_, "weight streamer: layer {} acquired before its load", layer);
+  const auto s = static_cast<int>(n % 2);
   loaded_[s]->wait_on(compute);
   store_.bind_layer(layer, slots_[s].as<Half>());
+  bytes_moved_ += store_.offloaded_bytes(layer);
 }
 
 void WeightStreamer::release(int layer, Stream& compute) {
-  const int s = layer % 2;
-  released_[s]->record(compute);
-  if (layer + 2 < layers_) load(layer + 2);
-  // The last layer's kernels waited for every read of this pass: a failed one becomes the
-  // compute stream's error, so the pass's results are never read as if it had succeeded.
-  if (layer == layers_ - 1) store_.check_disk_reads(compute);
+  const std::uint64_t n = pass_start_ + static_cast<std::uint64_t>(layer);
+  released_[n % 2]->record(compute);
+  if (next_load_ == n + 2) {
+    load(next_load_);
+    ++next_load_;
+  }
+  if (layer == layers_ - 1) {
+    in_pass_ = false;
+    // The last layer's kernels waited for every read of this pass: a failed one becomes the
+    // compute stream's error, so the pass's results are never read as if it had succeeded.
+    store_.check_disk_reads(compute);
+  }
 }
 
 }  // namespace offgen

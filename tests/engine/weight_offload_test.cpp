@@ -243,6 +243,49 @@ TEST(DiskWeights, LoadingALayerNeverWaitsForTheDiskOnTheCallingThread) {
   EXPECT_EQ(std::memcmp(got.data(), want.data(), layer_bytes), 0);
 }
 
+TEST(DiskWeights, APassesFirstTwoLayersLoadWhileThePassBeforeEnds) {
+  test::TempDir disk;
+  auto checkpoint = Checkpoint::open(tiny_checkpoint());
+  const OptConfig& config = checkpoint->config();
+  ASSERT_GE(config.num_layers, 2);
+  CpuDevice device;
+  WeightStore store(device, config, *checkpoint, {0.2, 0.3, disk.path()});
+  WeightStreamer streamer(device, store, config.num_layers);
+  Stream& compute = device.stream(StreamRole::compute);
+  streamer.begin_pass();
+  for (int l = 0; l < config.num_layers; ++l) {
+    streamer.acquire(l, compute);
+    streamer.release(l, compute);
+  }
+  device.synchronize();
+  {
+    // With the disk reads and the copies held, the next pass's first two layers are usable
+    // anyway: the pass before started loading them.
+    StreamGate reads(device, device.stream(StreamRole::disk_read));
+    StreamGate copies(device, device.stream(StreamRole::h2d_weights));
+    streamer.begin_pass();
+    streamer.acquire(0, compute);
+    streamer.acquire(1, compute);
+    auto ready = device.create_event();
+    ready->record(compute);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!ready->query() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE(ready->query()) << "the pass waited for loads it should have found done";
+    streamer.release(0, compute);
+    streamer.release(1, compute);
+    reads.open();  // before either gate drains its stream: the copies wait for the reads
+    copies.open();
+  }
+  for (int l = 2; l < config.num_layers; ++l) {
+    streamer.acquire(l, compute);
+    streamer.release(l, compute);
+  }
+  device.synchronize();
+  EXPECT_EQ(streamer.bytes_moved(), 2 * store.offloaded_bytes());
+}
+
 // The descriptor of the store's (unlinked) weights file in `folder`.
 int weights_file_descriptor(const std::filesystem::path& folder) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
@@ -273,20 +316,24 @@ TEST(DiskWeights, AFailedReadIsAnErrorOfTheComputeStreamAndOfTheNextLoad) {
   pass();
   compute.synchronize();  // the reads succeed
 
-  // Cut the file short: every read now finds nothing there.
+  // Cut the file short: every read that runs from now on finds nothing there.
   const int fd = weights_file_descriptor(disk.path());
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::ftruncate(fd, 0), 0);
-  // The reads run behind this thread: the failure surfaces either at the compute stream's
-  // synchronize (the pass's last release enqueued a check there) or already on this thread, when
-  // the pass's later loads find it recorded.
-  try {
-    pass();
-    compute.synchronize();
-    FAIL() << "expected the failed read to surface";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--disk"), std::string::npos) << e.what();
+  // The next pass may still run on the layers the last one prefetched; the one after reads
+  // afresh. The failure surfaces at the compute stream's synchronize (a pass's last release
+  // enqueues a check there) or already on this thread, when a later load finds it recorded.
+  bool failed = false;
+  for (int attempt = 0; attempt < 2 && !failed; ++attempt) {
+    try {
+      pass();
+      compute.synchronize();
+    } catch (const Error& e) {
+      failed = true;
+      EXPECT_NE(std::string(e.what()).find("--disk"), std::string::npos) << e.what();
+    }
   }
+  EXPECT_TRUE(failed) << "a pass ran on weights whose read failed";
   EXPECT_THROW(pass(), Error);  // on this thread, before anything more is enqueued
   EXPECT_THROW(device.stream(StreamRole::disk_read).synchronize(), Error);
 }
