@@ -1,6 +1,7 @@
 #include "engine/core/half.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -28,8 +29,13 @@ __attribute__((target("f16c,avx"))) void float_to_half_f16c(const float* in, Hal
   for (; i < n; ++i) out[i] = float_to_half(in[i]);
 }
 
+// F16C from CPUID leaf 1 directly: clang before 18 does not take "f16c" in __builtin_cpu_supports.
 bool has_f16c() {
-  static const bool supported = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool supported = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ecx & bit_F16C) != 0;
+  }();
   return supported;
 }
 #endif
