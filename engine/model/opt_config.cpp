@@ -18,6 +18,10 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Printing a value for a message recurses once per level of nesting, so a file nested a million
+// deep would overflow the stack; config.json is two levels deep.
+constexpr int kMaxDepth = 64;
+
 // A JSON value, shortened so a huge malformed field cannot flood the error message.
 std::string brief(const Json& value) {
   std::string text = value.dump();
@@ -185,10 +189,17 @@ void OptConfig::validate() const {
 }
 
 OptConfig OptConfig::from_json_text(std::string_view text, std::string_view source) {
+  const auto limit_depth = [source](int depth, Json::parse_event_t event, const Json&) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= kMaxDepth) {
+      fail("{}: malformed JSON: nested more than {} levels deep", source, kMaxDepth);
+    }
+    return true;
+  };
   Json json;
   try {
-    json = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+    json = Json::parse(text.begin(), text.end(), limit_depth);
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     fail("{}: malformed JSON: {}", source, e.what());
   }
   if (!json.is_object()) fail("{}: expected a JSON object, got {}", source, json.type_name());

@@ -26,6 +26,7 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr std::size_t kHeaderLengthBytes = 8;
+constexpr int kMaxHeaderDepth = 64;
 
 std::string errno_text(int err) {
   return std::error_code(err, std::generic_category()).message();
@@ -190,9 +191,17 @@ void check_no_overlap(const std::string& where, std::vector<Extent>& extents) {
   }
 }
 
+void check_file_size(const std::string& where, std::size_t size) {
+  if (size < kHeaderLengthBytes) {
+    fail("{}: file is {} bytes, too short for a safetensors file (the header length alone is 8)",
+         where, size);
+  }
+}
+
 std::map<std::string, SafetensorsFile::Tensor> parse_file(const std::string& where,
                                                           const std::byte* bytes,
                                                           std::size_t size) {
+  check_file_size(where, size);
   std::uint64_t header_length = 0;
   for (std::size_t i = kHeaderLengthBytes; i-- > 0;) {
     header_length = (header_length << 8) | std::to_integer<std::uint64_t>(bytes[i]);
@@ -202,10 +211,19 @@ std::map<std::string, SafetensorsFile::Tensor> parse_file(const std::string& whe
          header_length, size);
   }
   const auto* text = reinterpret_cast<const char*>(bytes + kHeaderLengthBytes);
+  // Printing a value for a message recurses once per level of nesting, so a header nested a
+  // million deep would overflow the stack; real headers are three levels deep.
+  const auto limit_depth = [&where](int depth, Json::parse_event_t event, const Json&) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= kMaxHeaderDepth) {
+      fail("{}: header is nested more than {} levels deep", where, kMaxHeaderDepth);
+    }
+    return true;
+  };
   Json header;
   try {
-    header = Json::parse(text, text + header_length);
-  } catch (const Json::parse_error& e) {
+    header = Json::parse(text, text + header_length, limit_depth);
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     fail("{}: header is not valid JSON: {}", where, e.what());
   }
   if (!header.is_object()) fail("{}: header must be a JSON object, got {}", where, brief(header));
@@ -257,10 +275,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   }
   if (!S_ISREG(status.st_mode)) fail("{}: not a regular file", where);
   const auto size = static_cast<std::size_t>(status.st_size);
-  if (size < kHeaderLengthBytes) {
-    fail("{}: file is {} bytes, too short for a safetensors file (the header length alone is 8)",
-         where, size);
-  }
+  check_file_size(where, size);
 
   // Owned from here on, so the destructor unmaps if validation throws.
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
@@ -271,6 +286,15 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::pa
   file->mapping_size_ = size;
 
   file->tensors_ = parse_file(where, static_cast<const std::byte*>(mapping), size);
+  return file;
+}
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::from_bytes(std::span<const std::byte> bytes,
+                                                             const std::string& name) {
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = name;
+  file->owned_.assign(bytes.begin(), bytes.end());
+  file->tensors_ = parse_file(name, file->owned_.data(), file->owned_.size());
   return file;
 }
 
@@ -289,6 +313,7 @@ void SafetensorsFile::convert_to_f16(const Tensor& tensor, Half* dst) {
       "tensor '{}': cannot convert {} to fp16", tensor.name, safetensors_dtype_name(tensor.dtype));
   const std::size_t element_size = dtype_size(tensor.dtype);
   const std::size_t numel = tensor.bytes / element_size;
+  if (numel == 0) return;  // dst may be null then, and memcpy must not see a null pointer
   const auto convert = [&](std::size_t begin, std::size_t end) {
     if (tensor.dtype == DType::f16) {
       std::memcpy(dst + begin, tensor.data + begin * element_size, (end - begin) * sizeof(Half));

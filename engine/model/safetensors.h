@@ -30,6 +30,9 @@ class SafetensorsFile {
   // Throws offgen::Error naming the file and the problem: too short, header length past the end,
   // bad JSON, unknown dtype, offsets out of range / overlapping / not matching shape × dtype size.
   static std::unique_ptr<SafetensorsFile> open(const std::filesystem::path& path);
+  // The same for a file's bytes held in memory (copied; `name` stands for the path in messages).
+  static std::unique_ptr<SafetensorsFile> from_bytes(std::span<const std::byte> bytes,
+                                                     const std::string& name);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -38,7 +41,8 @@ class SafetensorsFile {
   const std::map<std::string, Tensor>& tensors() const { return tensors_; }
   const Tensor* find(const std::string& name) const;
 
-  // Converts any accepted dtype to fp16 (round to nearest even). dst holds numel elements.
+  // Converts any accepted dtype to fp16 (round to nearest even). dst holds numel elements (may be
+  // null when there are none).
   static void convert_to_f16(const Tensor& tensor, Half* dst);
 
  private:
@@ -46,6 +50,7 @@ class SafetensorsFile {
   std::filesystem::path path_;
   void* mapping_ = nullptr;
   std::size_t mapping_size_ = 0;
+  std::vector<std::byte> owned_;  // from_bytes()'s copy
   std::map<std::string, Tensor> tensors_;
 };
 

@@ -229,6 +229,18 @@ TEST(OptConfig, MalformedJsonReportsThePosition) {
   EXPECT_NE(parse_error("[1, 2]").find("config.json: expected a JSON object"), std::string::npos);
 }
 
+// Found by tests/fuzz/config_fuzz: a number past double's range made nlohmann throw out_of_range,
+// not parse_error, which escaped without the file's name. And (found reading the code) a value
+// nested a million deep overflowed the stack when printed for the error message.
+TEST(OptConfig, HugeNumbersAndDeepNestingAreMalformedJson) {
+  EXPECT_NE(parse_error(R"({"hidden_size": 0.01e400})").find("config.json: malformed JSON"),
+            std::string::npos);
+  const std::size_t depth = 1'000'000;
+  const std::string deep =
+      "{\"hidden_size\": " + std::string(depth, '[') + std::string(depth, ']') + "}";
+  EXPECT_EQ(parse_error(deep), "config.json: malformed JSON: nested more than 64 levels deep");
+}
+
 TEST(OptConfig, FromJsonFileNamesTheDirectoryAndTheFile) {
   test::TempDir tmp;
   const auto path = tmp.path() / "my-opt" / "config.json";
