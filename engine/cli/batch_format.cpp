@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <limits>
 
 #include "engine/cli/request_fields.h"
@@ -16,6 +17,16 @@ using Json = nlohmann::ordered_json;
 
 constexpr const char* kBatchIdPrefix = "batch_req_";
 
+// A JSON number as a float; one beyond float's range becomes +-inf (which validation refuses)
+// rather than an undefined conversion.
+float to_float(const Json& v) {
+  const double d = v.get<double>();
+  if (std::abs(d) > std::numeric_limits<float>::max()) {
+    return d > 0 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+  }
+  return static_cast<float>(d);
+}
+
 // Reads the optional per-request fields shared by both formats from `fields` into `out`.
 std::string read_parameters(const Json& fields, const GenerateDefaults& defaults, std::size_t index,
                             ParsedLine& out) {
@@ -26,19 +37,21 @@ std::string read_parameters(const Json& fields, const GenerateDefaults& defaults
   if (fields.contains("max_tokens")) {
     const Json& v = fields["max_tokens"];
     if (!v.is_number_integer()) return "'max_tokens' must be an integer";
-    const auto n = v.get<std::int64_t>();
-    if (n < 1 || n > std::numeric_limits<int>::max()) {
-      return fmt::format("'max_tokens' must be >= 1 (got {})", n);
+    constexpr auto kMost = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > kMost) {
+      return fmt::format("'max_tokens' {} is more than any model's positions", v.dump());
     }
+    const auto n = v.get<std::int64_t>();
+    if (n < 1) return fmt::format("'max_tokens' must be >= 1 (got {})", n);
     r.max_tokens = static_cast<int>(n);
   }
   if (fields.contains("temperature")) {
     if (!fields["temperature"].is_number()) return "'temperature' must be a number";
-    r.sampling.temperature = fields["temperature"].get<float>();
+    r.sampling.temperature = to_float(fields["temperature"]);
   }
   if (fields.contains("top_p")) {
     if (!fields["top_p"].is_number()) return "'top_p' must be a number";
-    r.sampling.top_p = fields["top_p"].get<float>();
+    r.sampling.top_p = to_float(fields["top_p"]);
   }
   if (fields.contains("top_k")) {
     const Json& v = fields["top_k"];
@@ -195,10 +208,12 @@ nlohmann::ordered_json result_record(const JsonlLine& line, const ParsedLine& pa
   const std::string text =
       has_text ? completion_text(*tokenizer, config, result.tokens, parsed.stop) : std::string();
   if (parsed.format == LineFormat::plain) {
+    // The line's own "index" and "error" keys are not copied: they would hide which request
+    // the record answers and whether it failed.
     Json record = {{"index", line.index}};
     record.update(
-        passthrough(line.value, {"prompt", "prompt_token_ids", "max_tokens", "temperature", "top_k",
-                                 "top_p", "seed", "stop", "ignore_eos"}));
+        passthrough(line.value, {"index", "error", "prompt", "prompt_token_ids", "max_tokens",
+                                 "temperature", "top_k", "top_p", "seed", "stop", "ignore_eos"}));
     if (!problem.empty()) {
       record["error"] = where;
       return record;
