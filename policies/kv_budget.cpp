@@ -45,4 +45,28 @@ int policy_budget(PolicyKind kind, double budget, int max_prompt, int max_new, i
   return std::min(full, resolve_kv_budget(budget, total_len > 0 ? total_len : full, 0));
 }
 
+void validate_policy_budget(const PolicyOptions& policy, double budget) {
+  OFFGEN_CHECK(policy.recent_fraction >= 0.0 && policy.recent_fraction <= 1.0,
+               "--recent-fraction must be in [0, 1] (got {})", policy.recent_fraction);
+  OFFGEN_CHECK(policy.sinks >= 0, "--sinks must be >= 0 (got {})", policy.sinks);
+  OFFGEN_CHECK(policy.kind == PolicyKind::full || budget > 0.0,
+               "--policy {} needs --kv-budget (a fraction like 0.2 or a token count)",
+               policy_name(policy.kind));
+  // A fraction resolves per batch; effective_policy keeps it workable there.
+  if (policy.kind == PolicyKind::streaming && budget >= 1.0) {
+    OFFGEN_CHECK(budget > policy.sinks,
+                 "--kv-budget {} cannot hold --policy streaming's {} attention sinks (--sinks {}) "
+                 "plus one recent token: give --kv-budget {} or more, or lower --sinks",
+                 budget, policy.sinks, policy.sinks, policy.sinks + 1);
+  }
+}
+
+PolicyOptions effective_policy(const PolicyOptions& policy, int budget) {
+  PolicyOptions out = policy;
+  if (out.kind == PolicyKind::streaming && budget >= 1 && budget <= out.sinks) {
+    out.sinks = budget - 1;
+  }
+  return out;
+}
+
 }  // namespace offgen

@@ -23,4 +23,14 @@ int resolve_kv_budget(double budget, int prompt_len, int gen_len);
 // caches every token that ever enters the cache; otherwise the resolved budget, never more.
 int policy_budget(PolicyKind kind, double budget, int max_prompt, int max_new, int total_len = 0);
 
+// Checks the KV flags before any work: --recent-fraction in [0, 1], --sinks >= 0, and that a
+// token budget (an integer --kv-budget) holds what the policy always keeps — streaming: its sinks
+// plus one recent token. Throws offgen::Error naming the flags.
+void validate_policy_budget(const PolicyOptions& policy, double budget);
+
+// The policy a batch whose budget resolved to C runs: `policy` as given, except streaming with
+// C <= its sinks (a fraction budget of short sequences, or a sequence shorter than the sinks)
+// keeps C - 1 sinks, so C always holds the sinks and the newest token and no batch fails.
+PolicyOptions effective_policy(const PolicyOptions& policy, int budget);
+
 }  // namespace offgen

@@ -162,6 +162,7 @@ EngineOptions CommonOptions::engine_options() const {
   out.policy.recent_fraction = recent_fraction;
   out.policy.sinks = sinks;
   if (!kv_budget.empty()) out.kv_budget = parse_kv_budget(kv_budget);
+  validate_policy_budget(out.policy, out.kv_budget);  // before any planning or loading
   return out;
 }
 

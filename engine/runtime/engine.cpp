@@ -43,9 +43,7 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
                options.num_gpu_batches);
   OFFGEN_CHECK(options.kv_gpu_fraction >= 0.0 && options.kv_gpu_fraction <= 1.0,
                "the KV share on the gpu tier must be in [0, 1] (got {})", options.kv_gpu_fraction);
-  OFFGEN_CHECK(options.policy.kind == PolicyKind::full || options.kv_budget > 0.0,
-               "--policy {} needs --kv-budget (a fraction like 0.2 or a token count)",
-               policy_name(options.policy.kind));
+  validate_policy_budget(options.policy, options.kv_budget);
   namespace fs = std::filesystem;
   std::unique_ptr<WeightSource> source;
   std::unique_ptr<Checkpoint> checkpoint;
@@ -71,9 +69,20 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   placement_ = WeightPlacement::gpu_and_cpu(options.weights_gpu_fraction);
   if (options.weights_cpu_fraction >= 0.0) placement_.cpu = options.weights_cpu_fraction;
   placement_.disk = options.disk;
-  weights_ = std::make_unique<WeightStore>(*device_, config_, weights, placement_);
-  if (weights_->streamed()) {
-    streamer_ = std::make_unique<WeightStreamer>(*device_, *weights_, config_.num_layers);
+  try {
+    weights_ = std::make_unique<WeightStore>(*device_, config_, weights, placement_);
+    if (weights_->streamed()) {
+      streamer_ = std::make_unique<WeightStreamer>(*device_, *weights_, config_.num_layers);
+    }
+  } catch (const OutOfMemoryError& e) {
+    // Say which placement did not fit and which flags move it.
+    throw OutOfMemoryError(fmt::format(
+        "the weights of {} do not fit with {:.0f}% of each layer on the gpu tier, {:.0f}% in "
+        "pinned memory and {:.0f}% on disk: {}. Lower --weights-gpu / --weights-cpu (with --disk "
+        "DIR for the rest), raise --gpu-mem / --cpu-mem, or give no placement flags and let the "
+        "planner choose",
+        model_description_, 100.0 * placement_.gpu, 100.0 * placement_.cpu,
+        100.0 * placement_.disk_share(), e.what()));
   }
 
   fs::path tokenizer_dir = options.tokenizer;
@@ -119,7 +128,8 @@ namespace {
 
 // Runs one batch; if its runner does not fit the memory budgets, splits it in two and retries,
 // down to single requests, which then fail alone. Safe because a batch's only allocation is its
-// runner, made before anything is reported.
+// runner, made before anything is reported (run_in_batches retries only batches that reported
+// nothing, so no request is ever reported twice).
 template <typename Run, typename FailOne>
 void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& run,
                           const FailOne& fail_one) {
@@ -141,12 +151,21 @@ void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& ru
 // What generate and score share: each request is checked (a bad one is reported at once and
 // skipped), the good ones run in length-sorted batches, and a request that does not fit even
 // alone gets its own "does not fit" error.
+// `before_batch` runs before each batch (the interrupt check); run_batch(batch, results, report)
+// reports each request it finishes through `report`.
 template <typename Result, typename Request, typename Check, typename Length, typename RunBatch,
-          typename Callback>
+          typename Callback, typename BeforeBatch>
 std::vector<Result> run_in_batches(std::span<const Request> requests, std::size_t max_batch,
                                    const Check& check, const Length& length,
-                                   const RunBatch& run_batch, const Callback& on_done) {
+                                   const RunBatch& run_batch, const Callback& on_done,
+                                   const BeforeBatch& before_batch) {
   std::vector<Result> results(requests.size());
+  std::size_t reported = 0;
+  const std::function<void(std::size_t, const Result&)> report = [&](std::size_t index,
+                                                                     const Result& result) {
+    ++reported;
+    if (on_done) on_done(index, result);
+  };
   std::vector<std::size_t> good;
   std::vector<std::size_t> lengths;
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -154,19 +173,35 @@ std::vector<Result> run_in_batches(std::span<const Request> requests, std::size_
     if (results[i].error.empty()) {
       good.push_back(i);
       lengths.push_back(length(requests[i]));
-    } else if (on_done) {
-      on_done(i, results[i]);
+    } else {
+      report(i, results[i]);
     }
   }
   for (const auto& group : group_by_length(lengths, max_batch)) {
+    before_batch();
     std::vector<std::size_t> indices;
     for (std::size_t g : group) indices.push_back(good[g]);
     run_splitting_on_oom(
-        indices, [&](std::span<const std::size_t> batch) { run_batch(batch, results); },
+        indices,
+        [&](std::span<const std::size_t> batch) {
+          const std::size_t before = reported;
+          try {
+            run_batch(batch, results, report);
+          } catch (const OutOfMemoryError& e) {
+            // An allocation failing after some of the batch was reported (a device's own
+            // workspace, not the runner) cannot be retried without answering a request twice.
+            if (reported != before) {
+              throw Error(
+                  fmt::format("the device ran out of memory while running a batch: {}", e.what()));
+            }
+            for (std::size_t index : batch) results[index] = Result{};  // a retry starts afresh
+            throw;
+          }
+        },
         [&](std::size_t index, const std::string& why) {
           results[index] = Result{};
           results[index].error = fmt::format("does not fit the memory budgets: {}", why);
-          if (on_done) on_done(index, results[index]);
+          report(index, results[index]);
         });
   }
   return results;
@@ -216,25 +251,30 @@ int Engine::policy_budget(int max_prompt, int max_new, int total_len) const {
                                total_len);
 }
 
+std::unique_ptr<KvPolicy> Engine::batch_policy(int budget) const {
+  return make_policy(effective_policy(options_.policy, budget), budget);
+}
+
+void Engine::check_interrupt() const {
+  if (interrupted_ && interrupted_()) throw Interrupted("interrupted");
+}
+
 std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new,
                                                  int total_len) {
   const int budget = policy_budget(max_prompt, max_new, total_len);
   return std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), batch,
-                                       max_prompt, max_new, make_policy(options_.policy, budget),
-                                       streamer_.get(), block_shape());
+                                       max_prompt, max_new, batch_policy(budget), streamer_.get(),
+                                       block_shape());
 }
 
 void Engine::set_policy(const PolicyOptions& policy, double kv_budget) {
-  OFFGEN_CHECK(policy.kind == PolicyKind::full || kv_budget > 0.0,
-               "--policy {} needs --kv-budget (a fraction like 0.2 or a token count)",
-               policy_name(policy.kind));
+  validate_policy_budget(policy, kv_budget);
   options_.policy = policy;
   options_.kv_budget = kv_budget;
 }
 
 bool Engine::scored_policy(int max_prompt, int max_new, int total_len) const {
-  return make_policy(options_.policy, policy_budget(max_prompt, max_new, total_len))
-      ->needs_scores();
+  return batch_policy(policy_budget(max_prompt, max_new, total_len))->needs_scores();
 }
 
 BlockShape Engine::block_shape() const {
@@ -243,7 +283,7 @@ BlockShape Engine::block_shape() const {
 
 KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) const {
   const int budget = policy_budget(max_prompt, max_new, total_len);
-  const bool scored = make_policy(options_.policy, budget)->needs_scores();
+  const bool scored = batch_policy(budget)->needs_scores();
   return offgen::kv_footprint(config_, budget + 1, scored, max_prompt);
 }
 
@@ -253,10 +293,9 @@ std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest
       requests, static_cast<std::size_t>(block_size()),
       [&](const GenerationRequest& r) { return check(r); },
       [](const GenerationRequest& r) { return r.prompt.size(); },
-      [&](std::span<const std::size_t> batch, std::vector<GenerationResult>& results) {
-        generate_batch(requests, batch, results, on_done);
-      },
-      on_done);
+      [&](std::span<const std::size_t> batch, std::vector<GenerationResult>& results,
+          const GenerationCallback& report) { generate_batch(requests, batch, results, report); },
+      on_done, [&] { check_interrupt(); });
 }
 
 void Engine::generate_batch(std::span<const GenerationRequest> requests,
@@ -275,6 +314,7 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
   const PaddedBatch padded = left_pad(prompts, config_.pad_token_id);
   // The last sampled token is never fed back, so the cache needs max_new - 1 decode slots.
   auto runner = make_runner(batch, padded.seq, max_new - 1, padded.seq + max_new);
+  check_interrupt();
   runner->prefill(padded);
 
   // An all-greedy batch picks on the device and copies back one id per sequence per step;
@@ -321,6 +361,7 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
     for (std::size_t b = 0; b < indices.size(); ++b) {
       if (!active[b]) next[b] = config_.pad_token_id;
     }
+    check_interrupt();
     runner->decode(next, active);
     read_step();
   }
@@ -333,10 +374,11 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
       requests, static_cast<std::size_t>(block_size()),
       [&](const ScoreRequest& r) { return check(r); },
       [](const ScoreRequest& r) { return r.tokens.size(); },
-      [&](std::span<const std::size_t> batch, std::vector<ScoreResult>& results) {
-        score_batch(requests, batch, prefill_tokens, results, on_done);
+      [&](std::span<const std::size_t> batch, std::vector<ScoreResult>& results,
+          const ScoreCallback& report) {
+        score_batch(requests, batch, prefill_tokens, results, report);
       },
-      on_done);
+      on_done, [&] { check_interrupt(); });
 }
 
 void Engine::score_batch(std::span<const ScoreRequest> requests,
@@ -360,6 +402,7 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
   const PaddedBatch padded = left_pad(prefixes, config_.pad_token_id);
   const int longest = *std::max_element(lengths.begin(), lengths.end());
   auto runner = make_runner(batch, padded.seq, decode_steps, longest);
+  check_interrupt();
   runner->prefill(padded);
 
   // Prefill rows: row (b, column) holds token i = column - padding; its target is token i + 1.
@@ -395,6 +438,7 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
       advancing[b] = real ? 1 : 0;
       step_targets[b] = real ? tokens[static_cast<std::size_t>(at + 1)] : -1;
     }
+    check_interrupt();
     runner->decode(inputs, advancing);
     lp = runner->target_logprobs(step_targets);
     for (std::size_t b = 0; b < indices.size(); ++b) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
 #include "engine/runtime/block_shape.h"
@@ -89,6 +90,14 @@ struct ScoreResult {
   std::string error;
 };
 
+// Thrown by Engine::generate and Engine::score when the interrupt check (set_interrupt_check)
+// asks them to stop: every request reported through on_done before it is complete; the others
+// did not run, or were dropped unfinished from the batch in flight.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
 class Engine {
  public:
   // Loads the model (and tokenizer, if one is found) onto the chosen device. Throws offgen::Error
@@ -128,6 +137,11 @@ class Engine {
   std::string check(const GenerationRequest& request) const;
   std::string check(const ScoreRequest& request) const;
 
+  // Checked before each batch and each step of a batch (the prefill, every decode step): when
+  // it returns true, generate and score stop there and throw Interrupted. Empty: never. Called
+  // on the thread that runs generate / score; a signal handler's flag is the usual source.
+  void set_interrupt_check(std::function<bool()> check) { interrupted_ = std::move(check); }
+
   // Runs every request; bad requests get `error` set and the rest still run. `on_done(index,
   // result)` is called as each request finishes (batch by batch, not in input order).
   using GenerationCallback = std::function<void(std::size_t, const GenerationResult&)>;
@@ -163,6 +177,10 @@ class Engine {
 
   // The policy's budget C for sequences of total_len tokens, at most what they ever cache.
   int policy_budget(int max_prompt, int max_new, int total_len) const;
+  // The policy a batch with budget C runs (see effective_policy in policies/kv_budget.h).
+  std::unique_ptr<KvPolicy> batch_policy(int budget) const;
+  // Throws Interrupted when the interrupt check says stop.
+  void check_interrupt() const;
 
   EngineOptions options_;
   OptConfig config_;
@@ -173,6 +191,7 @@ class Engine {
   WeightPlacement placement_;
   std::unique_ptr<WeightStore> weights_;
   std::unique_ptr<WeightStreamer> streamer_;  // when weights are offloaded
+  std::function<bool()> interrupted_;
 };
 
 }  // namespace offgen

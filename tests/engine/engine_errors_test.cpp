@@ -176,3 +176,116 @@ TEST(EngineBatches, ARequestThatCannotFitAloneFailsAloneWithTheReason) {
 
 }  // namespace
 }  // namespace offgen
+
+namespace offgen {
+namespace {
+
+EngineOptions tiny_options() {
+  EngineOptions options;
+  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.device = DeviceChoice::cpu;
+  return options;
+}
+
+std::vector<GenerationRequest> numbered_requests(int n, int max_tokens) {
+  std::vector<GenerationRequest> requests(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    auto& r = requests[static_cast<std::size_t>(i)];
+    r.prompt = {2, 10 + i, 20 + i, 30 + i};
+    r.max_tokens = max_tokens;
+    r.sampling.temperature = 0.0f;
+    r.ignore_eos = true;
+  }
+  return requests;
+}
+
+// The interrupt check stops a run between steps: what was reported is complete and identical to
+// an uninterrupted run, nothing is reported twice, and the rest is not reported at all.
+TEST(EngineInterrupt, StopsBetweenStepsAndReportsOnlyFinishedRequestsOnce) {
+  EngineOptions options = tiny_options();
+  options.max_batch = 2;
+  Engine engine(options);
+  const auto requests = numbered_requests(7, 6);
+  const auto expected = engine.generate(requests);
+  for (int stop_at : {1, 2, 9, 12, 20}) {
+    SCOPED_TRACE("stop at check " + std::to_string(stop_at));
+    int checks = 0;
+    engine.set_interrupt_check([&] { return ++checks >= stop_at; });
+    std::vector<int> reported(requests.size(), 0);
+    EXPECT_THROW(engine.generate(requests,
+                                 [&](std::size_t i, const GenerationResult& result) {
+                                   ++reported[i];
+                                   EXPECT_EQ(result.tokens, expected[i].tokens);
+                                 }),
+                 Interrupted);
+    int done = 0;
+    for (int n : reported) {
+      EXPECT_LE(n, 1);
+      done += n;
+    }
+    EXPECT_LT(done, 7);
+    if (stop_at <= 2) {
+      EXPECT_EQ(done, 0);  // before the first batch, or before its prefill
+    }
+  }
+  engine.set_interrupt_check({});
+  EXPECT_EQ(engine.generate(requests).size(), requests.size());
+
+  // score stops the same way.
+  std::vector<ScoreRequest> texts(4);
+  for (auto& t : texts) t.tokens = {2, 40, 50, 60, 70, 80};
+  int checks = 0;
+  engine.set_interrupt_check([&] { return ++checks >= 4; });
+  std::size_t scored = 0;
+  EXPECT_THROW(engine.score(texts, 2, [&](std::size_t, const ScoreResult&) { ++scored; }),
+               Interrupted);
+  EXPECT_LT(scored, texts.size());
+}
+
+// Streaming KV budgets: a token budget below the sinks is refused before any work, naming the
+// flags; a fraction that resolves below them for short sequences, and sequences shorter than the
+// sinks, run (the batch keeps fewer sinks) instead of failing midway.
+TEST(EnginePolicies, StreamingBudgetsBelowTheSinksFailEarlyOrRun) {
+  EngineOptions options = tiny_options();
+  options.policy.kind = PolicyKind::streaming;
+  options.policy.sinks = 4;
+  options.kv_budget = 3;
+  try {
+    Engine engine(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--kv-budget 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("--sinks 4"), std::string::npos) << what;
+  }
+  options.kv_budget = 5;
+  Engine engine(options);
+  std::vector<GenerationRequest> short_ones = numbered_requests(2, 2);
+  for (auto& r : short_ones) r.prompt = {2, 7};  // 3 tokens cached in all: fewer than the sinks
+  for (const auto& r : engine.generate(short_ones)) {
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.tokens.size(), 2u);
+  }
+  EXPECT_THROW(engine.set_policy(options.policy, 2), Error);
+  engine.set_policy(options.policy, 0.1);  // C = ceil(0.1 * 12) = 2 for the requests below
+  for (const auto& r : engine.generate(numbered_requests(3, 8))) {
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.tokens.size(), 8u);
+  }
+  // h2o with the smallest budget keeps only the newest token, and runs.
+  PolicyOptions h2o;
+  h2o.kind = PolicyKind::h2o;
+  for (double recent : {0.0, 0.5, 1.0}) {
+    h2o.recent_fraction = recent;
+    engine.set_policy(h2o, 1);
+    for (const auto& r : engine.generate(numbered_requests(2, 5))) {
+      EXPECT_TRUE(r.error.empty()) << r.error;
+      EXPECT_EQ(r.tokens.size(), 5u);
+    }
+  }
+  h2o.recent_fraction = 1.5;
+  EXPECT_THROW(engine.set_policy(h2o, 0.2), Error);
+}
+
+}  // namespace
+}  // namespace offgen
