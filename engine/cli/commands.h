@@ -115,6 +115,7 @@ struct ScoreOptions {
   CommonOptions common;
   std::string input;
   std::string output;
+  bool resume = false;
   int prefill_tokens = 0;
 };
 void add_score_command(CLI::App& app, ScoreOptions& options);

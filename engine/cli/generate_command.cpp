@@ -4,14 +4,17 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "engine/cli/batch_format.h"
+#include "engine/cli/batch_job.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/jsonl.h"
 #include "engine/cli/progress.h"
 #include "engine/cli/request_fields.h"
 #include "engine/core/error.h"
+#include "engine/runtime/batch_runner.h"
 
 namespace offgen::cli {
 
@@ -35,7 +38,7 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
       ->required();
   cmd->add_flag("--resume", options.resume,
                 "keep the results already in --output (from an interrupted run of the same input) "
-                "and run only the requests without one");
+                "and run only the requests without one, or whose record is an error");
   cmd->add_option("--max-tokens", options.max_tokens,
                   "tokens to generate per request that does not say")
       ->check(kPositiveInteger)
@@ -57,6 +60,7 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
 int run_generate(const GenerateOptions& options) {
   const auto lines = read_jsonl(options.input);
   // Fails now, not after the work, if the output cannot be written.
+  check_output_folder(options.output);
   ResumableJsonlWriter writer(options.output, options.resume, record_index);
   EngineOptions engine_options = options.common.engine_options();
   // The requests are read before the model loads, so a planned placement fits the longest.
@@ -93,8 +97,13 @@ int run_generate(const GenerateOptions& options) {
     }
   }
 
-  // What an interrupted run already answered stays; it must be this input's output.
+  // What an interrupted run already answered stays; it must be this input's output. Its error
+  // records run again (a bad line fails again at once; one that did not fit may fit now).
   std::size_t errors = 0;
+  std::size_t kept = 0;
+  auto is_error = [](const nlohmann::ordered_json& record) {
+    return record.contains("error") && !record["error"].is_null();
+  };
   for (const auto& [index, record] : writer.recovered()) {
     OFFGEN_CHECK(index < lines.size(),
                  "--resume: {} answers request {}, but {} has only {} requests; is it the output "
@@ -107,12 +116,15 @@ int run_generate(const GenerateOptions& options) {
                    "is it the output of this input?",
                    options.output, index, lines[index].line_number, p.custom_id);
     }
-    if (record.contains("error") && !record["error"].is_null()) ++errors;
+    if (!is_error(record)) ++kept;
   }
   if (options.resume) {
     spdlog::info(
-        "--resume: {} of {} requests already answered in {}{}", writer.recovered().size(),
-        lines.size(), options.output,
+        "--resume: {} of {} requests already answered in {}{}{}", kept, lines.size(),
+        options.output,
+        kept < writer.recovered().size()
+            ? fmt::format(" ({} error records run again)", writer.recovered().size() - kept)
+            : std::string(),
         writer.dropped_bytes() > 0
             ? fmt::format(" (a partial last line of {} bytes was dropped)", writer.dropped_bytes())
             : std::string());
@@ -123,7 +135,8 @@ int run_generate(const GenerateOptions& options) {
   RunLengths lengths;
   lengths.gen_len = 1;
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (writer.recovered().count(i) != 0) continue;
+    const auto recovered = writer.recovered().find(i);
+    if (recovered != writer.recovered().end() && !is_error(recovered->second)) continue;
     to_run.push_back(i);
     requests.push_back(parsed[i].request);  // a rejected line has an empty prompt
     const int prompt = static_cast<int>(parsed[i].request.prompt.size());
@@ -140,8 +153,25 @@ int run_generate(const GenerateOptions& options) {
     spdlog::info("every request already has its result in {}", options.output);
     return errors == 0 ? 0 : 2;
   }
-  if (lengths.sequences > 0) plan_automatically(options.common, lengths, engine_options);
+  if (lengths.sequences > 0) {
+    plan_with_clear_errors([&] { plan_automatically(options.common, lengths, engine_options); });
+  }
   Engine engine(engine_options);
+  if (lengths.sequences > 0) {
+    // The smallest request alone: a lower bound of what any request needs.
+    int prompt = std::numeric_limits<int>::max();
+    int gen = std::numeric_limits<int>::max();
+    for (const GenerationRequest& r : requests) {
+      if (!engine.check(r).empty()) continue;
+      prompt = std::min(prompt, static_cast<int>(r.prompt.size()));
+      gen = std::min(gen, r.max_tokens);
+    }
+    if (prompt != std::numeric_limits<int>::max()) {
+      check_one_sequence_fits(
+          [&] { engine.make_runner(1, prompt, gen - 1, prompt + gen); },
+          fmt::format("the smallest request (prompt {}, max_tokens {})", prompt, gen));
+    }
+  }
 
   // A rejected line runs with an empty prompt, which the engine rejects at once without work;
   // the parse problem is what its output line reports.
@@ -149,16 +179,26 @@ int run_generate(const GenerateOptions& options) {
   std::size_t generated = 0;
   Progress progress(to_run.size());
   const auto start = std::chrono::steady_clock::now();
-  engine.generate(requests, [&](std::size_t k, const GenerationResult& result) {
-    const std::size_t index = to_run[k];
-    const std::string& problem =
-        parsed[index].problem.empty() ? result.error : parsed[index].problem;
-    if (!problem.empty()) ++errors;
-    writer.put(result_record(lines[index], parsed[index], result, problem, engine.tokenizer(),
-                             config, model_name, created));
-    generated += result.tokens.size();
-    progress.add(result.tokens.size());
-  });
+  const int stopped = run_guarded(
+      engine,
+      [&] {
+        engine.generate(requests, [&](std::size_t k, const GenerationResult& result) {
+          const std::size_t index = to_run[k];
+          const std::string& problem =
+              parsed[index].problem.empty() ? result.error : parsed[index].problem;
+          if (!problem.empty()) ++errors;
+          writer.put(result_record(lines[index], parsed[index], result, problem, engine.tokenizer(),
+                                   config, model_name, created));
+          generated += result.tokens.size();
+          progress.add(result.tokens.size());
+        });
+      },
+      [&] {
+        progress.finish();
+        return JobState{options.output, lines.size(),
+                        lines.size() - to_run.size() + writer.written(), writer.written()};
+      });
+  if (stopped >= 0) return stopped;
   progress.finish();
   writer.finish();
   const double seconds =

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <new>
+
 #include "engine/cli/commands.h"
 #include "engine/cli/compare_command.h"
 #include "engine/core/error.h"
@@ -10,6 +12,11 @@
 int main(int argc, char** argv) {
   CLI::App app{"offgen: batch inference for OPT language models on one device"};
   app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 every request succeeded; 2 the run completed but some requests got error "
+      "records; 1 the run failed (the message names the file or flag); 128 + N stopped by signal N "
+      "(130 SIGINT, 143 SIGTERM): the results written so far are kept, and the same command with "
+      "--resume answers the rest.");
   app.fallthrough();  // --log-level may also come after the subcommand
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
@@ -48,6 +55,11 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("compare")) return offgen::cli::run_compare(compare);
   } catch (const offgen::Error& e) {
     spdlog::error("{}", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    spdlog::error(
+        "out of host memory (lower --batch-size or --cpu-mem, or let the planner place "
+        "the run)");
     return 1;
   } catch (const std::exception& e) {
     spdlog::error("unexpected error: {}", e.what());

@@ -101,7 +101,92 @@ TEST(GenerateCommand, UnwritableOutputFailsBeforeAnyWork) {
     cli::run_generate(options);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot write output file"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("missing-dir does not exist"), std::string::npos)
+        << e.what();
+  }
+  // A path that cannot be opened for writing (here: a folder).
+  std::filesystem::create_directories(dir.path() / "a-folder");
+  options.output = (dir.path() / "a-folder").string();
+  try {
+    cli::run_generate(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot write output file " + options.output),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// Each bad request gets its own error record naming its line and the problem; every other line is
+// answered, and the run exits 2.
+TEST(GenerateCommand, EveryKindOfBadRequestFailsAloneWithAClearMessage) {
+  test::TempDir dir;
+  nlohmann::json long_ids = nlohmann::json::array();
+  for (int i = 0; i < 64; ++i) long_ids.push_back(10);
+  // (line, what the error says); an empty expectation marks a line that must succeed.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"prompt_token_ids": [2, 7], "max_tokens": 2})", ""},
+      {"{\"prompt\": \"bad \xff\xfe utf-8\"}", "invalid JSON"},
+      {R"({"prompt": "lone \ud800 surrogate"})", "invalid JSON"},
+      {R"({"prompt_token_ids": []})", "the prompt is empty"},
+      {R"({"prompt": "", "max_tokens": 2})", ""},  // BOS alone: a valid prompt
+      {R"({"prompt_token_ids": [2, -5]})", "outside the vocabulary"},
+      {R"({"prompt_token_ids": [2, 1000]})", "outside the vocabulary"},
+      {R"({"prompt_token_ids": [2, 4294967296]})", "outside the vocabulary"},
+      {R"({"prompt_token_ids": [2, 1.5]})", "must be an array of integers"},
+      {R"({"prompt_token_ids": [2, 7], "max_tokens": 0})", "'max_tokens' must be >= 1 (got 0)"},
+      {R"({"prompt_token_ids": [2, 7], "max_tokens": -3})", "'max_tokens' must be >= 1 (got -3)"},
+      {R"({"prompt_token_ids": [2, 7], "max_tokens": 63})", ""},  // 2 + 63 - 1 = 64 positions
+      {R"({"prompt_token_ids": [2, 7], "max_tokens": 64})", "exceeds the model's 64 positions"},
+      {R"({"prompt_token_ids": [2, 7], "max_tokens": 99999999999})",
+       "more than any model's positions"},
+      {R"({"prompt_token_ids": [2, 7], "max_tokens": 2.5})", "'max_tokens' must be an integer"},
+      {nlohmann::json{{"prompt_token_ids", long_ids}, {"max_tokens", 2}}.dump(),
+       "exceeds the model's 64 positions"},
+      {R"({"prompt_token_ids": [2, 7], "temperature": -1})", "temperature must be >= 0"},
+      {R"({"prompt_token_ids": [2, 7], "temperature": 1e39})", "temperature must be >= 0"},
+      {R"({"prompt_token_ids": [2, 7], "temperature": "hot"})", "'temperature' must be a number"},
+      {R"({"prompt_token_ids": [2, 7], "top_p": 0})", "top_p must be in (0, 1]"},
+      {R"({"prompt_token_ids": [2, 7], "top_p": 1.5})", "top_p must be in (0, 1]"},
+      {R"({"prompt_token_ids": [2, 7], "top_k": -2})", "'top_k' must be >= -1"},
+      {R"({"prompt_token_ids": [2, 7], "top_k": 2.5})", "'top_k' must be an integer"},
+      {R"({"prompt_token_ids": [2, 7], "top_k": -1, "max_tokens": 2})", ""},  // -1: off
+      {R"({"prompt_token_ids": [2, 7], "seed": "x"})", "'seed' must be an integer"},
+      {R"({"prompt_token_ids": [2, 7], "stop": [""]})", "'stop' strings must not be empty"},
+      {R"({"prompt_token_ids": [2, 7], "index": 0, "error": "x", "max_tokens": 2})", ""},
+      {R"({"custom_id": "b", "body": {"prompt": [], "max_tokens": 2}})", "the prompt is empty"},
+      {R"({"custom_id": "c", "body": {"prompt": ["a", "b"]}})", "more than one prompt"},
+      {R"({"custom_id": "d", "body": {"prompt": "x", "n": 2}})", "'n' must be 1"},
+      {R"({"custom_id": "e", "body": {"prompt": [2, 7], "max_tokens": 0}})",
+       "'max_tokens' must be >= 1"},
+  };
+  std::string text;
+  for (const auto& [line, _] : cases) text += line + "\n";
+  test::write_file(dir.path() / "in.jsonl", text);
+  cli::GenerateOptions options;
+  options.common = tiny_model();
+  options.input = (dir.path() / "in.jsonl").string();
+  options.output = (dir.path() / "out.jsonl").string();
+  options.temperature = 0.0f;
+  EXPECT_EQ(cli::run_generate(options), 2);
+  const auto lines = read_lines(options.output);
+  ASSERT_EQ(lines.size(), cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const nlohmann::json& r = lines[i];
+    SCOPED_TRACE(cases[i].first + " -> " + r.dump());
+    const bool batch = r.contains("custom_id") && r.contains("response");
+    const nlohmann::json error = batch ? r["error"] : (r.contains("error") ? r["error"] : nullptr);
+    if (cases[i].second.empty()) {
+      EXPECT_TRUE(error.is_null());
+      EXPECT_EQ(r["index"], i);  // the line's own "index" key does not replace it
+      EXPECT_FALSE(r["token_ids"].empty());
+      continue;
+    }
+    ASSERT_FALSE(error.is_null());
+    const std::string message =
+        batch ? error["message"].get<std::string>() : error.get<std::string>();
+    EXPECT_NE(message.find("line " + std::to_string(i + 1)), std::string::npos);
+    EXPECT_NE(message.find(cases[i].second), std::string::npos);
   }
 }
 
@@ -139,6 +224,81 @@ TEST(GenerateCommand, SamplingIsReproducibleForASeed) {
   EXPECT_EQ(a[1]["token_ids"], b[1]["token_ids"]);
   // Request i samples with seed + i, so identical prompts still get their own draws.
   EXPECT_NE(a[0]["token_ids"], a[1]["token_ids"]);
+}
+
+TEST(ScoreCommand, BadTextsFailAloneAndTheRestAreScored) {
+  test::TempDir dir;
+  nlohmann::json long_ids = nlohmann::json::array();
+  for (int i = 0; i < 65; ++i) long_ids.push_back(10);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"token_ids": [2, 40, 50]})", ""},
+      {nlohmann::json{{"token_ids", long_ids}}.dump(), "more than the model's 64 positions"},
+      {R"({"token_ids": []})", "the text has no tokens"},
+      {R"({"text": ""})", ""},  // BOS alone: nothing to score, perplexity null
+      {"{\"text\": \"bad \xc3\x28 utf-8\"}", "invalid JSON"},
+      {R"({"token_ids": [2, -1]})", "outside the vocabulary"},
+      {R"({"token_ids": [2, 1000]})", "outside the vocabulary"},
+      {R"({"neither": 1})", "neither 'text' nor 'token_ids'"},
+      {R"({"token_ids": [2, 40], "index": 7, "error": "x"})", ""},
+  };
+  std::string text;
+  for (const auto& [line, _] : cases) text += line + "\n";
+  test::write_file(dir.path() / "in.jsonl", text);
+  cli::ScoreOptions options;
+  options.common = tiny_model();
+  options.input = (dir.path() / "in.jsonl").string();
+  options.output = (dir.path() / "out.jsonl").string();
+  EXPECT_EQ(cli::run_score(options), 2);
+  const auto lines = read_lines(options.output);
+  ASSERT_EQ(lines.size(), cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const nlohmann::json& r = lines[i];
+    SCOPED_TRACE(cases[i].first + " -> " + r.dump());
+    EXPECT_EQ(r["index"], i);
+    if (cases[i].second.empty()) {
+      EXPECT_FALSE(r.contains("error"));
+      EXPECT_TRUE(r.contains("perplexity"));
+      continue;
+    }
+    ASSERT_TRUE(r.contains("error"));
+    EXPECT_NE(r["error"].get<std::string>().find("line " + std::to_string(i + 1)),
+              std::string::npos);
+    EXPECT_NE(r["error"].get<std::string>().find(cases[i].second), std::string::npos);
+  }
+  EXPECT_EQ(lines[3]["num_scored"], 0);
+  EXPECT_TRUE(lines[3]["perplexity"].is_null());
+}
+
+// --resume keeps the scored texts and runs the rest and every error record again (a run that
+// did not fit may fit now); a foreign output is refused.
+TEST(ScoreCommand, ResumeKeepsScoredTextsAndRedoesTheRest) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "in.jsonl",
+                   "{\"token_ids\": [2, 40, 50, 60]}\n{\"token_ids\": [2, 41, 51]}\n"
+                   "{\"token_ids\": [2, 42, 52, 62, 72]}\n");
+  cli::ScoreOptions options;
+  options.common = tiny_model();
+  options.input = (dir.path() / "in.jsonl").string();
+  options.output = (dir.path() / "out.jsonl").string();
+  ASSERT_EQ(cli::run_score(options), 0);
+  const auto complete = read_lines(options.output);
+  // An interrupted run: line 2's record kept, line 0's an error, line 1's torn.
+  test::write_file(options.output, nlohmann::json{{"index", 0}, {"error", "did not fit"}}.dump() +
+                                       "\n" + complete[2].dump() + "\n" +
+                                       complete[1].dump().substr(0, 10));
+  options.resume = true;
+  ASSERT_EQ(cli::run_score(options), 0);
+  EXPECT_EQ(read_lines(options.output), complete);
+
+  test::write_file(options.output,
+                   nlohmann::json{{"index", 1}, {"token_ids", {2, 9}}}.dump() + "\n");
+  try {
+    cli::run_score(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is it the output of this input"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ScoreCommand, WritesLogprobsAndPerplexityAndErrors) {

@@ -1,0 +1,86 @@
+#include "engine/cli/batch_job.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <new>
+
+#include "engine/cli/signals.h"
+#include "engine/core/error.h"
+
+namespace offgen::cli {
+
+void check_output_folder(const std::filesystem::path& output) {
+  namespace fs = std::filesystem;
+  const fs::path folder = output.has_parent_path() ? output.parent_path() : fs::path(".");
+  std::error_code ec;
+  const fs::file_status status = fs::status(folder, ec);
+  OFFGEN_CHECK(fs::exists(status), "--output {}: the folder {} does not exist", output.string(),
+               folder.string());
+  OFFGEN_CHECK(fs::is_directory(status), "--output {}: {} is not a folder", output.string(),
+               folder.string());
+}
+
+void check_one_sequence_fits(const std::function<void()>& make, const std::string& what) {
+  try {
+    make();
+  } catch (const OutOfMemoryError& e) {
+    fail(
+        "nothing can run: one sequence of {} does not fit the memory budgets with this "
+        "placement ({}). Raise --gpu-mem / --cpu-mem, keep less on the gpu tier (--weights-gpu, "
+        "--kv-gpu, --cpu-attention), shrink the KV cache (--policy with --kv-budget), or give no "
+        "placement flags and let the planner choose",
+        what, e.what());
+  }
+}
+
+void plan_with_clear_errors(const std::function<void()>& plan) {
+  try {
+    plan();
+  } catch (const OutOfMemoryError& e) {
+    fail(
+        "the planner needs a machine profile, and the quick calibration that makes one does not "
+        "fit the memory budgets ({}). Run `offgen calibrate` once without --gpu-mem / --cpu-mem "
+        "(or give --profile FILE), or give placement flags (--batch-size, --weights-gpu, ...)",
+        e.what());
+  }
+}
+
+namespace {
+
+std::string resume_hint(const JobState& s) {
+  const std::size_t left = s.total - std::min(s.answered, s.total);
+  return fmt::format(
+      "{} of {} requests are answered in {} ({} by this run); run the same command with --resume "
+      "to answer the other {}",
+      s.answered, s.total, s.output, s.this_run, left);
+}
+
+}  // namespace
+
+int run_guarded(Engine& engine, const std::function<void()>& work,
+                const std::function<JobState()>& state) {
+  StopSignals signals;
+  engine.set_interrupt_check(&StopSignals::requested);
+  try {
+    work();
+  } catch (const Interrupted&) {
+    engine.set_interrupt_check({});
+    const int signal = StopSignals::signal_number();
+    spdlog::warn("stopped by {}: {}", StopSignals::signal_name(signal), resume_hint(state()));
+    return StopSignals::exit_code(signal);
+  } catch (const Error& e) {
+    engine.set_interrupt_check({});
+    throw Error(fmt::format("{}\n{}", e.what(), resume_hint(state())));
+  } catch (const std::bad_alloc&) {
+    engine.set_interrupt_check({});
+    throw Error(fmt::format("out of host memory\n{}", resume_hint(state())));
+  } catch (const std::exception& e) {
+    engine.set_interrupt_check({});
+    throw Error(fmt::format("unexpected error: {}\n{}", e.what(), resume_hint(state())));
+  }
+  engine.set_interrupt_check({});
+  return -1;
+}
+
+}  // namespace offgen::cli

@@ -1,0 +1,45 @@
+// What the batch jobs (generate, score) share to fail clearly or keep going: checks before any
+// work, the run under a stop-signal guard, and the one message a stopped or failed run ends with
+// (how many requests are answered, and how `--resume` answers the rest).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "engine/runtime/engine.h"
+
+namespace offgen::cli {
+
+// --output's folder must exist: a clear error naming it, before any work.
+void check_output_folder(const std::filesystem::path& output);
+
+// Fails before any request runs (offgen::Error) when not even one sequence of the smallest request
+// (shortest prompt, fewest new tokens / decode steps) fits the memory budgets with the engine's
+// placement: every request would fail alone. `make` builds that runner (Engine::make_runner).
+void check_one_sequence_fits(const std::function<void()>& make, const std::string& what);
+
+// Runs `plan` (plan_automatically); an out-of-memory error there comes from the quick
+// calibration under small budgets and is reported as such, with what to do instead.
+void plan_with_clear_errors(const std::function<void()>& plan);
+
+// Where an interrupted or failed job stands.
+struct JobState {
+  std::string output;        // --output
+  std::size_t total = 0;     // requests in the input
+  std::size_t answered = 0;  // of them, with a record in the output
+  std::size_t this_run = 0;  // of those, written by this run
+};
+
+// Runs `work` (the engine's pass over the requests) with SIGINT / SIGTERM / SIGHUP caught:
+//  - finished: returns -1;
+//  - stopped by a signal: logs how many requests are answered and to resume with --resume, and
+//    returns the exit code (128 + the signal);
+//  - failed (offgen::Error, e.g. a write error on the output or a device error): rethrows it with
+//    the same resume hint appended.
+// `state()` is read after the work ends. `engine` gets the stop flag as its interrupt check.
+int run_guarded(Engine& engine, const std::function<void()>& work,
+                const std::function<JobState()>& state);
+
+}  // namespace offgen::cli

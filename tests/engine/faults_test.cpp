@@ -1,0 +1,547 @@
+// Faults a batch job meets while it runs for hours: a stop signal (SIGINT, SIGTERM, twice), a
+// full disk under the output file or the disk tier, a missing output folder, a device budget that
+// cannot hold the run. Each must end with a clear message and exit code, keep every finished line
+// whole, and leave a state that `--resume` completes with every request answered exactly once.
+// The real binary runs in a child process (to signal it, or to limit its file sizes).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/cli/commands.h"
+#include "engine/cli/signals.h"
+#include "engine/core/error.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::size_t count_lines(const fs::path& path) {
+  const std::string text = read_text(path);
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// Every line of a finished output (each must be whole JSON).
+std::vector<Json> read_records(const fs::path& path) {
+  std::istringstream in(read_text(path));
+  std::vector<Json> out;
+  std::string line;
+  while (std::getline(in, line)) out.push_back(Json::parse(line));
+  return out;
+}
+
+struct ChildOptions {
+  fs::path log;                  // stdout and stderr go here
+  std::uint64_t file_limit = 0;  // > 0: RLIMIT_FSIZE, with SIGXFSZ ignored (writes fail: EFBIG)
+};
+
+// Starts the offgen binary with `args` in a child whose stop signals have their default action
+// (whatever the test runner ignores) and none blocked.
+pid_t start_offgen(const std::vector<std::string>& args, const ChildOptions& options) {
+  std::vector<std::string> all = {OFFGEN_CLI_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int log = ::open(options.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  EXPECT_GE(log, 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGXFSZ}) ::signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (options.file_limit > 0) {
+      const rlimit limit = {options.file_limit, options.file_limit};
+      ::setrlimit(RLIMIT_FSIZE, &limit);
+      ::signal(SIGXFSZ, SIG_IGN);  // an ignored signal stays ignored across exec
+    }
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(log);
+  return pid;
+}
+
+// Waits for the child; a generous deadline (a loaded machine is slow), then it is killed.
+int wait_for(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ADD_FAILURE() << "offgen did not finish in time";
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return status;
+}
+
+// Waits until `path` has at least `lines` complete lines or the child ends; true in the first case.
+bool wait_for_lines(pid_t pid, const fs::path& path, std::size_t lines) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (count_lines(path) >= lines) return true;
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      ADD_FAILURE() << "offgen ended before writing " << lines << " lines";
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+int exit_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+fs::path tiny_model() {
+  return test::data_dir() / "golden" / "tiny-preln";
+}
+
+// A small trained checkpoint (5.5M parameters): about 2 ms a decode step at batch 1 on a loaded
+// 2-core machine, so a run of one sequence at a time lasts long enough to be signalled midway,
+// while big batches finish the rest quickly.
+fs::path small_model() {
+  return test::data_dir().parent_path().parent_path() / "models" / "opt-tiny-kjv-docs";
+}
+
+// `n` generate requests in the batch format, each with its own custom_id.
+void write_requests(const fs::path& path, int n, int max_tokens) {
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    text += Json({{"custom_id", "r" + std::to_string(i)},
+                  {"body",
+                   {{"prompt", {2, 10 + i % 90, 100 + (i * 7) % 300, 400 + i % 11}},
+                    {"max_tokens", max_tokens},
+                    {"temperature", 0},
+                    {"ignore_eos", true}}}})
+                .dump() +
+            "\n";
+  }
+  test::write_file(path, text);
+}
+
+// The output answers each of the `n` requests exactly once, in input order.
+void expect_each_answered_once(const fs::path& output, int n, int max_tokens) {
+  const auto records = read_records(output);
+  ASSERT_EQ(records.size(), static_cast<std::size_t>(n));
+  std::set<std::string> seen;
+  for (int i = 0; i < n; ++i) {
+    const Json& r = records[static_cast<std::size_t>(i)];
+    EXPECT_EQ(r["custom_id"], "r" + std::to_string(i));
+    ASSERT_TRUE(r["error"].is_null()) << r.dump();
+    EXPECT_EQ(r["response"]["body"]["usage"]["completion_tokens"], max_tokens);
+    seen.insert(r["custom_id"].get<std::string>());
+  }
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(n));
+}
+
+// Every line already in a stopped run's output is whole JSON, and no request twice.
+void expect_whole_distinct_lines(const fs::path& output) {
+  const std::string text = read_text(output);
+  ASSERT_TRUE(text.empty() || text.back() == '\n') << "a torn last line";
+  std::set<std::string> ids;
+  for (const Json& r : read_records(output)) {
+    EXPECT_TRUE(ids.insert(r["custom_id"].get<std::string>()).second) << r.dump();
+  }
+}
+
+// A stop signal at a random point of a generate run: the run stops within a decode step, every
+// finished line is whole, the message says how to resume, the exit code is 128 + the signal; a
+// resumed run answers every request exactly once. The first run goes one sequence at a time (so
+// there is time to signal it mid-run); the resumed run takes big batches (so the test is quick).
+void signal_generate_then_resume(int signal) {
+  if (!fs::exists(small_model())) GTEST_SKIP() << "no " << small_model();
+  test::TempDir dir;
+  const int requests = 120;
+  const int max_tokens = 24;
+  write_requests(dir.path() / "in.jsonl", requests, max_tokens);
+  const fs::path output = dir.path() / "out.jsonl";
+  const std::vector<std::string> args = {"generate",
+                                         "--model",
+                                         small_model().string(),
+                                         "--device",
+                                         "cpu",
+                                         "--input",
+                                         (dir.path() / "in.jsonl").string(),
+                                         "--output",
+                                         output.string()};
+  std::mt19937 rng(std::random_device{}());
+  const std::size_t after = 1 + rng() % 3;
+  SCOPED_TRACE("signal after " + std::to_string(after) + " lines");
+
+  std::vector<std::string> first = args;
+  first.insert(first.end(), {"--batch-size", "1"});
+  const pid_t pid = start_offgen(first, {dir.path() / "first.log"});
+  ASSERT_TRUE(wait_for_lines(pid, output, after));
+  ::kill(pid, signal);
+  const int status = wait_for(pid);
+  const std::string log = read_text(dir.path() / "first.log");
+  SCOPED_TRACE(log);
+  ASSERT_EQ(exit_code(status), 128 + signal);
+  EXPECT_NE(log.find(std::string("stopped by ") + cli::StopSignals::signal_name(signal)),
+            std::string::npos);
+  EXPECT_NE(log.find("--resume"), std::string::npos);
+  expect_whole_distinct_lines(output);
+  const std::size_t kept = count_lines(output);
+  EXPECT_GE(kept, after);
+  EXPECT_LT(kept, static_cast<std::size_t>(requests));
+  EXPECT_NE(log.find(std::to_string(kept) + " of " + std::to_string(requests) + " requests"),
+            std::string::npos);
+
+  std::vector<std::string> again = args;
+  again.insert(again.end(), {"--batch-size", "64", "--resume"});
+  const int resumed = wait_for(start_offgen(again, {dir.path() / "again.log"}));
+  ASSERT_EQ(exit_code(resumed), 0) << read_text(dir.path() / "again.log");
+  expect_each_answered_once(output, requests, max_tokens);
+}
+
+TEST(Faults, SigintDuringGenerateStopsCleanlyAndResumeAnswersTheRest) {
+  signal_generate_then_resume(SIGINT);
+}
+
+TEST(Faults, SigtermDuringGenerateStopsCleanlyAndResumeAnswersTheRest) {
+  signal_generate_then_resume(SIGTERM);
+}
+
+TEST(Faults, SigtermDuringScoreStopsCleanlyAndResumeScoresTheRest) {
+  if (!fs::exists(small_model())) GTEST_SKIP() << "no " << small_model();
+  test::TempDir dir;
+  const int texts = 80;
+  std::string text;
+  for (int i = 0; i < texts; ++i) {
+    Json ids = Json::array({2});
+    for (int t = 0; t < 20 + i % 10; ++t) ids.push_back(10 + (i * 13 + t * 7) % 900);
+    text += Json({{"token_ids", ids}, {"tag", i}}).dump() + "\n";
+  }
+  test::write_file(dir.path() / "in.jsonl", text);
+  const fs::path output = dir.path() / "out.jsonl";
+  const std::vector<std::string> args = {
+      "score",    "--model",      small_model().string(),
+      "--device", "cpu",          "--prefill-tokens",
+      "4",        "--input",      (dir.path() / "in.jsonl").string(),
+      "--output", output.string()};
+  std::vector<std::string> first = args;
+  first.insert(first.end(), {"--batch-size", "1"});
+  const pid_t pid = start_offgen(first, {dir.path() / "first.log"});
+  ASSERT_TRUE(wait_for_lines(pid, output, 1));
+  ::kill(pid, SIGTERM);
+  const int status = wait_for(pid);
+  const std::string log = read_text(dir.path() / "first.log");
+  ASSERT_EQ(exit_code(status), 143) << log;
+  EXPECT_NE(log.find("--resume"), std::string::npos) << log;
+  const std::size_t kept = count_lines(output);
+  EXPECT_LT(kept, static_cast<std::size_t>(texts));
+  for (const Json& r : read_records(output)) EXPECT_TRUE(r.contains("perplexity")) << r.dump();
+
+  std::vector<std::string> again = args;
+  again.insert(again.end(), {"--batch-size", "64", "--resume"});
+  const int resumed = wait_for(start_offgen(again, {dir.path() / "again.log"}));
+  ASSERT_EQ(exit_code(resumed), 0) << read_text(dir.path() / "again.log");
+  const auto records = read_records(output);
+  ASSERT_EQ(records.size(), static_cast<std::size_t>(texts));
+  for (int i = 0; i < texts; ++i) {
+    EXPECT_EQ(records[static_cast<std::size_t>(i)]["index"], i);
+    EXPECT_EQ(records[static_cast<std::size_t>(i)]["tag"], i);
+    EXPECT_EQ(records[static_cast<std::size_t>(i)]["num_scored"], 20 + i % 10);
+  }
+}
+
+// The handler itself, in a child of the test: the first signal sets the flag, the second ends
+// the process at once with the signal's default action.
+TEST(Faults, TheFirstStopSignalSetsTheFlagAndASecondEndsTheProcess) {
+  for (int signal : {SIGINT, SIGTERM}) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::signal(signal, SIG_DFL);
+      const int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, STDERR_FILENO);
+      cli::StopSignals guard;
+      if (cli::StopSignals::requested()) ::_exit(3);
+      ::raise(signal);
+      if (!cli::StopSignals::requested() || cli::StopSignals::signal_number() != signal) {
+        ::_exit(4);
+      }
+      ::raise(signal);
+      ::_exit(5);  // not reached: the second signal ends the process
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "exit code " << exit_code(status);
+    EXPECT_EQ(WTERMSIG(status), signal);
+  }
+}
+
+// Two signals in a row on a real run: it ends at once (or, if the first already stopped it, with
+// 130); either way the output holds whole lines only but perhaps the last, and --resume
+// completes it.
+TEST(Faults, TwoSignalsEndTheRunAndResumeStillAnswersEveryRequestOnce) {
+  if (!fs::exists(small_model())) GTEST_SKIP() << "no " << small_model();
+  test::TempDir dir;
+  const int requests = 120;
+  write_requests(dir.path() / "in.jsonl", requests, 16);
+  const fs::path output = dir.path() / "out.jsonl";
+  const std::vector<std::string> args = {"generate",
+                                         "--model",
+                                         small_model().string(),
+                                         "--device",
+                                         "cpu",
+                                         "--input",
+                                         (dir.path() / "in.jsonl").string(),
+                                         "--output",
+                                         output.string()};
+  std::vector<std::string> first = args;
+  first.insert(first.end(), {"--batch-size", "1"});
+  const pid_t pid = start_offgen(first, {dir.path() / "first.log"});
+  ASSERT_TRUE(wait_for_lines(pid, output, 1));
+  ::kill(pid, SIGINT);
+  ::kill(pid, SIGINT);
+  const int status = wait_for(pid);
+  EXPECT_TRUE((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) || exit_code(status) == 130)
+      << read_text(dir.path() / "first.log");
+  std::vector<std::string> again = args;
+  again.insert(again.end(), {"--batch-size", "64", "--resume"});
+  const int resumed = wait_for(start_offgen(again, {dir.path() / "again.log"}));
+  ASSERT_EQ(exit_code(resumed), 0) << read_text(dir.path() / "again.log");
+  expect_each_answered_once(output, requests, 16);
+}
+
+// The output's file system fills up mid-run (RLIMIT_FSIZE: writes past the limit fail with
+// EFBIG): a clear error naming the file and the reason, exit 1, nothing but a torn last line that
+// --resume cuts off; the resumed run answers every request once.
+TEST(Faults, AFullOutputDiskEndsWithAClearErrorAndResumeCompletes) {
+  test::TempDir dir;
+  const int requests = 80;
+  write_requests(dir.path() / "in.jsonl", requests, 6);
+  const fs::path output = dir.path() / "out.jsonl";
+  const std::vector<std::string> args = {
+      "generate", "--model",      tiny_model().string(),
+      "--device", "cpu",          "--batch-size",
+      "4",        "--input",      (dir.path() / "in.jsonl").string(),
+      "--output", output.string()};
+  ChildOptions limited{dir.path() / "first.log", 5000};
+  const int status = wait_for(start_offgen(args, limited));
+  const std::string log = read_text(dir.path() / "first.log");
+  ASSERT_EQ(exit_code(status), 1) << log;
+  EXPECT_NE(log.find("writing " + output.string() + " failed: File too large"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("--resume"), std::string::npos) << log;
+  EXPECT_LE(fs::file_size(output), 5000u);
+  const std::size_t whole = count_lines(output);
+  EXPECT_GT(whole, 0u);
+  EXPECT_LT(whole, static_cast<std::size_t>(requests));
+
+  std::vector<std::string> again = args;
+  again.push_back("--resume");
+  const int resumed = wait_for(start_offgen(again, {dir.path() / "again.log"}));
+  const std::string again_log = read_text(dir.path() / "again.log");
+  ASSERT_EQ(exit_code(resumed), 0) << again_log;
+  expect_each_answered_once(output, requests, 6);
+}
+
+// The same for score, whose output was not resumable before.
+TEST(Faults, AFullOutputDiskUnderScoreIsResumedToo) {
+  test::TempDir dir;
+  const int texts = 30;
+  std::string text;
+  for (int i = 0; i < texts; ++i) {
+    text += Json({{"token_ids", {2, 10 + i, 20 + i, 30 + i, 40 + i}}}).dump() + "\n";
+  }
+  test::write_file(dir.path() / "in.jsonl", text);
+  const fs::path output = dir.path() / "out.jsonl";
+  const std::vector<std::string> args = {
+      "score",    "--model",      tiny_model().string(),
+      "--device", "cpu",          "--batch-size",
+      "2",        "--input",      (dir.path() / "in.jsonl").string(),
+      "--output", output.string()};
+  const int status = wait_for(start_offgen(args, {dir.path() / "first.log", 2000}));
+  const std::string log = read_text(dir.path() / "first.log");
+  ASSERT_EQ(exit_code(status), 1) << log;
+  EXPECT_NE(log.find("File too large"), std::string::npos) << log;
+  std::vector<std::string> again = args;
+  again.push_back("--resume");
+  const int resumed = wait_for(start_offgen(again, {dir.path() / "again.log"}));
+  ASSERT_EQ(exit_code(resumed), 0) << read_text(dir.path() / "again.log");
+  const auto records = read_records(output);
+  ASSERT_EQ(records.size(), static_cast<std::size_t>(texts));
+  for (int i = 0; i < texts; ++i) {
+    EXPECT_EQ(records[static_cast<std::size_t>(i)]["index"], i);
+    EXPECT_EQ(records[static_cast<std::size_t>(i)]["num_scored"], 4);
+  }
+}
+
+// An output on a device that is always full: the first write fails, naming the file and errno.
+TEST(Faults, WritingToAFullDeviceNamesTheFileAndTheReason) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  test::TempDir dir;
+  test::write_file(dir.path() / "in.jsonl", "{\"prompt_token_ids\": [2, 7]}\n");
+  cli::GenerateOptions options;
+  options.common.model = tiny_model().string();
+  options.common.device = "cpu";
+  options.input = (dir.path() / "in.jsonl").string();
+  options.output = "/dev/full";
+  try {
+    cli::run_generate(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("writing /dev/full failed: No space left on device"), std::string::npos)
+        << what;
+  }
+}
+
+// The disk tier's folder fills up while the weights are written there at load: a clear error
+// naming the folder, exit 1, no crash, and no request answered (no output line).
+TEST(Faults, AFullDiskTierNamesTheFolder) {
+  test::TempDir dir;
+  write_requests(dir.path() / "in.jsonl", 4, 2);
+  const fs::path disk = dir.path() / "disk";
+  fs::create_directories(disk);
+  const fs::path output = dir.path() / "out.jsonl";
+  const std::vector<std::string> args = {
+      "generate", "--model",       tiny_model().string(),
+      "--device", "cpu",           "--weights-gpu",
+      "0",        "--weights-cpu", "0",
+      "--disk",   disk.string(),   "--batch-size",
+      "2",        "--input",       (dir.path() / "in.jsonl").string(),
+      "--output", output.string()};
+  const int status = wait_for(start_offgen(args, {dir.path() / "log", 64 * 1024}));
+  const std::string log = read_text(dir.path() / "log");
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(exit_code(status), 1) << log;
+  EXPECT_NE(log.find("--disk " + disk.string()), std::string::npos) << log;
+  EXPECT_NE(log.find("File too large"), std::string::npos) << log;
+  EXPECT_EQ(count_lines(output), 0u);
+  // With room, the same command runs.
+  const int fine = wait_for(start_offgen(args, {dir.path() / "log2"}));
+  EXPECT_EQ(exit_code(fine), 0) << read_text(dir.path() / "log2");
+}
+
+TEST(Faults, AMissingOutputFolderIsNamedBeforeAnyWork) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "in.jsonl", "{\"prompt_token_ids\": [2, 7]}\n");
+  const fs::path missing = dir.path() / "no-such-folder";
+  cli::GenerateOptions generate;
+  generate.common.model = tiny_model().string();
+  generate.common.device = "cpu";
+  generate.input = (dir.path() / "in.jsonl").string();
+  generate.output = (missing / "out.jsonl").string();
+  cli::ScoreOptions score;
+  score.common = generate.common;
+  score.input = generate.input;
+  score.output = generate.output;
+  for (const auto& run : std::vector<std::function<int()>>{[&] { return run_generate(generate); },
+                                                           [&] { return run_score(score); }}) {
+    try {
+      run();
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("the folder " + missing.string() + " does not exist"), std::string::npos)
+          << what;
+    }
+  }
+  EXPECT_FALSE(fs::exists(missing));
+}
+
+// The cpu device's emulated gpu tier: weights that do not fit fail at load naming the placement
+// flags; weights that fit with no room for even one sequence fail before any request runs; both
+// exit 1 with nothing written.
+TEST(Faults, AGpuTierBudgetTooSmallFailsClearlyBeforeAnyWork) {
+  test::TempDir dir;
+  write_requests(dir.path() / "in.jsonl", 3, 4);
+  const fs::path output = dir.path() / "out.jsonl";
+  auto run = [&](const std::string& gpu_mem, const std::string& log) {
+    const std::vector<std::string> args = {"generate",
+                                           "--model",
+                                           tiny_model().string(),
+                                           "--device",
+                                           "cpu",
+                                           "--batch-size",
+                                           "2",
+                                           "--gpu-mem",
+                                           gpu_mem,
+                                           "--input",
+                                           (dir.path() / "in.jsonl").string(),
+                                           "--output",
+                                           output.string()};
+    const int status = wait_for(start_offgen(args, {dir.path() / log}));
+    return std::make_pair(exit_code(status), read_text(dir.path() / log));
+  };
+  const auto [weights_code, weights_log] = run("64KiB", "weights.log");  // weights: ~0.4 MB
+  EXPECT_EQ(weights_code, 1) << weights_log;
+  EXPECT_NE(weights_log.find("do not fit"), std::string::npos) << weights_log;
+  EXPECT_NE(weights_log.find("gpu tier"), std::string::npos) << weights_log;
+  EXPECT_NE(weights_log.find("--weights-gpu"), std::string::npos) << weights_log;
+  EXPECT_EQ(count_lines(output), 0u);
+
+  // Just above the weights (measured in-process): the runner of one sequence cannot fit.
+  EngineOptions probe_options;
+  probe_options.model = tiny_model().string();
+  probe_options.device = DeviceChoice::cpu;
+  std::uint64_t weights = 0;
+  {
+    Engine probe(probe_options);
+    weights = probe.device().usage(Tier::gpu).used;
+  }
+  const auto [runner_code, runner_log] = run(std::to_string(weights + 1024), "runner.log");
+  EXPECT_EQ(runner_code, 1) << runner_log;
+  EXPECT_NE(runner_log.find("nothing can run"), std::string::npos) << runner_log;
+  EXPECT_NE(runner_log.find("--gpu-mem"), std::string::npos) << runner_log;
+  EXPECT_EQ(count_lines(output), 0u);
+}
+
+// A KV budget that cannot hold a policy's fixed part fails before any work, naming the flags.
+TEST(Faults, AKvBudgetBelowTheStreamingSinksNamesTheFlags) {
+  test::TempDir dir;
+  write_requests(dir.path() / "in.jsonl", 2, 4);
+  cli::GenerateOptions options;
+  options.common.model = tiny_model().string();
+  options.common.device = "cpu";
+  options.common.policy = "streaming";
+  options.common.sinks = 4;
+  options.common.kv_budget = "3";
+  options.input = (dir.path() / "in.jsonl").string();
+  options.output = (dir.path() / "out.jsonl").string();
+  try {
+    cli::run_generate(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--kv-budget 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("--sinks 4"), std::string::npos) << what;
+  }
+  EXPECT_EQ(count_lines(options.output), 0u);
+}
+
+}  // namespace
+}  // namespace offgen
