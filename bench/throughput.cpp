@@ -155,6 +155,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     plan.weights_cpu = engine.weight_placement().cpu;
     plan.kv_gpu = engine.block_shape().kv_gpu_fraction;
     plan.cpu_attention = engine.block_shape().cpu_attention;
+    plan.activations_on_host = engine.block_shape().activations_on_host;
     const PlanMemory needed = plan_memory(model, request, plan);
     row.needed_gpu_bytes = needed.gpu;
     row.needed_pinned_bytes = needed.pinned;

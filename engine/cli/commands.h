@@ -38,6 +38,7 @@ struct CommonOptions {
   int num_gpu_batches = 1;
   double kv_gpu_percent = 100.0;
   bool cpu_attention = false;
+  bool activations_cpu = false;
   std::string disk;
   std::string plan;     // plan file from `offgen plan --output`: sets the whole placement
   std::string profile;  // calibrate profile for the planner; empty: the cached one (or calibrate)

@@ -96,6 +96,7 @@ void apply_plan_file(const std::string& path, EngineOptions& out) {
   double cpu = out.weights_cpu_fraction < 0.0 ? 100.0 - gpu : 100.0 * out.weights_cpu_fraction;
   double kv = 100.0 * out.kv_gpu_fraction;
   bool cpu_attention = out.cpu_attention;
+  bool activations_cpu = out.activations_on_host;
   plan_field(plan, path, "batch_size", "an integer >= 1", positive, batch);
   plan_field(plan, path, "num_gpu_batches", "an integer >= 1", positive, gpu_batches);
   const bool has_gpu = plan.contains("weights_gpu_percent");
@@ -106,6 +107,8 @@ void apply_plan_file(const std::string& path, EngineOptions& out) {
   plan_field(plan, path, "kv_gpu_percent", "a percentage in [0, 100]", percent, kv);
   plan_field(
       plan, path, "cpu_attention", "true or false", [](bool) { return true; }, cpu_attention);
+  plan_field(
+      plan, path, "activations_cpu", "true or false", [](bool) { return true; }, activations_cpu);
   OFFGEN_CHECK(gpu + cpu <= 100.0 + 1e-9,
                "--plan {}: 'weights_gpu_percent' + 'weights_cpu_percent' must be at most 100 (got "
                "{} + {})",
@@ -116,6 +119,7 @@ void apply_plan_file(const std::string& path, EngineOptions& out) {
   out.weights_cpu_fraction = cpu / 100.0;
   out.kv_gpu_fraction = kv / 100.0;
   out.cpu_attention = cpu_attention;
+  out.activations_on_host = activations_cpu;
 }
 
 void apply_plan(const Plan& plan, EngineOptions& out) {
@@ -125,11 +129,13 @@ void apply_plan(const Plan& plan, EngineOptions& out) {
   out.weights_cpu_fraction = plan.weights_cpu;
   out.kv_gpu_fraction = plan.kv_gpu;
   out.cpu_attention = plan.cpu_attention;
+  out.activations_on_host = plan.activations_on_host;
 }
 
 void plan_unless_placed(CLI::App& app, CommonOptions& options, std::vector<std::string> also) {
-  std::vector<std::string> flags = {"--plan",        "--num-gpu-batches", "--weights-gpu",
-                                    "--weights-cpu", "--kv-gpu",          "--cpu-attention"};
+  std::vector<std::string> flags = {"--plan",           "--num-gpu-batches", "--weights-gpu",
+                                    "--weights-cpu",    "--kv-gpu",          "--cpu-attention",
+                                    "--activations-cpu"};
   flags.insert(flags.end(), also.begin(), also.end());
   app.callback([&app, &options, flags] {
     std::size_t given = 0;
@@ -156,6 +162,7 @@ EngineOptions CommonOptions::engine_options() const {
   out.num_gpu_batches = num_gpu_batches;
   out.kv_gpu_fraction = kv_gpu_percent / 100.0;
   out.cpu_attention = cpu_attention;
+  out.activations_on_host = activations_cpu;
   out.disk = disk;
   if (!plan.empty()) apply_plan_file(plan, out);
   out.policy.kind = parse_policy(policy);
@@ -192,6 +199,9 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
   app.add_flag("--cpu-attention", options.cpu_attention,
                "attend the host-resident KV cache on the CPU (only q, the new k, v and the output "
                "cross PCIe) instead of copying it to the gpu");
+  app.add_flag("--activations-cpu", options.activations_cpu,
+               "keep the block's hidden states in pinned host memory: the gpu tier holds two GPU "
+               "batches' worth, loaded and stored around each layer");
   app.add_option("--gpu-mem", options.gpu_mem,
                  "memory budget of the gpu tier, e.g. 16GiB (default: what the device has)");
   app.add_option("--cpu-mem", options.cpu_mem,

@@ -17,6 +17,8 @@ nlohmann::ordered_json layer_json(const LayerCost& c) {
   return {{"weights_in", c.weights_in},
           {"kv_load", c.kv_load},
           {"kv_store", c.kv_store},
+          {"activations_in", c.act_in},
+          {"activations_out", c.act_out},
           {"disk", c.disk},
           {"gemm", c.gemm},
           {"attention", c.attention},
@@ -35,6 +37,7 @@ std::string run_command(const PlanOptions& options, const Plan& plan) {
                      100.0 * plan.weights_cpu);
   out += fmt::format(" --kv-gpu {:g}", 100.0 * plan.kv_gpu);
   if (plan.cpu_attention) out += " --cpu-attention";
+  if (plan.activations_on_host) out += " --activations-cpu";
   if (!c.gpu_mem.empty()) out += " --gpu-mem " + c.gpu_mem;
   if (!c.cpu_mem.empty()) out += " --cpu-mem " + c.cpu_mem;
   if (plan.weights_disk() > 1e-9) out += " --disk " + c.disk;
@@ -104,14 +107,17 @@ int run_plan(const PlanOptions& options) {
       "  KV       gpu {:.0f}% of each GPU batch's sequences, the rest pinned   cpu "
       "attention {}\n",
       100.0 * plan->kv_gpu, plan->cpu_attention ? "on" : "off");
+  fmt::print("  activations on the {}\n",
+             plan->activations_on_host ? "cpu (pinned; two GPU batches on the gpu tier)" : "gpu");
   fmt::print("  memory   gpu {}   pinned {}   disk {}\n", format_bytes(plan->gpu_bytes),
              format_bytes(plan->pinned_bytes), format_bytes(plan->disk_bytes));
-  fmt::print("{:>9} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "per layer",
-             "weights in", "kv load", "kv store", "disk", "gemm", "attention", "cpu attn", "layer");
+  fmt::print("{:>9} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "per layer",
+             "weights in", "kv load", "kv store", "acts in+out", "disk", "gemm", "attention",
+             "cpu attn", "layer");
   auto row = [](const char* name, const LayerCost& c, double total) {
     fmt::print("{:>9}", name);
-    for (const double s : {c.weights_in, c.kv_load, c.kv_store, c.disk, c.gemm, c.attention,
-                           c.cpu_attention, total}) {
+    for (const double s : {c.weights_in, c.kv_load, c.kv_store, c.act_in + c.act_out, c.disk,
+                           c.gemm, c.attention, c.cpu_attention, total}) {
       fmt::print(" {:>9.3f}ms", 1e3 * s);
     }
     fmt::print("\n");
@@ -138,6 +144,7 @@ int run_plan(const PlanOptions& options) {
                                    {"weights_disk_percent", 100.0 * plan->weights_disk()},
                                    {"kv_gpu_percent", 100.0 * plan->kv_gpu},
                                    {"cpu_attention", plan->cpu_attention},
+                                   {"activations_cpu", plan->activations_on_host},
                                    {"gpu_budget_bytes", request.gpu_bytes},
                                    {"pinned_budget_bytes", request.pinned_bytes},
                                    {"gpu_bytes", plan->gpu_bytes},

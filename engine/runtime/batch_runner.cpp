@@ -71,7 +71,12 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
       Tier::pinned,
       bytes_of<std::int32_t>((3 + heads) * rows + (5 + heads) * batch + 2 * out_chunk_) + 1024);
 
-  x_ = device.allocate(gpu, bytes_of<Half>(rows * h));
+  if (shape.activations_on_host) {
+    host_activations_ =
+        std::make_unique<HostActivations>(device, gpu_batches_, max_prompt, config.hidden_size);
+  } else {
+    x_ = device.allocate(gpu, bytes_of<Half>(rows * h));
+  }
   t_ = device.allocate(gpu, bytes_of<Half>(lane_rows * wide));
   emb_ = config.has_projections() ? device.allocate(gpu, bytes_of<Half>(lane_rows * p)) : Buffer();
   qkv_ = device.allocate(gpu, bytes_of<Half>(lane_rows * 3 * h));
@@ -112,6 +117,8 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
     offloaded_kv_ = std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded),
                                                   capacity_, scored_, shape.cpu_attention);
+  }
+  if (offloaded_kv_ || host_activations_) {
     kv_streams_[0] = &device.stream(StreamRole::h2d_kv);
     kv_streams_[1] = &device.stream(StreamRole::d2h_kv);
   }
@@ -169,13 +176,12 @@ void BatchRunner::sync() {
   staging_used_ = 0;  // every copy out of staging has run
 }
 
-void BatchRunner::embed(const Lane& lane) {
+void BatchRunner::embed(const Lane& lane, Half* x) {
   const auto& w = weights_;
   const int h = config_.hidden_size;
   const int p = config_.word_embed_proj_dim;
   const std::int64_t first = std::int64_t{lane.batch.first} * last_seq_;
   const std::int64_t rows = std::int64_t{lane.batch.size} * last_seq_;
-  Half* x = x_.as<Half>() + first * h;
   const std::int32_t* ids = ids_.as<std::int32_t>() + first;
   if (config_.has_projections()) {
     ops_.gather_rows(w.embed_tokens, config_.vocab_size, p, ids, rows, emb_.as<Half>());
@@ -246,7 +252,7 @@ void BatchRunner::attend_decode(int index, int lane_index, int task) {
   }
 }
 
-void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill) {
+void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill, Half* x) {
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(index)];
   Lane& lane = lanes_[static_cast<std::size_t>(lane_index)];
   const GpuBatch& g = lane.batch;
@@ -259,7 +265,6 @@ void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const std::int64_t seq = last_seq_;
   const std::int64_t rows = std::int64_t{g.size} * seq;
-  Half* x = x_.as<Half>() + std::int64_t{g.first} * seq * h;
   Half* t = t_.as<Half>();
   Half* qkv = qkv_.as<Half>();
   Half* attn = attn_.as<Half>();
@@ -318,20 +323,35 @@ void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill) {
 void BatchRunner::layers(bool is_prefill) {
   const int lanes = static_cast<int>(lanes_.size());
   const int tasks = config_.num_layers * lanes;
+  const int h = config_.hidden_size;
   if (offloaded_kv_) offloaded_kv_->begin_pass();
+  if (host_activations_) host_activations_->begin_pass(last_seq_);
   if (streamer_ != nullptr) streamer_->begin_pass();
   for (int l = 0; l < config_.num_layers; ++l) {
     if (streamer_ != nullptr) streamer_->acquire(l, compute_);
     for (int lane = 0; lane < lanes; ++lane) {
       const int task = l * lanes + lane;
-      // The next task's host-resident KV copies in while this one computes.
-      if (offloaded_kv_ && !is_prefill && task + 1 < tasks) {
-        offloaded_kv_->prefetch({task + 1, (task + 1) / lanes, (task + 1) % lanes});
+      // The next task's host-resident KV and hidden states copy in while this one computes.
+      if (task + 1 < tasks) {
+        const int next_layer = (task + 1) / lanes, next_lane = (task + 1) % lanes;
+        if (offloaded_kv_ && !is_prefill)
+          offloaded_kv_->prefetch({task + 1, next_layer, next_lane});
+        if (host_activations_) host_activations_->prefetch({task + 1, next_layer, next_lane});
       }
-      layer(l, lane, task, is_prefill);
+      const Lane& current = lanes_[static_cast<std::size_t>(lane)];
+      Half* x = nullptr;
+      if (host_activations_) {
+        x = host_activations_->acquire({task, l, lane});
+      } else {
+        x = x_.as<Half>() + std::int64_t{current.batch.first} * last_seq_ * h;
+      }
+      if (l == 0) embed(current, x);
+      layer(l, lane, task, is_prefill, x);
+      if (host_activations_) host_activations_->release({task, l, lane});
     }
     if (streamer_ != nullptr) streamer_->release(l, compute_);
   }
+  hidden_states_ = host_activations_ ? host_activations_->finish_pass() : x_.as<const Half>();
 }
 
 void BatchRunner::prefill(const PaddedBatch& prompts) {
@@ -366,7 +386,6 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   }  // else each layer's policy step writes token_slot_ after its attention
   last_was_prefill_ = true;
   last_seq_ = prompts.seq;
-  for (const Lane& lane : lanes_) embed(lane);
   layers(/*is_prefill=*/true);
   prefilled_ = true;
 }
@@ -407,7 +426,6 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   }  // else each layer's policy state holds its write slots
   last_was_prefill_ = false;
   last_seq_ = 1;
-  for (const Lane& lane : lanes_) embed(lane);
   layers(/*is_prefill=*/false);
   if (slots_) slots_->commit(advancing, step_positions_);
   // K and V of one token in one (layer, head); the step attends over step_counts_[b] of them.
@@ -429,7 +447,7 @@ void BatchRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_
   const int h = config_.hidden_size;
   const int p = config_.word_embed_proj_dim;
   Half* g = gathered_.as<Half>();
-  ops_.gather_rows(x_.as<Half>(), rows_in_x, h, row_ids, n, g);
+  ops_.gather_rows(hidden_states_, rows_in_x, h, row_ids, n, g);
   if (config_.has_final_layer_norm()) {
     ops_.layer_norm(g, weights_.final_ln_weight, weights_.final_ln_bias, g, n, h,
                     config_.layer_norm_eps);

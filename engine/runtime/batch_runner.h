@@ -23,6 +23,7 @@
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
 #include "engine/runtime/block_shape.h"
+#include "engine/runtime/host_activations.h"
 #include "engine/runtime/offloaded_kv.h"
 #include "engine/runtime/ops.h"
 #include "engine/runtime/scored_kv_state.h"
@@ -76,6 +77,11 @@ class BatchRunner {
   }
   // Bytes of score-keeping policy state it allocated (0 for position-based policies).
   std::uint64_t policy_state_bytes() const;
+  // Bytes of hidden states copied between the gpu tier and pinned memory so far (0 unless the
+  // activations live on the host).
+  std::uint64_t activation_bytes_moved() const {
+    return host_activations_ ? host_activations_->moved_bytes() : 0;
+  }
 
   // KV cache traffic of the decode steps so far: attention reads every cached K and V row of
   // each (layer, sequence, head) it attends over, and each step writes one new row.
@@ -96,13 +102,15 @@ class BatchRunner {
  private:
   void upload(void* device_dst, const void* host_src, std::size_t bytes);
   struct Lane;  // a GPU batch and its state
-  void embed(const Lane& lane);
-  void layer(int index, int lane, int task, bool is_prefill);
+  // The embedding of a GPU batch's tokens into x, its hidden states.
+  void embed(const Lane& lane, Half* x);
+  void layer(int index, int lane, int task, bool is_prefill, Half* x);
   void attend_decode(int index, int lane, int task);
   // Every layer once, in order, each over every GPU batch, with streamed weights brought in
   // around each layer.
   void layers(bool is_prefill);
-  // Final norm, project_out and logits for `n` rows of x_ whose row ids are at `row_ids`.
+  // Final norm, project_out and logits for `n` rows of the block's hidden states whose row ids
+  // are at `row_ids`.
   void head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x);
   // head() of each sequence's newest token (the last column after a left-padded prefill), a chunk
   // of sequences at a time: use(first, n) follows each chunk with logits_ holding its rows.
@@ -153,8 +161,12 @@ class BatchRunner {
   Buffer ids_, valid_, positions_, token_slot_, write_slot_, slot_count_, advancing_;
   Buffer staging_;
   std::size_t staging_used_ = 0;
-  // Activations: the block's hidden states, and one GPU batch's scratch.
+  // Activations: the block's hidden states (on the gpu tier, unless host_activations_ keeps them
+  // in pinned memory), and one GPU batch's scratch.
   Buffer x_, t_, emb_, qkv_, attn_, ffn_;
+  std::unique_ptr<HostActivations> host_activations_;
+  // Where the output head finds the block's hidden states after the last pass.
+  const Half* hidden_states_ = nullptr;
   // Output head: the newest rows of every sequence, and a chunk's scratch.
   Buffer newest_, out_rows_, gathered_, projected_, logits_, targets_, logprobs_;
   Buffer host_logits_, host_logprobs_;

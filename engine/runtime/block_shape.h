@@ -15,6 +15,9 @@ struct BlockShape {
   // Decode attention of the sequences with host-resident KV runs on the CPU, so only q, the new
   // k, v and the output cross PCIe.
   bool cpu_attention = false;
+  // The block's hidden states live in pinned host memory; the gpu tier holds two GPU batches'
+  // worth, loaded and stored around each (layer, GPU batch) task (host_activations.h).
+  bool activations_on_host = false;
 };
 
 struct GpuBatch {

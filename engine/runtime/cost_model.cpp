@@ -63,7 +63,7 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
 }
 
 double LayerCost::total() const {
-  return std::max({h2d(), kv_store, disk, gpu(), cpu_attention});
+  return std::max({h2d(), d2h(), disk, gpu(), cpu_attention});
 }
 
 Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& r) {
@@ -103,6 +103,21 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
         2.0 * g.size * heads * r.prompt_len * r.prompt_len * m.head_dim() / p.gemm_large;
   }
   out.prefill.kv_store = host * cache_bytes / p.d2h;
+  // Hidden states in pinned memory: every (layer, GPU batch) loads its rows and stores them back.
+  // With one GPU batch the load waits for the store of the layer before, so neither overlaps the
+  // compute: they add to the gpu's time instead.
+  const auto add_activations = [&](LayerCost& layer, double rows_per_sequence) {
+    if (!r.block.activations_on_host) return;
+    const double bytes = double(r.batch) * rows_per_sequence * m.hidden_size * 2;
+    const double in = bytes / p.h2d, out_time = bytes / p.d2h;
+    if (batches.size() == 1) {
+      layer.gemm += in + out_time;
+    } else {
+      layer.act_in = in;
+      layer.act_out = out_time;
+    }
+  };
+  add_activations(out.prefill, r.prompt_len);
 
   double gemm = 0;
   for (const GpuBatch& g : batches) gemm += gemm_seconds(p, g.size, params);
@@ -117,6 +132,7 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
     layer.gemm = gemm;
     layer.attention = on_device * kv_read / p.attention;
     layer.kv_store = rows_down;
+    add_activations(layer, 1);
     if (cpu_attention) {
       layer.cpu_attention = host * kv_read / p.cpu_attention;
       const double up = row * 2 + (r.scored ? heads * capacity * 4 : 0);  // output, softmax rows
@@ -128,12 +144,14 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
     out.decode.kv_store += layer.kv_store / steps;
     out.decode.attention += layer.attention / steps;
     out.decode.cpu_attention += layer.cpu_attention / steps;
+    out.decode.gemm += layer.gemm / steps;  // with the serial activation copies, if any
+    out.decode.act_in += layer.act_in / steps;
+    out.decode.act_out += layer.act_out / steps;
     decode_total += layer.total();
   }
   if (steps > 0) {
     out.decode.weights_in = weights_in.weights_in;
     out.decode.disk = weights_in.disk;
-    out.decode.gemm = gemm;
     out.decode_layer = decode_total / steps;
   }
   // The tied LM head: vocab x dim weights over every sequence's newest row, in chunks of at least

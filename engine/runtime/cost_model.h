@@ -58,7 +58,7 @@ struct RunShape {
   bool scored = false;     // a score-keeping policy (h2o): cpu attention also returns softmax rows
   double weights_gpu = 1;  // shares of each layer's weight bytes
   double weights_disk = 0;
-  BlockShape block;  // GPU batches, the KV share on the gpu tier, cpu attention
+  BlockShape block;  // GPU batches, the KV share on the gpu tier, cpu attention, activations
 };
 
 // Seconds per layer (one pass, the whole block) of each resource; the layer costs the busiest.
@@ -66,11 +66,14 @@ struct LayerCost {
   double weights_in = 0;     // h2d: offloaded weights (pinned and disk parts)
   double kv_load = 0;        // h2d: host KV staged in, or cpu attention's outputs
   double kv_store = 0;       // d2h
+  double act_in = 0;         // h2d: hidden states loaded (activations in pinned memory)
+  double act_out = 0;        // d2h: hidden states stored back
   double disk = 0;           // disk reads of weights
   double gemm = 0;           // gpu
   double attention = 0;      // gpu
   double cpu_attention = 0;  // cpu
-  double h2d() const { return weights_in + kv_load; }
+  double h2d() const { return weights_in + kv_load + act_in; }
+  double d2h() const { return kv_store + act_out; }
   double gpu() const { return gemm + attention; }
   double total() const;
 };

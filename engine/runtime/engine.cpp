@@ -278,7 +278,8 @@ bool Engine::scored_policy(int max_prompt, int max_new, int total_len) const {
 }
 
 BlockShape Engine::block_shape() const {
-  return {options_.num_gpu_batches, options_.kv_gpu_fraction, options_.cpu_attention};
+  return {options_.num_gpu_batches, options_.kv_gpu_fraction, options_.cpu_attention,
+          options_.activations_on_host};
 }
 
 KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) const {

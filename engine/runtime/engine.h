@@ -46,6 +46,8 @@ struct EngineOptions {
   int num_gpu_batches = 1;
   double kv_gpu_fraction = 1.0;
   bool cpu_attention = false;
+  // The block's hidden states in pinned host memory (two GPU batches' worth on the gpu tier).
+  bool activations_on_host = false;
   DeviceBudgets budgets;
   // KV eviction: the policy, and --kv-budget (0 = the whole sequence; < 1 a fraction of prompt +
   // generation length; >= 1 tokens).

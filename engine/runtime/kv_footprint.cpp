@@ -29,7 +29,7 @@ KvFootprint kv_footprint(const OptConfig& config, int capacity, bool scored, int
 }
 
 std::uint64_t runner_scratch_bytes(const OptConfig& config, int batch, int max_prompt,
-                                   int num_gpu_batches) {
+                                   int num_gpu_batches, bool activations_on_host) {
   const auto rows = static_cast<std::uint64_t>(batch) * static_cast<std::uint64_t>(max_prompt);
   const auto lane_rows = static_cast<std::uint64_t>(gpu_batch_size(batch, num_gpu_batches)) *
                          static_cast<std::uint64_t>(max_prompt);
@@ -47,7 +47,8 @@ std::uint64_t runner_scratch_bytes(const OptConfig& config, int batch, int max_p
   std::uint64_t bytes = rows * (i32 + 1 + i32 + i32 * heads);  // ids, valid, positions, slots
   bytes +=
       b * (i32 * heads + i32 + 1 + i32 + i32);  // write slots, counts, advancing, picks, newest
-  bytes += rows * half * h;                     // hidden states
+  // Hidden states: the block's, or two GPU batches' slots when they live in pinned memory.
+  bytes += activations_on_host ? 2 * lane_rows * half * h : rows * half * h;
   bytes += lane_rows * half * (wide + (config.has_projections() ? p : 0) + 3 * h + h + f);
   bytes += out * (i32 + half * h + half * p + f32 * vocab + i32 + f32);  // output head chunk
   return bytes;

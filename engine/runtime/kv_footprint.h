@@ -25,9 +25,10 @@ KvFootprint kv_footprint(const OptConfig& config, int capacity, bool scored, int
 
 // Gpu-tier bytes a BatchRunner allocates besides its KV cache and policy state: the step's inputs
 // and hidden states for batch x max_prompt rows, one GPU batch's activation scratch, and the
-// output head's chunk (at least 64 rows of fp32 logits). The planner sizes batches with it; a
-// test holds it equal to what a runner takes.
+// output head's chunk (at least 64 rows of fp32 logits). With the activations on the host, the
+// hidden states' two gpu slots instead of the block's (their pinned part: host_activations.h).
+// The planner sizes batches with it; a test holds it equal to what a runner takes.
 std::uint64_t runner_scratch_bytes(const OptConfig& config, int batch, int max_prompt,
-                                   int num_gpu_batches = 1);
+                                   int num_gpu_batches = 1, bool activations_on_host = false);
 
 }  // namespace offgen

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/core/half.h"
+#include "engine/runtime/host_activations.h"
 #include "engine/runtime/offloaded_kv.h"
 #include "offload/disk_file.h"
 #include "offload/weight_store.h"
@@ -74,10 +75,11 @@ std::string Plan::describe() const {
   std::string kv = fmt::format("KV {:.0f}% on the gpu tier", 100.0 * kv_gpu);
   if (kv_gpu < 1.0) kv += cpu_attention ? " (cpu attention)" : " (gpu attention)";
   return fmt::format(
-      "block {} = {} x {} GPU batch{}, weights {:.0f}/{:.0f}/{:.0f}% gpu/cpu/disk, {}, predicted "
-      "{:.1f} tokens/s",
+      "block {} = {} x {} GPU batch{}, weights {:.0f}/{:.0f}/{:.0f}% gpu/cpu/disk, {}, activations "
+      "on the {}, predicted {:.1f} tokens/s",
       block, gpu_batch, num_gpu_batches, num_gpu_batches == 1 ? "" : "es", 100.0 * weights_gpu,
-      100.0 * weights_cpu, 100.0 * weights_disk(), kv, prediction.tokens_per_second);
+      100.0 * weights_cpu, 100.0 * weights_disk(), kv, activations_on_host ? "cpu" : "gpu",
+      prediction.tokens_per_second);
 }
 
 std::vector<int> offloaded_per_gpu_batch(int block, const BlockShape& shape) {
@@ -113,15 +115,20 @@ PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request, const
       offloaded_kv_bytes(model, offloaded_per_gpu_batch(plan.block, shape), capacity,
                          request.scored_policy, plan.cpu_attention);
   PlanMemory out;
-  out.gpu = weights.gpu +
-            runner_scratch_bytes(model, plan.block, request.prompt_len, plan.num_gpu_batches);
+  out.gpu = weights.gpu + runner_scratch_bytes(model, plan.block, request.prompt_len,
+                                               plan.num_gpu_batches, plan.activations_on_host);
   // KV of the resident sequences; a score-keeping policy's state stays on the gpu tier for all.
   out.gpu += resident * kv.cache_bytes;
   out.gpu += static_cast<std::uint64_t>(plan.block) * kv.policy_state_bytes;
   out.gpu += offloaded.gpu;
-  const std::uint64_t run_pinned =
+  std::uint64_t run_pinned =
       runner_pinned_bytes(model, plan.block, request.prompt_len, plan.num_gpu_batches) +
       offloaded.pinned;
+  if (plan.activations_on_host) {
+    run_pinned += host_activation_bytes(plan.block, request.prompt_len, plan.num_gpu_batches,
+                                        model.hidden_size)
+                      .pinned;
+  }
   out.pinned = weights.pinned + std::max(weights.load_staging, run_pinned);
   out.disk = weights.disk;
   return out;
@@ -217,29 +224,32 @@ std::optional<Plan> choose_plan(const OptConfig& model, const MachineProfile& pr
       for (const bool cpu_attention : {false, true}) {
         if (cpu_attention && (!some_on_host || profile.cpu_attention <= 0)) continue;
         base.cpu_attention = cpu_attention;
-        // Most resident weights first: a share that needs no disk is never beaten by a smaller
-        // one (those only move more), so the search stops there.
-        for (int percent = 100; percent >= 0; percent -= 5) {
-          Plan plan = base;
-          plan.weights_gpu = percent / 100.0;
-          plan.weights_cpu = 1.0 - plan.weights_gpu;
-          bool on_disk = false;
-          const Fit first = fit(plan);
-          if (!first.gpu) continue;
-          if (!first.pinned) {
-            if (!disk) continue;
-            // The most pinned memory can hold, the rest on disk.
-            bool found = false;
-            for (int cpu = 100 - percent - 5; cpu >= 0 && !found; cpu -= 5) {
-              plan.weights_cpu = cpu / 100.0;
-              found = fits(plan);
+        for (const bool activations_on_host : {false, true}) {
+          base.activations_on_host = activations_on_host;
+          // Most resident weights first: a share that needs no disk is never beaten by a smaller
+          // one (those only move more), so the search stops there.
+          for (int percent = 100; percent >= 0; percent -= 5) {
+            Plan plan = base;
+            plan.weights_gpu = percent / 100.0;
+            plan.weights_cpu = 1.0 - plan.weights_gpu;
+            bool on_disk = false;
+            const Fit first = fit(plan);
+            if (!first.gpu) continue;
+            if (!first.pinned) {
+              if (!disk) continue;
+              // The most pinned memory can hold, the rest on disk.
+              bool found = false;
+              for (int cpu = 100 - percent - 5; cpu >= 0 && !found; cpu -= 5) {
+                plan.weights_cpu = cpu / 100.0;
+                found = fits(plan);
+              }
+              if (!found) continue;
+              on_disk = true;
             }
-            if (!found) continue;
-            on_disk = true;
+            plan = predicted(plan);
+            if (!best || faster(plan, *best)) best = plan;
+            if (!on_disk) break;
           }
-          plan = predicted(plan);
-          if (!best || faster(plan, *best)) best = plan;
-          if (!on_disk) break;
         }
       }
     }

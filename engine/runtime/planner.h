@@ -8,6 +8,7 @@
 //                         fits there (5% steps) and the remainder on disk
 //   KV on the gpu tier    100%, 75%, 50%, 25%, 0% of each GPU batch's sequences; the rest pinned
 //   cpu attention         off, or on when some KV lives in pinned memory
+//   activations           the block's hidden states on the gpu tier, or in pinned memory
 //
 // Every placement whose memory fits is predicted and the fastest wins (ties: the smaller block,
 // then fewer GPU batches, then more on the gpu tier). One exception keeps the fast path fast:
@@ -55,6 +56,7 @@ struct Plan {
   double weights_cpu = 0.0;  // the rest on disk
   double kv_gpu = 1.0;       // share of each GPU batch's sequences whose KV stays on the gpu tier
   bool cpu_attention = false;
+  bool activations_on_host = false;  // the block's hidden states in pinned memory
   // What it needs on each tier (the peak: pinned memory also holds the weight store's load
   // staging while the model loads).
   std::uint64_t gpu_bytes = 0;
@@ -63,7 +65,7 @@ struct Plan {
   Prediction prediction;
 
   double weights_disk() const;
-  BlockShape shape() const { return {num_gpu_batches, kv_gpu, cpu_attention}; }
+  BlockShape shape() const { return {num_gpu_batches, kv_gpu, cpu_attention, activations_on_host}; }
   // Everything on the gpu tier, in one GPU batch.
   bool all_resident() const;
   // "8 x 4 GPU batches, weights 40/60/0% gpu/cpu/disk, KV 50% gpu, cpu attention": for logs.
@@ -71,7 +73,7 @@ struct Plan {
 };
 
 // Bytes a placement puts on each tier. Only the placement fields of `plan` are read (block,
-// num_gpu_batches, weights, kv_gpu, cpu_attention).
+// num_gpu_batches, weights, kv_gpu, cpu_attention, activations_on_host).
 struct PlanMemory {
   std::uint64_t gpu = 0;
   std::uint64_t pinned = 0;  // the peak, load staging included

@@ -24,13 +24,16 @@ struct RandomPlan {
   int num_gpu_batches = 1;
   double kv_gpu = 1.0;
   bool cpu_attention = false;
+  bool activations_on_host = false;
   double weights_gpu = 1.0;
   PolicyKind policy = PolicyKind::full;
 
   std::string describe() const {
-    return fmt::format("{} x {} GPU batches, kv gpu {}, {} attention, weights gpu {}, policy {}",
-                       gpu_batch, num_gpu_batches, kv_gpu, cpu_attention ? "cpu" : "gpu",
-                       weights_gpu, policy_name(policy));
+    return fmt::format(
+        "{} x {} GPU batches, kv gpu {}, {} attention, activations on the {}, weights gpu {}, "
+        "policy {}",
+        gpu_batch, num_gpu_batches, kv_gpu, cpu_attention ? "cpu" : "gpu",
+        activations_on_host ? "cpu" : "gpu", weights_gpu, policy_name(policy));
   }
 };
 
@@ -42,6 +45,7 @@ EngineOptions tiny(const RandomPlan& plan) {
   options.num_gpu_batches = plan.num_gpu_batches;
   options.kv_gpu_fraction = plan.kv_gpu;
   options.cpu_attention = plan.cpu_attention;
+  options.activations_on_host = plan.activations_on_host;
   options.weights_gpu_fraction = plan.weights_gpu;
   options.policy.kind = plan.policy;
   options.kv_budget = plan.policy == PolicyKind::full ? 0.0 : 6;
@@ -117,6 +121,7 @@ TEST(BlockSchedule, RandomPlansGiveExactlyTheResidentRunsOutputs) {
     plan.kv_gpu = kv_shares[rng() % 4];
     plan.cpu_attention = rng() % 2 == 1;
     plan.weights_gpu = weight_shares[rng() % 3];
+    plan.activations_on_host = rng() % 2 == 1;
     plan.policy = policies[trial % 4];
     Engine offloaded(tiny(plan));
     Engine resident(resident_block(plan));
@@ -180,6 +185,44 @@ TEST(BlockSchedule, MemoryEqualsWhatThePlanArithmeticSays) {
       EXPECT_GE(taken.pinned, off.pinned);
     }
   }
+}
+
+TEST(BlockSchedule, ActivationsOnTheHostTakeTwoGpuBatchesOfTheGpuTierAndMoveEveryLayer) {
+  const int batch = 8, prompt = 10, new_tokens = 3;
+  std::uint64_t gpu_taken[2] = {0, 0};
+  for (const bool on_host : {false, true}) {
+    RandomPlan plan;
+    plan.gpu_batch = 2;
+    plan.num_gpu_batches = 4;
+    plan.activations_on_host = on_host;
+    Engine engine(tiny(plan));
+    const std::uint64_t gpu_before = engine.device().usage(Tier::gpu).used;
+    const std::uint64_t pinned_before = engine.device().usage(Tier::pinned).used;
+    auto runner = engine.make_runner(batch, prompt, new_tokens);
+    gpu_taken[on_host] = engine.device().usage(Tier::gpu).used - gpu_before;
+    const std::uint64_t pinned_taken = engine.device().usage(Tier::pinned).used - pinned_before;
+    const HostActivationBytes act =
+        host_activation_bytes(batch, prompt, 4, engine.config().hidden_size);
+    if (on_host) {
+      EXPECT_GE(pinned_taken, act.pinned);
+    }
+
+    std::vector<std::vector<std::int32_t>> tokens;
+    for (int b = 0; b < batch; ++b) {
+      tokens.push_back({2});
+      for (int i = 0; i < 1 + b % prompt; ++i) tokens.back().push_back(40 + (b * 7 + i) % 50);
+    }
+    const PaddedBatch padded = left_pad(tokens, engine.config().pad_token_id);
+    runner->prefill(padded);
+    runner->greedy_tokens();
+    // Every layer stores the block's rows; every layer but the first loads them.
+    const std::uint64_t pass = std::uint64_t{2} * engine.config().hidden_size * batch * padded.seq;
+    const int layers = engine.config().num_layers;
+    EXPECT_EQ(runner->activation_bytes_moved(), on_host ? (2 * layers - 1) * pass : 0u);
+  }
+  const std::uint64_t h = 64;  // tiny-preln's hidden size
+  const std::uint64_t rows = batch * prompt, lane_rows = 2 * prompt;
+  EXPECT_EQ(gpu_taken[false] - gpu_taken[true], 2 * h * rows - 2 * (2 * h * lane_rows));
 }
 
 TEST(BlockSchedule, OffloadedKvMovesTheCacheOnlyWithGpuAttention) {

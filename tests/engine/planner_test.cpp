@@ -27,7 +27,7 @@ MachineProfile pcie_like() {
 
 // A plan's placement (the fields plan_memory reads).
 Plan placement(int gpu_batch, int num_gpu_batches, double weights_gpu, double weights_cpu,
-               double kv_gpu, bool cpu_attention) {
+               double kv_gpu, bool cpu_attention, bool activations_on_host = false) {
   Plan plan;
   plan.gpu_batch = gpu_batch;
   plan.num_gpu_batches = num_gpu_batches;
@@ -36,6 +36,7 @@ Plan placement(int gpu_batch, int num_gpu_batches, double weights_gpu, double we
   plan.weights_cpu = weights_cpu;
   plan.kv_gpu = kv_gpu;
   plan.cpu_attention = cpu_attention;
+  plan.activations_on_host = activations_on_host;
   return plan;
 }
 
@@ -53,6 +54,8 @@ TEST(Planner, MemoryEqualsWhatTheEngineAllocates) {
       {placement(3, 3, 0.3, 0.4, 0.0, true), PolicyKind::full, true},  // 30% of weights on disk
       {placement(8, 1, 1.0, 0.0, 1.0, false)},                         // all resident
       {placement(8, 2, 0.0, 1.0, 0.0, false)},  // the run's pinned memory outgrows the loading's
+      {placement(3, 4, 1.0, 0.0, 1.0, false, true)},  // hidden states in pinned memory
+      {placement(2, 3, 0.5, 0.5, 0.5, true, true), PolicyKind::h2o},  // and everything else moves
   };
   const int prompt = 40, gen = 20;
   for (const MemoryCase& c : cases) {
@@ -66,6 +69,7 @@ TEST(Planner, MemoryEqualsWhatTheEngineAllocates) {
     options.weights_cpu_fraction = c.plan.weights_cpu;
     options.kv_gpu_fraction = c.plan.kv_gpu;
     options.cpu_attention = c.plan.cpu_attention;
+    options.activations_on_host = c.plan.activations_on_host;
     options.policy.kind = c.policy;
     options.kv_budget = c.policy == PolicyKind::full ? 0.0 : 0.5;
     if (c.disk) options.disk = disk.path().string();
@@ -210,6 +214,34 @@ TEST(Planner, TakesTheAllResidentPlanWhenTheWholeBlockFits) {
   EXPECT_FALSE(split->all_resident());
   EXPECT_EQ(split->block, 32);
   EXPECT_EQ(split->gpu_batch * split->num_gpu_batches, 32);
+}
+
+TEST(Planner, MovesTheHiddenStatesToTheHostWhenOnlyThatLetsTheBlockFit) {
+  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  PlanRequest request = opt_request("80GiB", "400GiB");
+  request.prompt_len = 2048;
+  request.kv_budget = 2048 + 31;
+  request.block = 32;  // a bench row: the block is given
+  // The least gpu memory a 32-sequence block can take, with the hidden states on either tier.
+  std::uint64_t least[2] = {~0ull, ~0ull};
+  for (const bool on_host : {false, true}) {
+    for (int num = 1; num <= 16; num *= 2) {
+      Plan plan = placement(32 / num, num, 0.0, 1.0, 0.0, true, on_host);
+      least[on_host] = std::min(least[on_host], plan_memory(model, request, plan).gpu);
+    }
+  }
+  ASSERT_LT(least[true], least[false]);
+  request.gpu_bytes = (least[true] + least[false]) / 2;
+  const auto plan = choose_plan(model, pcie_like(), request);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_TRUE(plan->activations_on_host) << plan->describe();
+  EXPECT_LE(plan->gpu_bytes, request.gpu_bytes);
+  EXPECT_EQ(plan->gpu_bytes, plan_memory(model, request, *plan).gpu);
+  // With room for them, the hidden states stay on the gpu tier: moving them only costs.
+  request.gpu_bytes = parse_bytes("80GiB");
+  const auto roomy = choose_plan(model, pcie_like(), request);
+  ASSERT_TRUE(roomy.has_value());
+  EXPECT_FALSE(roomy->activations_on_host) << roomy->describe();
 }
 
 TEST(Planner, BlocksStopAtTheSequencesThereAre) {

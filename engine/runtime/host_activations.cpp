@@ -1,0 +1,128 @@
+#include "engine/runtime/host_activations.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "engine/core/error.h"
+
+namespace offgen {
+
+HostActivationBytes host_activation_bytes(int batch, int max_prompt, int num_gpu_batches,
+                                          int hidden) {
+  const auto row = static_cast<std::uint64_t>(hidden) * sizeof(Half);
+  const auto seq = static_cast<std::uint64_t>(max_prompt);
+  // Mirrors HostActivations' constructor.
+  HostActivationBytes bytes;
+  bytes.pinned = static_cast<std::uint64_t>(batch) * seq * row;
+  bytes.gpu = 2 * static_cast<std::uint64_t>(gpu_batch_size(batch, num_gpu_batches)) * seq * row;
+  return bytes;
+}
+
+HostActivations::HostActivations(Device& device, std::vector<GpuBatch> batches,
+                                 int max_rows_per_sequence, int hidden)
+    : device_(device),
+      compute_(device.stream(StreamRole::compute)),
+      h2d_(device.stream(StreamRole::h2d_kv)),
+      d2h_(device.stream(StreamRole::d2h_kv)),
+      batches_(std::move(batches)),
+      max_rows_per_sequence_(max_rows_per_sequence),
+      hidden_(hidden) {
+  OFFGEN_CHECK(!batches_.empty() && max_rows_per_sequence > 0 && hidden > 0,
+               "host activations need GPU batches, rows and a hidden size");
+  int block = 0, largest = 0;
+  for (const GpuBatch& g : batches_) {
+    block += g.size;
+    largest = std::max(largest, g.size);
+  }
+  const auto row = static_cast<std::size_t>(hidden) * sizeof(Half);
+  const auto seq = static_cast<std::size_t>(max_rows_per_sequence);
+  host_ = device.allocate(Tier::pinned, static_cast<std::size_t>(block) * seq * row);
+  for (Slot& s : slots_) {
+    s.rows = device.allocate(Tier::gpu, static_cast<std::size_t>(largest) * seq * row);
+    s.loaded = device.create_event();
+    s.saved = device.create_event();
+  }
+  computed_ = device.create_event();
+  for (std::size_t g = 0; g < batches_.size(); ++g) batch_saved_.push_back(device.create_event());
+}
+
+HostActivations::~HostActivations() {
+  // Queued copies still use these buffers.
+  for (Stream* stream : {&compute_, &h2d_, &d2h_}) {
+    try {
+      stream->synchronize();
+    } catch (const std::exception& e) {
+      spdlog::warn("host activations: stream {} failed while shutting down: {}",
+                   stream_role_name(stream->role()), e.what());
+    }
+  }
+}
+
+std::size_t HostActivations::batch_bytes(int batch) const {
+  return static_cast<std::size_t>(batches_[static_cast<std::size_t>(batch)].size) *
+         static_cast<std::size_t>(rows_per_sequence_) * static_cast<std::size_t>(hidden_) *
+         sizeof(Half);
+}
+
+Half* HostActivations::host_rows(int batch) {
+  const auto first = static_cast<std::size_t>(batches_[static_cast<std::size_t>(batch)].first);
+  return host_.as<Half>() +
+         first * static_cast<std::size_t>(rows_per_sequence_) * static_cast<std::size_t>(hidden_);
+}
+
+void HostActivations::begin_pass(int rows_per_sequence) {
+  OFFGEN_CHECK(rows_per_sequence > 0 && rows_per_sequence <= max_rows_per_sequence_,
+               "host activations: a pass of {} rows per sequence, sized for {}", rows_per_sequence,
+               max_rows_per_sequence_);
+  rows_per_sequence_ = rows_per_sequence;
+  released_through_ = -1;
+  for (Slot& s : slots_) s.loaded_task = -1;
+}
+
+void HostActivations::prefetch(const Task& task) {
+  if (task.layer == 0) return;  // the embedding is computed into the slot
+  // The rows come from this GPU batch's task of the layer before, which must have been released
+  // (with one GPU batch, that is the task computing now: the load waits for acquire()).
+  if (task.index - static_cast<int>(batches_.size()) > released_through_) return;
+  Slot& s = slot_of(task);
+  if (s.loaded_task == task.index) return;
+  s.saved->wait_on(h2d_);  // the slot's last store read it
+  batch_saved_[static_cast<std::size_t>(task.batch)]->wait_on(h2d_);  // the rows are on the host
+  const std::size_t bytes = batch_bytes(task.batch);
+  device_.copy_async(s.rows.data(), host_rows(task.batch), bytes, h2d_);
+  s.loaded->record(h2d_);
+  s.loaded_task = task.index;
+  moved_bytes_ += bytes;
+}
+
+Half* HostActivations::acquire(const Task& task) {
+  Slot& s = slot_of(task);
+  if (task.layer == 0) {
+    s.saved->wait_on(compute_);  // the embedding overwrites the slot: its last store is done
+  } else {
+    prefetch(task);
+    s.loaded->wait_on(compute_);
+  }
+  return s.rows.as<Half>();
+}
+
+void HostActivations::release(const Task& task) {
+  Slot& s = slot_of(task);
+  s.loaded_task = -1;
+  released_through_ = task.index;
+  computed_->record(compute_);
+  computed_->wait_on(d2h_);
+  const std::size_t bytes = batch_bytes(task.batch);
+  device_.copy_async(host_rows(task.batch), s.rows.data(), bytes, d2h_);
+  s.saved->record(d2h_);
+  batch_saved_[static_cast<std::size_t>(task.batch)]->record(d2h_);
+  moved_bytes_ += bytes;
+}
+
+const Half* HostActivations::finish_pass() {
+  for (const auto& saved : batch_saved_) saved->wait_on(compute_);
+  return host_.as<const Half>();
+}
+
+}  // namespace offgen

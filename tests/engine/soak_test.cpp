@@ -1,0 +1,203 @@
+// Soak: many blocks of generation and scoring on the cpu device, each run under a random plan
+// (GPU batch split, KV share and attention side, weights over gpu / pinned / disk) and a random
+// policy, checked against the all-resident run of the same blocks. Between jobs every tier's
+// bytes return to what the loaded model holds, and no file descriptor is left open, so a job
+// that runs for hours does not creep. OFFGEN_SOAK_TRIALS scales it up (scripts/soak).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "engine/runtime/engine.h"
+#include "tests/support/golden.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+int trials_from_environment(int fallback) {
+  const char* text = std::getenv("OFFGEN_SOAK_TRIALS");
+  if (text == nullptr || *text == '\0') return fallback;
+  return std::max(1, std::atoi(text));
+}
+
+std::size_t open_file_descriptors() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+struct SoakPlan {
+  int gpu_batch = 1;
+  int num_gpu_batches = 1;
+  double kv_gpu = 1.0;
+  bool cpu_attention = false;
+  bool activations_on_host = false;
+  double weights_gpu = 1.0;
+  double weights_cpu = -1.0;  // < 0: all that is not on the gpu tier
+  PolicyKind policy = PolicyKind::full;
+  double kv_budget = 0.0;
+
+  std::string describe() const {
+    return fmt::format(
+        "{} x {} GPU batches, kv gpu {}, {} attention, activations on the {}, weights gpu {} cpu "
+        "{}, {} budget {}",
+        gpu_batch, num_gpu_batches, kv_gpu, cpu_attention ? "cpu" : "gpu",
+        activations_on_host ? "cpu" : "gpu", weights_gpu, weights_cpu, policy_name(policy),
+        kv_budget);
+  }
+};
+
+SoakPlan random_plan(std::mt19937& rng) {
+  const PolicyKind policies[] = {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
+                                 PolicyKind::streaming};
+  const double kv_shares[] = {0.0, 0.25, 0.5, 1.0};
+  const double budgets[] = {0.3, 0.5, 7.0};
+  SoakPlan plan;
+  plan.gpu_batch = 1 + static_cast<int>(rng() % 4);
+  plan.num_gpu_batches = 1 + static_cast<int>(rng() % 3);
+  plan.kv_gpu = kv_shares[rng() % 4];
+  plan.cpu_attention = rng() % 2 == 1;
+  plan.activations_on_host = rng() % 2 == 1;
+  switch (rng() % 4) {
+    case 0:
+      break;  // all resident
+    case 1:
+      plan.weights_gpu = 0.5;
+      break;
+    case 2:
+      plan.weights_gpu = 0.0;
+      break;
+    default:  // a share on the disk tier
+      plan.weights_gpu = 0.25;
+      plan.weights_cpu = 0.25;
+      break;
+  }
+  plan.policy = policies[rng() % 4];
+  if (plan.policy != PolicyKind::full) plan.kv_budget = budgets[rng() % 3];
+  return plan;
+}
+
+EngineOptions options_for(const SoakPlan& plan, const std::string& disk) {
+  EngineOptions options;
+  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.device = DeviceChoice::cpu;
+  options.max_batch = plan.gpu_batch;
+  options.num_gpu_batches = plan.num_gpu_batches;
+  options.kv_gpu_fraction = plan.kv_gpu;
+  options.cpu_attention = plan.cpu_attention;
+  options.activations_on_host = plan.activations_on_host;
+  options.weights_gpu_fraction = plan.weights_gpu;
+  options.weights_cpu_fraction = plan.weights_cpu;
+  if (plan.weights_cpu >= 0.0) options.disk = disk;
+  options.policy.kind = plan.policy;
+  options.policy.sinks = 1;
+  options.kv_budget = plan.kv_budget;
+  return options;
+}
+
+// The same blocks with everything resident, in one GPU batch per block.
+EngineOptions resident_options(const SoakPlan& plan) {
+  SoakPlan resident;
+  resident.gpu_batch = plan.gpu_batch * plan.num_gpu_batches;
+  resident.policy = plan.policy;
+  resident.kv_budget = plan.kv_budget;
+  return options_for(resident, "");
+}
+
+// More requests than a block holds, of mixed prompt lengths, greedy and sampled, so every job
+// runs several blocks with ragged padding.
+std::vector<GenerationRequest> requests_for(std::mt19937& rng) {
+  const std::vector<ScoreRequest> texts = test::golden_score_requests();
+  std::vector<GenerationRequest> requests;
+  const int n = 5 + static_cast<int>(rng() % 8);
+  for (int i = 0; i < n; ++i) {
+    const auto& text = texts[rng() % texts.size()].tokens;
+    GenerationRequest r;
+    const std::size_t length = 2 + rng() % std::min<std::size_t>(text.size() - 1, 12);
+    r.prompt.assign(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(length));
+    r.max_tokens = 1 + static_cast<int>(rng() % 10);
+    if (rng() % 3 == 0) {
+      r.sampling.temperature = 0.8f;
+      r.sampling.top_k = 20;
+      r.seed = rng();
+    } else {
+      r.sampling.temperature = 0.0f;
+    }
+    requests.push_back(r);
+  }
+  return requests;
+}
+
+struct TierBytes {
+  std::uint64_t bytes[kNumTiers] = {};
+  explicit TierBytes(Device& device) {
+    for (int t = 0; t < kNumTiers; ++t) bytes[t] = device.usage(static_cast<Tier>(t)).used;
+  }
+};
+
+void expect_back_to(Engine& engine, const TierBytes& baseline, const std::string& when) {
+  const TierBytes now(engine.device());
+  for (int t = 0; t < kNumTiers; ++t) {
+    EXPECT_EQ(now.bytes[t], baseline.bytes[t])
+        << tier_name(static_cast<Tier>(t)) << " bytes after " << when;
+  }
+}
+
+TEST(Soak, RandomPlansAndPoliciesOverManyBlocksMatchTheResidentRunAndLeakNothing) {
+  const int trials = trials_from_environment(24);
+  std::mt19937 rng(0x50a6);
+  test::TempDir disk;
+  const std::size_t fds_at_start = open_file_descriptors();
+  int blocks = 0;
+  for (int trial = 0; trial < trials; ++trial) {
+    const SoakPlan plan = random_plan(rng);
+    SCOPED_TRACE(fmt::format("trial {}: {}", trial, plan.describe()));
+    Engine offloaded(options_for(plan, disk.path().string()));
+    Engine resident(resident_options(plan));
+    const TierBytes loaded(offloaded.device());
+
+    for (int job = 0; job < 3; ++job) {
+      const std::vector<GenerationRequest> requests = requests_for(rng);
+      blocks += static_cast<int>((requests.size() + offloaded.block_size() - 1) /
+                                 static_cast<std::size_t>(offloaded.block_size()));
+      const auto got = offloaded.generate(requests);
+      const auto want = resident.generate(requests);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        ASSERT_TRUE(got[i].error.empty()) << got[i].error;
+        EXPECT_EQ(got[i].tokens, want[i].tokens) << "job " << job << " request " << i;
+        EXPECT_EQ(got[i].finish, want[i].finish) << "job " << job << " request " << i;
+      }
+      expect_back_to(offloaded, loaded, fmt::format("generate job {}", job));
+    }
+
+    const std::vector<ScoreRequest> texts = test::golden_score_requests();
+    const int prefill = 2 + static_cast<int>(rng() % 6);
+    const auto got = offloaded.score(texts, prefill);
+    const auto want = resident.score(texts, prefill);
+    for (std::size_t r = 0; r < want.size(); ++r) {
+      ASSERT_TRUE(got[r].error.empty()) << got[r].error;
+      ASSERT_EQ(got[r].token_logprobs.size(), want[r].token_logprobs.size());
+      for (std::size_t i = 1; i < want[r].token_logprobs.size(); ++i) {
+        EXPECT_EQ(got[r].token_logprobs[i], want[r].token_logprobs[i]) << "text " << r << " " << i;
+      }
+    }
+    expect_back_to(offloaded, loaded, "score");
+    for (int t = 0; t < kNumTiers; ++t) {
+      const TierUsage usage = offloaded.device().usage(static_cast<Tier>(t));
+      EXPECT_LE(usage.peak, usage.budget) << tier_name(static_cast<Tier>(t));
+    }
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_EQ(open_file_descriptors(), fds_at_start) << "file descriptors left open";
+  RecordProperty("generation_blocks", blocks);
+}
+
+}  // namespace
+}  // namespace offgen
