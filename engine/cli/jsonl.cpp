@@ -159,7 +159,16 @@ void ResumableJsonlWriter::finish() {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     for (const auto& [index, line] : ordered) out << line << '\n';
     out.flush();
-    OFFGEN_CHECK(out.good(), "writing {} failed", temporary.string());
+    if (!out.good()) {
+      // The output itself is complete; only its ordered copy failed (a full disk): remove the
+      // copy, which holds as much again.
+      const int error = errno;
+      out.close();
+      std::error_code ignored;
+      if (fs::is_regular_file(temporary, ignored)) fs::remove(temporary, ignored);
+      fail("writing {} (the ordered copy of {}) failed: {}", temporary.string(), path_.string(),
+           std::strerror(error));
+    }
   }
   std::fclose(file_);
   file_ = nullptr;
