@@ -10,6 +10,23 @@
 
 namespace offgen::cli {
 
+void check_input_file(const std::filesystem::path& input) {
+  std::error_code ec;
+  OFFGEN_CHECK(!std::filesystem::is_directory(input, ec),
+               "--input {} is a folder: give a JSONL file", input.string());
+}
+
+void finish_output(ResumableJsonlWriter& writer, const std::string& output) {
+  try {
+    writer.finish();
+  } catch (const Error& e) {
+    fail(
+        "{}\nevery request is answered in {}, not yet in input order: when there is room, the "
+        "same command with --resume puts it in order",
+        e.what(), output);
+  }
+}
+
 void check_output_folder(const std::filesystem::path& output) {
   namespace fs = std::filesystem;
   const fs::path folder = output.has_parent_path() ? output.parent_path() : fs::path(".");

@@ -8,12 +8,19 @@
 #include <functional>
 #include <string>
 
+#include "engine/cli/jsonl.h"
 #include "engine/runtime/engine.h"
 
 namespace offgen::cli {
 
-// --output's folder must exist: a clear error naming it, before any work.
+// --input must not be a folder; --output's folder must exist: clear errors naming them, before
+// any work.
+void check_input_file(const std::filesystem::path& input);
 void check_output_folder(const std::filesystem::path& output);
+
+// writer.finish() (the results put in input order); when that fails (a full disk under the
+// ordered copy), the error adds that every result is in the output and --resume orders it.
+void finish_output(ResumableJsonlWriter& writer, const std::string& output);
 
 // Fails before any request runs (offgen::Error) when not even one sequence of the smallest request
 // (shortest prompt, fewest new tokens / decode steps) fits the memory budgets with the engine's

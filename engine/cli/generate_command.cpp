@@ -58,6 +58,7 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
 }
 
 int run_generate(const GenerateOptions& options) {
+  check_input_file(options.input);
   const auto lines = read_jsonl(options.input);
   // Fails now, not after the work, if the output cannot be written.
   check_output_folder(options.output);
@@ -149,8 +150,13 @@ int run_generate(const GenerateOptions& options) {
     }
   }
   if (to_run.empty()) {
-    writer.finish();
-    spdlog::info("every request already has its result in {}", options.output);
+    finish_output(writer, options.output);
+    if (lines.empty()) {
+      spdlog::warn("{} has no requests (no non-blank lines): {} is empty", options.input,
+                   options.output);
+    } else {
+      spdlog::info("every request already has its result in {}", options.output);
+    }
     return errors == 0 ? 0 : 2;
   }
   if (lengths.sequences > 0) {
@@ -200,7 +206,7 @@ int run_generate(const GenerateOptions& options) {
       });
   if (stopped >= 0) return stopped;
   progress.finish();
-  writer.finish();
+  finish_output(writer, options.output);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   spdlog::info("{} requests ({} failed), {} tokens generated in {:.2f} s ({:.1f} tokens/s) -> {}",

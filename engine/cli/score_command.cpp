@@ -52,6 +52,7 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
 }
 
 int run_score(const ScoreOptions& options) {
+  check_input_file(options.input);
   const auto lines = read_jsonl(options.input);
   // Fails now, not after the work, if the output cannot be written.
   check_output_folder(options.output);
@@ -115,8 +116,13 @@ int run_score(const ScoreOptions& options) {
     }
   }
   if (to_run.empty()) {
-    writer.finish();
-    spdlog::info("every text already has its result in {}", options.output);
+    finish_output(writer, options.output);
+    if (lines.empty()) {
+      spdlog::warn("{} has no texts (no non-blank lines): {} is empty", options.input,
+                   options.output);
+    } else {
+      spdlog::info("every text already has its result in {}", options.output);
+    }
     return 0;
   }
   if (sequences > 0) {
@@ -191,7 +197,7 @@ int run_score(const ScoreOptions& options) {
                         lines.size() - to_run.size() + writer.written(), writer.written()};
       });
   if (stopped >= 0) return stopped;
-  writer.finish();
+  finish_output(writer, options.output);
   spdlog::info("{} texts ({} failed), {} tokens scored, perplexity {:.3f} -> {}", to_run.size(),
                errors, total_scored,
                total_scored ? std::exp(-total_logprob / static_cast<double>(total_scored)) : 0.0,

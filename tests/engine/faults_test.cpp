@@ -473,6 +473,56 @@ TEST(Faults, AMissingOutputFolderIsNamedBeforeAnyWork) {
   EXPECT_FALSE(fs::exists(missing));
 }
 
+// The last step, putting the results in input order through a copy, fails (here: the copy's name
+// is taken by a folder; in life, a full disk): the error says every result is in the output and
+// --resume orders it, which it then does without running anything again.
+TEST(Faults, AFailedOrderingStepKeepsEveryResultAndResumeOrdersThem) {
+  test::TempDir dir;
+  write_requests(dir.path() / "in.jsonl", 6, 3);
+  cli::GenerateOptions options;
+  options.common.model = tiny_model().string();
+  options.common.device = "cpu";
+  options.common.batch_size = 4;
+  options.input = (dir.path() / "in.jsonl").string();
+  options.output = (dir.path() / "out.jsonl").string();
+  const fs::path copy = options.output + ".ordering";
+  fs::create_directories(copy);
+  try {
+    cli::run_generate(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("writing " + copy.string()), std::string::npos) << what;
+    EXPECT_NE(what.find("Is a directory"), std::string::npos) << what;
+    EXPECT_NE(what.find("every request is answered in " + options.output), std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(count_lines(options.output), 6u);
+  fs::remove(copy);
+  options.resume = true;
+  EXPECT_EQ(cli::run_generate(options), 0);
+  expect_each_answered_once(options.output, 6, 3);
+}
+
+TEST(Faults, AnInputFolderOrAnEmptyInputIsSaidPlainly) {
+  test::TempDir dir;
+  cli::GenerateOptions options;
+  options.common.model = tiny_model().string();
+  options.common.device = "cpu";
+  options.input = dir.path().string();
+  options.output = (dir.path() / "out.jsonl").string();
+  try {
+    cli::run_generate(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a folder"), std::string::npos) << e.what();
+  }
+  test::write_file(dir.path() / "empty.jsonl", "\n  \n");
+  options.input = (dir.path() / "empty.jsonl").string();
+  EXPECT_EQ(cli::run_generate(options), 0);
+  EXPECT_EQ(count_lines(options.output), 0u);
+}
+
 // The cpu device's emulated gpu tier: weights that do not fit fail at load naming the placement
 // flags; weights that fit with no room for even one sequence fail before any request runs; both
 // exit 1 with nothing written.
