@@ -108,7 +108,10 @@ std::string read_plain(const Json& line, const OptConfig& config, const Tokenize
 
 std::string read_batch(const Json& line, const OptConfig& config, const Tokenizer* tokenizer,
                        const std::string& model, ParsedLine& out) {
-  if (!line["custom_id"].is_string()) return "'custom_id' must be a string";
+  // (operator[] on a const object must not be asked for a missing key)
+  if (!line.contains("custom_id") || !line["custom_id"].is_string()) {
+    return "'custom_id' must be a string";
+  }
   out.custom_id = line["custom_id"].get<std::string>();
   if (line.contains("method") && line["method"] != "POST") {
     return "'method' must be \"POST\"";

@@ -7,6 +7,24 @@
 #include "engine/core/error.h"
 
 namespace offgen::cli {
+namespace {
+
+// Deeper than any request needs. Copying or printing a value recurses once per level, so a line
+// nested a million deep would overflow the stack; it becomes an error record instead.
+constexpr int kMaxLineDepth = 256;
+
+struct TooDeep {};
+
+bool limit_depth(int depth, nlohmann::ordered_json::parse_event_t event,
+                 const nlohmann::ordered_json&) {
+  using Event = nlohmann::ordered_json::parse_event_t;
+  if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxLineDepth) {
+    throw TooDeep{};
+  }
+  return true;
+}
+
+}  // namespace
 
 std::vector<JsonlLine> read_jsonl(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -22,15 +40,19 @@ std::vector<JsonlLine> read_jsonl(const std::filesystem::path& path) {
     line.index = lines.size();
     line.line_number = line_number;
     try {
-      line.value = nlohmann::ordered_json::parse(text);
+      line.value = nlohmann::ordered_json::parse(text, limit_depth);
       if (!line.value.is_object()) {
         line.error = fmt::format("{} line {}: expected a JSON object, got {}", path.string(),
                                  line_number, line.value.type_name());
         line.value = nullptr;
       }
-    } catch (const nlohmann::ordered_json::parse_error& e) {
+    } catch (const nlohmann::ordered_json::exception& e) {
+      // parse_error, or out_of_range for a number like 1e400
       line.error =
           fmt::format("{} line {}: invalid JSON ({})", path.string(), line_number, e.what());
+    } catch (const TooDeep&) {
+      line.error = fmt::format("{} line {}: JSON nested more than {} levels deep", path.string(),
+                               line_number, kMaxLineDepth);
     }
     lines.push_back(std::move(line));
   }
@@ -98,7 +120,7 @@ ResumableJsonlWriter::ResumableJsonlWriter(
         nlohmann::ordered_json record;
         try {
           record = nlohmann::ordered_json::parse(text);
-        } catch (const nlohmann::ordered_json::parse_error&) {
+        } catch (const nlohmann::ordered_json::exception&) {
           // Whole lines are written at once, so only the last can be torn.
           OFFGEN_CHECK(content.find('\n', end + 1) == std::string::npos,
                        "--resume: {} line {} is not JSON; is this the output of this command?",

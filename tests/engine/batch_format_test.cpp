@@ -160,6 +160,37 @@ TEST_F(BatchFormat, CompletionTextEndsBeforeTheFirstStopString) {
   EXPECT_FALSE(stopped);
 }
 
+// Found by tests/fuzz/config_fuzz in the config reader, and read_jsonl had the same catch: a
+// number too large for a double makes nlohmann throw out_of_range, not parse_error, which escaped
+// read_jsonl and ended the whole run. And (found reading the code the fuzzer drives) a line nested
+// a million deep parsed, then overflowed the stack when its keys were copied to the output record.
+TEST_F(BatchFormat, HugeNumbersAndDeepNestingAreBadLinesNotCrashes) {
+  test::TempDir dir;
+  const auto path = dir.path() / "in.jsonl";
+  const std::size_t depth = 1'000'000;
+  const std::string deep = std::string(depth, '[') + std::string(depth, ']');
+  test::write_file(path, R"({"prompt": "a", "max_tokens": 1e400})"
+                         "\n"
+                         R"({"prompt": "b", "tag": )" +
+                             deep + "}\n" + R"({"prompt": "c", "tag": [[[[1]]]]})" + "\n");
+  const auto lines = cli::read_jsonl(path);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[0].error.find("line 1: invalid JSON"), std::string::npos) << lines[0].error;
+  EXPECT_NE(lines[1].error.find("line 2: JSON nested more than"), std::string::npos)
+      << lines[1].error;
+  EXPECT_TRUE(lines[1].value.is_null());
+  EXPECT_EQ(lines[2].error, "");
+  for (const cli::JsonlLine& line : lines) {
+    const auto parsed =
+        cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_);
+    EXPECT_EQ(parsed.problem, line.error);
+    const Json record =
+        cli::result_record(line, parsed, {}, parsed.problem, tokenizer_.get(), config_, "tiny", 0);
+    EXPECT_EQ(cli::record_index(Json::parse(cli::dump_json(record))),
+              static_cast<std::int64_t>(line.index));
+  }
+}
+
 TEST(ResumableJsonlWriter, KeepsWholeRecordsCutsATornLineAndOrdersAtTheEnd) {
   test::TempDir dir;
   const auto path = dir.path() / "out.jsonl";
