@@ -1,0 +1,79 @@
+// Fuzzes what `offgen generate` does with an input file before any model runs: the input is a
+// JSONL file, read with read_jsonl(), and each line is parsed with parse_generate_line() — plain
+// lines and OpenAI Batch API lines, with the tokenizer of tests/data/tokenizer and without one —
+// then answered with result_record() as if generation had run. Checked: reading never throws (the
+// file is readable); a line with a problem has no prompt; an accepted line has valid sampling
+// parameters and its stop hook runs; every record is one line of JSON whose index (what --resume
+// and the final ordering read) is the line's own.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/cli/batch_format.h"
+#include "engine/cli/jsonl.h"
+#include "engine/core/error.h"
+#include "engine/model/opt_config.h"
+#include "engine/runtime/sampler.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tests/fuzz/fuzz_support.h"
+
+namespace {
+
+struct Fixture {
+  offgen::OptConfig config = offgen::OptConfig::from_json_file(offgen::fuzz::data_dir() / "golden" /
+                                                               "tiny-preln" / "config.json");
+  std::unique_ptr<offgen::Tokenizer> tokenizer =
+      offgen::Tokenizer::load(offgen::fuzz::data_dir() / "tokenizer");
+  offgen::cli::GenerateDefaults defaults;
+  offgen::fuzz::MemoryFile input;
+};
+
+Fixture& fixture() {
+  static Fixture instance;
+  return instance;
+}
+
+void check_line(const offgen::cli::JsonlLine& line, const offgen::Tokenizer* tokenizer) {
+  Fixture& f = fixture();
+  const offgen::cli::ParsedLine parsed =
+      offgen::cli::parse_generate_line(line, f.config, tokenizer, "tiny", f.defaults);
+  offgen::GenerationResult result;
+  if (parsed.problem.empty()) {
+    OFFGEN_FUZZ_EXPECT(parsed.request.max_tokens >= 1, "max_tokens");
+    offgen::validate(parsed.request.sampling);  // throws (a finding) if it let a bad value in
+    // What a generation could have produced: ids of the vocabulary, EOS among them.
+    result.tokens = {40, 41, f.config.eos_token_id, 42};
+    if (parsed.request.stop) {
+      for (std::size_t n = 1; n <= result.tokens.size(); ++n) {
+        (void)parsed.request.stop(std::span<const std::int32_t>(result.tokens.data(), n));
+      }
+    }
+  } else {
+    OFFGEN_FUZZ_EXPECT(parsed.request.prompt.empty(), parsed.problem);
+  }
+  const nlohmann::ordered_json record = offgen::cli::result_record(
+      line, parsed, result, parsed.problem, tokenizer, f.config, "tiny", 0);
+  const std::string text = offgen::cli::dump_json(record);
+  OFFGEN_FUZZ_EXPECT(text.find('\n') == std::string::npos, text);
+  const auto back = nlohmann::ordered_json::parse(text);  // throws (a finding) if not JSON
+  OFFGEN_FUZZ_EXPECT(offgen::cli::record_index(back) == static_cast<std::int64_t>(line.index),
+                     text);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  Fixture& f = fixture();
+  f.input.write(data, size);
+  const std::vector<offgen::cli::JsonlLine> lines = offgen::cli::read_jsonl(f.input.path());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    OFFGEN_FUZZ_EXPECT(lines[i].index == i, "line index");
+    OFFGEN_FUZZ_EXPECT(lines[i].error.empty() == lines[i].value.is_object(), lines[i].error);
+    check_line(lines[i], f.tokenizer.get());
+    check_line(lines[i], nullptr);
+  }
+  return 0;
+}
