@@ -54,7 +54,7 @@ Json read_json_file(const fs::path& path) {
   text << in.rdbuf();
   try {
     return Json::parse(text.str());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse errors, and numbers past double's range
     fail("{}: malformed JSON: {}", path.string(), e.what());
   }
 }

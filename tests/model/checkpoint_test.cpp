@@ -144,6 +144,10 @@ TEST_F(CheckpointTest, MalformedIndex) {
             std::string::npos);
   test::write_file(dir_ / "model.safetensors.index.json", R"({"weight_map": {"x": "../x"}})");
   EXPECT_NE(open_error(dir_).find("not a file inside"), std::string::npos);
+  // A number past double's range is a clear error too, not an escaped exception.
+  test::write_file(dir_ / "model.safetensors.index.json", R"({"metadata": {"total_size": 1e400}})");
+  EXPECT_NE(open_error(dir_).find("model.safetensors.index.json: malformed JSON"),
+            std::string::npos);
 }
 
 TEST_F(CheckpointTest, TensorStoredUnderBothSpellingsIsRejected) {
