@@ -17,6 +17,7 @@
 
 #include "engine/runtime/engine.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -30,55 +31,31 @@ constexpr double kLogprobTolerance = 0.01;
 // systematic error (a position off by one, a wrong scale or mask) shifts the mean.
 constexpr double kMeanLogprobTolerance = 0.001;
 
-std::filesystem::path model_dir() {
-  return (test::data_dir() / ".." / ".." / "models" / "opt-tiny-kjv-docs").lexically_normal();
-}
-
 nlohmann::json load_expected() {
-  std::ifstream in(test::data_dir() / "golden" / "opt-tiny-kjv-docs" / "expected.json");
-  EXPECT_TRUE(in) << "cannot open the opt-tiny-kjv-docs fixture";
-  return nlohmann::json::parse(in);
+  return test::golden_expected("opt-tiny-kjv-docs");
 }
 
 EngineOptions options(int batch) {
   EngineOptions options;
-  options.model = model_dir().string();
+  options.model = test::trained_model_dir().string();
   options.device = DeviceChoice::cpu;
   options.max_batch = batch;
   return options;
 }
 
 void expect_scores_match(Engine& engine, const nlohmann::json& expected, int prefill_tokens) {
-  std::vector<ScoreRequest> requests;
-  for (const auto& item : expected["score"]) {
-    requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
-  }
-  ASSERT_EQ(requests.size(), 6u);
-  const auto results = engine.score(requests, prefill_tokens);
-  ASSERT_EQ(results.size(), requests.size());
-  for (std::size_t r = 0; r < results.size(); ++r) {
-    SCOPED_TRACE(testing::Message()
-                 << "text " << r << " (eval.jsonl line " << expected["score"][r]["eval_line"]
-                 << "), prefill_tokens " << prefill_tokens);
-    ASSERT_TRUE(results[r].error.empty()) << results[r].error;
-    const auto& want = expected["score"][r]["token_logprobs"];
-    ASSERT_EQ(results[r].token_logprobs.size(), want.size());
-    EXPECT_TRUE(std::isnan(results[r].token_logprobs[0]));
-    double error_sum = 0.0;
-    for (std::size_t i = 1; i < want.size(); ++i) {
-      const double got = results[r].token_logprobs[i];
-      ASSERT_TRUE(std::isfinite(got)) << "token " << i;
-      EXPECT_NEAR(got, want[i].get<double>(), kLogprobTolerance) << "token " << i;
-      error_sum += got - want[i].get<double>();
-    }
-    EXPECT_NEAR(error_sum / static_cast<double>(want.size() - 1), 0.0, kMeanLogprobTolerance)
-        << "mean error over the text";
+  ASSERT_EQ(expected["score"].size(), 6u);
+  const auto results = test::expect_trained_scores_match(engine, expected, prefill_tokens,
+                                                         kLogprobTolerance, kMeanLogprobTolerance);
+  for (const ScoreResult& result : results) {
+    ASSERT_FALSE(result.token_logprobs.empty());
+    EXPECT_TRUE(std::isnan(result.token_logprobs[0]));
   }
 }
 
 TEST(TrainedGolden, TokenizerGivesHuggingFaceIds) {
   const auto expected = load_expected();
-  const auto tokenizer = Tokenizer::load(model_dir());
+  const auto tokenizer = Tokenizer::load(test::trained_model_dir());
   ASSERT_EQ(expected["tokenizer"].size(), 4u);
   for (const auto& item : expected["tokenizer"]) {
     SCOPED_TRACE(testing::Message() << "eval.jsonl line " << item["eval_line"]);

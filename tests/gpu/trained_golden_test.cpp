@@ -13,6 +13,7 @@
 
 #include "engine/device/cuda_probe.h"
 #include "engine/runtime/engine.h"
+#include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -24,46 +25,21 @@ namespace {
 constexpr double kLogprobTolerance = 0.02;
 constexpr double kMeanLogprobTolerance = 0.002;
 
-std::filesystem::path model_dir() {
-  return (test::data_dir() / ".." / ".." / "models" / "opt-tiny-kjv-docs").lexically_normal();
-}
-
 nlohmann::json load_expected() {
-  std::ifstream in(test::data_dir() / "golden" / "opt-tiny-kjv-docs" / "expected.json");
-  EXPECT_TRUE(in) << "cannot open the opt-tiny-kjv-docs fixture";
-  return nlohmann::json::parse(in);
+  return test::golden_expected("opt-tiny-kjv-docs");
 }
 
 EngineOptions cuda_options(int batch) {
   EngineOptions options;
-  options.model = model_dir().string();
+  options.model = test::trained_model_dir().string();
   options.device = DeviceChoice::cuda;
   options.max_batch = batch;
   return options;
 }
 
 void expect_scores_match(Engine& engine, const nlohmann::json& expected, int prefill_tokens) {
-  std::vector<ScoreRequest> requests;
-  for (const auto& item : expected["score"]) {
-    requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
-  }
-  const auto results = engine.score(requests, prefill_tokens);
-  ASSERT_EQ(results.size(), requests.size());
-  for (std::size_t r = 0; r < results.size(); ++r) {
-    SCOPED_TRACE(testing::Message() << "text " << r << ", prefill_tokens " << prefill_tokens);
-    ASSERT_TRUE(results[r].error.empty()) << results[r].error;
-    const auto& want = expected["score"][r]["token_logprobs"];
-    ASSERT_EQ(results[r].token_logprobs.size(), want.size());
-    double error_sum = 0.0;
-    for (std::size_t i = 1; i < want.size(); ++i) {
-      const double got = results[r].token_logprobs[i];
-      ASSERT_TRUE(std::isfinite(got)) << "token " << i;
-      EXPECT_NEAR(got, want[i].get<double>(), kLogprobTolerance) << "token " << i;
-      error_sum += got - want[i].get<double>();
-    }
-    EXPECT_NEAR(error_sum / static_cast<double>(want.size() - 1), 0.0, kMeanLogprobTolerance)
-        << "mean error over the text";
-  }
+  test::expect_trained_scores_match(engine, expected, prefill_tokens, kLogprobTolerance,
+                                    kMeanLogprobTolerance);
 }
 
 TEST(CudaTrainedGolden, ScoreMatchesHuggingFaceAsOnePrefill) {

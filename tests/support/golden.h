@@ -2,7 +2,11 @@
 // engine requests, for the test binaries that link the engine.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -26,6 +30,45 @@ inline std::vector<ScoreRequest> golden_score_requests(const std::string& model 
     requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
   }
   return requests;
+}
+
+// The trained checkpoint models/opt-tiny-kjv-docs (its fixture: tools/make_trained_golden.py).
+inline std::filesystem::path trained_model_dir() {
+  return (data_dir() / ".." / ".." / "models" / "opt-tiny-kjv-docs").lexically_normal();
+}
+
+// Scores the fixture's texts with `engine` and checks every token's log-probability within
+// `tolerance` of Hugging Face's and each text's mean error within `mean_tolerance`. Returns the
+// results for further checks.
+inline std::vector<ScoreResult> expect_trained_scores_match(Engine& engine,
+                                                            const nlohmann::json& expected,
+                                                            int prefill_tokens, double tolerance,
+                                                            double mean_tolerance) {
+  std::vector<ScoreRequest> requests;
+  for (const auto& item : expected["score"]) {
+    requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
+  }
+  auto results = engine.score(requests, prefill_tokens);
+  EXPECT_EQ(results.size(), requests.size());
+  for (std::size_t r = 0; r < results.size() && r < requests.size(); ++r) {
+    SCOPED_TRACE(testing::Message()
+                 << "text " << r << " (eval.jsonl line " << expected["score"][r]["eval_line"]
+                 << "), prefill_tokens " << prefill_tokens);
+    EXPECT_TRUE(results[r].error.empty()) << results[r].error;
+    const auto& want = expected["score"][r]["token_logprobs"];
+    EXPECT_EQ(results[r].token_logprobs.size(), want.size());
+    if (results[r].token_logprobs.size() != want.size()) continue;
+    double error_sum = 0.0;
+    for (std::size_t i = 1; i < want.size(); ++i) {
+      const double got = results[r].token_logprobs[i];
+      EXPECT_TRUE(std::isfinite(got)) << "token " << i;
+      EXPECT_NEAR(got, want[i].get<double>(), tolerance) << "token " << i;
+      error_sum += got - want[i].get<double>();
+    }
+    EXPECT_NEAR(error_sum / static_cast<double>(want.size() - 1), 0.0, mean_tolerance)
+        << "mean error over the text";
+  }
+  return results;
 }
 
 }  // namespace offgen::test
