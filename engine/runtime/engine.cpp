@@ -426,6 +426,16 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
       out[static_cast<std::size_t>(i + 1)] = lp[static_cast<std::size_t>(b * padded.seq + pad + i)];
     }
   }
+  // Each text is reported as soon as its last token is scored, so an interrupted batch keeps
+  // the texts that finished before it stopped.
+  auto report_finished = [&](int last_step) {
+    if (!on_done) return;
+    for (std::size_t b = 0; b < indices.size(); ++b) {
+      const int steps = std::max(0, lengths[b] - padded.lengths[b] - 1);
+      if (steps == last_step) on_done(indices[b], results[indices[b]]);
+    }
+  };
+  report_finished(0);  // scored by the prefill alone
 
   std::vector<std::int32_t> inputs(indices.size());
   std::vector<std::uint8_t> advancing(indices.size());
@@ -448,9 +458,7 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
             lp[b];
       }
     }
-  }
-  if (on_done) {
-    for (std::size_t index : indices) on_done(index, results[index]);
+    report_finished(step + 1);
   }
 }
 

@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "bench/throughput.h"
 #include "engine/core/error.h"
@@ -54,9 +53,7 @@ TEST(EngineLoad, MissingConfigNamesTheFile) {
 TEST(EngineLoad, ConfigThatDisagreesWithTheWeightsNamesTheTensor) {
   test::TempDir dir;
   const fs::path model = copy_checkpoint(dir);
-  std::ifstream in(model / "config.json");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  in.close();
+  std::string text = test::read_file(model / "config.json");
   const std::string from = "\"ffn_dim\": 256";
   ASSERT_NE(text.find(from), std::string::npos);
   text.replace(text.find(from), from.size(), "\"ffn_dim\": 128");
@@ -240,6 +237,46 @@ TEST(EngineInterrupt, StopsBetweenStepsAndReportsOnlyFinishedRequestsOnce) {
   EXPECT_THROW(engine.score(texts, 2, [&](std::size_t, const ScoreResult&) { ++scored; }),
                Interrupted);
   EXPECT_LT(scored, texts.size());
+}
+
+// score reports each text of a batch as soon as its last token is scored, so an interrupt in the
+// middle of a batch keeps the shorter texts already finished (with the uninterrupted log-probs)
+// and reports none twice.
+TEST(EngineInterrupt, ScoreReportsEachTextWhenItsLastTokenIsScored) {
+  EngineOptions options = tiny_options();
+  options.max_batch = 4;
+  Engine engine(options);
+  // One batch: lengths 3, 5, 7 and 9 after a 2-token prefill need 0, 2, 4 and 6 decode steps.
+  std::vector<ScoreRequest> texts(4);
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    for (std::size_t t = 0; t < 3 + 2 * i; ++t) {
+      texts[i].tokens.push_back(static_cast<std::int32_t>(2 + 7 * t + i));
+    }
+  }
+  const auto expected = engine.score(texts, 2);
+  // Checks: one before the batch, one before the prefill, then one before each decode step.
+  for (int stop_at = 3; stop_at <= 8; ++stop_at) {
+    SCOPED_TRACE("stop at check " + std::to_string(stop_at));
+    int checks = 0;
+    engine.set_interrupt_check([&] { return ++checks >= stop_at; });
+    std::vector<int> reported(texts.size(), 0);
+    EXPECT_THROW(engine.score(texts, 2,
+                              [&](std::size_t i, const ScoreResult& result) {
+                                ++reported[i];
+                                ASSERT_EQ(result.token_logprobs.size(), texts[i].tokens.size());
+                                for (std::size_t t = 1; t < texts[i].tokens.size(); ++t) {
+                                  EXPECT_FLOAT_EQ(result.token_logprobs[t],
+                                                  expected[i].token_logprobs[t]);
+                                }
+                              }),
+                 Interrupted);
+    // Decode steps done before the stop: stop_at - 3. Text i needs 2 * i of them.
+    const int steps_done = stop_at - 3;
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_EQ(reported[i], static_cast<int>(2 * i) <= steps_done ? 1 : 0) << "text " << i;
+    }
+  }
+  engine.set_interrupt_check({});
 }
 
 // Streaming KV budgets: a token budget below the sinks is refused before any work, naming the

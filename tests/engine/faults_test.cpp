@@ -13,7 +13,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -33,19 +32,14 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 std::size_t count_lines(const fs::path& path) {
-  const std::string text = read_text(path);
+  const std::string text = test::read_file(path);
   return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
 // Every line of a finished output (each must be whole JSON).
 std::vector<Json> read_records(const fs::path& path) {
-  std::istringstream in(read_text(path));
+  std::istringstream in(test::read_file(path));
   std::vector<Json> out;
   std::string line;
   while (std::getline(in, line)) out.push_back(Json::parse(line));
@@ -167,7 +161,7 @@ void expect_each_answered_once(const fs::path& output, int n, int max_tokens) {
 
 // Every line already in a stopped run's output is whole JSON, and no request twice.
 void expect_whole_distinct_lines(const fs::path& output) {
-  const std::string text = read_text(output);
+  const std::string text = test::read_file(output);
   ASSERT_TRUE(text.empty() || text.back() == '\n') << "a torn last line";
   std::set<std::string> ids;
   for (const Json& r : read_records(output)) {
@@ -205,7 +199,7 @@ void signal_generate_then_resume(int signal) {
   ASSERT_TRUE(wait_for_lines(pid, output, after));
   ::kill(pid, signal);
   const int status = wait_for(pid);
-  const std::string log = read_text(dir.path() / "first.log");
+  const std::string log = test::read_file(dir.path() / "first.log");
   SCOPED_TRACE(log);
   ASSERT_EQ(exit_code(status), 128 + signal);
   EXPECT_NE(log.find(std::string("stopped by ") + cli::StopSignals::signal_name(signal)),
@@ -221,7 +215,7 @@ void signal_generate_then_resume(int signal) {
   std::vector<std::string> again = args;
   again.insert(again.end(), {"--batch-size", "64", "--resume"});
   const int resumed = wait_for(start_offgen(again, {dir.path() / "again.log"}));
-  ASSERT_EQ(exit_code(resumed), 0) << read_text(dir.path() / "again.log");
+  ASSERT_EQ(exit_code(resumed), 0) << test::read_file(dir.path() / "again.log");
   expect_each_answered_once(output, requests, max_tokens);
 }
 
@@ -256,7 +250,7 @@ TEST(Faults, SigtermDuringScoreStopsCleanlyAndResumeScoresTheRest) {
   ASSERT_TRUE(wait_for_lines(pid, output, 1));
   ::kill(pid, SIGTERM);
   const int status = wait_for(pid);
-  const std::string log = read_text(dir.path() / "first.log");
+  const std::string log = test::read_file(dir.path() / "first.log");
   ASSERT_EQ(exit_code(status), 143) << log;
   EXPECT_NE(log.find("--resume"), std::string::npos) << log;
   const std::size_t kept = count_lines(output);
@@ -266,7 +260,7 @@ TEST(Faults, SigtermDuringScoreStopsCleanlyAndResumeScoresTheRest) {
   std::vector<std::string> again = args;
   again.insert(again.end(), {"--batch-size", "64", "--resume"});
   const int resumed = wait_for(start_offgen(again, {dir.path() / "again.log"}));
-  ASSERT_EQ(exit_code(resumed), 0) << read_text(dir.path() / "again.log");
+  ASSERT_EQ(exit_code(resumed), 0) << test::read_file(dir.path() / "again.log");
   const auto records = read_records(output);
   ASSERT_EQ(records.size(), static_cast<std::size_t>(texts));
   for (int i = 0; i < texts; ++i) {
@@ -327,11 +321,11 @@ TEST(Faults, TwoSignalsEndTheRunAndResumeStillAnswersEveryRequestOnce) {
   ::kill(pid, SIGINT);
   const int status = wait_for(pid);
   EXPECT_TRUE((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) || exit_code(status) == 130)
-      << read_text(dir.path() / "first.log");
+      << test::read_file(dir.path() / "first.log");
   std::vector<std::string> again = args;
   again.insert(again.end(), {"--batch-size", "64", "--resume"});
   const int resumed = wait_for(start_offgen(again, {dir.path() / "again.log"}));
-  ASSERT_EQ(exit_code(resumed), 0) << read_text(dir.path() / "again.log");
+  ASSERT_EQ(exit_code(resumed), 0) << test::read_file(dir.path() / "again.log");
   expect_each_answered_once(output, requests, 16);
 }
 
@@ -350,7 +344,7 @@ TEST(Faults, AFullOutputDiskEndsWithAClearErrorAndResumeCompletes) {
       "--output", output.string()};
   ChildOptions limited{dir.path() / "first.log", 5000};
   const int status = wait_for(start_offgen(args, limited));
-  const std::string log = read_text(dir.path() / "first.log");
+  const std::string log = test::read_file(dir.path() / "first.log");
   ASSERT_EQ(exit_code(status), 1) << log;
   EXPECT_NE(log.find("writing " + output.string() + " failed: File too large"), std::string::npos)
       << log;
@@ -363,7 +357,7 @@ TEST(Faults, AFullOutputDiskEndsWithAClearErrorAndResumeCompletes) {
   std::vector<std::string> again = args;
   again.push_back("--resume");
   const int resumed = wait_for(start_offgen(again, {dir.path() / "again.log"}));
-  const std::string again_log = read_text(dir.path() / "again.log");
+  const std::string again_log = test::read_file(dir.path() / "again.log");
   ASSERT_EQ(exit_code(resumed), 0) << again_log;
   expect_each_answered_once(output, requests, 6);
 }
@@ -384,13 +378,13 @@ TEST(Faults, AFullOutputDiskUnderScoreIsResumedToo) {
       "2",        "--input",      (dir.path() / "in.jsonl").string(),
       "--output", output.string()};
   const int status = wait_for(start_offgen(args, {dir.path() / "first.log", 2000}));
-  const std::string log = read_text(dir.path() / "first.log");
+  const std::string log = test::read_file(dir.path() / "first.log");
   ASSERT_EQ(exit_code(status), 1) << log;
   EXPECT_NE(log.find("File too large"), std::string::npos) << log;
   std::vector<std::string> again = args;
   again.push_back("--resume");
   const int resumed = wait_for(start_offgen(again, {dir.path() / "again.log"}));
-  ASSERT_EQ(exit_code(resumed), 0) << read_text(dir.path() / "again.log");
+  ASSERT_EQ(exit_code(resumed), 0) << test::read_file(dir.path() / "again.log");
   const auto records = read_records(output);
   ASSERT_EQ(records.size(), static_cast<std::size_t>(texts));
   for (int i = 0; i < texts; ++i) {
@@ -435,7 +429,7 @@ TEST(Faults, AFullDiskTierNamesTheFolder) {
       "2",        "--input",       (dir.path() / "in.jsonl").string(),
       "--output", output.string()};
   const int status = wait_for(start_offgen(args, {dir.path() / "log", 64 * 1024}));
-  const std::string log = read_text(dir.path() / "log");
+  const std::string log = test::read_file(dir.path() / "log");
   ASSERT_TRUE(WIFEXITED(status)) << log;
   EXPECT_EQ(exit_code(status), 1) << log;
   EXPECT_NE(log.find("--disk " + disk.string()), std::string::npos) << log;
@@ -443,7 +437,7 @@ TEST(Faults, AFullDiskTierNamesTheFolder) {
   EXPECT_EQ(count_lines(output), 0u);
   // With room, the same command runs.
   const int fine = wait_for(start_offgen(args, {dir.path() / "log2"}));
-  EXPECT_EQ(exit_code(fine), 0) << read_text(dir.path() / "log2");
+  EXPECT_EQ(exit_code(fine), 0) << test::read_file(dir.path() / "log2");
 }
 
 TEST(Faults, AMissingOutputFolderIsNamedBeforeAnyWork) {
@@ -545,7 +539,7 @@ TEST(Faults, AGpuTierBudgetTooSmallFailsClearlyBeforeAnyWork) {
                                            "--output",
                                            output.string()};
     const int status = wait_for(start_offgen(args, {dir.path() / log}));
-    return std::make_pair(exit_code(status), read_text(dir.path() / log));
+    return std::make_pair(exit_code(status), test::read_file(dir.path() / log));
   };
   const auto [weights_code, weights_log] = run("64KiB", "weights.log");  // weights: ~0.4 MB
   EXPECT_EQ(weights_code, 1) << weights_log;

@@ -42,4 +42,9 @@ void write_file(const std::filesystem::path& path, const std::string& contents) 
   if (!out) throw std::runtime_error("could not write " + path.string());
 }
 
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 }  // namespace offgen::test

@@ -27,4 +27,7 @@ class TempDir {
 // Writes `contents` to `path` (binary), creating parent directories.
 void write_file(const std::filesystem::path& path, const std::string& contents);
 
+// The whole file, bytes as they are ("" when it cannot be read).
+std::string read_file(const std::filesystem::path& path);
+
 }  // namespace offgen::test
