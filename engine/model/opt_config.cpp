@@ -22,6 +22,9 @@ using Json = nlohmann::json;
 // deep would overflow the stack; config.json is two levels deep.
 constexpr int kMaxDepth = 64;
 
+// A bound far above OPT-175B (1.75e11) that keeps every element and byte count within int64.
+constexpr double kMaxParameters = 1e15;
+
 // A JSON value, shortened so a huge malformed field cannot flood the error message.
 std::string brief(const Json& value) {
   std::string text = value.dump();
@@ -141,6 +144,28 @@ std::optional<std::string> find_problem(const OptConfig& c) {
   if (c.position_offset < 0 ||
       c.position_offset > std::numeric_limits<int>::max() - c.max_position_embeddings) {
     return fmt::format("position offset {} is out of range", c.position_offset);
+  }
+  // Counted in double so that absurd sizes cannot wrap (every byte count later is int64), and
+  // from one and two layers so that a billion layers are not listed to count them.
+  const auto count = [&c](int layers) {
+    OptConfig few = c;
+    few.num_layers = layers;
+    double total = 0.0;
+    for (const TensorSpec& spec : opt_tensor_specs(few)) {
+      double numel = 1.0;
+      for (const std::int64_t d : spec.shape) numel *= static_cast<double>(d);
+      total += numel;
+    }
+    return total;
+  };
+  const double one_layer = count(1);
+  const double parameters =
+      one_layer + (count(2) - one_layer) * static_cast<double>(c.num_layers - 1);
+  if (parameters > kMaxParameters) {
+    return fmt::format(
+        "the sizes make a model of {:.3g} parameters, beyond the {:.0e} any "
+        "machine this runs on can hold",
+        parameters, kMaxParameters);
   }
   return std::nullopt;
 }

@@ -197,6 +197,23 @@ TEST(OptConfig, WrongTypesForOptionalFieldsAreRejected) {
             std::string::npos);
 }
 
+// Sizes each valid alone but together beyond any machine are refused before any count wraps;
+// OPT-175B's sizes pass.
+TEST(OptConfig, AModelTooLargeToCountIsRejected) {
+  for (const nlohmann::json& edit :
+       {nlohmann::json{{"num_hidden_layers", 2147483647}, {"ffn_dim", 2147483647}},
+        nlohmann::json{{"hidden_size", 2147483520},
+                       {"num_attention_heads", 1},
+                       {"word_embed_proj_dim", 2147483520},
+                       {"num_hidden_layers", 2147483647}}}) {
+    const std::string message = parse_error(edited_125m(edit));
+    EXPECT_NE(message.find("parameters, beyond"), std::string::npos) << edit.dump() << message;
+  }
+  const auto opt175b = OptConfig::from_name("opt-175b");
+  ASSERT_TRUE(opt175b.has_value());
+  EXPECT_NO_THROW(opt175b->validate());
+}
+
 TEST(OptConfig, IndivisibleHeadsAreRejected) {
   EXPECT_EQ(parse_error(edited_125m({{"hidden_size", 100}, {"num_attention_heads", 3}})),
             "config.json: hidden_size 100 is not divisible by num_attention_heads 3");
