@@ -209,7 +209,10 @@ std::optional<Plan> choose_plan(const OptConfig& model, const MachineProfile& pr
   std::optional<Plan> best;
   for (const Shape& s : shapes) {
     std::vector<std::vector<int>> seen_kv;
-    for (const double kv_gpu : {1.0, 0.75, 0.5, 0.25, 0.0}) {
+    // KV shares in 5% steps: the cache splits by sequences, so a share is how many of each GPU
+    // batch's sequences stay on the gpu tier; steps finer than a sequence are the same plan.
+    for (int kv_percent = 100; kv_percent >= 0; kv_percent -= 5) {
+      const double kv_gpu = kv_percent / 100.0;
       Plan base;
       base.block = s.block;
       base.gpu_batch = s.gpu_batch;

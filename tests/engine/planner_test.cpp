@@ -147,6 +147,26 @@ TEST(Planner, TightGpuStreamsWeightsOffloadsKvAndAddsGpuBatches) {
   EXPECT_EQ(memory.pinned, plan->pinned_bytes);
 }
 
+// KV shares are not limited to quarters: with a gpu tier between what half and three quarters of
+// a block's KV need (weights resident), the planner keeps as many sequences there as fit.
+TEST(Planner, KeepsAsMuchKvOnTheGpuAsFitsNotJustQuarters) {
+  const OptConfig model = OptConfig::from_name("opt-1.3b").value();
+  PlanRequest request = opt_request("80GiB", "200GiB");
+  request.block = 20;
+  request.max_gpu_batches = 1;
+  const std::uint64_t half =
+      plan_memory(model, request, placement(20, 1, 1.0, 0.0, 0.5, false)).gpu;
+  const std::uint64_t three_quarters =
+      plan_memory(model, request, placement(20, 1, 1.0, 0.0, 0.75, false)).gpu;
+  request.gpu_bytes = (half + three_quarters) / 2;
+  const auto plan = choose_plan(model, pcie_like(), request);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->weights_gpu, 1.0);
+  EXPECT_GT(plan->kv_gpu, 0.5);
+  EXPECT_LT(plan->kv_gpu, 0.75);
+  EXPECT_LE(plan->gpu_bytes, request.gpu_bytes);
+}
+
 TEST(Planner, PicksCpuAttentionWhenPcieIsSlowAndStagingWhenItIsFast) {
   const OptConfig model = OptConfig::from_name("opt-30b").value();
   const PlanRequest request = opt_request("16GiB", "200GiB");
