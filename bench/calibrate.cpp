@@ -13,10 +13,15 @@
 
 #include "engine/core/error.h"
 #include "engine/core/half.h"
+#include "engine/core/units.h"
 #include "kernels/cpu/attention.h"
 
 namespace offgen::bench {
 namespace {
+
+// The decode attention measurement's shape: `batch` sequences over a full cache of `capacity`.
+constexpr int kAttentionBatch = 8;
+constexpr int kAttentionCapacity = 1024;
 
 using Clock = std::chrono::steady_clock;
 
@@ -65,7 +70,7 @@ void measure_copies(Device& device, const CalibrateOptions& o, std::vector<Measu
       stream.synchronize();
     });
   };
-  const std::string size = std::to_string(bytes >> 20) + " MiB";
+  const std::string size = format_bytes(bytes);
   out.push_back({"h2d_pinned", gb_per_s(size_f, copy(gpu.data(), pinned.data(), h2d)), "GB/s",
                  "pinned host -> gpu tier, one " + size + " copy"});
   out.push_back({"d2h_pinned", gb_per_s(size_f, copy(pinned.data(), gpu.data(), d2h)), "GB/s",
@@ -110,8 +115,8 @@ void measure_gemm(Device& device, Ops& ops, const OptConfig& m, const CalibrateO
 void measure_attention(Device& device, Ops& ops, const OptConfig& m, const CalibrateOptions& o,
                        std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
-  const int batch = 8;
-  const int capacity = 1024;
+  const int batch = kAttentionBatch;
+  const int capacity = kAttentionCapacity;
   const int heads = m.num_heads;
   const int dim = m.head_dim();
   const std::size_t cache = static_cast<std::size_t>(batch) * heads * capacity * dim;
@@ -213,6 +218,31 @@ void measure_disk(const CalibrateOptions& o, std::vector<Measurement>& out) {
 }
 
 }  // namespace
+
+CalibrationFootprint calibration_footprint(const OptConfig& model,
+                                           const CalibrateOptions& options) {
+  // Each allocation rounds up to the device's 256-byte alignment.
+  const auto halves = [](std::uint64_t n) {
+    return (std::max<std::uint64_t>(n, 1) * 2 + 255) / 256 * 256;
+  };
+  const std::uint64_t copy = (options.copy_bytes + 255) / 256 * 256;
+  const auto h = static_cast<std::uint64_t>(model.hidden_size);
+  const auto f = static_cast<std::uint64_t>(model.ffn_dim);
+  // measure_gemm at its larger row count.
+  const std::uint64_t gemm = halves(f * h) + halves(f) + halves(512 * h) + halves(512 * f);
+  const std::uint64_t cache = static_cast<std::uint64_t>(kAttentionBatch) *
+                              static_cast<std::uint64_t>(model.num_heads) * kAttentionCapacity *
+                              static_cast<std::uint64_t>(model.head_dim());
+  const std::uint64_t qkv =
+      static_cast<std::uint64_t>(kAttentionBatch) * 3 * h;  // halves of q, k and v
+  const std::uint64_t attention = 2 * halves(cache) + halves(qkv) + halves(qkv / 3) + 256;
+  CalibrationFootprint footprint;
+  footprint.gpu = std::max({2 * copy, gemm, attention});
+  // Pinned: the copies' buffers, or the one staging buffer `filled` holds while it fills each.
+  footprint.pinned = std::max({2 * copy, halves(f * h), halves(cache)});
+  footprint.host = copy;
+  return footprint;
+}
 
 std::vector<Measurement> calibrate(OpenedDevice& opened, const OptConfig& model,
                                    const CalibrateOptions& options) {

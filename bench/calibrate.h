@@ -30,6 +30,15 @@ struct CalibrateOptions {
   std::filesystem::path disk;                           // empty: no disk measurement
 };
 
+// The most bytes of each device tier calibrate() holds at once with these shapes and options
+// (its cpu attention and disk buffers are plain host memory, outside the device's tiers).
+struct CalibrationFootprint {
+  std::uint64_t gpu = 0;
+  std::uint64_t pinned = 0;
+  std::uint64_t host = 0;
+};
+CalibrationFootprint calibration_footprint(const OptConfig& model, const CalibrateOptions& options);
+
 // Runs every measurement on the opened device, with GEMM and attention shapes of `model`.
 std::vector<Measurement> calibrate(OpenedDevice& device, const OptConfig& model,
                                    const CalibrateOptions& options);

@@ -32,11 +32,53 @@ std::string sanitize(const std::string& name) {
   return out.empty() ? "device" : out;
 }
 
-// The shapes a quick calibration measures GEMMs and attention at: the model's, but no bigger than
-// opt-1.3b's, so it stays within seconds on a CPU.
-OptConfig quick_shapes(const OptConfig& model) {
+// What a quick calibration measures: GEMMs and attention at the model's shapes, but no bigger
+// than opt-1.3b's, so it stays within seconds on a CPU; copies of 64 MiB. Both shrink (to smaller
+// released shapes, to halved copies) until the calibration fits what the tiers have free, so a
+// small --gpu-mem / --cpu-mem still gets a profile. Throws an Error naming the budgets when not
+// even opt-125m's shapes and 4 KiB copies fit.
+struct QuickCalibration {
+  OptConfig shapes;
+  bench::CalibrateOptions options;
+};
+
+QuickCalibration quick_calibration(const OptConfig& model, const Device& device) {
+  const auto free_bytes = [&device](Tier tier) {
+    const TierUsage usage = device.usage(tier);
+    return usage.budget > usage.used ? usage.budget - usage.used : std::uint64_t{0};
+  };
+  const std::uint64_t gpu = free_bytes(Tier::gpu);
+  const std::uint64_t pinned = free_bytes(Tier::pinned);
+  const std::uint64_t host = free_bytes(Tier::host);
+  const auto fits = [&](const OptConfig& shapes, const bench::CalibrateOptions& options) {
+    const bench::CalibrationFootprint need = bench::calibration_footprint(shapes, options);
+    return need.gpu <= gpu && need.pinned <= pinned && need.host <= host;
+  };
+  std::vector<OptConfig> candidates;
   const OptConfig cap = OptConfig::from_name("opt-1.3b").value();
-  return model.hidden_size <= cap.hidden_size ? model : cap;
+  candidates.push_back(model.hidden_size <= cap.hidden_size ? model : cap);
+  for (const char* smaller : {"opt-350m", "opt-125m"}) {
+    const OptConfig known = OptConfig::from_name(smaller).value();
+    if (known.hidden_size < candidates.back().hidden_size) candidates.push_back(known);
+  }
+  QuickCalibration quick;
+  quick.options.repeats = 1;
+  for (const OptConfig& shapes : candidates) {
+    quick.shapes = shapes;
+    for (quick.options.copy_bytes = std::uint64_t{64} << 20; quick.options.copy_bytes >= 4096;
+         quick.options.copy_bytes /= 2) {
+      if (fits(shapes, quick.options)) return quick;
+    }
+  }
+  bench::CalibrateOptions smallest;
+  smallest.copy_bytes = 4096;
+  const bench::CalibrationFootprint need =
+      bench::calibration_footprint(candidates.back(), smallest);
+  throw OutOfMemoryError(fmt::format(
+      "it needs at least gpu {}, pinned {} and host {} free, and the budgets leave gpu {}, "
+      "pinned {} and host {}",
+      format_bytes(need.gpu), format_bytes(need.pinned), format_bytes(need.host), format_bytes(gpu),
+      format_bytes(pinned), format_bytes(host)));
 }
 
 void write_profile(const std::filesystem::path& path, const nlohmann::json& profile) {
@@ -73,17 +115,14 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
       spdlog::warn("ignoring the cached profile: {}", e.what());
     }
   }
-  const OptConfig shapes = quick_shapes(model);
+  const QuickCalibration quick = quick_calibration(model, *opened.device);
   spdlog::info(
-      "no machine profile for {}: a quick calibration at {} shapes (`offgen calibrate` measures "
-      "more carefully)",
-      device, shapes.name);
-  bench::CalibrateOptions quick;
-  quick.copy_bytes = std::uint64_t{64} << 20;
-  quick.repeats = 1;
+      "no machine profile for {}: a quick calibration at {} shapes with {} copies (`offgen "
+      "calibrate` measures more carefully)",
+      device, quick.shapes.name, format_bytes(quick.options.copy_bytes));
   const auto start = std::chrono::steady_clock::now();
-  const auto measurements = bench::calibrate(opened, shapes, quick);
-  const nlohmann::json profile = bench::profile_json(device, shapes.name, measurements);
+  const auto measurements = bench::calibrate(opened, quick.shapes, quick.options);
+  const nlohmann::json profile = bench::profile_json(device, quick.shapes.name, measurements);
   std::filesystem::path file = cached;
   if (!file.empty()) {
     write_profile(file, profile);

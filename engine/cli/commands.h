@@ -103,6 +103,7 @@ struct GenerateOptions {
   std::string input;
   std::string output;
   bool resume = false;
+  bool overwrite = false;
   int max_tokens = 16;
   float temperature = 1.0f;
   int top_k = 0;
@@ -117,6 +118,7 @@ struct ScoreOptions {
   std::string input;
   std::string output;
   bool resume = false;
+  bool overwrite = false;
   int prefill_tokens = 0;
 };
 void add_score_command(CLI::App& app, ScoreOptions& options);

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -64,14 +65,24 @@ void plan_field(const nlohmann::json& plan, const std::string& path, const char*
     ok = value.is_boolean();
     if (ok) parsed = value.get<bool>();
   } else if constexpr (std::is_integral_v<T>) {
-    ok = value.is_number_integer();
-    if (ok) parsed = value.get<T>();
+    // Range-checked here: get<T>() would wrap 4294967297 to 1.
+    if (value.is_number_unsigned()) {
+      const auto v = value.get<std::uint64_t>();
+      ok = v <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+      if (ok) parsed = static_cast<T>(v);
+    } else if (value.is_number_integer()) {
+      const auto v = value.get<std::int64_t>();
+      ok = v >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
+           v <= static_cast<std::int64_t>(std::numeric_limits<T>::max());
+      if (ok) parsed = static_cast<T>(v);
+    }
   } else {
     ok = value.is_number();
     if (ok) parsed = value.get<T>();
   }
+  // An array or object is named by its type: printing one nested deeply would recurse as deep.
   OFFGEN_CHECK(ok && valid(parsed), "--plan {}: '{}' must be {} (got {})", path, field, expected,
-               value.dump());
+               value.is_structured() ? std::string(value.type_name()) : value.dump());
   out = parsed;
 }
 

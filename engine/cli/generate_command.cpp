@@ -36,9 +36,14 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
                   "JSONL results, one per input line: written as requests finish, then put in "
                   "input order")
       ->required();
-  cmd->add_flag("--resume", options.resume,
-                "keep the results already in --output (from an interrupted run of the same input) "
-                "and run only the requests without one, or whose record is an error");
+  CLI::Option* resume = cmd->add_flag(
+      "--resume", options.resume,
+      "keep the results already in --output (from an interrupted run of the same input) "
+      "and run only the requests without one, or whose record is an error");
+  cmd->add_flag("--overwrite", options.overwrite,
+                "replace an --output that already holds results (without --resume or "
+                "--overwrite, such a file is an error, so no finished work is lost)")
+      ->excludes(resume);
   cmd->add_option("--max-tokens", options.max_tokens,
                   "tokens to generate per request that does not say")
       ->check(kPositiveInteger)
@@ -62,7 +67,8 @@ int run_generate(const GenerateOptions& options) {
   const auto lines = read_jsonl(options.input);
   // Fails now, not after the work, if the output cannot be written.
   check_output_folder(options.output);
-  ResumableJsonlWriter writer(options.output, options.resume, record_index);
+  ResumableJsonlWriter writer(options.output, existing_output(options.resume, options.overwrite),
+                              record_index);
   EngineOptions engine_options = options.common.engine_options();
   // The requests are read before the model loads, so a planned placement fits the longest.
   const OptConfig config = model_config(options.common.model);

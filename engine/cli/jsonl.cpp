@@ -100,10 +100,17 @@ void OrderedJsonlWriter::put(std::size_t index, const nlohmann::ordered_json& re
 namespace offgen::cli {
 
 ResumableJsonlWriter::ResumableJsonlWriter(
-    const std::filesystem::path& path, bool resume,
+    const std::filesystem::path& path, ExistingOutput existing,
     std::function<std::int64_t(const nlohmann::ordered_json&)> index_of)
     : path_(path), index_of_(std::move(index_of)) {
   namespace fs = std::filesystem;
+  const bool resume = existing == ExistingOutput::resume;
+  std::error_code size_error;
+  const auto existing_bytes = fs::file_size(path, size_error);
+  OFFGEN_CHECK(existing != ExistingOutput::refuse || size_error || existing_bytes == 0,
+               "{} already holds {} bytes of results; add --resume to keep them and run only "
+               "the rest, or --overwrite to replace them",
+               path.string(), existing_bytes);
   if (resume && fs::exists(path)) {
     std::ifstream in(path, std::ios::binary);
     OFFGEN_CHECK(in.good(), "--resume: cannot read {}: {}", path.string(), std::strerror(errno));

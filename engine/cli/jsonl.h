@@ -57,12 +57,25 @@ namespace offgen::cli {
 // last line. `--resume` reopens it: the partial line is cut off, the complete records are kept
 // (their input indices come back from recover()), and new ones are appended. finish() rewrites
 // the file in input order (a new file renamed over the old, so a crash there loses nothing).
+// What to do with an output file that already holds something.
+enum class ExistingOutput {
+  refuse,     // an error before any work: hours of results are not lost to a forgotten --resume
+  overwrite,  // start it afresh (--overwrite)
+  resume,     // keep its whole records and append (--resume)
+};
+
+// The mode the --resume / --overwrite flags ask for (the CLI lets only one be given).
+inline ExistingOutput existing_output(bool resume, bool overwrite) {
+  if (resume) return ExistingOutput::resume;
+  return overwrite ? ExistingOutput::overwrite : ExistingOutput::refuse;
+}
+
 class ResumableJsonlWriter {
  public:
-  // index_of(record): the input index a record answers (-1: not one of ours). resume = false
-  // starts the file afresh. Throws offgen::Error naming the file when it cannot be opened, or
-  // when resuming finds a line that is not one of ours.
-  ResumableJsonlWriter(const std::filesystem::path& path, bool resume,
+  // index_of(record): the input index a record answers (-1: not one of ours). Throws
+  // offgen::Error naming the file when it cannot be opened, when `existing` is refuse and the
+  // file is not empty, or when resuming finds a line that is not one of ours.
+  ResumableJsonlWriter(const std::filesystem::path& path, ExistingOutput existing,
                        std::function<std::int64_t(const nlohmann::ordered_json&)> index_of);
   ~ResumableJsonlWriter();
   ResumableJsonlWriter(const ResumableJsonlWriter&) = delete;

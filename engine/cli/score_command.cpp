@@ -41,9 +41,14 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
                   "JSONL results, one per input line: written as texts finish, then put in input "
                   "order")
       ->required();
-  cmd->add_flag("--resume", options.resume,
-                "keep the results already in --output (from an interrupted run of the same input) "
-                "and score only the texts without one, or whose record is an error");
+  CLI::Option* resume = cmd->add_flag(
+      "--resume", options.resume,
+      "keep the results already in --output (from an interrupted run of the same input) "
+      "and score only the texts without one, or whose record is an error");
+  cmd->add_flag("--overwrite", options.overwrite,
+                "replace an --output that already holds results (without --resume or "
+                "--overwrite, such a file is an error, so no finished work is lost)")
+      ->excludes(resume);
   cmd->add_option("--prefill-tokens", options.prefill_tokens,
                   "run the first N tokens as one prefill and the rest as teacher-forced decode "
                   "steps through the KV cache (0 = the whole text as prefill)")
@@ -56,7 +61,8 @@ int run_score(const ScoreOptions& options) {
   const auto lines = read_jsonl(options.input);
   // Fails now, not after the work, if the output cannot be written.
   check_output_folder(options.output);
-  ResumableJsonlWriter writer(options.output, options.resume, record_index);
+  ResumableJsonlWriter writer(options.output, existing_output(options.resume, options.overwrite),
+                              record_index);
   EngineOptions engine_options = options.common.engine_options();
   // The texts are read before the model loads, so a planned placement fits the longest.
   const OptConfig config = model_config(options.common.model);

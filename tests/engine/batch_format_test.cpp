@@ -196,7 +196,7 @@ TEST(ResumableJsonlWriter, KeepsWholeRecordsCutsATornLineAndOrdersAtTheEnd) {
   const auto path = dir.path() / "out.jsonl";
   const auto index_of = [](const Json& r) { return cli::record_index(r); };
   {
-    cli::ResumableJsonlWriter writer(path, /*resume=*/false, index_of);
+    cli::ResumableJsonlWriter writer(path, cli::ExistingOutput::overwrite, index_of);
     writer.put(Json{{"index", 3}, {"v", "c"}});
     writer.put(Json{{"index", 0}, {"v", "a"}});
   }
@@ -204,7 +204,7 @@ TEST(ResumableJsonlWriter, KeepsWholeRecordsCutsATornLineAndOrdersAtTheEnd) {
     std::ofstream torn(path, std::ios::app | std::ios::binary);
     torn << R"({"index": 1, "v": "trunc)";  // a crash mid-line
   }
-  cli::ResumableJsonlWriter writer(path, /*resume=*/true, index_of);
+  cli::ResumableJsonlWriter writer(path, cli::ExistingOutput::resume, index_of);
   EXPECT_EQ(writer.recovered().size(), 2u);
   EXPECT_TRUE(writer.recovered().count(0) && writer.recovered().count(3));
   EXPECT_GT(writer.dropped_bytes(), 0u);
@@ -222,9 +222,42 @@ TEST(ResumableJsonlWriter, RefusesToResumeOverAFileThatIsNotItsOutput) {
   test::TempDir dir;
   const auto path = dir.path() / "out.jsonl";
   test::write_file(path, "{\"something\": 1}\n{\"index\": 0}\n");
-  EXPECT_THROW(
-      cli::ResumableJsonlWriter(path, true, [](const Json& r) { return cli::record_index(r); }),
-      Error);
+  EXPECT_THROW(cli::ResumableJsonlWriter(path, cli::ExistingOutput::resume,
+                                         [](const Json& r) { return cli::record_index(r); }),
+               Error);
+}
+
+// Without --resume or --overwrite, a file that already holds results is refused (naming both
+// flags) and left as it was; an empty or missing file is fine; --overwrite replaces it.
+TEST(ResumableJsonlWriter, RefusesAnOutputThatHoldsResultsUnlessToldWhatToDo) {
+  test::TempDir dir;
+  const auto path = dir.path() / "out.jsonl";
+  const auto index_of = [](const Json& r) { return cli::record_index(r); };
+  const std::string earlier = "{\"index\": 0, \"text\": \"hours of work\"}\n";
+  test::write_file(path, earlier);
+  try {
+    cli::ResumableJsonlWriter writer(path, cli::ExistingOutput::refuse, index_of);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path.string()), std::string::npos) << what;
+    EXPECT_NE(what.find("--resume"), std::string::npos) << what;
+    EXPECT_NE(what.find("--overwrite"), std::string::npos) << what;
+  }
+  EXPECT_EQ(test::read_file(path), earlier);
+
+  {
+    cli::ResumableJsonlWriter writer(dir.path() / "missing.jsonl", cli::ExistingOutput::refuse,
+                                     index_of);
+  }
+  test::write_file(path, "");
+  { cli::ResumableJsonlWriter writer(path, cli::ExistingOutput::refuse, index_of); }
+  test::write_file(path, earlier);
+  {
+    cli::ResumableJsonlWriter writer(path, cli::ExistingOutput::overwrite, index_of);
+    writer.put(Json{{"index", 0}, {"text", "new"}});
+  }
+  EXPECT_EQ(test::read_file(path), "{\"index\":0,\"text\":\"new\"}\n");
 }
 
 TEST(Progress, SaysRequestsTokensRateAndEta) {

@@ -494,7 +494,12 @@ TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
       {R"({"batch_size": 2, "kv_gpu_percent": 150})", "kv_gpu_percent"},
       {R"({"cpu_attention": "yes"})", "cpu_attention"},
       {R"({"num_gpu_batches": 0})", "num_gpu_batches"},
-      {R"({"weights_gpu_percent": 80, "weights_cpu_percent": 40})", "weights_cpu_percent"}};
+      {R"({"weights_gpu_percent": 80, "weights_cpu_percent": 40})", "weights_cpu_percent"},
+      // 2^32 + 1 and 2^64 - 1 must not wrap to a valid count.
+      {R"({"batch_size": 4294967297})", "batch_size"},
+      {R"({"num_gpu_batches": 18446744073709551615})", "num_gpu_batches"},
+      {R"({"batch_size": -4294967295})", "batch_size"},
+      {R"({"batch_size": 1e400})", "not a plan file"}};
   for (const auto& [text, field] : bad) {
     const auto path = dir.path() / "bad.json";
     test::write_file(path, text);
@@ -503,6 +508,14 @@ TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
     EXPECT_NE(what.find(path.string()), std::string::npos) << what;
     EXPECT_NE(what.find(field), std::string::npos) << what;
   }
+  // A field nested a hundred thousand deep is named by its type, not printed.
+  const auto deep = dir.path() / "deep.json";
+  test::write_file(deep,
+                   "{\"batch_size\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  EngineOptions ignored;
+  const std::string what = error_of([&] { cli::apply_plan_file(deep.string(), ignored); });
+  EXPECT_NE(what.find("'batch_size' must be an integer >= 1 (got array)"), std::string::npos)
+      << what;
 }
 
 TEST(PlannedRuns, GenerateWithoutPlacementFlagsPlansAndMatchesTheResidentRun) {
@@ -567,6 +580,38 @@ TEST(PlannedRuns, GenerateWithoutPlacementFlagsPlansAndMatchesTheResidentRun) {
     EXPECT_EQ(got[i]["token_ids"].size(), static_cast<std::size_t>(max_tokens));
   }
   EXPECT_LE(want[0]["prompt_token_ids"].size(), static_cast<std::size_t>(longest));
+}
+
+// A second run into an output that holds results is refused before any work and leaves it as
+// it was; --overwrite replaces it; --resume and --overwrite together are a usage error.
+TEST(GenerateCommand, AnOutputWithResultsIsKeptUnlessOverwriteOrResumeIsGiven) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "in.jsonl", "{\"prompt_token_ids\": [2, 7, 9]}\n");
+  cli::GenerateOptions options;
+  options.common = tiny_model();
+  options.input = (dir.path() / "in.jsonl").string();
+  options.output = (dir.path() / "out.jsonl").string();
+  options.max_tokens = 3;
+  options.temperature = 0.0f;
+  ASSERT_EQ(cli::run_generate(options), 0);
+  const std::string first = test::read_file(options.output);
+  options.max_tokens = 5;
+  const std::string what = error_of([&] { cli::run_generate(options); });
+  EXPECT_NE(what.find("--overwrite"), std::string::npos) << what;
+  EXPECT_EQ(test::read_file(options.output), first);
+  options.overwrite = true;
+  ASSERT_EQ(cli::run_generate(options), 0);
+  EXPECT_EQ(read_lines(options.output)[0]["token_ids"].size(), 5u);
+
+  for (const char* command : {"generate --input a --output b --resume --overwrite",
+                              "score --input a --output b --overwrite --resume"}) {
+    CLI::App app;
+    cli::GenerateOptions generate;
+    cli::ScoreOptions score;
+    cli::add_generate_command(app, generate);
+    cli::add_score_command(app, score);
+    EXPECT_THROW(app.parse(command, false), CLI::ExcludesError) << command;
+  }
 }
 
 TEST(PlannedRuns, TheCliPlansOnlyWithoutPlanOrPlacementFlags) {
@@ -653,6 +698,41 @@ class ScopedEnv {
   const char* name_;
   std::optional<std::string> old_;
 };
+
+// The quick calibration fits the budgets it is given: smaller released shapes and smaller copies
+// when the tiers are small, and an error naming what it needs when not even the smallest fit.
+TEST(PlannedRuns, TheQuickCalibrationShrinksToFitTheBudgets) {
+  test::TempDir dir;
+  const ScopedEnv cache("XDG_CACHE_HOME", dir.path().string());
+  DeviceBudgets budgets;
+  budgets.gpu = std::uint64_t{48} << 20;
+  budgets.pinned = std::uint64_t{48} << 20;
+  budgets.host = std::uint64_t{1} << 30;
+  OpenedDevice opened = open_device(DeviceChoice::cpu, budgets);
+  // opt-1.3b's attention measurement alone holds 64 MiB of KV: opt-350m's shapes, 16 MiB copies.
+  const OptConfig big = OptConfig::from_name("opt-1.3b").value();
+  const MachineProfile measured = cli::resolve_profile("", opened, big);
+  EXPECT_GT(measured.h2d, 0.0);
+  EXPECT_LE(opened.device->usage(Tier::gpu).peak, budgets.gpu);
+  std::ifstream in(cli::cached_profile_path(opened.device->name()));
+  const auto profile = nlohmann::json::parse(in);
+  EXPECT_EQ(profile["model"], "opt-350m");
+  EXPECT_NE(profile["measurements"]["h2d_pinned"]["detail"].get<std::string>().find("16.00 MiB"),
+            std::string::npos)
+      << profile.dump();
+
+  std::filesystem::remove(cli::cached_profile_path(opened.device->name()));
+  budgets.gpu = 64 << 10;
+  OpenedDevice small = open_device(DeviceChoice::cpu, budgets);
+  try {
+    cli::resolve_profile("", small, big);
+    FAIL() << "expected an error";
+  } catch (const OutOfMemoryError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("needs at least gpu"), std::string::npos) << what;
+    EXPECT_NE(what.find("leave gpu 64.00 KiB"), std::string::npos) << what;
+  }
+}
 
 TEST(PlannedRuns, WithoutAProfileAQuickCalibrationIsCachedForTheDevice) {
   test::TempDir dir;
