@@ -257,10 +257,11 @@ std::vector<Measurement> calibrate(OpenedDevice& opened, const OptConfig& model,
 }
 
 nlohmann::json profile_json(const std::string& device_name, const std::string& model_name,
-                            const std::vector<Measurement>& measurements) {
+                            int hidden_size, const std::vector<Measurement>& measurements) {
   nlohmann::json profile;
   profile["device"] = device_name;
   profile["model"] = model_name;
+  profile["hidden_size"] = hidden_size;
   nlohmann::json& values = profile["measurements"];
   for (const Measurement& m : measurements) {
     values[m.name] = {{"value", m.value}, {"unit", m.unit}, {"detail", m.detail}};

@@ -43,8 +43,9 @@ CalibrationFootprint calibration_footprint(const OptConfig& model, const Calibra
 std::vector<Measurement> calibrate(OpenedDevice& device, const OptConfig& model,
                                    const CalibrateOptions& options);
 
-// The profile file: {"device": ..., "model": ..., "measurements": {name: {value, unit, detail}}}.
+// The profile file: {"device": ..., "model": ..., "hidden_size": the shapes' hidden size,
+// "measurements": {name: {value, unit, detail}}}.
 nlohmann::json profile_json(const std::string& device_name, const std::string& model_name,
-                            const std::vector<Measurement>& measurements);
+                            int hidden_size, const std::vector<Measurement>& measurements);
 
 }  // namespace offgen::bench

@@ -32,11 +32,22 @@ std::string sanitize(const std::string& name) {
   return out.empty() ? "device" : out;
 }
 
-// What a quick calibration measures: GEMMs and attention at the model's shapes, but no bigger
-// than opt-1.3b's, so it stays within seconds on a CPU; copies of 64 MiB. Both shrink (to smaller
-// released shapes, to halved copies) until the calibration fits what the tiers have free, so a
-// small --gpu-mem / --cpu-mem still gets a profile. Throws an Error naming the budgets when not
-// even opt-125m's shapes and 4 KiB copies fit.
+// The shapes a quick calibration measures GEMMs and attention at: the model's, but no bigger than
+// opt-1.3b's, so it stays within seconds on a CPU, and no smaller than opt-125m's, because the
+// profile is cached for the device and rates measured at a toy model's shapes (per-call overhead,
+// not bandwidth) would mislead every later plan of a real one.
+OptConfig quick_shapes(const OptConfig& model) {
+  const OptConfig largest = OptConfig::from_name("opt-1.3b").value();
+  const OptConfig smallest = OptConfig::from_name("opt-125m").value();
+  if (model.hidden_size > largest.hidden_size) return largest;
+  if (model.hidden_size < smallest.hidden_size) return smallest;
+  return model;
+}
+
+// What a quick calibration measures: GEMMs and attention at quick_shapes(model), copies of 64
+// MiB. Both shrink (to smaller released shapes, to halved copies) until the calibration fits what
+// the tiers have free, so a small --gpu-mem / --cpu-mem still gets a profile. Throws an Error
+// naming the budgets when not even opt-125m's shapes and 4 KiB copies fit.
 struct QuickCalibration {
   OptConfig shapes;
   bench::CalibrateOptions options;
@@ -54,9 +65,7 @@ QuickCalibration quick_calibration(const OptConfig& model, const Device& device)
     const bench::CalibrationFootprint need = bench::calibration_footprint(shapes, options);
     return need.gpu <= gpu && need.pinned <= pinned && need.host <= host;
   };
-  std::vector<OptConfig> candidates;
-  const OptConfig cap = OptConfig::from_name("opt-1.3b").value();
-  candidates.push_back(model.hidden_size <= cap.hidden_size ? model : cap);
+  std::vector<OptConfig> candidates = {quick_shapes(model)};
   for (const char* smaller : {"opt-350m", "opt-125m"}) {
     const OptConfig known = OptConfig::from_name(smaller).value();
     if (known.hidden_size < candidates.back().hidden_size) candidates.push_back(known);
@@ -79,6 +88,22 @@ QuickCalibration quick_calibration(const OptConfig& model, const Device& device)
       "pinned {} and host {}",
       format_bytes(need.gpu), format_bytes(need.pinned), format_bytes(need.host), format_bytes(gpu),
       format_bytes(pinned), format_bytes(host)));
+}
+
+// The hidden size of the shapes a profile file was measured at; 0 when it does not say.
+int cached_profile_hidden_size(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  try {
+    const nlohmann::json profile = nlohmann::json::parse(in);
+    const auto it = profile.find("hidden_size");
+    if (it != profile.end() && it->is_number()) {
+      const double hidden = it->get<double>();
+      return hidden >= 1 && hidden <= 1e9 ? static_cast<int>(hidden) : 0;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} is not a profile: {}", path.string(), e.what());
+  }
+  return 0;
 }
 
 void write_profile(const std::filesystem::path& path, const nlohmann::json& profile) {
@@ -110,7 +135,14 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
   const std::filesystem::path cached = cached_profile_path(device);
   if (!cached.empty() && std::filesystem::exists(cached)) {
     try {
-      return MachineProfile::load(cached);
+      // A profile measured at smaller shapes than this model's quick calibration would use
+      // (or an older one that does not say) is measured again.
+      const int wanted = quick_shapes(model).hidden_size;
+      const int measured = cached_profile_hidden_size(cached);
+      if (measured >= wanted) return MachineProfile::load(cached);
+      spdlog::info("the cached profile {} was measured at {} shapes, smaller than this model's",
+                   cached.string(),
+                   measured > 0 ? fmt::format("hidden {}", measured) : std::string("unrecorded"));
     } catch (const Error& e) {
       spdlog::warn("ignoring the cached profile: {}", e.what());
     }
@@ -122,7 +154,8 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
       device, quick.shapes.name, format_bytes(quick.options.copy_bytes));
   const auto start = std::chrono::steady_clock::now();
   const auto measurements = bench::calibrate(opened, quick.shapes, quick.options);
-  const nlohmann::json profile = bench::profile_json(device, quick.shapes.name, measurements);
+  const nlohmann::json profile =
+      bench::profile_json(device, quick.shapes.name, quick.shapes.hidden_size, measurements);
   std::filesystem::path file = cached;
   if (!file.empty()) {
     write_profile(file, profile);

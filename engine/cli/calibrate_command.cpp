@@ -58,7 +58,8 @@ int run_calibrate(const CalibrateOptions& options) {
   }
   std::ofstream out(output);
   OFFGEN_CHECK(out.good(), "cannot write the profile to {}", output.string());
-  out << bench::profile_json(device_name, options.model, measurements).dump(2) << '\n';
+  out << bench::profile_json(device_name, options.model, model.hidden_size, measurements).dump(2)
+      << '\n';
   OFFGEN_CHECK(out.good(), "writing the profile to {} failed", output.string());
   fmt::print("profile written to {}\n", output.string());
   return 0;

@@ -36,7 +36,7 @@ TEST(Calibrate, MeasuresEveryQuantityWithPositiveFiniteValues) {
   // The temporary file is gone.
   EXPECT_TRUE(std::filesystem::is_empty(disk.path()));
 
-  const auto profile = bench::profile_json(opened.device->name(), "tiny", measurements);
+  const auto profile = bench::profile_json(opened.device->name(), "tiny", 64, measurements);
   EXPECT_EQ(profile["measurements"].size(), measurements.size());
   EXPECT_DOUBLE_EQ(profile["measurements"]["h2d_pinned"]["value"].get<double>(),
                    measurements.front().value);

@@ -764,6 +764,17 @@ TEST(PlannedRuns, WithoutAProfileAQuickCalibrationIsCachedForTheDevice) {
   calibrate.repeats = 1;
   ASSERT_EQ(cli::run_calibrate(calibrate), 0);
   EXPECT_TRUE(std::filesystem::exists(path));
+
+  // That profile was measured at the tiny model's shapes (hidden 64). A quick calibration would
+  // measure at opt-125m's at least, so the planner measures again rather than trust toy rates.
+  auto tiny = nlohmann::json::parse(std::ifstream(path));
+  EXPECT_EQ(tiny["hidden_size"], 64);
+  tiny["measurements"]["h2d_pinned"]["value"] = 123.0;
+  test::write_file(path, tiny.dump());
+  EXPECT_NE(cli::resolve_profile("", opened, config).h2d, 123e9);
+  const auto remeasured = nlohmann::json::parse(std::ifstream(path));
+  EXPECT_EQ(remeasured["model"], "opt-125m");
+  EXPECT_EQ(remeasured["hidden_size"], 768);
 }
 
 }  // namespace
