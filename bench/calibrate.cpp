@@ -96,7 +96,7 @@ void measure_gemm(Device& device, Ops& ops, const OptConfig& m, const CalibrateO
   const int f = m.ffn_dim;
   Buffer weight = filled(device, Tier::gpu, static_cast<std::size_t>(f) * h, compute);
   Buffer bias = filled(device, Tier::gpu, static_cast<std::size_t>(f), compute);
-  for (const int rows : {32, 512}) {
+  for (const int rows : {1, 32, 128, 512}) {
     Buffer x = filled(device, Tier::gpu, static_cast<std::size_t>(rows) * h, compute);
     Buffer y = device.allocate(Tier::gpu, static_cast<std::size_t>(rows) * f * sizeof(Half));
     const double seconds = best_seconds(o.repeats, [&] {

@@ -3,7 +3,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
+#include <utility>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -31,13 +33,25 @@ double layer_params(const OptConfig& m) {
   return 4 * h * h + 2 * h * f;
 }
 
-// A GEMM of `rows` rows over `params` weights: at small row counts the weights' bandwidth bounds
-// it (measured at 32 rows), at large ones the FLOP rate.
-double gemm_seconds(const MachineProfile& p, double rows, double params) {
-  return std::max(2 * 32 * params / p.gemm_small, 2 * rows * params / p.gemm_large);
-}
-
 }  // namespace
+
+double gemm_seconds(const MachineProfile& p, double rows, double params) {
+  // Seconds per weight at each measured row count.
+  const double at32 = 2 * 32 / p.gemm_small;
+  const double at512 = 2 * 512 / p.gemm_large;
+  const double at1 = p.gemm_one > 0 ? 2 / p.gemm_one : at32;
+  const double at128 = p.gemm_mid > 0 ? 2 * 128 / p.gemm_mid : std::max(at32, at512 / 4);
+  const std::array<std::pair<double, double>, 4> points = {
+      {{1, at1}, {32, at32}, {128, at128}, {512, at512}}};
+  if (rows <= 1) return at1 * params;
+  if (rows >= 512) return at512 * rows / 512 * params;
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    const auto [r0, t0] = points[i - 1];
+    const auto [r1, t1] = points[i];
+    if (rows <= r1) return (t0 + (t1 - t0) * (rows - r0) / (r1 - r0)) * params;
+  }
+  return at512 * params;  // not reached
+}
 
 MachineProfile MachineProfile::load(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -52,7 +66,9 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
     p.d2h = measurement(json, path, "d2h_pinned", 1e9, false);
     if (p.d2h == 0) p.d2h = p.h2d;
     p.disk_read = measurement(json, path, "disk_read", 1e9, false);
+    p.gemm_one = measurement(json, path, "gemm_fc1_m1", 1e12, false);
     p.gemm_small = measurement(json, path, "gemm_fc1_m32", 1e12);
+    p.gemm_mid = measurement(json, path, "gemm_fc1_m128", 1e12, false);
     p.gemm_large = measurement(json, path, "gemm_fc1_m512", 1e12);
     p.attention = measurement(json, path, "decode_attention_device", 1e9);
     p.cpu_attention = measurement(json, path, "decode_attention_cpu", 1e9, false);

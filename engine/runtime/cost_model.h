@@ -33,11 +33,17 @@ namespace offgen {
 
 // The measured constants the model uses, in bytes/s and FLOP/s.
 struct MachineProfile {
-  double h2d = 0;            // pinned host -> gpu tier
-  double d2h = 0;            // gpu tier -> pinned host
-  double disk_read = 0;      // 0: no disk measured
-  double gemm_small = 0;     // FLOP/s at 32 rows (weight-bandwidth bound)
-  double gemm_large = 0;     // FLOP/s at 512 rows (compute bound)
+  double h2d = 0;        // pinned host -> gpu tier
+  double d2h = 0;        // gpu tier -> pinned host
+  double disk_read = 0;  // 0: no disk measured
+  // GEMM FLOP/s at 1, 32, 128 and 512 rows (fc1's shape). A GPU is weight-bandwidth bound up to
+  // a few hundred rows, so its time is flat there; a CPU is compute bound sooner and its time
+  // grows with the rows from the first. 0 (profiles from before): 1 row takes the 32-row time,
+  // 128 rows the larger of the 32-row time and a quarter of the 512-row time.
+  double gemm_one = 0;
+  double gemm_small = 0;
+  double gemm_mid = 0;
+  double gemm_large = 0;
   double attention = 0;      // decode attention, K+V bytes/s on the device
   double cpu_attention = 0;  // decode attention, K+V bytes/s on the CPU; 0: not measured
   std::string device;
@@ -47,6 +53,10 @@ struct MachineProfile {
   // and cpu attention stays unknown (0), so plans with it cannot be predicted.
   static MachineProfile load(const std::filesystem::path& path);
 };
+
+// Seconds of a GEMM of `rows` rows over `params` weights: through the profile's measured points
+// (rows 1, 32, 128, 512) piecewise linear in the rows, and in proportion to them past 512.
+double gemm_seconds(const MachineProfile& profile, double rows, double params);
 
 // What runs: a block of `batch` sequences split by `block`, lengths, KV slots per (layer,
 // sequence, head), where weights live.

@@ -28,9 +28,9 @@ TEST(Calibrate, MeasuresEveryQuantityWithPositiveFiniteValues) {
     EXPECT_FALSE(m.unit.empty()) << m.name;
   }
   for (const char* wanted :
-       {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "duplex_pinned", "gemm_fc1_m32",
-        "gemm_fc1_m512", "decode_attention_device", "decode_attention_cpu", "disk_read",
-        "disk_write"}) {
+       {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "duplex_pinned", "gemm_fc1_m1",
+        "gemm_fc1_m32", "gemm_fc1_m128", "gemm_fc1_m512", "decode_attention_device",
+        "decode_attention_cpu", "disk_read", "disk_write"}) {
     EXPECT_TRUE(names.count(wanted)) << wanted;
   }
   // The temporary file is gone.

@@ -122,6 +122,41 @@ TEST(CostModel, MoreGpuBatchesAmortizeTheWeightLoads) {
   }
 }
 
+// A GEMM's time goes through the measured points: exact at 1, 32, 128 and 512 rows, linear in the
+// rows between them, in proportion to them past 512. A CPU-like profile's time grows from one row
+// on; a GPU-like one's stays flat (weight-bandwidth bound) where its rates say so.
+TEST(CostModel, GemmTimeFollowsTheMeasuredPoints) {
+  MachineProfile cpu;
+  cpu.gemm_one = 0.004e12;
+  cpu.gemm_small = 0.05e12;
+  cpu.gemm_mid = 0.1e12;
+  cpu.gemm_large = 0.12e12;
+  const double params = 7e6;
+  EXPECT_DOUBLE_EQ(gemm_seconds(cpu, 1, params), 2 * 1 * params / cpu.gemm_one);
+  EXPECT_DOUBLE_EQ(gemm_seconds(cpu, 32, params), 2 * 32 * params / cpu.gemm_small);
+  EXPECT_DOUBLE_EQ(gemm_seconds(cpu, 128, params), 2 * 128 * params / cpu.gemm_mid);
+  EXPECT_DOUBLE_EQ(gemm_seconds(cpu, 512, params), 2 * 512 * params / cpu.gemm_large);
+  EXPECT_DOUBLE_EQ(gemm_seconds(cpu, 1024, params), 2 * gemm_seconds(cpu, 512, params));
+  const double at4 = gemm_seconds(cpu, 4, params);
+  EXPECT_DOUBLE_EQ(at4,
+                   gemm_seconds(cpu, 1, params) +
+                       3.0 / 31 * (gemm_seconds(cpu, 32, params) - gemm_seconds(cpu, 1, params)));
+  double previous = 0;
+  for (int rows = 1; rows <= 2048; ++rows) {
+    const double t = gemm_seconds(cpu, rows, params);
+    EXPECT_GE(t, previous) << rows;
+    previous = t;
+  }
+  EXPECT_LT(at4, 0.5 * gemm_seconds(cpu, 32, params));
+
+  // A profile from before the 1- and 128-row points: flat up to 32 rows, then the larger of that
+  // and the 512-row rate.
+  const MachineProfile old = pcie_like();
+  EXPECT_DOUBLE_EQ(gemm_seconds(old, 4, params), gemm_seconds(old, 32, params));
+  EXPECT_DOUBLE_EQ(gemm_seconds(old, 128, params),
+                   std::max(2 * 32 * params / old.gemm_small, 2 * 128 * params / old.gemm_large));
+}
+
 TEST(CostModel, OldProfilesWithoutD2hOrCpuAttentionStillLoad) {
   test::TempDir dir;
   const auto path = dir.path() / "old.json";
@@ -135,6 +170,17 @@ TEST(CostModel, OldProfilesWithoutD2hOrCpuAttentionStillLoad) {
   EXPECT_EQ(p.cpu_attention, 0.0);
   EXPECT_EQ(p.disk_read, 0.0);
   EXPECT_EQ(p.device, "old");
+  EXPECT_EQ(p.gemm_one, 0.0);
+  EXPECT_EQ(p.gemm_mid, 0.0);
+
+  test::write_file(path,
+                   R"({"device": "new", "measurements": {
+                       "h2d_pinned": {"value": 20}, "gemm_fc1_m1": {"value": 2},
+                       "gemm_fc1_m32": {"value": 50}, "gemm_fc1_m128": {"value": 150},
+                       "gemm_fc1_m512": {"value": 300}, "decode_attention_device": {"value": 1500}}})");
+  const MachineProfile q = MachineProfile::load(path);
+  EXPECT_EQ(q.gemm_one, 2e12);
+  EXPECT_EQ(q.gemm_mid, 150e12);
 }
 
 }  // namespace
