@@ -1,10 +1,13 @@
 #include "bench/calibrate.h"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -109,6 +112,58 @@ void measure_gemm(Device& device, Ops& ops, const OptConfig& m, const CalibrateO
                    "fc1 shape: [" + std::to_string(rows) + ", " + std::to_string(h) + "] x [" +
                        std::to_string(h) + ", " + std::to_string(f) + "], fp16, bias + ReLU"});
   }
+}
+
+// A pinned -> gpu copy and GEMMs of about the same length, alone and then at once: the overlap is
+// the share of the shorter one hidden by the longer (1: together they take the longer's time; 0:
+// the sum). A GPU's copy engines overlap its kernels; the cpu device's copies and kernels share
+// its cores.
+void measure_overlap(Device& device, Ops& ops, const OptConfig& m, const CalibrateOptions& o,
+                     std::vector<Measurement>& out) {
+  Stream& compute = device.stream(StreamRole::compute);
+  Stream& h2d = device.stream(StreamRole::h2d_weights);
+  const int h = m.hidden_size;
+  const int f = m.ffn_dim;
+  const int rows = 128;
+  Buffer weight = filled(device, Tier::gpu, static_cast<std::size_t>(f) * h, compute);
+  Buffer bias = filled(device, Tier::gpu, static_cast<std::size_t>(f), compute);
+  Buffer x = filled(device, Tier::gpu, static_cast<std::size_t>(rows) * h, compute);
+  Buffer y = device.allocate(Tier::gpu, static_cast<std::size_t>(rows) * f * sizeof(Half));
+  Buffer dst = device.allocate(Tier::gpu, o.copy_bytes);
+  Buffer src = device.allocate(Tier::pinned, o.copy_bytes);
+  std::memset(src.data(), 1, o.copy_bytes);
+  auto gemms = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      ops.linear(x.as<Half>(), weight.as<Half>(), bias.as<Half>(), y.as<Half>(), rows, f, h,
+                 kernels::Activation::relu);
+    }
+  };
+  const double copy = best_seconds(o.repeats, [&] {
+    device.copy_async(dst.data(), src.data(), o.copy_bytes, h2d);
+    h2d.synchronize();
+  });
+  const double one = best_seconds(o.repeats, [&] {
+    gemms(1);
+    compute.synchronize();
+  });
+  const int n = static_cast<int>(std::clamp(std::round(copy / one), 1.0, 1000.0));
+  const double compute_alone = best_seconds(o.repeats, [&] {
+    gemms(n);
+    compute.synchronize();
+  });
+  const double both = best_seconds(o.repeats, [&] {
+    device.copy_async(dst.data(), src.data(), o.copy_bytes, h2d);
+    gemms(n);
+    h2d.synchronize();
+    compute.synchronize();
+  });
+  const double hidden = copy + compute_alone - both;
+  const double overlap = std::clamp(hidden / std::min(copy, compute_alone), 0.0, 1.0);
+  out.push_back({"copy_compute_overlap", overlap, "fraction",
+                 fmt::format("one {} copy ({:.2f} ms) and {} GEMMs of {} rows ({:.2f} ms) at once "
+                             "took {:.2f} ms: the share of the shorter hidden",
+                             format_bytes(o.copy_bytes), 1e3 * copy, n, rows, 1e3 * compute_alone,
+                             1e3 * both)});
 }
 
 // One decode step's attention over a full cache: every K and V byte read once.
@@ -236,8 +291,11 @@ CalibrationFootprint calibration_footprint(const OptConfig& model,
   const std::uint64_t qkv =
       static_cast<std::uint64_t>(kAttentionBatch) * 3 * h;  // halves of q, k and v
   const std::uint64_t attention = 2 * halves(cache) + halves(qkv) + halves(qkv / 3) + 256;
+  // measure_overlap: a 128-row GEMM and one copy's gpu side.
+  const std::uint64_t overlap =
+      halves(f * h) + halves(f) + halves(128 * h) + halves(128 * f) + copy;
   CalibrationFootprint footprint;
-  footprint.gpu = std::max({2 * copy, gemm, attention});
+  footprint.gpu = std::max({2 * copy, gemm, attention, overlap});
   // Pinned: the copies' buffers, or the one staging buffer `filled` holds while it fills each.
   footprint.pinned = std::max({2 * copy, halves(f * h), halves(cache)});
   footprint.host = copy;
@@ -251,6 +309,7 @@ std::vector<Measurement> calibrate(OpenedDevice& opened, const OptConfig& model,
   std::vector<Measurement> out;
   measure_copies(*opened.device, options, out);
   measure_gemm(*opened.device, *opened.ops, model, options, out);
+  measure_overlap(*opened.device, *opened.ops, model, options, out);
   measure_attention(*opened.device, *opened.ops, model, options, out);
   if (!options.disk.empty()) measure_disk(options, out);
   return out;

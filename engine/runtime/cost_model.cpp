@@ -72,6 +72,13 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
     p.gemm_large = measurement(json, path, "gemm_fc1_m512", 1e12);
     p.attention = measurement(json, path, "decode_attention_device", 1e9);
     p.cpu_attention = measurement(json, path, "decode_attention_cpu", 1e9, false);
+    const auto& values = json.at("measurements");
+    if (values.contains("copy_compute_overlap")) {
+      p.overlap = values.at("copy_compute_overlap").at("value").get<double>();
+      OFFGEN_CHECK(p.overlap >= 0 && p.overlap <= 1,
+                   "profile {}: 'copy_compute_overlap' must be in [0, 1] (got {})", path.string(),
+                   p.overlap);
+    }
     return p;
   } catch (const nlohmann::json::exception& e) {
     fail("profile {} is not a calibrate profile: {}", path.string(), e.what());
@@ -79,7 +86,9 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
 }
 
 double LayerCost::total() const {
-  return std::max({h2d(), d2h(), disk, gpu(), cpu_attention});
+  const double busiest = std::max({h2d(), d2h(), disk, gpu(), cpu_attention});
+  const double all = h2d() + d2h() + disk + gpu() + cpu_attention;
+  return busiest + (1 - overlap) * (all - busiest);
 }
 
 Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& r) {
@@ -102,6 +111,7 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
   const double on_device = r.batch - (cpu_attention ? offloaded : 0);  // sequences gpu-attended
 
   LayerCost weights_in;
+  weights_in.overlap = p.overlap;
   // Pinned and disk parts both cross PCIe; the disk part is also read from disk by its own
   // stream, ahead of the copies.
   weights_in.weights_in = std::max(0.0, 1.0 - r.weights_gpu) * layer_bytes / p.h2d;
@@ -112,6 +122,7 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
 
   Prediction out;
   out.prefill = weights_in;
+  out.decode.overlap = p.overlap;
   for (const GpuBatch& g : batches) {
     out.prefill.gemm += gemm_seconds(p, double(g.size) * r.prompt_len, params);
     // Causal attention: q·k and p·v over half of the P x P scores per head.

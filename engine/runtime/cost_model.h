@@ -46,6 +46,10 @@ struct MachineProfile {
   double gemm_large = 0;
   double attention = 0;      // decode attention, K+V bytes/s on the device
   double cpu_attention = 0;  // decode attention, K+V bytes/s on the CPU; 0: not measured
+  // How much a copy and compute running at once overlap: 1 when together they take as long as the
+  // longer alone (a GPU's copy engines), 0 when as long as both in turn (the cpu device, whose
+  // copies and kernels share the same cores). Profiles from before: 1.
+  double overlap = 1;
   std::string device;
 
   // Reads calibrate's JSON; throws offgen::Error naming the file and the missing measurement.
@@ -71,7 +75,8 @@ struct RunShape {
   BlockShape block;  // GPU batches, the KV share on the gpu tier, cpu attention, activations
 };
 
-// Seconds per layer (one pass, the whole block) of each resource; the layer costs the busiest.
+// Seconds per layer (one pass, the whole block) of each resource. The layer costs the busiest
+// when they overlap fully, their sum when not at all, and in between by the profile's overlap.
 struct LayerCost {
   double weights_in = 0;     // h2d: offloaded weights (pinned and disk parts)
   double kv_load = 0;        // h2d: host KV staged in, or cpu attention's outputs
@@ -82,6 +87,7 @@ struct LayerCost {
   double gemm = 0;           // gpu
   double attention = 0;      // gpu
   double cpu_attention = 0;  // cpu
+  double overlap = 1;        // the profile's
   double h2d() const { return weights_in + kv_load + act_in; }
   double d2h() const { return kv_store + act_out; }
   double gpu() const { return gemm + attention; }

@@ -157,6 +157,48 @@ TEST(CostModel, GemmTimeFollowsTheMeasuredPoints) {
                    std::max(2 * 32 * params / old.gemm_small, 2 * 128 * params / old.gemm_large));
 }
 
+// Resources that overlap fully cost the busiest; not at all, their sum; the profile's overlap
+// sets where between, and it comes from the profile file (in [0, 1]; absent: 1).
+TEST(CostModel, ALayerCostsBetweenItsBusiestResourceAndTheSumByTheOverlap) {
+  LayerCost layer;
+  layer.weights_in = 3;
+  layer.kv_store = 1;
+  layer.gemm = 6;
+  layer.cpu_attention = 2;
+  EXPECT_DOUBLE_EQ(layer.total(), 6);
+  layer.overlap = 0;
+  EXPECT_DOUBLE_EQ(layer.total(), 12);
+  layer.overlap = 0.25;
+  EXPECT_DOUBLE_EQ(layer.total(), 6 + 0.75 * 6);
+
+  const OptConfig model = OptConfig::from_name("opt-1.3b").value();
+  RunShape run = opt_run(8);
+  run.weights_gpu = 0.5;
+  MachineProfile p = pcie_like();
+  const Prediction overlapped = predict(model, p, run);
+  p.overlap = 0;
+  const Prediction serial = predict(model, p, run);
+  EXPECT_NEAR(
+      serial.decode_layer,
+      serial.decode.h2d() + serial.decode.d2h() + serial.decode.gpu() + serial.decode.cpu_attention,
+      1e-12);
+  EXPECT_GT(serial.seconds, overlapped.seconds);
+
+  test::TempDir dir;
+  const auto path = dir.path() / "profile.json";
+  for (const char* overlap : {"0.4", "1.5", "-0.1"}) {
+    test::write_file(path, std::string(R"({"device": "x", "measurements": {
+        "h2d_pinned": {"value": 20}, "gemm_fc1_m32": {"value": 50}, "gemm_fc1_m512": {"value": 300},
+        "decode_attention_device": {"value": 1500}, "copy_compute_overlap": {"value": )") +
+                               overlap + "}}}");
+    if (std::string(overlap) == "0.4") {
+      EXPECT_DOUBLE_EQ(MachineProfile::load(path).overlap, 0.4);
+    } else {
+      EXPECT_THROW(MachineProfile::load(path), Error) << overlap;
+    }
+  }
+}
+
 TEST(CostModel, OldProfilesWithoutD2hOrCpuAttentionStillLoad) {
   test::TempDir dir;
   const auto path = dir.path() / "old.json";
@@ -172,6 +214,7 @@ TEST(CostModel, OldProfilesWithoutD2hOrCpuAttentionStillLoad) {
   EXPECT_EQ(p.device, "old");
   EXPECT_EQ(p.gemm_one, 0.0);
   EXPECT_EQ(p.gemm_mid, 0.0);
+  EXPECT_EQ(p.overlap, 1.0);
 
   test::write_file(path,
                    R"({"device": "new", "measurements": {
