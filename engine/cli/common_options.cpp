@@ -2,11 +2,12 @@
 
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <type_traits>
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 #include "engine/core/units.h"
 #include "policies/kv_budget.h"
 #include "policies/kv_policy.h"
@@ -65,17 +66,9 @@ void plan_field(const nlohmann::json& plan, const std::string& path, const char*
     ok = value.is_boolean();
     if (ok) parsed = value.get<bool>();
   } else if constexpr (std::is_integral_v<T>) {
-    // Range-checked here: get<T>() would wrap 4294967297 to 1.
-    if (value.is_number_unsigned()) {
-      const auto v = value.get<std::uint64_t>();
-      ok = v <= static_cast<std::uint64_t>(std::numeric_limits<T>::max());
-      if (ok) parsed = static_cast<T>(v);
-    } else if (value.is_number_integer()) {
-      const auto v = value.get<std::int64_t>();
-      ok = v >= static_cast<std::int64_t>(std::numeric_limits<T>::min()) &&
-           v <= static_cast<std::int64_t>(std::numeric_limits<T>::max());
-      if (ok) parsed = static_cast<T>(v);
-    }
+    const std::optional<T> number = json_integer<T>(value);
+    ok = number.has_value();
+    if (ok) parsed = *number;
   } else {
     ok = value.is_number();
     if (ok) parsed = value.get<T>();

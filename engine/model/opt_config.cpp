@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 #include "engine/model/opt_tensors.h"
 
 namespace offgen {
@@ -52,11 +53,11 @@ class FieldReader {
   int non_negative_or(const char* field, int fallback) const {
     const Json* value = optional(field);
     if (!value) return fallback;
-    const auto number = integer(*value);
-    if (!number || *number < 0 || *number > std::numeric_limits<int>::max()) {
+    const auto number = json_integer<int>(*value);
+    if (!number || *number < 0) {
       fail("{}: field '{}' must be a non-negative integer, got {}", source_, field, brief(*value));
     }
-    return static_cast<int>(*number);
+    return *number;
   }
 
   bool boolean_or(const char* field, bool fallback) const {
@@ -83,24 +84,12 @@ class FieldReader {
     return it == json_.end() || it->is_null() ? nullptr : &*it;
   }
 
-  static std::optional<std::int64_t> integer(const Json& value) {
-    if (value.is_number_unsigned()) {
-      const auto number = value.get<std::uint64_t>();
-      if (number > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-        return std::nullopt;
-      }
-      return static_cast<std::int64_t>(number);
-    }
-    if (value.is_number_integer()) return value.get<std::int64_t>();
-    return std::nullopt;
-  }
-
   int positive(const char* field, const Json& value) const {
-    const auto number = integer(value);
-    if (!number || *number <= 0 || *number > std::numeric_limits<int>::max()) {
+    const auto number = json_integer<int>(value);
+    if (!number || *number <= 0) {
       fail("{}: field '{}' must be a positive integer, got {}", source_, field, brief(value));
     }
-    return static_cast<int>(*number);
+    return *number;
   }
 
   const Json& json_;

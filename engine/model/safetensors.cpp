@@ -18,6 +18,7 @@
 #include <system_error>
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 #include "engine/model/tensor_shape.h"
 
 namespace offgen {
@@ -45,14 +46,6 @@ std::string brief(const Json& value) {
   std::string text = value.dump();
   if (text.size() > 80) text = text.substr(0, 77) + "...";
   return text;
-}
-
-std::optional<std::uint64_t> as_unsigned(const Json& value) {
-  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
-  if (value.is_number_integer() && value.get<std::int64_t>() >= 0) {
-    return static_cast<std::uint64_t>(value.get<std::int64_t>());
-  }
-  return std::nullopt;
 }
 
 // The safetensors dtype names offgen reads; every other name (F64, I64, U8, BOOL, F8_*, ...) is
@@ -146,8 +139,8 @@ ParsedEntry parse_entry(const std::string& where, const std::string& name, const
   const Json& offsets = entry["data_offsets"];
   std::optional<std::uint64_t> begin, end;
   if (offsets.is_array() && offsets.size() == 2) {
-    begin = as_unsigned(offsets[0]);
-    end = as_unsigned(offsets[1]);
+    begin = json_integer<std::uint64_t>(offsets[0]);
+    end = json_integer<std::uint64_t>(offsets[1]);
   }
   if (!begin || !end) {
     fail("{}: tensor '{}': data_offsets must be [begin, end] with non-negative integers, got {}",
