@@ -64,6 +64,11 @@ void apply_plan_file(const std::string& path, EngineOptions& out);
 // Writes a plan's placement into engine options.
 void apply_plan(const Plan& plan, EngineOptions& out);
 
+// --resume (described by `resume_help`) and --overwrite, which exclude each other: what to do
+// with an --output that already holds results (existing_output() turns them into a mode).
+void add_output_mode_flags(CLI::App& cmd, bool& resume, bool& overwrite,
+                           const std::string& resume_help);
+
 // After `app` is parsed, sets options.placement to `planned` when none of --plan,
 // --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu, --cpu-attention and `also` (flags
 // that place sequences for this command, e.g. --batch-size) was given.

@@ -136,6 +136,15 @@ void apply_plan(const Plan& plan, EngineOptions& out) {
   out.activations_on_host = plan.activations_on_host;
 }
 
+void add_output_mode_flags(CLI::App& cmd, bool& resume, bool& overwrite,
+                           const std::string& resume_help) {
+  CLI::Option* resume_flag = cmd.add_flag("--resume", resume, resume_help);
+  cmd.add_flag("--overwrite", overwrite,
+               "replace an --output that already holds results (without --resume or "
+               "--overwrite, such a file is an error, so no finished work is lost)")
+      ->excludes(resume_flag);
+}
+
 void plan_unless_placed(CLI::App& app, CommonOptions& options, std::vector<std::string> also) {
   std::vector<std::string> flags = {"--plan",           "--num-gpu-batches", "--weights-gpu",
                                     "--weights-cpu",    "--kv-gpu",          "--cpu-attention",

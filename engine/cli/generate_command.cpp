@@ -36,14 +36,10 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
                   "JSONL results, one per input line: written as requests finish, then put in "
                   "input order")
       ->required();
-  CLI::Option* resume = cmd->add_flag(
-      "--resume", options.resume,
+  add_output_mode_flags(
+      *cmd, options.resume, options.overwrite,
       "keep the results already in --output (from an interrupted run of the same input) "
       "and run only the requests without one, or whose record is an error");
-  cmd->add_flag("--overwrite", options.overwrite,
-                "replace an --output that already holds results (without --resume or "
-                "--overwrite, such a file is an error, so no finished work is lost)")
-      ->excludes(resume);
   cmd->add_option("--max-tokens", options.max_tokens,
                   "tokens to generate per request that does not say")
       ->check(kPositiveInteger)

@@ -52,11 +52,6 @@ std::string dump_json(const nlohmann::ordered_json& value);
 
 namespace offgen::cli {
 
-// An output file written as results finish, in any order, that survives being killed: each
-// record is one whole line, written and flushed at once, so a crash leaves at most a partial
-// last line. `--resume` reopens it: the partial line is cut off, the complete records are kept
-// (their input indices come back from recover()), and new ones are appended. finish() rewrites
-// the file in input order (a new file renamed over the old, so a crash there loses nothing).
 // What to do with an output file that already holds something.
 enum class ExistingOutput {
   refuse,     // an error before any work: hours of results are not lost to a forgotten --resume
@@ -70,6 +65,11 @@ inline ExistingOutput existing_output(bool resume, bool overwrite) {
   return overwrite ? ExistingOutput::overwrite : ExistingOutput::refuse;
 }
 
+// An output file written as results finish, in any order, that survives being killed: each
+// record is one whole line, written and flushed at once, so a crash leaves at most a partial
+// last line. `--resume` reopens it: the partial line is cut off, the complete records are kept
+// (their input indices come back from recover()), and new ones are appended. finish() rewrites
+// the file in input order (a new file renamed over the old, so a crash there loses nothing).
 class ResumableJsonlWriter {
  public:
   // index_of(record): the input index a record answers (-1: not one of ours). Throws

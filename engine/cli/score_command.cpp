@@ -41,14 +41,10 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
                   "JSONL results, one per input line: written as texts finish, then put in input "
                   "order")
       ->required();
-  CLI::Option* resume = cmd->add_flag(
-      "--resume", options.resume,
+  add_output_mode_flags(
+      *cmd, options.resume, options.overwrite,
       "keep the results already in --output (from an interrupted run of the same input) "
       "and score only the texts without one, or whose record is an error");
-  cmd->add_flag("--overwrite", options.overwrite,
-                "replace an --output that already holds results (without --resume or "
-                "--overwrite, such a file is an error, so no finished work is lost)")
-      ->excludes(resume);
   cmd->add_option("--prefill-tokens", options.prefill_tokens,
                   "run the first N tokens as one prefill and the rest as teacher-forced decode "
                   "steps through the KV cache (0 = the whole text as prefill)")
