@@ -90,22 +90,6 @@ QuickCalibration quick_calibration(const OptConfig& model, const Device& device)
       format_bytes(pinned), format_bytes(host)));
 }
 
-// The hidden size of the shapes a profile file was measured at; 0 when it does not say.
-int cached_profile_hidden_size(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  try {
-    const nlohmann::json profile = nlohmann::json::parse(in);
-    const auto it = profile.find("hidden_size");
-    if (it != profile.end() && it->is_number()) {
-      const double hidden = it->get<double>();
-      return hidden >= 1 && hidden <= 1e9 ? static_cast<int>(hidden) : 0;
-    }
-  } catch (const nlohmann::json::exception& e) {
-    fail("{} is not a profile: {}", path.string(), e.what());
-  }
-  return 0;
-}
-
 void write_profile(const std::filesystem::path& path, const nlohmann::json& profile) {
   std::error_code error;
   std::filesystem::create_directories(path.parent_path(), error);
@@ -137,12 +121,12 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
     try {
       // A profile measured at smaller shapes than this model's quick calibration would use
       // (or an older one that does not say) is measured again.
-      const int wanted = quick_shapes(model).hidden_size;
-      const int measured = cached_profile_hidden_size(cached);
-      if (measured >= wanted) return MachineProfile::load(cached);
+      const MachineProfile profile = MachineProfile::load(cached);
+      if (profile.hidden_size >= quick_shapes(model).hidden_size) return profile;
       spdlog::info("the cached profile {} was measured at {} shapes, smaller than this model's",
                    cached.string(),
-                   measured > 0 ? fmt::format("hidden {}", measured) : std::string("unrecorded"));
+                   profile.hidden_size > 0 ? fmt::format("hidden {}", profile.hidden_size)
+                                           : std::string("unrecorded"));
     } catch (const Error& e) {
       spdlog::warn("ignoring the cached profile: {}", e.what());
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 
 namespace offgen {
 namespace {
@@ -62,6 +63,9 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
     json = nlohmann::json::parse(in);
     MachineProfile p;
     p.device = json.value("device", "");
+    if (const auto hidden = json.find("hidden_size"); hidden != json.end()) {
+      p.hidden_size = json_integer<int>(*hidden).value_or(0);
+    }
     p.h2d = measurement(json, path, "h2d_pinned", 1e9);
     p.d2h = measurement(json, path, "d2h_pinned", 1e9, false);
     if (p.d2h == 0) p.d2h = p.h2d;

@@ -51,6 +51,7 @@ struct MachineProfile {
   // copies and kernels share the same cores). Profiles from before: 1.
   double overlap = 1;
   std::string device;
+  int hidden_size = 0;  // of the shapes measured at; 0: the profile does not say (older ones)
 
   // Reads calibrate's JSON; throws offgen::Error naming the file and the missing measurement.
   // Profiles from before d2h and cpu attention were measured still load: d2h falls back to h2d,
