@@ -92,25 +92,52 @@ void measure_copies(Device& device, const CalibrateOptions& o, std::vector<Measu
                  "both directions at once (pinned), total bytes / time"});
 }
 
+// fc1 of a model (bias + ReLU) on the gpu tier: its weights, and inputs and outputs of some rows.
+class Fc1 {
+ public:
+  Fc1(Device& device, const OptConfig& m)
+      : device_(device),
+        compute_(device.stream(StreamRole::compute)),
+        in_(m.hidden_size),
+        out_(m.ffn_dim),
+        weight_(filled(device, Tier::gpu, static_cast<std::size_t>(out_) * in_, compute_)),
+        bias_(filled(device, Tier::gpu, static_cast<std::size_t>(out_), compute_)) {}
+
+  // Inputs and outputs of `rows` rows, replacing (and first freeing) the last ones.
+  void set_rows(int rows) {
+    x_.reset();
+    y_.reset();
+    rows_ = rows;
+    x_ = filled(device_, Tier::gpu, static_cast<std::size_t>(rows) * in_, compute_);
+    y_ = device_.allocate(Tier::gpu, static_cast<std::size_t>(rows) * out_ * sizeof(Half));
+  }
+  // Issues one GEMM on the compute stream.
+  void run(Ops& ops) const {
+    ops.linear(x_.as<Half>(), weight_.as<Half>(), bias_.as<Half>(), y_.as<Half>(), rows_, out_, in_,
+               kernels::Activation::relu);
+  }
+  double flops() const { return 2.0 * rows_ * static_cast<double>(out_) * in_; }
+  std::string shape() const { return fmt::format("[{}, {}] x [{}, {}]", rows_, in_, in_, out_); }
+
+ private:
+  Device& device_;
+  Stream& compute_;
+  int in_, out_, rows_ = 0;
+  Buffer weight_, bias_, x_, y_;
+};
+
 void measure_gemm(Device& device, Ops& ops, const OptConfig& m, const CalibrateOptions& o,
                   std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
-  const int h = m.hidden_size;
-  const int f = m.ffn_dim;
-  Buffer weight = filled(device, Tier::gpu, static_cast<std::size_t>(f) * h, compute);
-  Buffer bias = filled(device, Tier::gpu, static_cast<std::size_t>(f), compute);
+  Fc1 fc1(device, m);
   for (const int rows : {1, 32, 128, 512}) {
-    Buffer x = filled(device, Tier::gpu, static_cast<std::size_t>(rows) * h, compute);
-    Buffer y = device.allocate(Tier::gpu, static_cast<std::size_t>(rows) * f * sizeof(Half));
+    fc1.set_rows(rows);
     const double seconds = best_seconds(o.repeats, [&] {
-      ops.linear(x.as<Half>(), weight.as<Half>(), bias.as<Half>(), y.as<Half>(), rows, f, h,
-                 kernels::Activation::relu);
+      fc1.run(ops);
       compute.synchronize();
     });
-    const double flops = 2.0 * rows * static_cast<double>(f) * h;
-    out.push_back({"gemm_fc1_m" + std::to_string(rows), flops / seconds / 1e12, "TFLOP/s",
-                   "fc1 shape: [" + std::to_string(rows) + ", " + std::to_string(h) + "] x [" +
-                       std::to_string(h) + ", " + std::to_string(f) + "], fp16, bias + ReLU"});
+    out.push_back({"gemm_fc1_m" + std::to_string(rows), fc1.flops() / seconds / 1e12, "TFLOP/s",
+                   "fc1 shape: " + fc1.shape() + ", fp16, bias + ReLU"});
   }
 }
 
@@ -122,21 +149,14 @@ void measure_overlap(Device& device, Ops& ops, const OptConfig& m, const Calibra
                      std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
   Stream& h2d = device.stream(StreamRole::h2d_weights);
-  const int h = m.hidden_size;
-  const int f = m.ffn_dim;
   const int rows = 128;
-  Buffer weight = filled(device, Tier::gpu, static_cast<std::size_t>(f) * h, compute);
-  Buffer bias = filled(device, Tier::gpu, static_cast<std::size_t>(f), compute);
-  Buffer x = filled(device, Tier::gpu, static_cast<std::size_t>(rows) * h, compute);
-  Buffer y = device.allocate(Tier::gpu, static_cast<std::size_t>(rows) * f * sizeof(Half));
+  Fc1 fc1(device, m);
+  fc1.set_rows(rows);
   Buffer dst = device.allocate(Tier::gpu, o.copy_bytes);
   Buffer src = device.allocate(Tier::pinned, o.copy_bytes);
   std::memset(src.data(), 1, o.copy_bytes);
   auto gemms = [&](int n) {
-    for (int i = 0; i < n; ++i) {
-      ops.linear(x.as<Half>(), weight.as<Half>(), bias.as<Half>(), y.as<Half>(), rows, f, h,
-                 kernels::Activation::relu);
-    }
+    for (int i = 0; i < n; ++i) fc1.run(ops);
   };
   const double copy = best_seconds(o.repeats, [&] {
     device.copy_async(dst.data(), src.data(), o.copy_bytes, h2d);
