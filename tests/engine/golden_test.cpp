@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/engine.h"
+#include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -16,11 +16,6 @@ namespace {
 // The engine keeps activations in fp16 (fp32 accumulation) while the references are fp32: Hugging
 // Face itself in fp16 differs from these fixtures by up to 0.026 nats on these models, so 0.05.
 constexpr float kLogprobTolerance = 0.05f;
-
-nlohmann::json load_expected(const std::string& name) {
-  std::ifstream in(test::data_dir() / "golden" / name / "expected.json");
-  return nlohmann::json::parse(in);
-}
 
 // Each checkpoint runs on both cpu kernel sets: the TBB kernels and the naive references.
 class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernelSet>> {
@@ -37,10 +32,7 @@ class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernel
 };
 
 void expect_scores_match(Engine& engine, const nlohmann::json& expected, int prefill_tokens) {
-  std::vector<ScoreRequest> requests;
-  for (const auto& item : expected["score"]) {
-    requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
-  }
+  const std::vector<ScoreRequest> requests = test::score_requests(expected);
   const auto results = engine.score(requests, prefill_tokens);
   ASSERT_EQ(results.size(), requests.size());
   for (std::size_t r = 0; r < results.size(); ++r) {
@@ -58,30 +50,21 @@ void expect_scores_match(Engine& engine, const nlohmann::json& expected, int pre
 }
 
 TEST_P(Golden, ScoreMatchesHuggingFaceAsOnePrefill) {
-  const auto expected = load_expected(name());
+  const auto expected = test::golden_expected(name());
   Engine engine(options_for(name(), 4));
   expect_scores_match(engine, expected, 0);
 }
 
 TEST_P(Golden, ScoreMatchesThroughTheKvCache) {
   // Teacher-forced decode steps through the cache give the same log-probabilities as one prefill.
-  const auto expected = load_expected(name());
+  const auto expected = test::golden_expected(name());
   Engine engine(options_for(name(), 3));
   expect_scores_match(engine, expected, 4);
   expect_scores_match(engine, expected, 1);
 }
 
 void expect_generation_matches(Engine& engine, const nlohmann::json& fixture, bool eos_enabled) {
-  std::vector<GenerationRequest> requests;
-  for (const auto& prompt : fixture["prompts"]) {
-    GenerationRequest request;
-    request.prompt = prompt.get<std::vector<std::int32_t>>();
-    request.max_tokens = fixture["max_new_tokens"].get<int>();
-    request.sampling.temperature = 0.0f;
-    request.ignore_eos = !eos_enabled;
-    requests.push_back(request);
-  }
-  const auto results = engine.generate(requests);
+  const auto results = engine.generate(test::greedy_requests(fixture, eos_enabled));
   for (std::size_t r = 0; r < results.size(); ++r) {
     SCOPED_TRACE(testing::Message() << "prompt " << r);
     ASSERT_TRUE(results[r].error.empty()) << results[r].error;
@@ -93,19 +76,19 @@ void expect_generation_matches(Engine& engine, const nlohmann::json& fixture, bo
 }
 
 TEST_P(Golden, GreedyGenerationOfALeftPaddedBatchMatches) {
-  const auto expected = load_expected(name());
+  const auto expected = test::golden_expected(name());
   Engine engine(options_for(name(), 4));  // all four prompts in one left-padded batch
   expect_generation_matches(engine, expected["generate"], /*eos_enabled=*/false);
 }
 
 TEST_P(Golden, GreedyGenerationOneSequenceAtATimeMatches) {
-  const auto expected = load_expected(name());
+  const auto expected = test::golden_expected(name());
   Engine engine(options_for(name(), 1));
   expect_generation_matches(engine, expected["generate"], /*eos_enabled=*/false);
 }
 
 TEST_P(Golden, GenerationStopsAtEos) {
-  const auto expected = load_expected(name());
+  const auto expected = test::golden_expected(name());
   ASSERT_TRUE(expected.contains("generate_eos"));
   Engine engine(options_for(name(), 4));
   expect_generation_matches(engine, expected["generate_eos"], /*eos_enabled=*/true);

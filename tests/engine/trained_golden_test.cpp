@@ -31,10 +31,6 @@ constexpr double kLogprobTolerance = 0.01;
 // systematic error (a position off by one, a wrong scale or mask) shifts the mean.
 constexpr double kMeanLogprobTolerance = 0.001;
 
-nlohmann::json load_expected() {
-  return test::golden_expected("opt-tiny-kjv-docs");
-}
-
 EngineOptions options(int batch) {
   EngineOptions options;
   options.model = test::trained_model_dir().string();
@@ -54,7 +50,7 @@ void expect_scores_match(Engine& engine, const nlohmann::json& expected, int pre
 }
 
 TEST(TrainedGolden, TokenizerGivesHuggingFaceIds) {
-  const auto expected = load_expected();
+  const auto expected = test::trained_golden_expected();
   const auto tokenizer = Tokenizer::load(test::trained_model_dir());
   ASSERT_EQ(expected["tokenizer"].size(), 4u);
   for (const auto& item : expected["tokenizer"]) {
@@ -73,30 +69,22 @@ TEST(TrainedGolden, TokenizerGivesHuggingFaceIds) {
 }
 
 TEST(TrainedGolden, ScoreMatchesHuggingFaceAsOnePrefill) {
-  const auto expected = load_expected();
+  const auto expected = test::trained_golden_expected();
   Engine engine(options(3));  // two left-padded batches: 1024, 1024, 900 and 700, 400, 130
   expect_scores_match(engine, expected, 0);
 }
 
 TEST(TrainedGolden, ScoreMatchesThroughTheKvCache) {
   // 64 tokens of prefill, then up to 960 teacher-forced decode steps through the full cache.
-  const auto expected = load_expected();
+  const auto expected = test::trained_golden_expected();
   Engine engine(options(6));
   expect_scores_match(engine, expected, 64);
 }
 
 TEST(TrainedGolden, GreedyGenerationOfALeftPaddedBatchMatches) {
-  const auto expected = load_expected();
+  const auto expected = test::trained_golden_expected();
   const auto& fixture = expected["generate"];
-  std::vector<GenerationRequest> requests;
-  for (const auto& prompt : fixture["prompts"]) {
-    GenerationRequest request;
-    request.prompt = prompt.get<std::vector<std::int32_t>>();
-    request.max_tokens = fixture["max_new_tokens"].get<int>();
-    request.sampling.temperature = 0.0f;
-    request.ignore_eos = true;  // Hugging Face generated with EOS disabled
-    requests.push_back(request);
-  }
+  const std::vector<GenerationRequest> requests = test::greedy_requests(fixture);
   ASSERT_EQ(requests.size(), 4u);
   Engine engine(options(4));  // the four prompts (8 to 150 tokens) in one left-padded batch
   const auto results = engine.generate(requests);

@@ -25,10 +25,6 @@ namespace {
 constexpr double kLogprobTolerance = 0.02;
 constexpr double kMeanLogprobTolerance = 0.002;
 
-nlohmann::json load_expected() {
-  return test::golden_expected("opt-tiny-kjv-docs");
-}
-
 EngineOptions cuda_options(int batch) {
   EngineOptions options;
   options.model = test::trained_model_dir().string();
@@ -44,31 +40,23 @@ void expect_scores_match(Engine& engine, const nlohmann::json& expected, int pre
 
 TEST(CudaTrainedGolden, ScoreMatchesHuggingFaceAsOnePrefill) {
   if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
-  const auto expected = load_expected();
+  const auto expected = test::trained_golden_expected();
   Engine engine(cuda_options(3));
   expect_scores_match(engine, expected, 0);
 }
 
 TEST(CudaTrainedGolden, ScoreMatchesThroughTheKvCache) {
   if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
-  const auto expected = load_expected();
+  const auto expected = test::trained_golden_expected();
   Engine engine(cuda_options(6));
   expect_scores_match(engine, expected, 64);
 }
 
 TEST(CudaTrainedGolden, GreedyGenerationOfALeftPaddedBatchMatches) {
   if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
-  const auto expected = load_expected();
+  const auto expected = test::trained_golden_expected();
   const auto& fixture = expected["generate"];
-  std::vector<GenerationRequest> requests;
-  for (const auto& prompt : fixture["prompts"]) {
-    GenerationRequest request;
-    request.prompt = prompt.get<std::vector<std::int32_t>>();
-    request.max_tokens = fixture["max_new_tokens"].get<int>();
-    request.sampling.temperature = 0.0f;
-    request.ignore_eos = true;
-    requests.push_back(request);
-  }
+  const std::vector<GenerationRequest> requests = test::greedy_requests(fixture);
   Engine engine(cuda_options(4));
   const auto results = engine.generate(requests);
   ASSERT_EQ(results.size(), requests.size());

@@ -22,12 +22,32 @@ inline nlohmann::json golden_expected(const std::string& model) {
   return nlohmann::json::parse(in);
 }
 
-// The texts Hugging Face scored for `model`, as score requests.
-inline std::vector<ScoreRequest> golden_score_requests(const std::string& model = "tiny-preln") {
-  const nlohmann::json expected = golden_expected(model);  // outlives the loop over its items
+// A fixture's scored texts ("score": [{"token_ids": ...}]) as score requests.
+inline std::vector<ScoreRequest> score_requests(const nlohmann::json& expected) {
   std::vector<ScoreRequest> requests;
   for (const auto& item : expected["score"]) {
     requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
+  }
+  return requests;
+}
+
+// The texts Hugging Face scored for `model`, as score requests.
+inline std::vector<ScoreRequest> golden_score_requests(const std::string& model = "tiny-preln") {
+  return score_requests(golden_expected(model));
+}
+
+// A fixture's generation prompts ({"prompts", "max_new_tokens"}) as greedy requests; EOS is
+// ignored unless `eos_enabled` (Hugging Face generated with it disabled, unless told otherwise).
+inline std::vector<GenerationRequest> greedy_requests(const nlohmann::json& fixture,
+                                                      bool eos_enabled = false) {
+  std::vector<GenerationRequest> requests;
+  for (const auto& prompt : fixture["prompts"]) {
+    GenerationRequest request;
+    request.prompt = prompt.get<std::vector<std::int32_t>>();
+    request.max_tokens = fixture["max_new_tokens"].get<int>();
+    request.sampling.temperature = 0.0f;
+    request.ignore_eos = !eos_enabled;
+    requests.push_back(request);
   }
   return requests;
 }
@@ -37,6 +57,11 @@ inline std::filesystem::path trained_model_dir() {
   return (data_dir() / ".." / ".." / "models" / "opt-tiny-kjv-docs").lexically_normal();
 }
 
+// Its fixture (tests/data/golden/opt-tiny-kjv-docs/expected.json).
+inline nlohmann::json trained_golden_expected() {
+  return golden_expected("opt-tiny-kjv-docs");
+}
+
 // Scores the fixture's texts with `engine` and checks every token's log-probability within
 // `tolerance` of Hugging Face's and each text's mean error within `mean_tolerance`. Returns the
 // results for further checks.
@@ -44,10 +69,7 @@ inline std::vector<ScoreResult> expect_trained_scores_match(Engine& engine,
                                                             const nlohmann::json& expected,
                                                             int prefill_tokens, double tolerance,
                                                             double mean_tolerance) {
-  std::vector<ScoreRequest> requests;
-  for (const auto& item : expected["score"]) {
-    requests.push_back({item["token_ids"].get<std::vector<std::int32_t>>()});
-  }
+  const std::vector<ScoreRequest> requests = score_requests(expected);
   auto results = engine.score(requests, prefill_tokens);
   EXPECT_EQ(results.size(), requests.size());
   for (std::size_t r = 0; r < results.size() && r < requests.size(); ++r) {
