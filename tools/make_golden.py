@@ -255,12 +255,8 @@ def score_refs(ref, rng):
 
     # Sanity: one batched, left-padded forward (HF derives position ids from
     # the attention mask) reproduces the per-sequence logprobs.
-    L = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), L), PAD, dtype=torch.long)
-    mask = torch.zeros((len(seqs), L), dtype=torch.long)
-    for b, s in enumerate(seqs):
-        ids[b, L - len(s):] = torch.tensor(s)
-        mask[b, L - len(s):] = 1
+    ids, mask = left_pad(seqs)
+    L = ids.shape[1]
     logits = ref(input_ids=ids, attention_mask=mask).logits.float()
     lp = torch.log_softmax(logits, dim=-1)
     for b, s in enumerate(seqs):
@@ -268,6 +264,17 @@ def score_refs(ref, rng):
         diff = (got - per_seq_lp[b]).abs().max().item()
         assert diff < 1e-4, f"left-padded batch mismatch seq {b}: {diff}"
     return out
+
+
+def left_pad(seqs):
+    """Token id lists as one left-padded batch: (ids, attention mask), both [len(seqs), longest]."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), PAD, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for b, s in enumerate(seqs):
+        ids[b, width - len(s):] = torch.tensor(s)
+        mask[b, width - len(s):] = 1
+    return ids, mask
 
 
 def margin_of(logits_row):
@@ -294,12 +301,8 @@ def manual_greedy(ref, prompt, max_new, eos):
 @torch.no_grad()
 def batched_generate(ref, prompts, eos):
     """One batched model.generate call with left padding; returns (outputs, min_margin)."""
-    L = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), L), PAD, dtype=torch.long)
-    mask = torch.zeros((len(prompts), L), dtype=torch.long)
-    for b, p in enumerate(prompts):
-        ids[b, L - len(p):] = torch.tensor(p)
-        mask[b, L - len(p):] = 1
+    ids, mask = left_pad(prompts)
+    L = ids.shape[1]
     gc = GenerationConfig(
         max_new_tokens=MAX_NEW_TOKENS,
         min_new_tokens=0,

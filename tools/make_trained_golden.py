@@ -35,6 +35,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoTokenizer, GenerationConfig, OPTForCausalLM
 
+# Shared with the random-checkpoint fixtures (same folder; both use PAD = 1).
+from make_golden import left_pad, margin_of
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL_DIR = os.path.join(REPO, "models", "opt-tiny-kjv-docs")
 OUT_PATH = os.path.join(REPO, "tests", "data", "golden", "opt-tiny-kjv-docs", "expected.json")
@@ -65,16 +68,6 @@ def load_model():
         assert torch.equal(state[name], value.float()), name
     assert set(state) - set(disk) <= {"lm_head.weight"}, sorted(set(state) - set(disk))
     return model
-
-
-def left_pad(seqs):
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), PAD, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for b, s in enumerate(seqs):
-        ids[b, width - len(s):] = torch.tensor(s)
-        mask[b, width - len(s):] = 1
-    return ids, mask
 
 
 @torch.no_grad()
@@ -111,11 +104,6 @@ def make_score(model, eval_ids):
     return items, fp16_diff
 
 
-def margin(logits_row):
-    top = torch.topk(logits_row.float(), 2).values
-    return float(top[0] - top[1])
-
-
 @torch.no_grad()
 def greedy(model, prompts):
     """One batched, left-padded model.generate call: new tokens and smallest margin per row."""
@@ -130,7 +118,7 @@ def greedy(model, prompts):
     for t, step in enumerate(result.logits):
         for b in range(len(prompts)):
             assert int(new[b, t]) == int(step[b].argmax()), "generate is not plain greedy"
-            margins[b] = min(margins[b], margin(step[b]))
+            margins[b] = min(margins[b], margin_of(step[b]))
     return new.tolist(), margins
 
 
