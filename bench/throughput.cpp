@@ -38,11 +38,11 @@ double BenchRow::copy_overlap() const {
 }
 
 std::vector<BenchCase> sweep(const std::vector<int>& batches, const std::vector<int>& prompt_lens,
-                             const std::vector<int>& gen_lens) {
+                             const std::vector<int>& gen_lens, const SamplingParams& sampling) {
   std::vector<BenchCase> cases;
   for (int batch : batches) {
     for (int prompt : prompt_lens) {
-      for (int gen : gen_lens) cases.push_back({batch, prompt, gen});
+      for (int gen : gen_lens) cases.push_back({batch, prompt, gen, sampling});
     }
   }
   return cases;
@@ -102,9 +102,20 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     row.kv_bytes = runner->kv_bytes() + runner->policy_state_bytes();
     std::vector<std::int32_t> next(prompts.size());
     const std::vector<std::uint8_t> advancing(prompts.size(), 1);
-    // Greedy on the device: only the token ids come back each step, as in a real run.
+    // Picked on the device: only the token ids come back each step, as in a real run.
+    std::vector<std::mt19937_64> streams;
+    for (std::size_t b = 0; b < prompts.size(); ++b) streams.emplace_back(seed + b);
+    std::vector<kernels::SampleParams> sample(prompts.size());
     auto pick = [&] {
-      const std::span<const std::int32_t> ids = runner->greedy_tokens();
+      std::span<const std::int32_t> ids;
+      if (is_greedy(config.sampling)) {
+        ids = runner->greedy_tokens();
+      } else {
+        for (std::size_t b = 0; b < sample.size(); ++b) {
+          sample[b] = next_sample(config.sampling, streams[b]);
+        }
+        ids = runner->sampled_tokens(sample);
+      }
       std::copy(ids.begin(), ids.end(), next.begin());
     };
 

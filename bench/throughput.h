@@ -17,6 +17,9 @@ struct BenchCase {
   int batch = 1;
   int prompt_len = 64;
   int gen_len = 16;
+  // How every sequence picks its tokens; sampled on the device like a real run, sequence b
+  // drawing from its own stream (seed + b).
+  SamplingParams sampling{0.0f, 0, 1.0f};
 };
 
 struct BenchRow {
@@ -61,8 +64,9 @@ struct BenchRow {
 BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
                   const MachineProfile* profile = nullptr);
 
-// Cross product of the lists, in the order batch → prompt → gen.
+// Cross product of the lists, in the order batch → prompt → gen, each case with `sampling`.
 std::vector<BenchCase> sweep(const std::vector<int>& batches, const std::vector<int>& prompt_lens,
-                             const std::vector<int>& gen_lens);
+                             const std::vector<int>& gen_lens,
+                             const SamplingParams& sampling = {0.0f, 0, 1.0f});
 
 }  // namespace offgen::bench

@@ -51,7 +51,9 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
   cmd->add_option("--kv-mem", options.kv_mem,
                   "KV memory, e.g. 4GiB: report the largest batch whose KV cache fits in it, under "
                   "this policy and under full");
-  cmd->add_option("--seed", options.seed, "seed of the synthetic prompts")->capture_default_str();
+  cmd->add_option("--seed", options.seed, "seed of the synthetic prompts and of sampling")
+      ->capture_default_str();
+  add_sampling_flags(*cmd, options.temperature, options.top_k, options.top_p);
 }
 
 namespace {
@@ -110,12 +112,18 @@ int run_bench(const BenchOptions& options) {
   // charged to the first row.
   bench::run_case(engine, {1, 8, 2}, options.seed);
   std::vector<bench::BenchRow> rows;
+  const SamplingParams sampling{options.temperature, options.top_k, options.top_p};
+  validate(sampling);
+  if (!is_greedy(sampling)) {
+    fmt::print("sampling: temperature {}, top_k {}, top_p {} (on the device)\n",
+               sampling.temperature, sampling.top_k, sampling.top_p);
+  }
   for (const auto& [kind, budget] : policies) {
     PolicyOptions policy = engine_options.policy;
     policy.kind = kind;
     engine.set_policy(policy, budget.empty() ? 0.0 : parse_kv_budget(budget));
     for (const bench::BenchCase& c :
-         bench::sweep(options.batches, options.prompt_lens, options.gen_lens)) {
+         bench::sweep(options.batches, options.prompt_lens, options.gen_lens, sampling)) {
       bench::BenchRow row = bench::run_case(engine, c, options.seed, profile ? &*profile : nullptr);
       row.kv_budget = budget;
       spdlog::debug("{} {} batch {} prompt {} gen {} done", policy_name(kind), budget, c.batch,

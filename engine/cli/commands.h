@@ -69,6 +69,10 @@ void apply_plan(const Plan& plan, EngineOptions& out);
 void add_output_mode_flags(CLI::App& cmd, bool& resume, bool& overwrite,
                            const std::string& resume_help);
 
+// --temperature, --top-k and --top-p (generate's defaults for requests that do not say; bench's
+// for every sequence).
+void add_sampling_flags(CLI::App& cmd, float& temperature, int& top_k, float& top_p);
+
 // After `app` is parsed, sets options.placement to `planned` when none of --plan,
 // --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu, --cpu-attention and `also` (flags
 // that place sequences for this command, e.g. --batch-size) was given.
@@ -142,6 +146,10 @@ struct BenchOptions {
   std::vector<std::string> kv_budgets;
   std::string json;  // write every row here as JSON
   std::string csv;   // ... and as CSV
+  // How every sequence picks its tokens (greedy by default, as FlexGen measures).
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
 };
 void add_bench_command(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);

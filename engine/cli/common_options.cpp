@@ -186,6 +186,16 @@ EngineOptions CommonOptions::engine_options() const {
   return out;
 }
 
+void add_sampling_flags(CLI::App& cmd, float& temperature, int& top_k, float& top_p) {
+  cmd.add_option("--temperature", temperature, "0 = greedy")
+      ->check(kNonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--top-k", top_k, "0 = off")->check(kNonNegativeNumber)->capture_default_str();
+  cmd.add_option("--top-p", top_p, "nucleus mass in (0, 1]; 1 = off")
+      ->check(kProbability)
+      ->capture_default_str();
+}
+
 void add_common_options(CLI::App& app, CommonOptions& options) {
   app.add_option("--model", options.model,
                  "Hugging Face OPT checkpoint directory, or a config name (opt-125m ... opt-175b) "

@@ -44,15 +44,7 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
                   "tokens to generate per request that does not say")
       ->check(kPositiveInteger)
       ->capture_default_str();
-  cmd->add_option("--temperature", options.temperature, "0 = greedy")
-      ->check(kNonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--top-k", options.top_k, "0 = off")
-      ->check(kNonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--top-p", options.top_p, "nucleus mass in (0, 1]; 1 = off")
-      ->check(kProbability)
-      ->capture_default_str();
+  add_sampling_flags(*cmd, options.temperature, options.top_k, options.top_p);
   cmd->add_option("--seed", options.seed,
                   "sampling seed (request i without its own seed uses seed + i)")
       ->capture_default_str();

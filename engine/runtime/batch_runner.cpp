@@ -61,15 +61,17 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   slot_count_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
   advancing_ = device.allocate(gpu, bytes_of<std::uint8_t>(batch));
   picks_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
+  sample_params_ = device.allocate(gpu, bytes_of<kernels::SampleParams>(batch));
   newest_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
   host_picks_ = device.allocate(Tier::pinned, bytes_of<std::int32_t>(batch));
   // Every step's inputs fit: ids + valid + positions + per-head token slots of a prefill, or the
-  // arrays of a decode step, the newest row of each sequence, plus one chunk of output row ids
-  // and targets.
+  // arrays of a decode step, the newest row of each sequence, the sampling parameters (four
+  // words a sequence), plus one chunk of output row ids and targets.
   const std::int64_t heads = config.num_heads;
+  static_assert(sizeof(kernels::SampleParams) == 4 * sizeof(std::int32_t));
   staging_ = device.allocate(
       Tier::pinned,
-      bytes_of<std::int32_t>((3 + heads) * rows + (5 + heads) * batch + 2 * out_chunk_) + 1024);
+      bytes_of<std::int32_t>((3 + heads) * rows + (9 + heads) * batch + 2 * out_chunk_) + 1024);
 
   if (shape.activations_on_host) {
     host_activations_ =
@@ -89,8 +91,6 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   logits_ = device.allocate(gpu, bytes_of<float>(std::int64_t{out_chunk_} * config.vocab_size));
   targets_ = device.allocate(gpu, bytes_of<std::int32_t>(out_chunk_));
   logprobs_ = device.allocate(gpu, bytes_of<float>(out_chunk_));
-  host_logits_ =
-      device.allocate(Tier::pinned, bytes_of<float>(std::int64_t{batch} * config.vocab_size));
   host_logprobs_ = device.allocate(Tier::pinned, bytes_of<float>(out_chunk_));
 
   scored_ = policy_->needs_scores();
@@ -476,20 +476,30 @@ void BatchRunner::head_of_newest_tokens(const Use& use) {
   }
 }
 
-std::span<const float> BatchRunner::last_logits() {
-  const auto vocab = static_cast<std::int64_t>(config_.vocab_size);
-  head_of_newest_tokens([&](int first, int n) {
-    device_.copy_async(host_logits_.as<float>() + first * vocab, logits_.data(),
-                       bytes_of<float>(n * vocab), compute_);
-  });
-  sync();
-  return {host_logits_.as<const float>(),
-          static_cast<std::size_t>(batch_) * static_cast<std::size_t>(config_.vocab_size)};
-}
-
 std::span<const std::int32_t> BatchRunner::greedy_tokens() {
   head_of_newest_tokens([&](int first, int n) {
     ops_.argmax_rows(logits_.as<float>(), n, config_.vocab_size, picks_.as<std::int32_t>() + first);
+  });
+  device_.copy_async(host_picks_.data(), picks_.data(), bytes_of<std::int32_t>(batch_), compute_);
+  sync();
+  return {host_picks_.as<const std::int32_t>(), static_cast<std::size_t>(batch_)};
+}
+
+std::span<const std::int32_t> BatchRunner::sampled_tokens(
+    std::span<const kernels::SampleParams> params) {
+  OFFGEN_CHECK(params.size() == static_cast<std::size_t>(batch_),
+               "sampled_tokens needs one SampleParams per sequence ({} given for a batch of {})",
+               params.size(), batch_);
+  upload(sample_params_.data(), params.data(), bytes_of<kernels::SampleParams>(batch_));
+  head_of_newest_tokens([&](int first, int n) {
+    kernels::SampleRowsArgs args;
+    args.logits = logits_.as<float>();
+    args.params = sample_params_.as<kernels::SampleParams>() + first;
+    args.sampleable = sampleable_;
+    args.out = picks_.as<std::int32_t>() + first;
+    args.rows = n;
+    args.vocab = config_.vocab_size;
+    ops_.sample_rows(args);
   });
   device_.copy_async(host_picks_.data(), picks_.data(), bytes_of<std::int32_t>(batch_), compute_);
   sync();

@@ -56,12 +56,16 @@ class BatchRunner {
   // kept in the cache, so it costs nothing later.
   void decode(std::span<const std::int32_t> tokens, std::span<const std::uint8_t> advancing);
 
-  // After prefill() or decode(): the fp32 logits of each sequence's newest token, [batch, vocab],
-  // on the host (waits for the device). Valid until the next call on this runner.
-  std::span<const float> last_logits();
   // After prefill() or decode(): each sequence's greedy next token (argmax of its logits, ties:
   // the lowest id), computed on the device so only the ids come back. Valid until the next call.
   std::span<const std::int32_t> greedy_tokens();
+  // After prefill() or decode(): each sequence's next token drawn by params[b] (greedy where its
+  // temperature is 0; kernels/sampling_args.h), on the device, so only the ids come back. Valid
+  // until the next call.
+  std::span<const std::int32_t> sampled_tokens(std::span<const kernels::SampleParams> params);
+  // Ids that sampling never draws (a device mask of vocab bytes, 0 = never, or null = none
+  // excluded): the model's rows that the tokenizer has no entry for. Must outlive the runner.
+  void set_sampleable(const std::uint8_t* mask) { sampleable_ = mask; }
   // After prefill() or decode(): log p(targets[r]) for each row r of the last step — prefill rows
   // are b * seq + i, decode rows are b. Rows with targets[r] < 0 are skipped and come back NaN.
   std::vector<float> target_logprobs(std::span<const std::int32_t> targets);
@@ -169,8 +173,10 @@ class BatchRunner {
   const Half* hidden_states_ = nullptr;
   // Output head: the newest rows of every sequence, and a chunk's scratch.
   Buffer newest_, out_rows_, gathered_, projected_, logits_, targets_, logprobs_;
-  Buffer host_logits_, host_logprobs_;
-  Buffer picks_, host_picks_;  // greedy ids: device and pinned host
+  Buffer host_logprobs_;
+  Buffer picks_, host_picks_;  // greedy or sampled ids: device and pinned host
+  Buffer sample_params_;       // [batch] SampleParams of the step being sampled
+  const std::uint8_t* sampleable_ = nullptr;
 
   KvTraffic traffic_;
 

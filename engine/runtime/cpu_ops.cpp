@@ -7,6 +7,7 @@
 #include "kernels/cpu/h2o_eviction.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/sampling.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/reference/reference.h"
 
@@ -81,6 +82,10 @@ void CpuOps::argmax_rows(const float* logits, std::int64_t rows, int vocab, std:
       out[r] = argmax(std::span<const float>(logits + r * vocab, width));
     }
   });
+}
+
+void CpuOps::sample_rows(const kernels::SampleRowsArgs& args) {
+  enqueue<cpu::sample_rows, ref::sample_rows>(args);
 }
 
 // The policy code (policies/h2o_policy.cpp) is the reference these kernels are tested against,

@@ -38,6 +38,7 @@ class CpuOps final : public Ops {
   void token_logprobs(const float* logits, const std::int32_t* targets, float* out,
                       std::int64_t rows, int vocab) override;
   void argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out) override;
+  void sample_rows(const kernels::SampleRowsArgs& args) override;
   void h2o_prefill_keep(const kernels::H2oPrefillArgs& args) override;
   void h2o_decode_update(const kernels::H2oDecodeArgs& args) override;
 

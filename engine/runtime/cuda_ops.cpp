@@ -8,6 +8,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/h2o_eviction.h"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/cuda/sampling.h"
 #include "kernels/cuda/softmax.h"
 
 namespace offgen {
@@ -77,6 +78,10 @@ void CudaOps::token_logprobs(const float* logits, const std::int32_t* targets, f
 
 void CudaOps::argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out) {
   cuda::argmax_rows(logits, rows, vocab, out, stream_);
+}
+
+void CudaOps::sample_rows(const kernels::SampleRowsArgs& args) {
+  cuda::sample_rows(args, stream_);
 }
 
 void CudaOps::h2o_prefill_keep(const kernels::H2oPrefillArgs& args) {

@@ -90,6 +90,20 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
     tokenizer_dir = checkpoint->dir();
   }
   if (!tokenizer_dir.empty()) tokenizer_ = Tokenizer::load(tokenizer_dir);
+  if (tokenizer_) {
+    // OPT's head has 50272 rows and its tokenizer 50265 entries: the rows without one are never
+    // sampled (greedy picks stay the exact argmax, as Hugging Face's).
+    std::vector<std::uint8_t> sampleable(static_cast<std::size_t>(config_.vocab_size));
+    for (std::int32_t id = 0; id < config_.vocab_size; ++id) {
+      sampleable[static_cast<std::size_t>(id)] = tokenizer_->has_id(id) ? 1 : 0;
+    }
+    if (std::find(sampleable.begin(), sampleable.end(), 0) != sampleable.end()) {
+      sampleable_ = device_->allocate(Tier::gpu, sampleable.size());
+      Stream& stream = device_->stream(StreamRole::compute);
+      device_->copy_async(sampleable_.data(), sampleable.data(), sampleable.size(), stream);
+      stream.synchronize();
+    }
+  }
   spdlog::info("model {} ({} layers, hidden {}) on {}", model_description_, config_.num_layers,
                config_.hidden_size, device_->name());
 }
@@ -262,9 +276,11 @@ void Engine::check_interrupt() const {
 std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new,
                                                  int total_len) {
   const int budget = policy_budget(max_prompt, max_new, total_len);
-  return std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), batch,
-                                       max_prompt, max_new, batch_policy(budget), streamer_.get(),
-                                       block_shape());
+  auto runner = std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), batch,
+                                              max_prompt, max_new, batch_policy(budget),
+                                              streamer_.get(), block_shape());
+  if (sampleable_) runner->set_sampleable(sampleable_.as<const std::uint8_t>());
+  return runner;
 }
 
 void Engine::set_policy(const PolicyOptions& policy, double kv_budget) {
@@ -318,34 +334,35 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
   check_interrupt();
   runner->prefill(padded);
 
-  // An all-greedy batch picks on the device and copies back one id per sequence per step;
-  // sampling needs the logits on the host.
+  // Tokens are picked on the device and one id per sequence comes back each step: by argmax when
+  // the whole batch is greedy, else by the sampler, fed each sequence's own draw.
   const bool greedy = std::all_of(indices.begin(), indices.end(), [&](std::size_t index) {
-    return requests[index].sampling.temperature == 0.0f;
+    return is_greedy(requests[index].sampling);
   });
-  std::span<const float> logits;
+  std::vector<kernels::SampleParams> sample(indices.size());
   std::span<const std::int32_t> picks;
-  auto read_step = [&] {
+  auto read_step = [&](std::span<const std::uint8_t> active) {
     if (greedy) {
       picks = runner->greedy_tokens();
-    } else {
-      logits = runner->last_logits();
+      return;
     }
+    for (std::size_t b = 0; b < indices.size(); ++b) {
+      sample[b] =
+          active[b] ? next_sample(requests[indices[b]].sampling, rngs[b]) : kernels::SampleParams{};
+    }
+    picks = runner->sampled_tokens(sample);
   };
 
   std::vector<std::uint8_t> active(indices.size(), 1);
   std::vector<std::int32_t> next(indices.size(), config_.pad_token_id);
-  read_step();
-  const std::size_t vocab = static_cast<std::size_t>(config_.vocab_size);
+  read_step(active);
   for (int step = 0; step < max_new; ++step) {
     bool any_active = false;
     for (std::size_t b = 0; b < indices.size(); ++b) {
       if (!active[b]) continue;
       const GenerationRequest& request = requests[indices[b]];
       GenerationResult& result = results[indices[b]];
-      const std::int32_t token =
-          greedy ? picks[b]
-                 : sample_token(logits.subspan(b * vocab, vocab), request.sampling, rngs[b]);
+      const std::int32_t token = picks[b];
       result.tokens.push_back(token);
       const bool eos = token == config_.eos_token_id && !request.ignore_eos;
       const bool stopped = eos || (request.stop && request.stop(result.tokens));
@@ -364,7 +381,7 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
     }
     check_interrupt();
     runner->decode(next, active);
-    read_step();
+    read_step(active);
   }
 }
 

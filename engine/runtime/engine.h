@@ -193,6 +193,9 @@ class Engine {
   WeightPlacement placement_;
   std::unique_ptr<WeightStore> weights_;
   std::unique_ptr<WeightStreamer> streamer_;  // when weights are offloaded
+  // [vocab] bytes on the gpu tier, 0 for the ids sampling never draws (the head's rows without a
+  // tokenizer entry); empty when every id can be drawn.
+  Buffer sampleable_;
   std::function<bool()> interrupted_;
 };
 

@@ -45,8 +45,8 @@ std::uint64_t runner_scratch_bytes(const OptConfig& config, int batch, int max_p
   constexpr std::uint64_t i32 = 4, half = 2, f32 = 4;
   // Mirrors BatchRunner's constructor, buffer by buffer.
   std::uint64_t bytes = rows * (i32 + 1 + i32 + i32 * heads);  // ids, valid, positions, slots
-  bytes +=
-      b * (i32 * heads + i32 + 1 + i32 + i32);  // write slots, counts, advancing, picks, newest
+  // write slots, counts, advancing, picks, sampling parameters, newest
+  bytes += b * (i32 * heads + i32 + 1 + i32 + 4 * i32 + i32);
   // Hidden states: the block's, or two GPU batches' slots when they live in pinned memory.
   bytes += activations_on_host ? 2 * lane_rows * half * h : rows * half * h;
   bytes += lane_rows * half * (wide + (config.has_projections() ? p : 0) + 3 * h + h + f);

@@ -12,6 +12,7 @@
 #include "kernels/activation.h"
 #include "kernels/attention_args.h"
 #include "kernels/eviction_args.h"
+#include "kernels/sampling_args.h"
 
 namespace offgen {
 
@@ -49,6 +50,9 @@ class Ops {
   // one id per sequence back to the host instead of the logits.
   virtual void argmax_rows(const float* logits, std::int64_t rows, int vocab,
                            std::int32_t* out) = 0;
+  // Sampled picks, one per row, where the logits are (kernels/sampling_args.h): a sampling step
+  // copies one id per sequence back, as a greedy one does.
+  virtual void sample_rows(const kernels::SampleRowsArgs& args) = 0;
 
   // Score-keeping eviction (h2o) where the cache lives, right after the attention that produced
   // the probabilities. Semantics: kernels/eviction_args.h.

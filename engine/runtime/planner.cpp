@@ -96,10 +96,9 @@ std::uint64_t runner_pinned_bytes(const OptConfig& model, int block, int max_pro
   const auto out_chunk =
       static_cast<std::uint64_t>(std::max(gpu_batch_size(block, num_gpu_batches), 64));
   constexpr std::uint64_t i32 = 4, f32 = 4;
-  // Mirrors BatchRunner's constructor: greedy picks, the step-input staging, logits, log-probs.
+  // Mirrors BatchRunner's constructor: picked ids, the step-input staging, log-probs.
   std::uint64_t bytes = b * i32;
-  bytes += i32 * ((3 + heads) * rows + (5 + heads) * b + 2 * out_chunk) + 1024;
-  bytes += b * static_cast<std::uint64_t>(model.vocab_size) * f32;
+  bytes += i32 * ((3 + heads) * rows + (9 + heads) * b + 2 * out_chunk) + 1024;
   bytes += out_chunk * f32;
   return bytes;
 }

@@ -1,10 +1,13 @@
-// Picks the next token from a row of fp32 logits: greedy, or temperature / top-k / top-p sampling
-// in Hugging Face's order (temperature, then top-k, then top-p, then a draw).
+// Token choice parameters and the host side of sampling: validation, greedy argmax, and each
+// request's own random stream. The draw itself runs on the device (Ops::sample_rows, semantics in
+// kernels/sampling_args.h): Hugging Face's order, temperature, then top-k, then top-p, then a draw.
 #pragma once
 
 #include <cstdint>
 #include <random>
 #include <span>
+
+#include "kernels/sampling_args.h"
 
 namespace offgen {
 
@@ -19,7 +22,17 @@ void validate(const SamplingParams& params);
 
 // Greedy picks the lowest id among equal maxima (as torch.argmax does).
 std::int32_t argmax(std::span<const float> logits);
-std::int32_t sample_token(std::span<const float> logits, const SamplingParams& params,
-                          std::mt19937_64& rng);
+
+// True when `params` picks greedily (temperature 0 or top_k 1): no draw is taken.
+bool is_greedy(const SamplingParams& params);
+
+// A uniform draw in [0, 1) with 24 random bits (exactly representable in fp32, never 1.0): the
+// same on every platform, unlike std::uniform_real_distribution.
+float uniform_draw(std::mt19937_64& rng);
+
+// The device parameters of one sequence's next token: its sampling parameters and, unless it is
+// greedy, the next draw of its own stream (one draw per sampled token, so a request's tokens
+// depend only on its seed, never on its batch-mates).
+kernels::SampleParams next_sample(const SamplingParams& params, std::mt19937_64& rng);
 
 }  // namespace offgen

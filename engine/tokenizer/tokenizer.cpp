@@ -208,13 +208,14 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids) const {
   std::string out;
   out.reserve(ids.size() * 4);
   for (const std::int32_t id : ids) {
-    OFFGEN_CHECK(id >= 0 && static_cast<std::size_t>(id) < impl_->id_known.size() &&
-                     impl_->id_known[static_cast<std::size_t>(id)],
-                 "tokenizer: cannot decode token id {}: not in the vocabulary (vocab_size {})", id,
-                 vocab_size());
-    out.append(impl_->id_bytes[static_cast<std::size_t>(id)]);
+    if (has_id(id)) out.append(impl_->id_bytes[static_cast<std::size_t>(id)]);
   }
   return out;
+}
+
+bool Tokenizer::has_id(std::int32_t id) const {
+  return id >= 0 && static_cast<std::size_t>(id) < impl_->id_known.size() &&
+         impl_->id_known[static_cast<std::size_t>(id)];
 }
 
 // One past the largest id, so every id below it indexes the embedding table (equal to the number

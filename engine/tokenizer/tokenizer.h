@@ -28,9 +28,13 @@ class Tokenizer {
   // Any byte string (valid UTF-8 or not) encodes; GPT-2 pre-tokenisation via PCRE2 with Unicode
   // properties, then BPE by merge rank on the byte-to-unicode mapped pieces. Thread-safe.
   std::vector<std::int32_t> encode(std::string_view text) const;
-  // Concatenates the tokens' bytes. Ids outside the vocab throw offgen::Error. The result may be
-  // invalid UTF-8 (a multi-byte character cut between tokens); see to_valid_utf8().
+  // Concatenates the tokens' bytes. An id with no entry (OPT's head has 50272 rows, its
+  // vocab.json 50265 entries) decodes to nothing, so no generated id can fail a request; the
+  // caller keeps the ids. The result may be invalid UTF-8 (a multi-byte character cut between
+  // tokens); see to_valid_utf8().
   std::string decode(std::span<const std::int32_t> ids) const;
+  // Whether `id` has an entry (decodes to bytes).
+  bool has_id(std::int32_t id) const;
   std::int32_t vocab_size() const;
   std::optional<std::int32_t> token_to_id(std::string_view token) const;
 

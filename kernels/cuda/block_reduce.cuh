@@ -47,4 +47,77 @@ __device__ inline float block_sum(float v) {
   return total;
 }
 
+// Operators for block_reduce.
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct MinOp {
+  __device__ int operator()(int a, int b) const { return min(a, b); }
+};
+struct SumOp {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+
+// Reduction of any shuffle-able T (float, double, int) over the block with an associative `op`
+// and its identity, returned to every thread; a fixed tree for a given block size, so the result
+// is deterministic. Same barrier guarantees as block_sum.
+template <typename T, typename Op>
+__device__ inline T block_reduce(T v, Op op, T identity) {
+  __shared__ T partial[kWarpLanes];
+  __shared__ T total;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
+#pragma unroll
+  for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) {
+    v = op(v, __shfl_xor_sync(kAllLanes, v, offset));
+  }
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int warps = static_cast<int>(blockDim.x) / kWarpLanes;
+    v = lane < warps ? partial[lane] : identity;
+#pragma unroll
+    for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) {
+      v = op(v, __shfl_xor_sync(kAllLanes, v, offset));
+    }
+    if (lane == 0) total = v;
+  }
+  __syncthreads();
+  return total;
+}
+
+// Inclusive prefix sum over the block in thread order: thread t gets v_0 + ... + v_t, and `sum`
+// the block's total. Deterministic (fixed order for a given block size).
+template <typename T>
+__device__ inline T block_inclusive_scan(T v, T& sum) {
+  __shared__ T warp_totals[kWarpLanes];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
+#pragma unroll
+  for (int offset = 1; offset < kWarpLanes; offset *= 2) {
+    const T other = __shfl_up_sync(kAllLanes, v, offset);
+    if (lane >= offset) v += other;
+  }
+  if (lane == kWarpLanes - 1) warp_totals[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int warps = static_cast<int>(blockDim.x) / kWarpLanes;
+    T t = lane < warps ? warp_totals[lane] : T{};
+#pragma unroll
+    for (int offset = 1; offset < kWarpLanes; offset *= 2) {
+      const T other = __shfl_up_sync(kAllLanes, t, offset);
+      if (lane >= offset) t += other;
+    }
+    warp_totals[lane] = t;  // inclusive over the warps
+  }
+  __syncthreads();
+  if (warp > 0) v += warp_totals[warp - 1];
+  sum = warp_totals[static_cast<int>(blockDim.x) / kWarpLanes - 1];
+  __syncthreads();  // warp_totals may be rewritten by the next call
+  return v;
+}
+
 }  // namespace offgen::kernels::cuda

@@ -37,26 +37,7 @@ struct alignas(4 * kVec) FloatVec {
 // every thread has read them. Butterfly shuffles leave every lane of a warp with the same value.
 
 __device__ float block_max(float v) {
-  __shared__ float partial[kWarp];
-  __shared__ float total;
-  const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const int warp = static_cast<int>(threadIdx.x) / kWarp;
-#pragma unroll
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  }
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < static_cast<int>(blockDim.x) / kWarp ? partial[lane] : -INFINITY;
-#pragma unroll
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-      v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-    }
-    if (lane == 0) total = v;
-  }
-  __syncthreads();
-  return total;
+  return block_reduce(v, MaxOp{}, -INFINITY);
 }
 
 // (value, index) candidates for argmax: the larger value wins, equal values the lower index. A

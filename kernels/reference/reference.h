@@ -10,6 +10,7 @@
 #include "engine/core/half.h"
 #include "kernels/activation.h"
 #include "kernels/attention_args.h"
+#include "kernels/sampling_args.h"
 
 namespace offgen::kernels::reference {
 
@@ -43,5 +44,8 @@ void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch
 void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
                Half* k_cache, Half* v_cache, int capacity);
 void decode_attention(const DecodeAttentionArgs& args);
+
+// sampling.h
+void sample_rows(const SampleRowsArgs& args);
 
 }  // namespace offgen::kernels::reference

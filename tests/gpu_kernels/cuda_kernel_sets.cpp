@@ -16,6 +16,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/cuda/sampling.h"
 #include "kernels/cuda/softmax.h"
 #include "tests/kernels/parity.h"
 
@@ -255,6 +256,21 @@ void decode_attention(const kernels::DecodeAttentionArgs& args) {
   d_probs.copy_back(args.probs, "decode_attention probs");
 }
 
+void sample_rows(const kernels::SampleRowsArgs& args) {
+  auto d_logits = device_copy(args.logits, args.rows * args.vocab);
+  auto d_params = device_copy(args.params, args.rows);
+  auto d_sampleable = device_copy(args.sampleable, args.vocab);
+  auto d_out = device_copy(args.out, args.rows);
+  kernels::SampleRowsArgs d = args;
+  d.logits = d_logits.data();
+  d.params = d_params.data();
+  d.sampleable = d_sampleable.data();
+  d.out = d_out.data();
+  cuda::sample_rows(d, test_stream());
+  finish();
+  d_out.copy_back(args.out, "sample_rows");
+}
+
 }  // namespace
 
 std::vector<const KernelSet*> kernel_sets_under_test() {
@@ -271,7 +287,9 @@ std::vector<const KernelSet*> kernel_sets_under_test() {
                                   prefill_attention,
                                   store_prefill_kv,
                                   append_kv,
-                                  decode_attention};
+                                  decode_attention,
+                                  sample_rows,
+                                  /*exact_sampling=*/false};
   return {&cuda_set};
 }
 

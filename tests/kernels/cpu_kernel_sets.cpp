@@ -7,6 +7,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/sampling.h"
 #include "kernels/cpu/softmax.h"
 #include "tests/kernels/parity.h"
 
@@ -28,7 +29,9 @@ KernelSet cpu_set(std::string name, std::string isa) {
           cpu::prefill_attention,
           cpu::store_prefill_kv,
           cpu::append_kv,
-          cpu::decode_attention};
+          cpu::decode_attention,
+          cpu::sample_rows,
+          /*exact_sampling=*/true};
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "engine/core/half.h"
 #include "kernels/activation.h"
 #include "kernels/attention_args.h"
+#include "kernels/sampling_args.h"
 
 namespace offgen::test {
 
@@ -51,6 +52,11 @@ struct KernelSet {
       store_prefill_kv;
   Fn<void(const Half*, const std::int32_t*, int, int, int, Half*, Half*, int)> append_kv;
   Fn<void(const kernels::DecodeAttentionArgs&)> decode_attention;
+  Fn<void(const kernels::SampleRowsArgs&)> sample_rows;
+  // Whether the set's sampler computes exp and its sums as the reference does, so every pick
+  // equals the reference's (the CPU kernels); otherwise picks may differ where a running sum
+  // lands within rounding of a threshold (kernels/sampling_args.h).
+  bool exact_sampling = true;
 };
 
 // Every implementation the parity suites run: the CPU kernels once per micro-kernel ISA this
