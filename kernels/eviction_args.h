@@ -16,18 +16,20 @@ struct H2oPrefillArgs {
   std::int32_t* position = nullptr;    // out [batch, heads, capacity]: kept token's position
   float* score = nullptr;              // out [batch, heads, capacity]
   std::int32_t* write_slot = nullptr;  // out [batch, heads]: where the next token goes
+  // Each sequence's own budget (its prompt + max tokens decide it, never its batch-mates).
+  const std::int32_t* budget = nullptr;  // [batch]: C, 1 <= C < capacity
+  const std::int32_t* recent = nullptr;  // [batch]: R, 1 <= R <= C
   int batch = 0;
   int seq = 0;
   int heads = 0;
-  int capacity = 0;  // C + 1
-  int budget = 0;    // C
-  int recent = 0;    // R, 1 <= R <= C
+  int capacity = 0;  // slots per (sequence, head): the batch's largest C + 1
 };
 
-// h2o_prefill_keep, per (sequence, head): a prompt of P <= C real tokens is kept whole; otherwise
-// the R most recent plus the C - R highest-scoring of the rest (equal scores: the newer token
-// stays). Kept tokens take slots 0.. in position order with their prompt scores; the other slots
-// are free (position -1, score 0); the next token goes to slot min(P, C).
+// h2o_prefill_keep, per (sequence b, head), with C = budget[b] and R = recent[b]: a prompt of
+// P <= C real tokens is kept whole; otherwise the R most recent plus the C - R highest-scoring of
+// the rest (equal scores: the newer token stays). Kept tokens take slots 0.. in position order with
+// their prompt scores; the other slots are free (position -1, score 0); the next token goes to
+// slot min(P, C).
 
 struct H2oDecodeArgs {
   const float* probs = nullptr;                // [batch, heads, capacity] from decode attention
@@ -37,17 +39,19 @@ struct H2oDecodeArgs {
   std::int32_t* position = nullptr;            // [batch, heads, capacity]
   float* score = nullptr;                      // [batch, heads, capacity]
   std::int32_t* write_slot = nullptr;          // [batch, heads]
+  const std::int32_t* budget = nullptr;        // [batch]: C, 1 <= C < capacity
+  const std::int32_t* recent = nullptr;        // [batch]: R, 1 <= R <= C
   int batch = 0;
   int heads = 0;
   int capacity = 0;
-  int recent = 0;  // R, 1 <= R < capacity
 };
 
-// h2o_decode_update, per advancing (sequence, head): the new token takes its write slot, every
+// h2o_decode_update, per advancing (sequence b, head): the new token takes its write slot, every
 // attended slot adds its probability (the new token's score is its own probability); while
-// count < capacity the next write slot is `count`, else the victim — the lowest score outside the
-// R most recent positions (ties: the older token) — is freed (position -1, score 0) and becomes
-// the next write slot. Every token a sequence advanced with entered the cache and the window is
-// never evicted, so the R most recent cached positions are new_position - R + 1 .. new_position.
+// count <= budget[b] the next write slot is `count`, else the victim — the lowest score outside the
+// R = recent[b] most recent positions (ties: the older token) — is freed (position -1, score 0) and
+// becomes the next write slot. Every token a sequence advanced with entered the cache and the
+// window is never evicted, so the R most recent cached positions are new_position - R + 1 ..
+// new_position.
 
 }  // namespace offgen::kernels

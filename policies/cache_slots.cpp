@@ -1,24 +1,35 @@
 #include "policies/cache_slots.h"
 
+#include <span>
+#include <utility>
+
 #include "engine/core/error.h"
 
 namespace offgen {
 
-CacheSlots::CacheSlots(const KvPolicy& policy) : policy_(policy) {
-  OFFGEN_CHECK(!policy.needs_scores(),
-               "the {} policy keeps per-head scores; host slot planning cannot serve it",
-               policy_name(policy.kind()));
+CacheSlots::CacheSlots(std::vector<const KvPolicy*> policies, int capacity)
+    : policies_(std::move(policies)), capacity_(capacity) {
+  for (const KvPolicy* policy : policies_) {
+    OFFGEN_CHECK(!policy->needs_scores(),
+                 "the {} policy keeps per-head scores; host slot planning cannot serve it",
+                 policy_name(policy->kind()));
+    OFFGEN_CHECK(policy->budget() < capacity, "a KV budget of {} does not fit caches of {} slots",
+                 policy->budget(), capacity);
+  }
 }
 
 void CacheSlots::start(std::span<const int> prompt_lengths) {
+  OFFGEN_CHECK(prompt_lengths.size() == policies_.size(),
+               "cache slots: {} prompts for {} sequences", prompt_lengths.size(), policies_.size());
   sequences_.assign(prompt_lengths.size(), Sequence{});
   for (std::size_t b = 0; b < prompt_lengths.size(); ++b) {
     Sequence& s = sequences_[b];
+    const KvPolicy& policy = *policies_[b];
     s.position.assign(static_cast<std::size_t>(capacity()), -1);
-    const std::vector<int> keep = policy_.keep_after_prefill(prompt_lengths[b], {});
-    OFFGEN_CHECK(static_cast<int>(keep.size()) <= policy_.budget(),
+    const std::vector<int> keep = policy.keep_after_prefill(prompt_lengths[b], {});
+    OFFGEN_CHECK(static_cast<int>(keep.size()) <= policy.budget(),
                  "the {} policy kept {} prompt tokens, more than its budget {}",
-                 policy_name(policy_.kind()), keep.size(), policy_.budget());
+                 policy_name(policy.kind()), keep.size(), policy.budget());
     for (std::size_t slot = 0; slot < keep.size(); ++slot) s.position[slot] = keep[slot];
     s.cached = static_cast<int>(keep.size());
     s.free_slot = s.cached;
@@ -48,18 +59,22 @@ void CacheSlots::commit(std::span<const std::uint8_t> advancing,
   for (std::size_t b = 0; b < sequences_.size(); ++b) {
     if (!advancing[b]) continue;
     Sequence& s = sequences_[b];
+    const KvPolicy& policy = *policies_[b];
     s.position[static_cast<std::size_t>(s.free_slot)] = position[b];
     ++s.cached;
-    if (s.cached <= policy_.budget()) {
+    if (s.cached <= policy.budget()) {
       s.free_slot = s.cached;  // the valid slots stay a prefix until the cache is full
       continue;
     }
-    const int victim = policy_.victim(s.position, {});
-    OFFGEN_CHECK(victim >= 0 && victim < capacity(), "the {} policy chose no slot to evict",
-                 policy_name(policy_.kind()));
+    // The sequence's C + 1 slots, all holding a token now.
+    const auto used = std::span<const std::int32_t>(s.position)
+                          .first(static_cast<std::size_t>(policy.budget()) + 1);
+    const int victim = policy.victim(used, {});
+    OFFGEN_CHECK(victim >= 0 && victim <= policy.budget(), "the {} policy chose no slot to evict",
+                 policy_name(policy.kind()));
     s.position[static_cast<std::size_t>(victim)] = -1;
     s.free_slot = victim;
-    s.cached = policy_.budget();
+    s.cached = policy.budget();
   }
 }
 

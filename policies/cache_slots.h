@@ -2,9 +2,11 @@
 // only on token positions (full, local, streaming): every layer and head of a sequence then keeps
 // the same tokens in the same slots, so the host can plan each step and the device only follows.
 //
-// Each (layer, sequence, head) cache has C + 1 slots. At attention time the valid slots are always
-// [0, slot_count): a decode step writes its token into the one free slot, attends over all of
-// them, and — if the cache now holds C + 1 tokens — frees the policy's victim for the next step.
+// Each sequence has its own policy and budget C (its own length decides it, never its
+// batch-mates'); every cache has the batch's largest C + 1 slots, of which a sequence uses its
+// first C + 1. At attention time the valid slots are always [0, slot_count): a decode step writes
+// its token into the one free slot, attends over all of them, and — if the cache now holds C + 1
+// tokens — frees the policy's victim for the next step.
 #pragma once
 
 #include <cstdint>
@@ -17,14 +19,16 @@ namespace offgen {
 
 class CacheSlots {
  public:
-  // `policy` must not need scores (h2o keeps per-head state on the device instead) and must
-  // outlive this object.
-  explicit CacheSlots(const KvPolicy& policy);
+  // One policy per sequence; none may need scores (h2o keeps per-head state on the device
+  // instead), and each must outlive this object. capacity: slots per cache, at least every
+  // budget + 1.
+  CacheSlots(std::vector<const KvPolicy*> policies, int capacity);
 
   // Slots per (layer, sequence, head) cache.
-  int capacity() const { return policy_.budget() + 1; }
+  int capacity() const { return capacity_; }
 
-  // Prefill of sequences with prompt_lengths[b] real tokens (positions 0 .. len-1).
+  // Prefill of sequences with prompt_lengths[b] real tokens (positions 0 .. len-1), one per
+  // policy.
   void start(std::span<const int> prompt_lengths);
   // After start(): the slot of each of sequence b's prompt positions (-1: not kept).
   std::vector<std::int32_t> prompt_slots(int b, int prompt_len) const;
@@ -44,7 +48,8 @@ class CacheSlots {
     int cached = 0;
     int free_slot = 0;
   };
-  const KvPolicy& policy_;
+  std::vector<const KvPolicy*> policies_;
+  int capacity_;
   std::vector<Sequence> sequences_;
 };
 

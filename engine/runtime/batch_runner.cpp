@@ -21,25 +21,41 @@ std::size_t bytes_of(std::int64_t count) {
 
 }  // namespace
 
+namespace {
+
+int largest_budget(const std::vector<std::unique_ptr<KvPolicy>>& policies) {
+  int largest = 0;
+  for (const auto& policy : policies) largest = std::max(largest, policy->budget());
+  return largest;
+}
+
+}  // namespace
+
 BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
-                         const ModelWeights& weights, int batch, int max_prompt, int max_new,
-                         std::unique_ptr<KvPolicy> policy, WeightStreamer* streamer,
+                         const ModelWeights& weights, int max_prompt, int max_new,
+                         std::vector<std::unique_ptr<KvPolicy>> policies, WeightStreamer* streamer,
                          const BlockShape& shape)
     : device_(device),
       ops_(ops),
       config_(config),
       weights_(weights),
       compute_(device.stream(StreamRole::compute)),
-      batch_(batch),
+      batch_(static_cast<int>(policies.size())),
       max_prompt_(max_prompt),
-      capacity_(policy->budget() + 1),
-      policy_(std::move(policy)),
+      capacity_(largest_budget(policies) + 1),
+      policies_(std::move(policies)),
       streamer_(streamer),
       shape_(shape) {
-  (void)max_new;  // the policy's budget already sizes the cache for the decode steps
+  (void)max_new;  // the policies' budgets already size the cache for the decode steps
+  const int batch = batch_;
   OFFGEN_CHECK(batch > 0 && max_prompt > 0 && max_new >= 0,
                "batch runner needs a positive batch and prompt length (got {} and {})", batch,
                max_prompt);
+  for (const auto& policy : policies_) {
+    OFFGEN_CHECK(policy->kind() == policies_.front()->kind(),
+                 "a batch runs one KV policy ({} and {} given)", policy_name(policy->kind()),
+                 policy_name(policies_.front()->kind()));
+  }
   gpu_batches_ = split_block(batch, shape);
   const int lane_batch = gpu_batch_size(batch, shape.num_gpu_batches);
   out_chunk_ = std::max(lane_batch, 64);
@@ -93,7 +109,7 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   logprobs_ = device.allocate(gpu, bytes_of<float>(out_chunk_));
   host_logprobs_ = device.allocate(Tier::pinned, bytes_of<float>(out_chunk_));
 
-  scored_ = policy_->needs_scores();
+  scored_ = policies_.front()->needs_scores();
   std::vector<int> offloaded;
   for (const GpuBatch& g : gpu_batches_) {
     Lane lane;
@@ -107,9 +123,12 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
       }
     }
     if (scored_) {
-      lane.scored =
-          std::make_unique<ScoredKvState>(device, ops, *policy_, config.num_layers, g.size,
-                                          config.num_heads, capacity_, max_prompt);
+      std::vector<const KvPolicy*> lane_policies;
+      for (int b = g.first; b < g.first + g.size; ++b) {
+        lane_policies.push_back(policies_[static_cast<std::size_t>(b)].get());
+      }
+      lane.scored = std::make_unique<ScoredKvState>(device, ops, lane_policies, config.num_layers,
+                                                    config.num_heads, capacity_, max_prompt);
     }
     offloaded.push_back(g.offloaded());
     lanes_.push_back(std::move(lane));
@@ -122,7 +141,11 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
     kv_streams_[0] = &device.stream(StreamRole::h2d_kv);
     kv_streams_[1] = &device.stream(StreamRole::d2h_kv);
   }
-  if (!scored_) slots_.emplace(*policy_);
+  if (!scored_) {
+    std::vector<const KvPolicy*> all;
+    for (const auto& policy : policies_) all.push_back(policy.get());
+    slots_.emplace(std::move(all), capacity_);
+  }
 }
 
 BatchRunner::~BatchRunner() {
@@ -366,7 +389,7 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   seen_.assign(prompts.lengths.begin(), prompts.lengths.end());
   cached_.resize(prompts.lengths.size());
   for (std::size_t b = 0; b < cached_.size(); ++b) {
-    cached_[b] = std::min(prompts.lengths[b], policy_->budget());
+    cached_[b] = std::min(prompts.lengths[b], policies_[b]->budget());
   }
   if (slots_) {
     // The policy picks the prompt tokens each cache keeps (the same in every layer and head).
@@ -439,7 +462,7 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   for (std::size_t b = 0; b < n; ++b) {
     if (!advancing[b]) continue;
     ++seen_[b];
-    cached_[b] = std::min(cached_[b] + 1, policy_->budget());
+    cached_[b] = std::min(cached_[b] + 1, policies_[b]->budget());
   }
 }
 

@@ -37,13 +37,15 @@ namespace offgen {
 
 class BatchRunner {
  public:
-  // Sizes everything for `batch` sequences of up to `max_prompt` prompt tokens and `max_new`
-  // decode steps, with a KV cache of policy->budget() + 1 slots per (layer, sequence, head).
-  // Throws OutOfMemoryError if the KV cache or scratch does not fit the gpu tier.
+  // Sizes everything for policies.size() sequences of up to `max_prompt` prompt tokens and
+  // `max_new` decode steps. Each sequence has its own policy (one kind, each with the sequence's
+  // own budget C, so its tokens never depend on its batch-mates); the KV cache has the largest
+  // C + 1 slots per (layer, sequence, head). Throws OutOfMemoryError if the KV cache or scratch
+  // does not fit the gpu tier.
   // streamer: where layer weights are offloaded, what brings them in per layer (else null).
   // shape: GPU batches and KV placement.
   BatchRunner(Device& device, Ops& ops, const OptConfig& config, const ModelWeights& weights,
-              int batch, int max_prompt, int max_new, std::unique_ptr<KvPolicy> policy,
+              int max_prompt, int max_new, std::vector<std::unique_ptr<KvPolicy>> policies,
               WeightStreamer* streamer = nullptr, const BlockShape& shape = {});
   BatchRunner(const BatchRunner&) = delete;
   BatchRunner& operator=(const BatchRunner&) = delete;
@@ -131,7 +133,7 @@ class BatchRunner {
   int max_prompt_;
   int capacity_;
   int out_chunk_;
-  std::unique_ptr<KvPolicy> policy_;
+  std::vector<std::unique_ptr<KvPolicy>> policies_;  // one per sequence
   WeightStreamer* streamer_;
   BlockShape shape_;
   std::vector<GpuBatch> gpu_batches_;

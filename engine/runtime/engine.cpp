@@ -273,14 +273,24 @@ void Engine::check_interrupt() const {
   if (interrupted_ && interrupted_()) throw Interrupted("interrupted");
 }
 
-std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new,
-                                                 int total_len) {
-  const int budget = policy_budget(max_prompt, max_new, total_len);
-  auto runner = std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), batch,
-                                              max_prompt, max_new, batch_policy(budget),
-                                              streamer_.get(), block_shape());
+std::unique_ptr<BatchRunner> Engine::make_runner(int max_prompt, int max_new,
+                                                 std::span<const SequenceLengths> sequences) {
+  std::vector<std::unique_ptr<KvPolicy>> policies;
+  for (const SequenceLengths& s : sequences) {
+    policies.push_back(batch_policy(policy_budget(s.prompt, s.new_tokens, s.total)));
+  }
+  auto runner =
+      std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), max_prompt,
+                                    max_new, std::move(policies), streamer_.get(), block_shape());
   if (sampleable_) runner->set_sampleable(sampleable_.as<const std::uint8_t>());
   return runner;
+}
+
+std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new,
+                                                 int total_len) {
+  const std::vector<SequenceLengths> sequences(static_cast<std::size_t>(batch),
+                                               {max_prompt, max_new, total_len});
+  return make_runner(max_prompt, max_new, sequences);
 }
 
 void Engine::set_policy(const PolicyOptions& policy, double kv_budget) {
@@ -319,18 +329,22 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
                             std::span<const std::size_t> indices,
                             std::vector<GenerationResult>& results,
                             const GenerationCallback& on_done) {
-  const int batch = static_cast<int>(indices.size());
   std::vector<std::vector<std::int32_t>> prompts;
   int max_new = 0;
   std::vector<std::mt19937_64> rngs;
+  // The last sampled token is never fed back, so a request caches max_tokens - 1 decode tokens;
+  // a fraction budget is of its own prompt + max_tokens.
+  std::vector<SequenceLengths> lengths;
   for (std::size_t index : indices) {
-    prompts.push_back(requests[index].prompt);
-    max_new = std::max(max_new, requests[index].max_tokens);
-    rngs.emplace_back(requests[index].seed);
+    const GenerationRequest& r = requests[index];
+    prompts.push_back(r.prompt);
+    max_new = std::max(max_new, r.max_tokens);
+    rngs.emplace_back(r.seed);
+    const int prompt = static_cast<int>(r.prompt.size());
+    lengths.push_back({prompt, r.max_tokens - 1, prompt + r.max_tokens});
   }
   const PaddedBatch padded = left_pad(prompts, config_.pad_token_id);
-  // The last sampled token is never fed back, so the cache needs max_new - 1 decode slots.
-  auto runner = make_runner(batch, padded.seq, max_new - 1, padded.seq + max_new);
+  auto runner = make_runner(padded.seq, max_new - 1, lengths);
   check_interrupt();
   runner->prefill(padded);
 
@@ -418,8 +432,13 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
     results[index].token_logprobs.assign(tokens.size(), nan);
   }
   const PaddedBatch padded = left_pad(prefixes, config_.pad_token_id);
-  const int longest = *std::max_element(lengths.begin(), lengths.end());
-  auto runner = make_runner(batch, padded.seq, decode_steps, longest);
+  // Each text's budget is of its own length: its prefix, then its teacher-forced steps.
+  std::vector<SequenceLengths> sequences;
+  for (std::size_t b = 0; b < indices.size(); ++b) {
+    const int prefix = static_cast<int>(prefixes[b].size());
+    sequences.push_back({prefix, std::max(0, lengths[b] - prefix - 1), lengths[b]});
+  }
+  auto runner = make_runner(padded.seq, decode_steps, sequences);
   check_interrupt();
   runner->prefill(padded);
 

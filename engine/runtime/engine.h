@@ -156,10 +156,21 @@ class Engine {
   std::vector<ScoreResult> score(std::span<const ScoreRequest> requests, int prefill_tokens = 0,
                                  const ScoreCallback& on_done = {});
 
-  // A runner for `batch` sequences of up to max_prompt prompt tokens and max_new decode steps,
-  // its KV cache sized by the engine's policy and budget for sequences of `total_len` tokens
-  // (0 = max_prompt + max_new), split into the engine's GPU batches and KV placement.
-  // Benchmarks drive it directly.
+  // The lengths that decide one sequence's KV budget C (design section 5): its own prompt tokens,
+  // the decode steps it feeds back, and the tokens of the whole request (the base of a fraction
+  // budget; 0 = prompt + new_tokens). Never its batch-mates'.
+  struct SequenceLengths {
+    int prompt = 0;
+    int new_tokens = 0;
+    int total = 0;
+  };
+  // A runner for one sequence per entry, of up to max_prompt prompt tokens and max_new decode
+  // steps, each with the engine's policy at the budget its own lengths give; the KV cache is
+  // sized for the largest, split into the engine's GPU batches and KV placement.
+  std::unique_ptr<BatchRunner> make_runner(int max_prompt, int max_new,
+                                           std::span<const SequenceLengths> sequences);
+  // The same for `batch` sequences of equal lengths (benchmarks drive it directly): max_prompt
+  // prompt tokens, max_new decode steps, `total_len` tokens (0 = max_prompt + max_new).
   std::unique_ptr<BatchRunner> make_runner(int batch, int max_prompt, int max_new,
                                            int total_len = 0);
   // Slots per (layer, sequence, head) make_runner's KV cache would have (the policy's C + 1).

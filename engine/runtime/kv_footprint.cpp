@@ -20,10 +20,12 @@ KvFootprint kv_footprint(const OptConfig& config, int capacity, bool scored, int
       2 * layers * slots * static_cast<std::uint64_t>(config.head_dim()) * sizeof(Half);
   if (scored) {
     // Per layer: each slot's position (int32) and score (fp32), each head's write slot (int32).
-    // Once per batch: prefill key-probability sums [heads, prompt] and a decode row [heads, cap].
+    // Once per batch: prefill key-probability sums [heads, prompt] and a decode row [heads, cap],
+    // and the sequence's own budget and window (int32 each).
     footprint.policy_state_bytes =
         layers * (slots * (sizeof(std::int32_t) + sizeof(float)) + heads * sizeof(std::int32_t)) +
-        heads * static_cast<std::uint64_t>(max_prompt) * sizeof(float) + slots * sizeof(float);
+        heads * static_cast<std::uint64_t>(max_prompt) * sizeof(float) + slots * sizeof(float) +
+        2 * sizeof(std::int32_t);
   }
   return footprint;
 }

@@ -6,19 +6,26 @@
 
 namespace offgen {
 
-ScoredKvState::ScoredKvState(Device& device, Ops& ops, const KvPolicy& policy, int layers,
-                             int batch, int heads, int capacity, int max_prompt)
+ScoredKvState::ScoredKvState(Device& device, Ops& ops, std::span<const KvPolicy* const> policies,
+                             int layers, int heads, int capacity, int max_prompt)
     : ops_(ops),
-      batch_(batch),
+      batch_(static_cast<int>(policies.size())),
       heads_(heads),
       capacity_(capacity),
-      budget_(policy.budget()),
-      recent_(policy.recent_window()),
       max_prompt_(max_prompt) {
-  OFFGEN_CHECK(recent_ >= 1 && recent_ <= budget_ && capacity == budget_ + 1,
-               "the {} policy keeps scores but has no recent window the eviction ops can use",
-               policy_name(policy.kind()));
-  const auto cells = static_cast<std::size_t>(batch) * static_cast<std::size_t>(heads);
+  std::vector<std::int32_t> budgets, recents;
+  for (const KvPolicy* policy : policies) {
+    const int budget = policy->budget();
+    const int recent = policy->recent_window();
+    OFFGEN_CHECK(recent >= 1 && recent <= budget,
+                 "the {} policy keeps scores but has no recent window the eviction ops can use",
+                 policy_name(policy->kind()));
+    OFFGEN_CHECK(budget < capacity, "a KV budget of {} does not fit caches of {} slots", budget,
+                 capacity);
+    budgets.push_back(budget);
+    recents.push_back(recent);
+  }
+  const auto cells = static_cast<std::size_t>(batch_) * static_cast<std::size_t>(heads);
   const auto slots = cells * static_cast<std::size_t>(capacity);
   for (int l = 0; l < layers; ++l) {
     position_.push_back(device.allocate(Tier::gpu, slots * sizeof(std::int32_t)));
@@ -28,6 +35,12 @@ ScoredKvState::ScoredKvState(Device& device, Ops& ops, const KvPolicy& policy, i
   prefill_probs_ =
       device.allocate(Tier::gpu, cells * static_cast<std::size_t>(max_prompt) * sizeof(float));
   decode_probs_ = device.allocate(Tier::gpu, slots * sizeof(float));
+  budget_ = device.allocate(Tier::gpu, budgets.size() * sizeof(std::int32_t));
+  recent_ = device.allocate(Tier::gpu, recents.size() * sizeof(std::int32_t));
+  Stream& stream = device.stream(StreamRole::compute);
+  device.copy_async(budget_.data(), budgets.data(), budgets.size() * sizeof(std::int32_t), stream);
+  device.copy_async(recent_.data(), recents.data(), recents.size() * sizeof(std::int32_t), stream);
+  stream.synchronize();  // the host vectors go out of scope
 }
 
 const std::int32_t* ScoredKvState::write_slots(int layer) const {
@@ -43,7 +56,8 @@ const float* ScoredKvState::scores(int layer) const {
 }
 
 std::uint64_t ScoredKvState::bytes() const {
-  std::uint64_t total = prefill_probs_.bytes() + decode_probs_.bytes();
+  std::uint64_t total =
+      prefill_probs_.bytes() + decode_probs_.bytes() + budget_.bytes() + recent_.bytes();
   for (std::size_t l = 0; l < position_.size(); ++l) {
     total += position_[l].bytes() + score_[l].bytes() + write_slot_[l].bytes();
   }
@@ -66,8 +80,8 @@ void ScoredKvState::after_prefill_attention(int layer, int seq, const std::uint8
   args.seq = seq;
   args.heads = heads_;
   args.capacity = capacity_;
-  args.budget = budget_;
-  args.recent = recent_;
+  args.budget = budget_.as<const std::int32_t>();
+  args.recent = recent_.as<const std::int32_t>();
   ops_.h2o_prefill_keep(args);
 }
 
@@ -86,7 +100,8 @@ void ScoredKvState::after_decode_attention(int layer, const std::uint8_t* advanc
   args.batch = batch_;
   args.heads = heads_;
   args.capacity = capacity_;
-  args.recent = recent_;
+  args.budget = budget_.as<const std::int32_t>();
+  args.recent = recent_.as<const std::int32_t>();
   ops_.h2o_decode_update(args);
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/device/device.h"
@@ -16,10 +17,11 @@ namespace offgen {
 
 class ScoredKvState {
  public:
-  // Throws offgen::Error for a policy without a recent window and OutOfMemoryError when the
-  // state does not fit.
-  ScoredKvState(Device& device, Ops& ops, const KvPolicy& policy, int layers, int batch, int heads,
-                int capacity, int max_prompt);
+  // One policy per sequence (its own budget C and window R; capacity: the largest C + 1). Throws
+  // offgen::Error for a policy without a recent window and OutOfMemoryError when the state does
+  // not fit.
+  ScoredKvState(Device& device, Ops& ops, std::span<const KvPolicy* const> policies, int layers,
+                int heads, int capacity, int max_prompt);
 
   // Where prefill attention writes its per-key probability sums ([batch, heads, seq]) and decode
   // attention its probability rows ([batch, heads, capacity]).
@@ -51,11 +53,10 @@ class ScoredKvState {
   int batch_;
   int heads_;
   int capacity_;
-  int budget_;
-  int recent_;
   int max_prompt_;
   std::vector<Buffer> position_, score_, write_slot_;  // per layer
   Buffer prefill_probs_, decode_probs_;
+  Buffer budget_, recent_;  // [batch] int32: each sequence's C and R
 };
 
 }  // namespace offgen

@@ -21,16 +21,18 @@ void h2o_prefill_keep(const H2oPrefillArgs& a) {
     std::int32_t* position = a.position + bh * a.capacity;
     float* score = a.score + bh * a.capacity;
 
+    const int budget = a.budget[b];
+    const int recent = a.recent[b];
     std::vector<int> keep;
-    if (len <= a.budget) {
+    if (len <= budget) {
       keep.resize(static_cast<std::size_t>(len));
       std::iota(keep.begin(), keep.end(), 0);
     } else {
       // The H highest-scoring older tokens (equal scores: the newer stays), then the window.
-      const int window_start = len - a.recent;
+      const int window_start = len - recent;
       std::vector<int> older(static_cast<std::size_t>(window_start));
       std::iota(older.begin(), older.end(), 0);
-      const auto heavy = static_cast<std::ptrdiff_t>(a.budget - a.recent);
+      const auto heavy = static_cast<std::ptrdiff_t>(budget - recent);
       std::partial_sort(older.begin(), older.begin() + heavy, older.end(), [&](int x, int y) {
         return sums[x] > sums[y] || (sums[x] == sums[y] && x > y);
       });
@@ -64,11 +66,11 @@ void h2o_decode_update(const H2oDecodeArgs& a) {
     position[slot] = a.new_position[b];
     score[slot] = 0.0f;
     for (int s = 0; s < n; ++s) score[s] += row[s];
-    if (n < a.capacity) {
+    if (n <= a.budget[b]) {
       a.write_slot[bh] = n;  // valid slots stay a prefix until the cache is full
       return;
     }
-    const std::int32_t oldest_recent = a.new_position[b] - a.recent + 1;
+    const std::int32_t oldest_recent = a.new_position[b] - a.recent[b] + 1;
     int victim = -1;
     for (int s = 0; s < n; ++s) {
       if (position[s] >= oldest_recent) continue;

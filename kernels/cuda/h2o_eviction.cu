@@ -54,9 +54,11 @@ __global__ void __launch_bounds__(kThreads) h2o_prefill_keep_kernel(H2oPrefillAr
   // highest-scoring older ones. The H-th largest score T is found by a radix select over the
   // order-preserving keys (32 block-wide counts, any prompt length); tokens above T stay, and of
   // those equal to T the newest stay (ties: the older token goes).
-  const bool keep_all = len <= a.budget;
-  const int window_start = keep_all ? 0 : len - a.recent;
-  const int heavy = keep_all ? 0 : a.budget - a.recent;
+  const int budget = a.budget[b];
+  const int recent = a.recent[b];
+  const bool keep_all = len <= budget;
+  const int window_start = keep_all ? 0 : len - recent;
+  const int heavy = keep_all ? 0 : budget - recent;
   std::uint32_t threshold = 0;
   int ties_to_keep = 0;
   if (!keep_all && heavy > 0) {
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(kThreads) h2o_prefill_keep_kernel(H2oPrefillAr
       }
     }
   }
-  if (threadIdx.x == 0) a.write_slot[bh] = keep_all ? len : a.budget;
+  if (threadIdx.x == 0) a.write_slot[bh] = keep_all ? len : budget;
 }
 
 // ---- decode ----------------------------------------------------------------------------------
@@ -206,7 +208,7 @@ __global__ void __launch_bounds__(kDecodeThreads) h2o_decode_update_kernel(H2oDe
   // Every thread has read write_slot[bh] (`slot`, above) before thread 0 may overwrite it below;
   // without this barrier a late warp could see the new value and miss the new token's slot.
   __syncthreads();
-  if (n < a.capacity) {
+  if (n <= a.budget[b]) {
     if (threadIdx.x == 0) a.write_slot[bh] = n;  // valid slots stay a prefix until full
     return;
   }
@@ -214,7 +216,7 @@ __global__ void __launch_bounds__(kDecodeThreads) h2o_decode_update_kernel(H2oDe
   // advanced with entered the cache and the window is never evicted, so the R most recent cached
   // positions are exactly newest - R + 1 .. newest (the CPU policy finds them by sorting; the gpu
   // test checks both agree).
-  const std::int32_t oldest_recent = newest - a.recent + 1;
+  const std::int32_t oldest_recent = newest - a.recent[b] + 1;
   Candidate best{0.0f, 0, -1};
   for (int s = threadIdx.x; s < n; s += kDecodeThreads) {
     const std::int32_t p = (s == slot) ? newest : position[s];
@@ -236,9 +238,9 @@ __global__ void __launch_bounds__(kDecodeThreads) h2o_decode_update_kernel(H2oDe
 void h2o_prefill_keep(const H2oPrefillArgs& args, cudaStream_t stream) {
   // seq == 0 still launches: as on the cpu, every (sequence, head) then gets an empty state.
   if (args.batch == 0 || args.heads == 0) return;
-  OFFGEN_CUDA_REQUIRE(
-      args.recent >= 1 && args.recent <= args.budget && args.capacity == args.budget + 1,
-      "h2o_prefill_keep: needs 1 <= recent <= budget and capacity = budget + 1");
+  // The per-sequence budgets are device memory: ScoredKvState checks them when it uploads them.
+  OFFGEN_CUDA_REQUIRE(args.budget != nullptr && args.recent != nullptr && args.capacity >= 2,
+                      "h2o_prefill_keep: needs per-sequence budgets and capacity >= 2");
   const unsigned blocks = static_cast<unsigned>(args.batch) * static_cast<unsigned>(args.heads);
   h2o_prefill_keep_kernel<<<blocks, kThreads, 0, stream>>>(args);
   OFFGEN_CUDA_CHECK_LAUNCH();
@@ -246,8 +248,8 @@ void h2o_prefill_keep(const H2oPrefillArgs& args, cudaStream_t stream) {
 
 void h2o_decode_update(const H2oDecodeArgs& args, cudaStream_t stream) {
   if (args.batch == 0 || args.heads == 0) return;
-  OFFGEN_CUDA_REQUIRE(args.recent >= 1 && args.recent < args.capacity,
-                      "h2o_decode_update: needs 1 <= recent < capacity");
+  OFFGEN_CUDA_REQUIRE(args.budget != nullptr && args.recent != nullptr && args.capacity >= 2,
+                      "h2o_decode_update: needs per-sequence budgets and capacity >= 2");
   const unsigned blocks = static_cast<unsigned>(args.batch) * static_cast<unsigned>(args.heads);
   h2o_decode_update_kernel<<<blocks, kDecodeThreads, 0, stream>>>(args);
   OFFGEN_CUDA_CHECK_LAUNCH();

@@ -3,6 +3,8 @@
 // batch-mates — greedy and seeded sampling alike.
 #include <gtest/gtest.h>
 
+#include <span>
+#include <string>
 #include <vector>
 
 #include "engine/runtime/engine.h"
@@ -42,11 +44,16 @@ std::vector<GenerationRequest> mixed_requests() {
 class SampledGeneration : public ::testing::Test {
  protected:
   void SetUp() override { test::write_real_vocab_model(dir_.path()); }
-  Engine engine(int batch) {
+  Engine engine(int batch, PolicyKind policy = PolicyKind::full, double kv_budget = 0.0,
+                CpuKernelSet kernels = CpuKernelSet::optimized) {
     EngineOptions options;
+    options.cpu_kernels = kernels;
     options.model = dir_.path().string();
     options.device = DeviceChoice::cpu;
     options.max_batch = batch;
+    options.policy.kind = policy;
+    options.policy.sinks = 2;
+    options.kv_budget = kv_budget;
     return Engine(options);
   }
   test::TempDir dir_;
@@ -73,23 +80,6 @@ TEST_F(SampledGeneration, EverySampledIdHasATokenizerEntry) {
   EXPECT_GT(sampled, 50);
 }
 
-TEST_F(SampledGeneration, ARequestsTokensDoNotDependOnItsBatchMates) {
-  const auto requests = mixed_requests();
-  Engine together = engine(8);
-  const auto batched = together.generate(requests);
-  Engine single = engine(1);
-  // Alone, and in reverse order among others (other neighbours, other padding).
-  std::vector<GenerationRequest> reversed(requests.rbegin(), requests.rend());
-  Engine mixed = engine(5);
-  const auto reversed_results = mixed.generate(reversed);
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    const auto alone = single.generate(std::span(&requests[i], 1));
-    EXPECT_EQ(alone[0].tokens, batched[i].tokens) << "request " << i;
-    EXPECT_EQ(reversed_results[requests.size() - 1 - i].tokens, batched[i].tokens)
-        << "request " << i;
-  }
-}
-
 TEST_F(SampledGeneration, DifferentSeedsDrawDifferentTokens) {
   auto requests = mixed_requests();
   Engine e = engine(8);
@@ -106,6 +96,75 @@ TEST_F(SampledGeneration, DifferentSeedsDrawDifferentTokens) {
   }
   EXPECT_GE(differ, 6);
 }
+
+// A policy and --kv-budget: fractions resolve per request (of its own prompt + max_tokens), so a
+// request's cache, and so its tokens, are the same whatever it runs with.
+struct PolicyCase {
+  PolicyKind policy;
+  double kv_budget;
+};
+
+class BatchMates : public SampledGeneration, public ::testing::WithParamInterface<PolicyCase> {};
+
+TEST_P(BatchMates, ARequestsResultDoesNotDependOnItsBatchMates) {
+  const auto [policy, kv_budget] = GetParam();
+  const auto requests = mixed_requests();  // mixed lengths, greedy and seeded sampling
+  Engine together = engine(8, policy, kv_budget);
+  const auto batched = together.generate(requests);
+  // Alone (as after an out-of-memory split down to one request), in reverse order among others
+  // (other neighbours, other padding, other GPU batches), and as a resumed run that only has the
+  // second half left to do.
+  Engine single = engine(1, policy, kv_budget);
+  Engine mixed = engine(5, policy, kv_budget);
+  const std::vector<GenerationRequest> reversed(requests.rbegin(), requests.rend());
+  const auto reversed_results = mixed.generate(reversed);
+  const std::size_t half = requests.size() / 2;
+  const auto resumed = together.generate(std::span(requests).subspan(half));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_TRUE(batched[i].error.empty()) << batched[i].error;
+    const auto alone = single.generate(std::span(&requests[i], 1));
+    EXPECT_EQ(alone[0].tokens, batched[i].tokens) << "request " << i << " alone";
+    EXPECT_EQ(reversed_results[requests.size() - 1 - i].tokens, batched[i].tokens)
+        << "request " << i << " among others";
+    if (i >= half) {
+      EXPECT_EQ(resumed[i - half].tokens, batched[i].tokens) << "request " << i << " resumed";
+    }
+  }
+
+  // Scores through the cache (teacher forcing past a short prefill) the same way, bit for bit on
+  // the reference kernels, whose GEMM sums every row alike (the optimized CPU GEMM picks its
+  // path by row count, so there a text's log-probs may move in the last bits with its batch).
+  Engine reference_together = engine(8, policy, kv_budget, CpuKernelSet::reference);
+  Engine reference_single = engine(1, policy, kv_budget, CpuKernelSet::reference);
+  std::vector<ScoreRequest> texts;
+  for (const auto& r : requests) {
+    ScoreRequest t;
+    t.tokens = r.prompt;
+    for (int k = 0; k < 2 * r.max_tokens; ++k) t.tokens.push_back(4 + (k * 13 + 5) % 990);
+    texts.push_back(t);
+  }
+  const auto scored = reference_together.score(texts, /*prefill_tokens=*/4);
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const auto alone = reference_single.score(std::span(&texts[i], 1), 4);
+    ASSERT_EQ(alone[0].token_logprobs.size(), scored[i].token_logprobs.size());
+    for (std::size_t t = 1; t < alone[0].token_logprobs.size(); ++t) {
+      EXPECT_EQ(alone[0].token_logprobs[t], scored[i].token_logprobs[t])
+          << "text " << i << " token " << t;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, BatchMates,
+                         ::testing::Values(PolicyCase{PolicyKind::full, 0.0},
+                                           PolicyCase{PolicyKind::local, 0.3},
+                                           PolicyCase{PolicyKind::h2o, 0.3},
+                                           PolicyCase{PolicyKind::streaming, 0.4},
+                                           PolicyCase{PolicyKind::h2o, 6.0}),
+                         [](const auto& param_info) {
+                           const PolicyCase& c = param_info.param;
+                           return std::string(policy_name(c.policy)) + "_" +
+                                  std::to_string(static_cast<int>(c.kv_budget * 10));
+                         });
 
 }  // namespace
 }  // namespace offgen

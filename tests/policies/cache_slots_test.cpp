@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -11,7 +12,7 @@ namespace {
 
 TEST(CacheSlots, FullKeepsEveryTokenAndDoneSequencesReuseTheirFreeSlot) {
   const auto policy = make_policy({PolicyKind::full}, 6);
-  CacheSlots slots(*policy);
+  CacheSlots slots({policy.get(), policy.get()}, 7);
   EXPECT_EQ(slots.capacity(), 7);
   slots.start(std::vector<int>{3, 1});
   EXPECT_EQ(slots.prompt_slots(0, 3), (std::vector<std::int32_t>{0, 1, 2}));
@@ -30,7 +31,7 @@ TEST(CacheSlots, FullKeepsEveryTokenAndDoneSequencesReuseTheirFreeSlot) {
 TEST(CacheSlots, LocalOverwritesTheOldestTokensSlot) {
   // C = 2: a prompt of 4 keeps positions 2 and 3 in slots 0 and 1.
   const auto policy = make_policy({PolicyKind::local}, 2);
-  CacheSlots slots(*policy);
+  CacheSlots slots({policy.get()}, 3);
   slots.start(std::vector<int>{4});
   EXPECT_EQ(slots.prompt_slots(0, 4), (std::vector<std::int32_t>{-1, -1, 0, 1}));
   std::vector<std::int32_t> write(1), count(1);
@@ -49,7 +50,7 @@ TEST(CacheSlots, LocalOverwritesTheOldestTokensSlot) {
 
 TEST(CacheSlots, StreamingNeverEvictsItsSinks) {
   const auto policy = make_policy({PolicyKind::streaming, 0.5, 1}, 3);
-  CacheSlots slots(*policy);
+  CacheSlots slots({policy.get()}, 4);
   slots.start(std::vector<int>{5});  // keeps positions 0 (sink), 3, 4
   EXPECT_EQ(slots.prompt_slots(0, 5), (std::vector<std::int32_t>{0, -1, -1, 1, 2}));
   std::vector<std::int32_t> write(1), count(1);
@@ -62,7 +63,36 @@ TEST(CacheSlots, StreamingNeverEvictsItsSinks) {
 
 TEST(CacheSlots, PoliciesThatNeedScoresAreRefused) {
   const auto policy = make_policy({PolicyKind::h2o}, 4);
-  EXPECT_THROW(CacheSlots slots(*policy), Error);
+  EXPECT_THROW(CacheSlots slots({policy.get()}, 5), Error);
+}
+
+TEST(CacheSlots, EachSequenceKeepsItsOwnBudgetInTheBatchsCapacity) {
+  // Budgets 2 and 5 in caches of 6 slots: sequence 0 evicts from its first 3 slots only, exactly
+  // as it would alone in caches of 3, while sequence 1 is still filling up.
+  const auto small = make_policy({PolicyKind::local}, 2);
+  const auto large = make_policy({PolicyKind::local}, 5);
+  CacheSlots together({small.get(), large.get()}, 6);
+  CacheSlots alone({small.get()}, 3);
+  together.start(std::vector<int>{4, 4});
+  alone.start(std::vector<int>{4});
+  EXPECT_EQ(together.prompt_slots(0, 4), alone.prompt_slots(0, 4));
+  EXPECT_EQ(together.prompt_slots(1, 4), (std::vector<std::int32_t>{0, 1, 2, 3}));
+  std::vector<std::int32_t> write(2), count(2), write_alone(1), count_alone(1);
+  for (int position = 4; position < 12; ++position) {
+    together.plan_decode(write.data(), count.data());
+    alone.plan_decode(write_alone.data(), count_alone.data());
+    EXPECT_EQ(write[0], write_alone[0]) << "position " << position;
+    EXPECT_EQ(count[0], count_alone[0]) << "position " << position;
+    EXPECT_LE(write[0], 2);
+    EXPECT_EQ(count[1], std::min(position, 5) + 1);
+    together.commit(std::vector<std::uint8_t>{1, 1}, std::vector<std::int32_t>{position, position});
+    alone.commit(std::vector<std::uint8_t>{1}, std::vector<std::int32_t>{position});
+  }
+}
+
+TEST(CacheSlots, ABudgetLargerThanTheCachesIsRefused) {
+  const auto policy = make_policy({PolicyKind::local}, 4);
+  EXPECT_THROW(CacheSlots slots({policy.get()}, 4), Error);
 }
 
 }  // namespace

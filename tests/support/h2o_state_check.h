@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -24,7 +25,7 @@ struct H2oCase {
   int batch = 3;
   int heads = 2;
   int seq = 20;
-  int budget = 8;
+  int budget = 8;  // sequence b's C is budget - b % 3 (at least 1): budgets differ in a batch
   double recent_fraction = 0.5;
   int steps = 30;
   std::uint64_t seed = 1;
@@ -36,7 +37,15 @@ using H2oDecodeFn = std::function<void(const kernels::H2oDecodeArgs&)>;
 
 inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2oPrefillFn& prefill,
                                                      const H2oDecodeFn& decode) {
-  const auto policy = make_policy({PolicyKind::h2o, c.recent_fraction, 0}, c.budget);
+  // Each sequence its own budget (and so its own window); the caches have the largest + 1 slots.
+  std::vector<std::unique_ptr<KvPolicy>> policies;
+  std::vector<std::int32_t> budgets, recents;
+  for (int b = 0; b < c.batch; ++b) {
+    policies.push_back(
+        make_policy({PolicyKind::h2o, c.recent_fraction, 0}, std::max(1, c.budget - b % 3)));
+    budgets.push_back(policies.back()->budget());
+    recents.push_back(policies.back()->recent_window());
+  }
   const int cap = c.budget + 1;
   const int cells = c.batch * c.heads;
   std::mt19937 rng(static_cast<unsigned>(c.seed));
@@ -71,8 +80,8 @@ inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2o
   pa.seq = c.seq;
   pa.heads = c.heads;
   pa.capacity = cap;
-  pa.budget = c.budget;
-  pa.recent = policy->recent_window();
+  pa.budget = budgets.data();
+  pa.recent = recents.data();
   prefill(pa);
 
   // The truth, from the policy.
@@ -81,7 +90,7 @@ inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2o
   for (int bh = 0; bh < cells; ++bh) {
     const int b = bh / c.heads;
     const int pad = c.seq - len[b];
-    const std::vector<int> keep = policy->keep_after_prefill(
+    const std::vector<int> keep = policies[b]->keep_after_prefill(
         len[b], std::span<const float>(sums.data() + bh * c.seq + pad, len[b]));
     std::vector<std::int32_t> want_token_slot(c.seq, -1);
     for (std::size_t k = 0; k < keep.size(); ++k) {
@@ -122,7 +131,7 @@ inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2o
   std::vector<int> cached(c.batch);
   std::vector<std::int32_t> seen(c.batch);
   for (int b = 0; b < c.batch; ++b) {
-    cached[b] = std::min(len[b], c.budget);
+    cached[b] = std::min(len[b], budgets[b]);
     seen[b] = len[b];
   }
   for (int step = 0; step < c.steps; ++step) {
@@ -148,7 +157,8 @@ inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2o
     da.batch = c.batch;
     da.heads = c.heads;
     da.capacity = cap;
-    da.recent = policy->recent_window();
+    da.budget = budgets.data();
+    da.recent = recents.data();
     decode(da);
     for (int bh = 0; bh < cells; ++bh) {
       const int b = bh / c.heads;
@@ -159,12 +169,13 @@ inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2o
       p[slot] = new_position[b];
       sc[slot] = 0.0f;
       for (int s = 0; s < count[b]; ++s) sc[s] += probs[bh * cap + s];
-      if (count[b] < cap) {
+      const int used = budgets[b] + 1;  // the sequence's own slots
+      if (count[b] < used) {
         want_write[bh] = count[b];
         continue;
       }
-      const int victim =
-          policy->victim(std::span<const std::int32_t>(p, cap), std::span<const float>(sc, cap));
+      const int victim = policies[b]->victim(std::span<const std::int32_t>(p, used),
+                                             std::span<const float>(sc, used));
       p[victim] = -1;
       sc[victim] = 0.0f;
       want_write[bh] = victim;
@@ -172,7 +183,7 @@ inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2o
     for (int b = 0; b < c.batch; ++b) {
       if (!advancing[b]) continue;
       ++seen[b];
-      cached[b] = std::min(cached[b] + 1, c.budget);
+      cached[b] = std::min(cached[b] + 1, budgets[b]);
     }
     if (auto r = compare("decode step " + std::to_string(step)); !r) return r;
   }
