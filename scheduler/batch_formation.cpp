@@ -5,20 +5,12 @@
 
 namespace offgen {
 
-std::vector<std::vector<std::size_t>> group_by_length(std::span<const std::size_t> lengths,
-                                                      std::size_t max_batch) {
+std::vector<std::size_t> order_by_length(std::span<const std::size_t> lengths) {
   std::vector<std::size_t> order(lengths.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](std::size_t a, std::size_t b) { return lengths[a] < lengths[b]; });
-  std::vector<std::vector<std::size_t>> batches;
-  const std::size_t size = std::max<std::size_t>(max_batch, 1);
-  for (std::size_t start = 0; start < order.size(); start += size) {
-    const std::size_t end = std::min(order.size(), start + size);
-    batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(start),
-                         order.begin() + static_cast<std::ptrdiff_t>(end));
-  }
-  return batches;
+  return order;
 }
 
 PaddedBatch left_pad(std::span<const std::vector<std::int32_t>> sequences, std::int32_t pad_id) {

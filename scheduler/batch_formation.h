@@ -7,11 +7,10 @@
 
 namespace offgen {
 
-// Groups request indices into batches of at most `max_batch`, sorted by length so each batch
-// wastes little padding. Batches come out in ascending length; order inside follows length, then
-// input index (stable), so results are reproducible.
-std::vector<std::vector<std::size_t>> group_by_length(std::span<const std::size_t> lengths,
-                                                      std::size_t max_batch);
+// The order requests run in: by length, so each block (consecutive requests of this order; its
+// size: scheduler/block_sizer.h) wastes little padding; input order among equal lengths, so
+// results are reproducible.
+std::vector<std::size_t> order_by_length(std::span<const std::size_t> lengths);
 
 // A batch of sequences, left-padded to the longest, with Hugging Face's position ids
 // (cumsum(mask) - 1; padding gets -1) — row-major [batch, seq].

@@ -50,6 +50,8 @@ struct CommonOptions {
   std::string kv_budget;  // empty: the whole sequence
   double recent_fraction = 0.5;
   int sinks = 4;
+  // Batch jobs: blocks kept near this much work, so results are written at least this often.
+  double block_seconds = 30.0;
 
   EngineOptions engine_options() const;
 };
@@ -68,6 +70,9 @@ void apply_plan(const Plan& plan, EngineOptions& out);
 // with an --output that already holds results (existing_output() turns them into a mode).
 void add_output_mode_flags(CLI::App& cmd, bool& resume, bool& overwrite,
                            const std::string& resume_help);
+
+// --block-seconds (generate, score): how often results are written, at most about.
+void add_block_seconds_flag(CLI::App& cmd, double& block_seconds);
 
 // --temperature, --top-k and --top-p (generate's defaults for requests that do not say; bench's
 // for every sequence).

@@ -177,6 +177,7 @@ EngineOptions CommonOptions::engine_options() const {
   out.cpu_attention = cpu_attention;
   out.activations_on_host = activations_cpu;
   out.disk = disk;
+  out.block_seconds = block_seconds;
   if (!plan.empty()) apply_plan_file(plan, out);
   out.policy.kind = parse_policy(policy);
   out.policy.recent_fraction = recent_fraction;
@@ -184,6 +185,15 @@ EngineOptions CommonOptions::engine_options() const {
   if (!kv_budget.empty()) out.kv_budget = parse_kv_budget(kv_budget);
   validate_policy_budget(out.policy, out.kv_budget);  // before any planning or loading
   return out;
+}
+
+void add_block_seconds_flag(CLI::App& cmd, double& block_seconds) {
+  cmd.add_option("--block-seconds", block_seconds,
+                 "keep each block of requests near this many seconds of work, so results are "
+                 "written (and kept on an interrupt) at least about this often; 0 = run the "
+                 "planned block")
+      ->check(kNonNegativeNumber)
+      ->capture_default_str();
 }
 
 void add_sampling_flags(CLI::App& cmd, float& temperature, int& top_k, float& top_p) {

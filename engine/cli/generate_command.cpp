@@ -40,6 +40,7 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
       *cmd, options.resume, options.overwrite,
       "keep the results already in --output (from an interrupted run of the same input) "
       "and run only the requests without one, or whose record is an error");
+  add_block_seconds_flag(*cmd, options.common.block_seconds);
   cmd->add_option("--max-tokens", options.max_tokens,
                   "tokens to generate per request that does not say")
       ->check(kPositiveInteger)
@@ -177,7 +178,12 @@ int run_generate(const GenerateOptions& options) {
   // the parse problem is what its output line reports.
   const auto created = static_cast<std::int64_t>(std::time(nullptr));
   std::size_t generated = 0;
-  Progress progress(to_run.size());
+  std::uint64_t expected_tokens = 0;
+  for (const GenerationRequest& r : requests) {
+    expected_tokens += static_cast<std::uint64_t>(std::max(r.max_tokens, 0));
+  }
+  Progress progress(to_run.size(), expected_tokens);
+  engine.set_job_progress({{}, [&](std::uint64_t tokens) { progress.tokens(tokens); }});
   const auto start = std::chrono::steady_clock::now();
   const int stopped = run_guarded(
       engine,
@@ -190,7 +196,7 @@ int run_generate(const GenerateOptions& options) {
           writer.put(result_record(lines[index], parsed[index], result, problem, engine.tokenizer(),
                                    config, model_name, created));
           generated += result.tokens.size();
-          progress.add(result.tokens.size());
+          progress.add();
         });
       },
       [&] {

@@ -18,9 +18,11 @@ std::string clock_text(double seconds) {
 
 }  // namespace
 
-Progress::Progress(std::size_t total, bool terminal) : total_(total), terminal_(terminal) {}
+Progress::Progress(std::size_t total, std::uint64_t expected_tokens, bool terminal)
+    : total_(total), expected_tokens_(expected_tokens), terminal_(terminal) {}
 
-Progress::Progress(std::size_t total) : Progress(total, isatty(STDERR_FILENO) == 1) {}
+Progress::Progress(std::size_t total, std::uint64_t expected_tokens)
+    : Progress(total, expected_tokens, isatty(STDERR_FILENO) == 1) {}
 
 Progress::~Progress() {
   finish();
@@ -29,18 +31,27 @@ Progress::~Progress() {
 std::string Progress::status() const {
   const double seconds = std::chrono::duration<double>(Clock::now() - start_).count();
   const double rate = seconds > 0 ? static_cast<double>(tokens_) / seconds : 0.0;
-  const double per_request = done_ > 0 ? seconds / static_cast<double>(done_) : 0.0;
-  const std::string eta =
-      done_ > 0 ? clock_text(per_request * static_cast<double>(total_ - std::min(done_, total_)))
-                : std::string("?");
+  // By tokens: requests finish in bursts (a block at a time), tokens flow every step. The
+  // expected tokens are an upper bound (stops end requests early), so the ETA errs long.
+  std::string eta = "?";
+  if (done_ >= total_) {
+    eta = clock_text(0);
+  } else if (rate > 0 && expected_tokens_ > 0) {
+    const auto left = static_cast<double>(expected_tokens_ - std::min(tokens_, expected_tokens_));
+    eta = clock_text(left / rate);
+  }
   return fmt::format("{}/{} requests, {} tokens, {:.1f} tokens/s, elapsed {}, ETA {}", done_,
                      total_, tokens_, rate, clock_text(seconds), eta);
 }
 
-void Progress::add(std::uint64_t tokens) {
+void Progress::add() {
   ++done_;
-  tokens_ += tokens;
   report(done_ == total_);
+}
+
+void Progress::tokens(std::uint64_t count) {
+  tokens_ += count;
+  report(false);
 }
 
 void Progress::report(bool force) {

@@ -8,6 +8,7 @@
 #include "engine/cli/batch_job.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/jsonl.h"
+#include "engine/cli/progress.h"
 #include "engine/cli/request_fields.h"
 #include "engine/core/error.h"
 #include "engine/runtime/batch_runner.h"
@@ -45,6 +46,7 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
       *cmd, options.resume, options.overwrite,
       "keep the results already in --output (from an interrupted run of the same input) "
       "and score only the texts without one, or whose record is an error");
+  add_block_seconds_flag(*cmd, options.common.block_seconds);
   cmd->add_option("--prefill-tokens", options.prefill_tokens,
                   "run the first N tokens as one prefill and the rest as teacher-forced decode "
                   "steps through the KV cache (0 = the whole text as prefill)")
@@ -150,12 +152,17 @@ int run_score(const ScoreOptions& options) {
   std::size_t errors = 0;
   double total_logprob = 0.0;
   std::size_t total_scored = 0;
+  std::uint64_t expected_tokens = 0;
+  for (const ScoreRequest& r : requests) expected_tokens += r.tokens.size();
+  Progress progress(to_run.size(), expected_tokens);
+  engine.set_job_progress({{}, [&](std::uint64_t tokens) { progress.tokens(tokens); }});
   const int stopped = run_guarded(
       engine,
       [&] {
         engine.score(
             requests, options.prefill_tokens, [&](std::size_t k, const ScoreResult& result) {
               const std::size_t index = to_run[k];
+              progress.add();
               // "index" first, then the input line's own keys, then the results.
               nlohmann::ordered_json record = {{"index", index}};
               record.update(
@@ -195,10 +202,12 @@ int run_score(const ScoreOptions& options) {
             });
       },
       [&] {
+        progress.finish();
         return JobState{options.output, lines.size(),
                         lines.size() - to_run.size() + writer.written(), writer.written()};
       });
   if (stopped >= 0) return stopped;
+  progress.finish();
   finish_output(writer, options.output);
   spdlog::info("{} texts ({} failed), {} tokens scored, perplexity {:.3f} -> {}", to_run.size(),
                errors, total_scored,

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "offload/weight_streamer.h"
 #include "policies/kv_budget.h"
 #include "scheduler/batch_formation.h"
+#include "scheduler/block_sizer.h"
 
 namespace offgen {
 
@@ -163,14 +165,14 @@ void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& ru
 }
 
 // What generate and score share: each request is checked (a bad one is reported at once and
-// skipped), the good ones run in length-sorted batches, and a request that does not fit even
-// alone gets its own "does not fit" error.
-// `before_batch` runs before each batch (the interrupt check); run_batch(batch, results, report)
-// reports each request it finishes through `report`.
-template <typename Result, typename Request, typename Check, typename Length, typename RunBatch,
-          typename Callback, typename BeforeBatch>
-std::vector<Result> run_in_batches(std::span<const Request> requests, std::size_t max_batch,
-                                   const Check& check, const Length& length,
+// skipped), the good ones run in blocks of similar length whose size the sizer keeps near the
+// time target, and a request that does not fit even alone gets its own "does not fit" error.
+// `before_batch(n)` runs before each block of n requests (the interrupt check, progress);
+// run_batch(batch, results, report) reports each request it finishes through `report`.
+template <typename Result, typename Request, typename Check, typename Length, typename Work,
+          typename RunBatch, typename Callback, typename BeforeBatch>
+std::vector<Result> run_in_batches(std::span<const Request> requests, BlockSizer& sizer,
+                                   const Check& check, const Length& length, const Work& work,
                                    const RunBatch& run_batch, const Callback& on_done,
                                    const BeforeBatch& before_batch) {
   std::vector<Result> results(requests.size());
@@ -180,21 +182,28 @@ std::vector<Result> run_in_batches(std::span<const Request> requests, std::size_
     ++reported;
     if (on_done) on_done(index, result);
   };
-  std::vector<std::size_t> good;
+  std::vector<std::size_t> checked;
   std::vector<std::size_t> lengths;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     results[i].error = check(requests[i]);
     if (results[i].error.empty()) {
-      good.push_back(i);
+      checked.push_back(i);
       lengths.push_back(length(requests[i]));
     } else {
       report(i, results[i]);
     }
   }
-  for (const auto& group : group_by_length(lengths, max_batch)) {
-    before_batch();
-    std::vector<std::size_t> indices;
-    for (std::size_t g : group) indices.push_back(good[g]);
+  std::vector<std::size_t> good;
+  for (std::size_t k : order_by_length(lengths)) good.push_back(checked[k]);
+  std::vector<SequenceWork> upcoming;
+  for (std::size_t index : good) upcoming.push_back(work(requests[index]));
+  using Clock = std::chrono::steady_clock;
+  for (std::size_t start = 0; start < good.size();) {
+    const std::size_t n = sizer.next(std::span(upcoming).subspan(start));
+    before_batch(n);
+    const std::vector<std::size_t> indices(good.begin() + static_cast<std::ptrdiff_t>(start),
+                                           good.begin() + static_cast<std::ptrdiff_t>(start + n));
+    const auto began = Clock::now();
     run_splitting_on_oom(
         indices,
         [&](std::span<const std::size_t> batch) {
@@ -217,6 +226,14 @@ std::vector<Result> run_in_batches(std::span<const Request> requests, std::size_
           results[index].error = fmt::format("does not fit the memory budgets: {}", why);
           report(index, results[index]);
         });
+    double tokens = 0;
+    int steps = 0;
+    for (std::size_t k = start; k < start + n; ++k) {
+      tokens += upcoming[k].tokens;
+      steps = std::max(steps, upcoming[k].steps);
+    }
+    sizer.observe(steps, tokens, std::chrono::duration<double>(Clock::now() - began).count());
+    start += n;
   }
   return results;
 }
@@ -314,15 +331,33 @@ KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) con
   return offgen::kv_footprint(config_, budget + 1, scored, max_prompt);
 }
 
+BlockSizer Engine::job_sizer() const {
+  // Streamed weights make every pass cost about the same whatever the block: no small first one.
+  return BlockSizer(static_cast<std::size_t>(block_size()), options_.block_seconds,
+                    /*probe=*/streamer_ == nullptr);
+}
+
+void Engine::report_tokens(std::uint64_t tokens) const {
+  if (progress_.tokens && tokens > 0) progress_.tokens(tokens);
+}
+
+void Engine::before_block(std::size_t requests) const {
+  check_interrupt();
+  if (progress_.block_started) progress_.block_started(requests);
+}
+
 std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest> requests,
                                                const GenerationCallback& on_done) {
+  BlockSizer sizer = job_sizer();
   return run_in_batches<GenerationResult>(
-      requests, static_cast<std::size_t>(block_size()),
-      [&](const GenerationRequest& r) { return check(r); },
+      requests, sizer, [&](const GenerationRequest& r) { return check(r); },
       [](const GenerationRequest& r) { return r.prompt.size(); },
+      [](const GenerationRequest& r) {
+        return SequenceWork{static_cast<double>(r.prompt.size()) + r.max_tokens, r.max_tokens};
+      },
       [&](std::span<const std::size_t> batch, std::vector<GenerationResult>& results,
           const GenerationCallback& report) { generate_batch(requests, batch, results, report); },
-      on_done, [&] { check_interrupt(); });
+      on_done, [&](std::size_t n) { before_block(n); });
 }
 
 void Engine::generate_batch(std::span<const GenerationRequest> requests,
@@ -371,6 +406,7 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
   std::vector<std::int32_t> next(indices.size(), config_.pad_token_id);
   read_step(active);
   for (int step = 0; step < max_new; ++step) {
+    report_tokens(static_cast<std::uint64_t>(std::count(active.begin(), active.end(), 1)));
     bool any_active = false;
     for (std::size_t b = 0; b < indices.size(); ++b) {
       if (!active[b]) continue;
@@ -402,15 +438,20 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
 std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, int prefill_tokens,
                                        const ScoreCallback& on_done) {
   OFFGEN_CHECK(prefill_tokens >= 0, "--prefill-tokens must be >= 0 (got {})", prefill_tokens);
+  BlockSizer sizer = job_sizer();
   return run_in_batches<ScoreResult>(
-      requests, static_cast<std::size_t>(block_size()),
-      [&](const ScoreRequest& r) { return check(r); },
+      requests, sizer, [&](const ScoreRequest& r) { return check(r); },
       [](const ScoreRequest& r) { return r.tokens.size(); },
+      [&](const ScoreRequest& r) {
+        const int len = static_cast<int>(r.tokens.size());
+        const int prefix = prefill_tokens > 0 ? std::min(prefill_tokens, len) : len;
+        return SequenceWork{static_cast<double>(len), std::max(1, len - prefix)};
+      },
       [&](std::span<const std::size_t> batch, std::vector<ScoreResult>& results,
           const ScoreCallback& report) {
         score_batch(requests, batch, prefill_tokens, results, report);
       },
-      on_done, [&] { check_interrupt(); });
+      on_done, [&](std::size_t n) { before_block(n); });
 }
 
 void Engine::score_batch(std::span<const ScoreRequest> requests,
@@ -454,6 +495,8 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
     }
   }
   std::vector<float> lp = runner->target_logprobs(targets);
+  report_tokens(static_cast<std::uint64_t>(
+      std::count_if(targets.begin(), targets.end(), [](std::int32_t t) { return t >= 0; })));
   for (int b = 0; b < batch; ++b) {
     const int prefix = padded.lengths[static_cast<std::size_t>(b)];
     const int pad = padded.seq - prefix;
@@ -488,6 +531,8 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
     check_interrupt();
     runner->decode(inputs, advancing);
     lp = runner->target_logprobs(step_targets);
+    report_tokens(static_cast<std::uint64_t>(std::count_if(step_targets.begin(), step_targets.end(),
+                                                           [](std::int32_t t) { return t >= 0; })));
     for (std::size_t b = 0; b < indices.size(); ++b) {
       if (step_targets[b] >= 0) {
         results[indices[b]].token_logprobs[static_cast<std::size_t>(padded.lengths[b] + step + 1)] =

@@ -21,6 +21,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "offload/weight_store.h"
 #include "policies/kv_policy.h"
+#include "scheduler/block_sizer.h"
 
 namespace offgen {
 
@@ -60,6 +61,10 @@ struct EngineOptions {
   // two goes to a file under `disk`.
   double weights_cpu_fraction = -1.0;
   std::string disk;
+  // Batch jobs (generate, score) write results as each block finishes; blocks are kept near this
+  // many seconds of work (learned from the blocks that ran; scheduler/block_sizer.h), so results
+  // appear and an interrupt loses at most about this much. 0: every block is the planned block.
+  double block_seconds = 30.0;
 };
 
 enum class FinishReason { stop, length };
@@ -144,6 +149,16 @@ class Engine {
   // on the thread that runs generate / score; a signal handler's flag is the usual source.
   void set_interrupt_check(std::function<bool()> check) { interrupted_ = std::move(check); }
 
+  // What generate and score report while they work (either may be empty): the requests each
+  // block starts with, and tokens as every step produces them (generated tokens; for score, the
+  // tokens each pass scored), so a progress rate counts from the first step. Called on the
+  // thread that runs generate / score.
+  struct JobProgress {
+    std::function<void(std::size_t requests)> block_started;
+    std::function<void(std::uint64_t tokens)> tokens;
+  };
+  void set_job_progress(JobProgress progress) { progress_ = std::move(progress); }
+
   // Runs every request; bad requests get `error` set and the rest still run. `on_done(index,
   // result)` is called as each request finishes (batch by batch, not in input order).
   using GenerationCallback = std::function<void(std::size_t, const GenerationResult&)>;
@@ -194,6 +209,10 @@ class Engine {
   std::unique_ptr<KvPolicy> batch_policy(int budget) const;
   // Throws Interrupted when the interrupt check says stop.
   void check_interrupt() const;
+  // The block sizes of one job (scheduler/block_sizer.h).
+  BlockSizer job_sizer() const;
+  // Before each block of a job: the interrupt check, then progress_.block_started.
+  void before_block(std::size_t requests) const;
 
   EngineOptions options_;
   OptConfig config_;
@@ -208,6 +227,9 @@ class Engine {
   // tokenizer entry); empty when every id can be drawn.
   Buffer sampleable_;
   std::function<bool()> interrupted_;
+  JobProgress progress_;
+  // Reports tokens to progress_ (if it listens).
+  void report_tokens(std::uint64_t tokens) const;
 };
 
 }  // namespace offgen

@@ -2,9 +2,11 @@
 // and the progress text, on their own.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "engine/cli/batch_format.h"
 #include "engine/cli/jsonl.h"
@@ -261,13 +263,27 @@ TEST(ResumableJsonlWriter, RefusesAnOutputThatHoldsResultsUnlessToldWhatToDo) {
 }
 
 TEST(Progress, SaysRequestsTokensRateAndEta) {
-  cli::Progress progress(4, /*terminal=*/false);
-  progress.add(10);
-  progress.add(6);
+  cli::Progress progress(4, 64, /*terminal=*/false);
+  progress.tokens(10);
+  progress.add();
+  progress.tokens(6);
+  progress.add();
   const std::string status = progress.status();
   EXPECT_NE(status.find("2/4 requests"), std::string::npos) << status;
   EXPECT_NE(status.find("16 tokens"), std::string::npos) << status;
   EXPECT_NE(status.find("ETA"), std::string::npos) << status;
+}
+
+TEST(Progress, CountsTokensBeforeAnyRequestFinishes) {
+  // One block holds every request: tokens flow step by step long before the first answer, and
+  // the rate and ETA come from them (not "0.2 tokens/s, ETA 33:15:17").
+  cli::Progress progress(600, 600 * 32, /*terminal=*/false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int step = 0; step < 16; ++step) progress.tokens(600);
+  const std::string status = progress.status();
+  EXPECT_NE(status.find("0/600 requests, 9600 tokens"), std::string::npos) << status;
+  EXPECT_EQ(status.find("ETA ?"), std::string::npos) << status;
+  EXPECT_EQ(status.find(" 0.0 tokens/s"), std::string::npos) << status;
 }
 
 }  // namespace

@@ -245,6 +245,7 @@ TEST(EngineInterrupt, StopsBetweenStepsAndReportsOnlyFinishedRequestsOnce) {
 TEST(EngineInterrupt, ScoreReportsEachTextWhenItsLastTokenIsScored) {
   EngineOptions options = tiny_options();
   options.max_batch = 4;
+  options.block_seconds = 0;  // the planned block: all four texts together
   Engine engine(options);
   // One batch: lengths 3, 5, 7 and 9 after a 2-token prefill need 0, 2, 4 and 6 decode steps.
   std::vector<ScoreRequest> texts(4);

@@ -5,17 +5,10 @@
 namespace offgen {
 namespace {
 
-TEST(GroupByLength, SortsByLengthStablyAndCapsTheBatch) {
+TEST(OrderByLength, SortsByLengthKeepingInputOrderAmongEquals) {
   const std::vector<std::size_t> lengths = {5, 3, 9, 3, 7};
-  const auto batches = group_by_length(lengths, 2);
-  ASSERT_EQ(batches.size(), 3u);
-  EXPECT_EQ(batches[0], (std::vector<std::size_t>{1, 3}));  // the two 3s, in input order
-  EXPECT_EQ(batches[1], (std::vector<std::size_t>{0, 4}));
-  EXPECT_EQ(batches[2], (std::vector<std::size_t>{2}));
-}
-
-TEST(GroupByLength, EmptyInputGivesNoBatches) {
-  EXPECT_TRUE(group_by_length({}, 4).empty());
+  EXPECT_EQ(order_by_length(lengths), (std::vector<std::size_t>{1, 3, 0, 4, 2}));
+  EXPECT_TRUE(order_by_length({}).empty());
 }
 
 TEST(LeftPad, PadsOnTheLeftWithHuggingFacePositionIds) {

@@ -1,0 +1,71 @@
+#include "scheduler/block_sizer.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace offgen {
+namespace {
+
+std::vector<SequenceWork> requests(std::size_t n, double tokens, int steps) {
+  return std::vector<SequenceWork>(n, SequenceWork{tokens, steps});
+}
+
+TEST(BlockSizer, StartsSmallThenFillsTheTargetFromWhatItMeasured) {
+  // 600 short requests that all fit one planned block: the first block measures, then each block
+  // takes about 30 s of work instead of the whole job running as one block.
+  BlockSizer sizer(600, 30.0);
+  const auto work = requests(600, 40, 33);
+  const std::size_t first = sizer.next(work);
+  EXPECT_EQ(first, 75u);
+  // 75 requests x 40 tokens took 15 s: 0.005 s per token.
+  sizer.observe(33, 75 * 40, 15.0);
+  EXPECT_EQ(sizer.next(work), 150u);
+}
+
+TEST(BlockSizer, LearnsTheFixedCostPerStepAndKeepsTheBlockWhenItDominates) {
+  // Weights streamed every pass: 1 s per step whatever the block, plus 1 ms per token.
+  BlockSizer sizer(256, 30.0);
+  sizer.observe(33, 32 * 100, 33 + 0.001 * 32 * 100);
+  sizer.observe(33, 128 * 100, 33 + 0.001 * 128 * 100);
+  EXPECT_NEAR(sizer.seconds_per_step(), 1.0, 1e-6);
+  EXPECT_NEAR(sizer.seconds_per_token(), 0.001, 1e-9);
+  // 33 fixed seconds already pass the target: shrinking cannot meet it, so the planned block runs.
+  EXPECT_EQ(sizer.next(requests(1000, 100, 33)), 256u);
+}
+
+TEST(BlockSizer, FitsTokensAndStepsTogether) {
+  BlockSizer sizer(1000, 10.0);
+  // 0.1 s per step and 0.002 s per token.
+  sizer.observe(10, 500, 1.0 + 1.0);
+  sizer.observe(20, 2000, 2.0 + 4.0);
+  EXPECT_NEAR(sizer.seconds_per_step(), 0.1, 1e-9);
+  EXPECT_NEAR(sizer.seconds_per_token(), 0.002, 1e-12);
+  // 20 steps = 2 s fixed, leaving 8 s = 4000 tokens = 100 requests of 40 tokens.
+  EXPECT_EQ(sizer.next(requests(1000, 40, 20)), 100u);
+}
+
+TEST(BlockSizer, NeverBelowOneRequestNorAboveThePlannedBlockOrWhatIsLeft) {
+  BlockSizer sizer(64, 1.0);
+  sizer.observe(10, 100, 50.0);  // very slow: even one request is over the target
+  EXPECT_EQ(sizer.next(requests(500, 100, 10)), 1u);
+  BlockSizer fast(64, 30.0);
+  fast.observe(10, 100, 0.001);
+  EXPECT_EQ(fast.next(requests(500, 10, 10)), 64u);
+  EXPECT_EQ(fast.next(requests(5, 10, 10)), 5u);
+}
+
+TEST(BlockSizer, WithoutAProbeTheFirstBlockIsThePlannedOne) {
+  BlockSizer sizer(256, 30.0, /*probe=*/false);
+  EXPECT_EQ(sizer.next(requests(1000, 100, 33)), 256u);
+}
+
+TEST(BlockSizer, NoTargetMeansThePlannedBlock) {
+  BlockSizer sizer(600, 0.0);
+  EXPECT_EQ(sizer.next(requests(1000, 40, 33)), 600u);
+  BlockSizer small(4, 30.0);
+  EXPECT_EQ(small.next(requests(1000, 40, 33)), 1u);  // an eighth of 4, at least one
+}
+
+}  // namespace
+}  // namespace offgen
