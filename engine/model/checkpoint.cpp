@@ -93,8 +93,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
   checkpoint->config_ = OptConfig::from_json_file(config_path);
 
   // Registers a tensor under its canonical name (no "model." prefix); the tied lm_head is skipped.
-  const auto add = [&checkpoint, &dir](const SafetensorsFile& file,
-                                       const SafetensorsFile::Tensor& tensor) {
+  const auto add = [&checkpoint, &dir](const SafetensorsFile& file, const StoredTensor& tensor) {
     if (tensor.name == kTiedLmHeadName) return;
     const std::string canonical(canonical_tensor_name(tensor.name));
     const auto [it, inserted] = checkpoint->index_.emplace(canonical, std::pair{&file, &tensor});
@@ -134,7 +133,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
         checkpoint->files_.push_back(SafetensorsFile::open(path));
         shard = shards.emplace(file_name, checkpoint->files_.back().get()).first;
       }
-      const SafetensorsFile::Tensor* tensor = shard->second->find(tensor_name);
+      const StoredTensor* tensor = shard->second->find(tensor_name);
       if (tensor == nullptr) {
         fail("{}: tensor '{}' is listed in shard '{}', but {} does not contain it",
              index_path.string(), tensor_name, file_name, shard->second->path().string());
@@ -150,7 +149,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
   return checkpoint;
 }
 
-const SafetensorsFile::Tensor* Checkpoint::find(const std::string& name) const {
+const StoredTensor* Checkpoint::find(const std::string& name) const {
   const auto it = index_.find(std::string(canonical_tensor_name(name)));
   return it == index_.end() ? nullptr : it->second.second;
 }
@@ -168,7 +167,7 @@ void Checkpoint::read_f16(const std::string& name, std::span<const std::int64_t>
   }
   const auto& [file, tensor] = it->second;
   check_tensor_shape(name, file->path().string(), tensor->shape, shape);
-  SafetensorsFile::convert_to_f16(*tensor, dst);
+  convert_to_f16(*tensor, dst);
 }
 
 }  // namespace offgen

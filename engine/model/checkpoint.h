@@ -30,12 +30,12 @@ class Checkpoint final : public WeightSource {
 
  private:
   Checkpoint() = default;
-  const SafetensorsFile::Tensor* find(const std::string& name) const;
+  const StoredTensor* find(const std::string& name) const;
 
   std::filesystem::path dir_;
   OptConfig config_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  std::map<std::string, std::pair<const SafetensorsFile*, const SafetensorsFile::Tensor*>> index_;
+  std::map<std::string, std::pair<const SafetensorsFile*, const StoredTensor*>> index_;
 };
 
 }  // namespace offgen

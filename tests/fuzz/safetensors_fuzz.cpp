@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     total += tensor.bytes;
     OFFGEN_FUZZ_EXPECT(total <= size, "tensors hold more bytes than the file");
     std::vector<offgen::Half> values(static_cast<std::size_t>(*numel));
-    SafetensorsFile::convert_to_f16(tensor, values.data());
+    convert_to_f16(tensor, values.data());
   }
   return 0;
 }
