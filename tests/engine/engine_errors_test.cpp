@@ -93,7 +93,7 @@ TEST(EngineLoad, UnknownModelNameListsTheKnownOnes) {
 
 TEST(EngineLoad, WeightsLargerThanTheGpuBudgetSayWhatDidNotFit) {
   EngineOptions options;
-  options.model = "opt-125m";  // 250 MB of fp16 weights
+  options.model = "dummy:opt-125m";  // 250 MB of fp16 weights
   options.device = DeviceChoice::cpu;
   options.budgets.gpu = parse_bytes("64MiB");
   try {
