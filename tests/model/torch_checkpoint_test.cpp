@@ -189,6 +189,32 @@ TEST_F(TorchCheckpointTest, ForbiddenGlobalsNameTheFileAndThePickle) {
       << message;
 }
 
+// Files torch.save itself wrote (the torch_checkpoint_fuzz seeds, made by torch 2.x): a tied pair,
+// views at offsets into a shared fp32 storage, bf16; at pickle protocols 2 and 4; and the legacy
+// format.
+TEST(TorchCheckpointSeeds, WhatTorchSaveWritesIsRead) {
+  const std::filesystem::path seeds =
+      test::data_dir() / ".." / "fuzz" / "corpus" / "torch_checkpoint";
+  for (const char* name : {"tied_offsets_three_dtypes", "protocol4"}) {
+    SCOPED_TRACE(name);
+    const auto file = TorchCheckpointFile::open(seeds / name);
+    ASSERT_EQ(file->tensors().size(), 5u);
+    EXPECT_EQ(file->find("lm_head.weight")->data,
+              file->find("model.decoder.embed_tokens.weight")->data);
+    EXPECT_EQ(file->find("decoder.layers.0.fc1.bias")->dtype, DType::bf16);
+    const StoredTensor& weight = *file->find("decoder.final_layer_norm.weight");  // big[1, 2:]
+    const StoredTensor& bias = *file->find("decoder.final_layer_norm.bias");      // big[0]
+    EXPECT_EQ(weight.shape, (std::vector<std::int64_t>{4}));
+    EXPECT_EQ(weight.data, bias.data + 8 * sizeof(float));
+  }
+  try {
+    TorchCheckpointFile::open(seeds / "legacy_format");
+    ADD_FAILURE() << "the legacy format was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("legacy format"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(TorchCheckpointTest, FromBytesReadsTheSame) {
   const std::string bytes =
       test::torch_archive_bytes(test::torch_state_dict_pickle(kTensors), storages());
