@@ -66,10 +66,10 @@ ModelName resolve_model_name(std::string_view text, BareConfigName bare) {
   if (const std::optional<OptConfig> config = OptConfig::from_name(text)) {
     if (bare == BareConfigName::dummy_weights) return {ModelName::Kind::dummy, {}, config->name};
     fail(
-        "--model {} is a config name, which would mean random (dummy) weights; this command "
-        "reports text and scores, so it needs real weights unless you ask for dummy ones. Pass a "
-        "checkpoint directory, a Hugging Face name such as facebook/{} (from the local cache), or "
-        "--model dummy:{} (or --dummy) for dummy weights",
+        "--model {} is a config name, which would mean random (dummy) weights; generate, score "
+        "and compare report text and scores, so they run real weights unless dummy ones are asked "
+        "for. Pass a checkpoint directory, a Hugging Face name such as facebook/{} (from the local "
+        "cache), or --model dummy:{} (or --dummy) for dummy weights",
         text, config->name, config->name);
   }
   if (is_hub_repo_id(text)) {

@@ -5,7 +5,8 @@
 //               facebook/opt-1.3b; not there is an error saying how to download it
 //   NAME        a bare config name (opt-125m): dummy weights only where the caller allows it
 //               (bench, plan, calibrate); elsewhere an error saying how to ask for either kind
-// An existing directory wins over every other reading, so a folder named opt-125m is read.
+// An existing directory wins over a config name or a Hugging Face name, so a folder named
+// opt-125m or facebook/opt-1.3b is read as a checkpoint.
 #pragma once
 
 #include <filesystem>
