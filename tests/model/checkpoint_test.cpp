@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
@@ -80,6 +81,25 @@ void expect_tiny_contents(const Checkpoint& checkpoint) {
   }
 }
 
+// The tiny model in two shards <stem>-0000k-of-00002<ext>, written by `write`, and the index
+// <stem><ext>.index.json that maps every tensor to its shard.
+void write_two_shards(
+    const fs::path& dir, const std::string& stem, const std::string& ext,
+    const std::function<void(const fs::path&, const std::vector<SafetensorsEntry>&)>& write) {
+  const auto entries = tiny_entries("model.");
+  const std::size_t half = entries.size() / 2;
+  nlohmann::json index = {{"metadata", {{"total_size", 12345}}},
+                          {"weight_map", nlohmann::json::object()}};
+  for (int shard = 0; shard < 2; ++shard) {
+    const std::string name = stem + "-0000" + std::to_string(shard + 1) + "-of-00002" + ext;
+    const std::vector<SafetensorsEntry> part(entries.begin() + (shard == 0 ? 0 : half),
+                                             shard == 0 ? entries.begin() + half : entries.end());
+    write(dir / name, part);
+    for (const auto& e : part) index["weight_map"][e.name] = name;
+  }
+  test::write_file(dir / (stem + ext + ".index.json"), index.dump(2));
+}
+
 std::string open_error(const fs::path& dir) {
   try {
     Checkpoint::open(dir);
@@ -119,17 +139,9 @@ TEST_F(CheckpointTest, SingleFileWithOptModelNamesInF32) {
 }
 
 TEST_F(CheckpointTest, ShardedWithIndex) {
-  const auto entries = tiny_entries("model.");
-  const std::size_t half = entries.size() / 2;
-  const std::vector<SafetensorsEntry> first(entries.begin(), entries.begin() + half);
-  const std::vector<SafetensorsEntry> second(entries.begin() + half, entries.end());
-  test::write_safetensors(dir_ / "model-00001-of-00002.safetensors", first);
-  test::write_safetensors(dir_ / "model-00002-of-00002.safetensors", second);
-  nlohmann::json index = {{"metadata", {{"total_size", 12345}}},
-                          {"weight_map", nlohmann::json::object()}};
-  for (const auto& e : first) index["weight_map"][e.name] = "model-00001-of-00002.safetensors";
-  for (const auto& e : second) index["weight_map"][e.name] = "model-00002-of-00002.safetensors";
-  test::write_file(dir_ / "model.safetensors.index.json", index.dump(2));
+  write_two_shards(dir_, "model", ".safetensors", [](const auto& path, const auto& entries) {
+    test::write_safetensors(path, entries);
+  });
   expect_tiny_contents(*Checkpoint::open(dir_));
 }
 
@@ -191,16 +203,9 @@ TEST_F(CheckpointTest, PytorchBinInF32WithOptModelNames) {
 }
 
 TEST_F(CheckpointTest, PytorchBinShardedWithIndex) {
-  const auto entries = tiny_entries("model.");
-  const std::size_t half = entries.size() / 2;
-  const std::vector<SafetensorsEntry> first(entries.begin(), entries.begin() + half);
-  const std::vector<SafetensorsEntry> second(entries.begin() + half, entries.end());
-  test::write_file(dir_ / "pytorch_model-00001-of-00002.bin", torch_save_bytes(first));
-  test::write_file(dir_ / "pytorch_model-00002-of-00002.bin", torch_save_bytes(second));
-  nlohmann::json index = {{"weight_map", nlohmann::json::object()}};
-  for (const auto& e : first) index["weight_map"][e.name] = "pytorch_model-00001-of-00002.bin";
-  for (const auto& e : second) index["weight_map"][e.name] = "pytorch_model-00002-of-00002.bin";
-  test::write_file(dir_ / "pytorch_model.bin.index.json", index.dump(2));
+  write_two_shards(dir_, "pytorch_model", ".bin", [](const auto& path, const auto& entries) {
+    test::write_file(path, torch_save_bytes(entries));
+  });
   const auto checkpoint = Checkpoint::open(dir_);
   EXPECT_EQ(checkpoint->weights_file(), "pytorch_model.bin.index.json");
   expect_tiny_contents(*checkpoint);

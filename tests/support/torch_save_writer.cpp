@@ -3,16 +3,6 @@
 #include "tests/support/zip_writer.h"
 
 namespace offgen::test {
-namespace {
-
-template <typename T>
-void put_le(std::string& out, T value) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    out.push_back(static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF));
-  }
-}
-
-}  // namespace
 
 PickleWriter& PickleWriter::proto(int version) {
   bytes_.push_back('\x80');
@@ -36,7 +26,7 @@ PickleWriter& PickleWriter::global(std::string_view module, std::string_view nam
 
 PickleWriter& PickleWriter::string(std::string_view text) {
   bytes_ += 'X';
-  put_le<std::uint32_t>(bytes_, static_cast<std::uint32_t>(text.size()));
+  append_little_endian<std::uint32_t>(bytes_, static_cast<std::uint32_t>(text.size()));
   bytes_ += text;
   return *this;
 }
@@ -44,36 +34,34 @@ PickleWriter& PickleWriter::string(std::string_view text) {
 PickleWriter& PickleWriter::integer(std::int64_t value) {
   if (value >= 0 && value < 256) {
     bytes_ += 'K';
-    put_le<std::uint8_t>(bytes_, static_cast<std::uint8_t>(value));
+    append_little_endian<std::uint8_t>(bytes_, static_cast<std::uint8_t>(value));
   } else if (value >= INT32_MIN && value <= INT32_MAX) {
     bytes_ += 'J';
-    put_le<std::int32_t>(bytes_, static_cast<std::int32_t>(value));
+    append_little_endian<std::int32_t>(bytes_, static_cast<std::int32_t>(value));
   } else {
     bytes_ += '\x8a';
     bytes_ += '\x08';
-    put_le<std::int64_t>(bytes_, value);
+    append_little_endian<std::int64_t>(bytes_, value);
   }
   return *this;
 }
 
 PickleWriter& PickleWriter::put(std::uint32_t index) {
-  if (index < 256) {
-    bytes_ += 'q';
-    put_le<std::uint8_t>(bytes_, static_cast<std::uint8_t>(index));
-  } else {
-    bytes_ += 'r';
-    put_le<std::uint32_t>(bytes_, index);
-  }
-  return *this;
+  return memo('q', 'r', index);
 }
 
 PickleWriter& PickleWriter::get(std::uint32_t index) {
+  return memo('h', 'j', index);
+}
+
+// BINPUT / BINGET take a one-byte index, LONG_BINPUT / LONG_BINGET four bytes.
+PickleWriter& PickleWriter::memo(char short_opcode, char long_opcode, std::uint32_t index) {
   if (index < 256) {
-    bytes_ += 'h';
-    put_le<std::uint8_t>(bytes_, static_cast<std::uint8_t>(index));
+    bytes_ += short_opcode;
+    append_little_endian<std::uint8_t>(bytes_, static_cast<std::uint8_t>(index));
   } else {
-    bytes_ += 'j';
-    put_le<std::uint32_t>(bytes_, index);
+    bytes_ += long_opcode;
+    append_little_endian<std::uint32_t>(bytes_, index);
   }
   return *this;
 }

@@ -25,6 +25,8 @@ class PickleWriter {
   const std::string& bytes() const { return bytes_; }
 
  private:
+  PickleWriter& memo(char short_opcode, char long_opcode, std::uint32_t index);
+
   std::string bytes_;
 };
 

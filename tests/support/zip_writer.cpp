@@ -7,9 +7,7 @@ constexpr std::size_t kAlignment = 64;
 
 template <typename T>
 void put(std::string& out, T value) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) {
-    out.push_back(static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF));
-  }
+  append_little_endian(out, value);
 }
 
 }  // namespace

@@ -25,4 +25,12 @@ struct ZipWriteOptions {
 std::string zip_bytes(const std::vector<ZipEntrySpec>& entries,
                       const ZipWriteOptions& options = {});
 
+// Appends `value`'s bytes, least significant first (zip and pickle integers).
+template <typename T>
+void append_little_endian(std::string& out, T value) {
+  for (std::size_t i = 0; i < sizeof(T); ++i) {
+    out.push_back(static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xFF));
+  }
+}
+
 }  // namespace offgen::test
