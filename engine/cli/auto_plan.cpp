@@ -174,7 +174,7 @@ PlanRequest plan_request(const EngineOptions& engine, const Device& device, int 
 std::optional<Plan> plan_automatically(const CommonOptions& common, const RunLengths& lengths,
                                        EngineOptions& engine, MachineProfile* profile_out) {
   if (common.placement != Placement::planned) return std::nullopt;
-  const OptConfig model = model_config(common.model);
+  const OptConfig model = model_config(engine.model);
   OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels);
   const MachineProfile profile = resolve_profile(common.profile, opened, model);
   if (profile_out != nullptr) *profile_out = profile;

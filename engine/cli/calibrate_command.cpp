@@ -20,8 +20,9 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& options) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();
   cmd->add_option("--model", options.model,
-                  "whose shapes the GEMM and attention measurements use: a config name or a "
-                  "checkpoint directory (only config.json is read)")
+                  "whose shapes the GEMM and attention measurements use: a config name, "
+                  "dummy:NAME, a checkpoint directory or a Hugging Face name in the local cache "
+                  "(only its config.json is read)")
       ->capture_default_str();
   cmd->add_option("--output", options.output,
                   "profile file (JSON); default: the device's cached profile, which generate, "
@@ -35,7 +36,8 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& options) {
 }
 
 int run_calibrate(const CalibrateOptions& options) {
-  const OptConfig model = model_config(options.model);
+  // Only the shapes matter here, so a bare config name is as good as dummy:NAME.
+  const OptConfig model = resolve_model_name(options.model, BareConfigName::dummy_weights).config();
   bench::CalibrateOptions calibrate;
   calibrate.copy_bytes = parse_bytes(options.copy_size);
   calibrate.repeats = options.repeats;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/model_name.h"
 #include "engine/runtime/cost_model.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/planner.h"
@@ -27,7 +28,12 @@ enum class Placement { as_given, planned };
 
 // Flags every command shares: which model, where it runs, how big a batch.
 struct CommonOptions {
-  std::string model = "opt-125m";
+  // --model (engine/model/model_name.h). generate, score and compare report text and quality, so
+  // they have no default and refuse a bare config name: dummy weights only as dummy:NAME or with
+  // --dummy. bench and plan measure speed and plans: their options come from measuring().
+  std::string model;
+  BareConfigName bare_config_name = BareConfigName::refused;
+  bool dummy = false;  // --dummy: --model is a config name, for dummy weights
   std::string tokenizer;
   std::string device = "auto";
   int batch_size = 8;
@@ -53,11 +59,18 @@ struct CommonOptions {
   // Batch jobs: blocks kept near this much work, so results are written at least this often.
   double block_seconds = 30.0;
 
+  // bench's and plan's: --model defaults to opt-125m, and a bare config name means dummy weights.
+  static CommonOptions measuring();
+  // What --model (with --dummy) names under this command's rule; throws offgen::Error saying
+  // what to pass instead.
+  ModelName model_name() const;
+  // The engine's options; their `model` is the resolved spelling (a directory or dummy:NAME).
   EngineOptions engine_options() const;
 };
+// Registers the common flags; --model is required when a bare config name is refused.
 void add_common_options(CLI::App& app, CommonOptions& options);
-// The config of --model without loading weights: a checkpoint directory's config.json, or a
-// config name. Throws offgen::Error listing the known names otherwise.
+// The config of a model as EngineOptions::model names it (a directory, org/name or dummy:NAME)
+// without loading weights. Throws offgen::Error naming the model otherwise.
 OptConfig model_config(const std::string& model);
 // Reads a plan file (`offgen plan --output`) into the placement: batch size, GPU batches, weight
 // and KV shares, cpu attention. A field the file lacks (files from older versions) leaves `out`'s
@@ -139,7 +152,7 @@ void add_score_command(CLI::App& app, ScoreOptions& options);
 int run_score(const ScoreOptions& options);
 
 struct BenchOptions {
-  CommonOptions common;
+  CommonOptions common = CommonOptions::measuring();
   // The embedded default: about a minute on a 2-core machine with dummy opt-125m.
   std::vector<int> batches = {1, 8, 32};
   std::vector<int> prompt_lens = {128, 512};
@@ -160,7 +173,7 @@ void add_bench_command(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);
 
 struct PlanOptions {
-  CommonOptions common;
+  CommonOptions common = CommonOptions::measuring();
   int prompt_len = 512;
   int gen_len = 32;
   std::string output;  // plan file to write (for --plan)
@@ -170,7 +183,7 @@ int run_plan(const PlanOptions& options);
 
 struct CalibrateOptions {
   std::string device = "auto";
-  std::string model = "opt-6.7b";  // GEMM and attention shapes (config name or directory)
+  std::string model = "opt-6.7b";  // GEMM and attention shapes (any --model; only the config)
   std::string output;              // empty: the device's cached profile (cached_profile_path)
   std::string copy_size = "256MiB";
   std::string disk;

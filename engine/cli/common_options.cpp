@@ -43,12 +43,24 @@ const CLI::Validator kProbability = number_validator(
     false, [](double v) { return v > 0.0 && v <= 1.0; }, "a number in (0, 1]", "(0,1]");
 
 OptConfig model_config(const std::string& model) {
-  if (std::filesystem::is_directory(model)) {
-    return OptConfig::from_json_file(std::filesystem::path(model) / "config.json");
+  return resolve_model_name(model, BareConfigName::refused).config();
+}
+
+CommonOptions CommonOptions::measuring() {
+  CommonOptions options;
+  options.model = "opt-125m";
+  options.bare_config_name = BareConfigName::dummy_weights;
+  return options;
+}
+
+ModelName CommonOptions::model_name() const {
+  if (dummy && !model.starts_with(kDummyPrefix)) {
+    OFFGEN_CHECK(OptConfig::from_name(model).has_value(),
+                 "--dummy takes a config name as --model ({}), not '{}'",
+                 fmt::join(OptConfig::known_names(), ", "), model);
+    return resolve_model_name(std::string(kDummyPrefix) + model, bare_config_name);
   }
-  if (auto named = OptConfig::from_name(model)) return *named;
-  fail("--model '{}' is neither a checkpoint directory nor a known config name ({})", model,
-       fmt::join(OptConfig::known_names(), ", "));
+  return resolve_model_name(model, bare_config_name);
 }
 
 namespace {
@@ -159,7 +171,7 @@ void plan_unless_placed(CLI::App& app, CommonOptions& options, std::vector<std::
 
 EngineOptions CommonOptions::engine_options() const {
   EngineOptions out;
-  out.model = model;
+  out.model = model_name().spec();
   out.tokenizer = tokenizer;
   out.device = parse_device_choice(device);
   out.max_batch = batch_size;
@@ -207,10 +219,23 @@ void add_sampling_flags(CLI::App& cmd, float& temperature, int& top_k, float& to
 }
 
 void add_common_options(CLI::App& app, CommonOptions& options) {
-  app.add_option("--model", options.model,
-                 "Hugging Face OPT checkpoint directory, or a config name (opt-125m ... opt-175b) "
-                 "for deterministic dummy weights")
-      ->capture_default_str();
+  const bool bare_is_dummy = options.bare_config_name == BareConfigName::dummy_weights;
+  CLI::Option* model = app.add_option(
+      "--model", options.model,
+      std::string(
+          "a Hugging Face OPT checkpoint directory; a Hugging Face name (facebook/opt-1.3b) "
+          "found in the local cache ($HF_HUB_CACHE, $HF_HOME/hub or "
+          "~/.cache/huggingface/hub); or dummy:NAME for deterministic dummy weights of a "
+          "config name (opt-125m ... opt-175b)") +
+          (bare_is_dummy ? ". A bare config name means dummy weights too" : ""));
+  if (bare_is_dummy) {
+    model->capture_default_str();
+  } else {
+    model->required();
+  }
+  app.add_flag("--dummy", options.dummy,
+               "deterministic dummy (random) weights of the --model config name, the same as "
+               "--model dummy:NAME: speed and memory are real, the text is noise");
   app.add_option("--tokenizer", options.tokenizer,
                  "directory with vocab.json + merges.txt (default: the model directory)");
   app.add_option("--device", options.device, "auto, cuda or cpu")
@@ -259,7 +284,7 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
                  "machine profile from `offgen calibrate` for the planner and predictions "
                  "(default: the profile calibrate cached for this device, else a quick "
                  "calibration, cached)");
-  app.add_option("--dummy-seed", options.dummy_seed, "seed of dummy weights (config-name models)")
+  app.add_option("--dummy-seed", options.dummy_seed, "seed of dummy weights")
       ->capture_default_str();
   app.add_option("--policy", options.policy, "KV eviction policy")
       ->check(CLI::IsMember({"full", "local", "h2o", "streaming"}))

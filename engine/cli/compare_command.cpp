@@ -29,14 +29,13 @@ fs::path plot_script() {
 }
 
 // Evaluation texts: {"text": ...} (needs a tokenizer) or {"token_ids": [...]} per line. A curated
-// file, so a bad line stops the run before anything is measured.
-std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options) {
-  const OptConfig config = model_config(options.common.model);
+// file, so a bad line stops the run before anything is measured. `model` is the resolved --model.
+std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options,
+                                    const std::string& model) {
+  const OptConfig config = model_config(model);
   std::unique_ptr<Tokenizer> tokenizer;
   fs::path tokenizer_dir = options.common.tokenizer;
-  if (tokenizer_dir.empty() && fs::exists(fs::path(options.common.model) / "vocab.json")) {
-    tokenizer_dir = options.common.model;
-  }
+  if (tokenizer_dir.empty() && fs::exists(fs::path(model) / "vocab.json")) tokenizer_dir = model;
   std::vector<ScoreRequest> texts;
   for (const JsonlLine& line : read_jsonl(options.eval)) {
     OFFGEN_CHECK(line.error.empty(), "--eval {}: {}", options.eval, line.error);
@@ -135,7 +134,7 @@ int run_compare(const CompareCommandOptions& options) {
   compare.prompt_tokens = options.prompt_tokens;
   compare.generated_tokens = options.generated_tokens;
   if (!options.kv_mem.empty()) compare.kv_memory = parse_bytes(options.kv_mem);
-  if (!options.eval.empty()) compare.eval = read_eval(options);
+  if (!options.eval.empty()) compare.eval = read_eval(options, compare.base.model);
 
   const bench::CompareResult result = bench::run_compare(
       compare, [](std::size_t done, std::size_t total, const bench::CompareCell& cell) {

@@ -67,8 +67,8 @@ void add_plan_command(CLI::App& app, PlanOptions& options) {
 
 int run_plan(const PlanOptions& options) {
   const CommonOptions& common = options.common;
-  const OptConfig model = model_config(common.model);
   const EngineOptions engine = common.engine_options();
+  const OptConfig model = model_config(engine.model);
   // The budgets the run would get: what was asked for, else the device's defaults.
   OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels);
   const MachineProfile profile = resolve_profile(common.profile, opened, model);
@@ -77,8 +77,8 @@ int run_plan(const PlanOptions& options) {
 
   const std::string profile_name =
       common.profile.empty() ? cached_profile_path(opened.device->name()).string() : common.profile;
-  fmt::print("model: {}   device: {}   profile: {} ({})\n", common.model, opened.device->name(),
-             profile_name, profile.device);
+  fmt::print("model: {}   device: {}   profile: {} ({})\n", common.model_name().describe(),
+             opened.device->name(), profile_name, profile.device);
   fmt::print("budgets: gpu {}   pinned {}   disk {}   prompt {}   gen {}   policy {} (C = {})\n",
              format_bytes(request.gpu_bytes), format_bytes(request.pinned_bytes),
              request.disk ? common.disk : std::string("none"), options.prompt_len, options.gen_len,

@@ -57,13 +57,14 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
 int run_score(const ScoreOptions& options) {
   check_input_file(options.input);
   const auto lines = read_jsonl(options.input);
-  // Fails now, not after the work, if the output cannot be written.
+  // Fails now, not after the work, if the output cannot be written; a model that cannot be found
+  // fails before the output is touched.
   check_output_folder(options.output);
+  EngineOptions engine_options = options.common.engine_options();
   ResumableJsonlWriter writer(options.output, existing_output(options.resume, options.overwrite),
                               record_index);
-  EngineOptions engine_options = options.common.engine_options();
   // The texts are read before the model loads, so a planned placement fits the longest.
-  const OptConfig config = model_config(options.common.model);
+  const OptConfig config = model_config(engine_options.model);
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(engine_options);
 
   std::vector<ScoreRequest> parsed(lines.size());

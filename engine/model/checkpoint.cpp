@@ -9,7 +9,9 @@
 
 #include "engine/core/error.h"
 #include "engine/model/opt_tensors.h"
+#include "engine/model/safetensors.h"
 #include "engine/model/tensor_shape.h"
+#include "engine/model/torch_checkpoint.h"
 
 namespace offgen {
 namespace {
@@ -17,34 +19,47 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-constexpr const char* kSingleFile = "model.safetensors";
-constexpr const char* kIndexFile = "model.safetensors.index.json";
+std::unique_ptr<TensorFile> open_safetensors(const fs::path& path) {
+  return SafetensorsFile::open(path);
+}
+std::unique_ptr<TensorFile> open_torch_save(const fs::path& path) {
+  return TorchCheckpointFile::open(path);
+}
 
-// PyTorch pickles offgen will not read: they cannot be memory-mapped and unpickling runs code.
-std::vector<std::string> pytorch_weight_files(const fs::path& dir) {
+// The weight files looked for, in order of preference.
+struct WeightFormat {
+  const char* single;
+  const char* index;
+  std::unique_ptr<TensorFile> (*open)(const fs::path&);
+};
+constexpr WeightFormat kFormats[] = {
+    {"model.safetensors", "model.safetensors.index.json", open_safetensors},
+    {"pytorch_model.bin", "pytorch_model.bin.index.json", open_torch_save},
+};
+
+// Files that look like weights offgen did not find a way into (shards without their index,
+// other names or formats), for the message that says what it looked for.
+std::vector<std::string> other_weight_files(const fs::path& dir) {
   std::vector<std::string> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
     const std::string ext = entry.path().extension().string();
-    const bool sharded_bin = name.starts_with("pytorch_model") && ext == ".bin";
-    if (sharded_bin || ext == ".pt" || ext == ".pth") found.push_back(name);
+    for (const char* weights : {".bin", ".pt", ".pth", ".safetensors", ".h5", ".msgpack"}) {
+      if (ext == weights) found.push_back(entry.path().filename().string());
+    }
   }
   std::ranges::sort(found);
   return found;
 }
 
-[[noreturn]] void refuse_pytorch(const fs::path& dir, const std::vector<std::string>& files) {
-  fs::path base = dir.lexically_normal();
-  if (base.filename().empty())
-    base = base.parent_path();  // "opt/" -> "opt", not "opt/-safetensors"
-  const std::string out = base.string() + "-safetensors";
+[[noreturn]] void fail_no_weights(const fs::path& dir) {
+  const std::vector<std::string> others = other_weight_files(dir);
   fail(
-      "{} holds PyTorch weights ({}) but no {} or {}; offgen reads only safetensors. Convert once "
-      "with:\n  python -c \"from transformers import AutoModelForCausalLM as M; "
-      "M.from_pretrained('{}', torch_dtype='auto').save_pretrained('{}', "
-      "safe_serialization=True)\"\nthen pass {} instead (it gets its own config.json).",
-      dir.string(), fmt::join(files, ", "), kSingleFile, kIndexFile, dir.string(), out, out);
+      "{} has no model.safetensors, model.safetensors.index.json, pytorch_model.bin or "
+      "pytorch_model.bin.index.json{}; offgen reads the weights from one of those (shards through "
+      "their index file)",
+      dir.string(),
+      others.empty() ? std::string() : fmt::format(" (it holds {})", fmt::join(others, ", ")));
 }
 
 Json read_json_file(const fs::path& path) {
@@ -74,7 +89,7 @@ fs::path shard_path(const fs::path& dir, const fs::path& index_path, const std::
 
 }  // namespace
 
-std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
+OptConfig Checkpoint::read_config(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) fail("checkpoint directory {} does not exist", dir.string());
   if (!fs::is_directory(dir, ec)) {
@@ -87,70 +102,78 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
         "weights",
         dir.string());
   }
-
-  std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
-  checkpoint->dir_ = dir;
-  checkpoint->config_ = OptConfig::from_json_file(config_path);
-
-  // Registers a tensor under its canonical name (no "model." prefix); the tied lm_head is skipped.
-  const auto add = [&checkpoint, &dir](const SafetensorsFile& file,
-                                       const SafetensorsFile::Tensor& tensor) {
-    if (tensor.name == kTiedLmHeadName) return;
-    const std::string canonical(canonical_tensor_name(tensor.name));
-    const auto [it, inserted] = checkpoint->index_.emplace(canonical, std::pair{&file, &tensor});
-    if (!inserted) {
-      fail("{}: tensor '{}' is stored twice: as '{}' in {} and as '{}' in {}", dir.string(),
-           canonical, it->second.second->name, it->second.first->path().string(), tensor.name,
-           file.path().string());
-    }
-  };
-
-  const fs::path single_path = dir / kSingleFile;
-  const fs::path index_path = dir / kIndexFile;
-  if (fs::exists(single_path, ec)) {
-    checkpoint->files_.push_back(SafetensorsFile::open(single_path));
-    const SafetensorsFile& file = *checkpoint->files_.back();
-    for (const auto& [name, tensor] : file.tensors()) add(file, tensor);
-  } else if (fs::exists(index_path, ec)) {
-    const Json index = read_json_file(index_path);
-    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
-      fail("{}: expected an object with a \"weight_map\" object {{tensor: file}}",
-           index_path.string());
-    }
-    std::map<std::string, const SafetensorsFile*> shards;  // each distinct shard opened once
-    for (const auto& [tensor_name, file_json] : index["weight_map"].items()) {
-      if (!file_json.is_string()) {
-        fail("{}: weight_map entry for tensor '{}' must be a file name, got {}",
-             index_path.string(), tensor_name, file_json.dump());
-      }
-      const std::string file_name = file_json.get<std::string>();
-      auto shard = shards.find(file_name);
-      if (shard == shards.end()) {
-        const fs::path path = shard_path(dir, index_path, file_name, tensor_name);
-        if (!fs::exists(path, ec)) {
-          fail("{}: shard '{}' (holding tensor '{}') is missing from {}", index_path.string(),
-               file_name, tensor_name, dir.string());
-        }
-        checkpoint->files_.push_back(SafetensorsFile::open(path));
-        shard = shards.emplace(file_name, checkpoint->files_.back().get()).first;
-      }
-      const SafetensorsFile::Tensor* tensor = shard->second->find(tensor_name);
-      if (tensor == nullptr) {
-        fail("{}: tensor '{}' is listed in shard '{}', but {} does not contain it",
-             index_path.string(), tensor_name, file_name, shard->second->path().string());
-      }
-      add(*shard->second, *tensor);
-    }
-  } else if (const auto pytorch = pytorch_weight_files(dir); !pytorch.empty()) {
-    refuse_pytorch(dir, pytorch);
-  } else {
-    fail("{} has no {} or {}; offgen needs the weights in safetensors format", dir.string(),
-         kSingleFile, kIndexFile);
-  }
-  return checkpoint;
+  return OptConfig::from_json_file(config_path);
 }
 
-const SafetensorsFile::Tensor* Checkpoint::find(const std::string& name) const {
+std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
+  std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
+  checkpoint->dir_ = dir;
+  checkpoint->config_ = read_config(dir);
+  std::error_code ec;
+  for (const WeightFormat& format : kFormats) {
+    if (fs::exists(dir / format.single, ec)) {
+      checkpoint->weights_file_ = format.single;
+      checkpoint->files_.push_back(format.open(dir / format.single));
+      const TensorFile& file = *checkpoint->files_.back();
+      for (const auto& [name, tensor] : file.tensors()) checkpoint->add(file, tensor);
+      return checkpoint;
+    }
+    if (fs::exists(dir / format.index, ec)) {
+      checkpoint->weights_file_ = format.index;
+      checkpoint->open_index(dir / format.index, format.open);
+      return checkpoint;
+    }
+  }
+  fail_no_weights(dir);
+}
+
+// Registers a tensor under its canonical name (no "model." prefix); the tied lm_head is skipped.
+void Checkpoint::add(const TensorFile& file, const StoredTensor& tensor) {
+  if (tensor.name == kTiedLmHeadName) return;
+  const std::string canonical(canonical_tensor_name(tensor.name));
+  const auto [it, inserted] = index_.emplace(canonical, std::pair{&file, &tensor});
+  if (!inserted) {
+    fail("{}: tensor '{}' is stored twice: as '{}' in {} and as '{}' in {}", dir_.string(),
+         canonical, it->second.second->name, it->second.first->path().string(), tensor.name,
+         file.path().string());
+  }
+}
+
+void Checkpoint::open_index(const fs::path& index_path,
+                            std::unique_ptr<TensorFile> (*open_shard)(const fs::path&)) {
+  const Json index = read_json_file(index_path);
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
+    fail("{}: expected an object with a \"weight_map\" object {{tensor: file}}",
+         index_path.string());
+  }
+  std::error_code ec;
+  std::map<std::string, const TensorFile*> shards;  // each distinct shard opened once
+  for (const auto& [tensor_name, file_json] : index["weight_map"].items()) {
+    if (!file_json.is_string()) {
+      fail("{}: weight_map entry for tensor '{}' must be a file name, got {}", index_path.string(),
+           tensor_name, file_json.dump());
+    }
+    const std::string file_name = file_json.get<std::string>();
+    auto shard = shards.find(file_name);
+    if (shard == shards.end()) {
+      const fs::path path = shard_path(dir_, index_path, file_name, tensor_name);
+      if (!fs::exists(path, ec)) {
+        fail("{}: shard '{}' (holding tensor '{}') is missing from {}", index_path.string(),
+             file_name, tensor_name, dir_.string());
+      }
+      files_.push_back(open_shard(path));
+      shard = shards.emplace(file_name, files_.back().get()).first;
+    }
+    const StoredTensor* tensor = shard->second->find(tensor_name);
+    if (tensor == nullptr) {
+      fail("{}: tensor '{}' is listed in shard '{}', but {} does not contain it",
+           index_path.string(), tensor_name, file_name, shard->second->path().string());
+    }
+    add(*shard->second, *tensor);
+  }
+}
+
+const StoredTensor* Checkpoint::find(const std::string& name) const {
   const auto it = index_.find(std::string(canonical_tensor_name(name)));
   return it == index_.end() ? nullptr : it->second.second;
 }
@@ -168,7 +191,7 @@ void Checkpoint::read_f16(const std::string& name, std::span<const std::int64_t>
   }
   const auto& [file, tensor] = it->second;
   check_tensor_shape(name, file->path().string(), tensor->shape, shape);
-  SafetensorsFile::convert_to_f16(*tensor, dst);
+  convert_to_f16(*tensor, dst);
 }
 
 }  // namespace offgen

@@ -1,5 +1,9 @@
-// A Hugging Face OPT checkpoint directory: config.json plus model.safetensors, or the shards named
-// by model.safetensors.index.json. pytorch_model.bin is refused with instructions to convert.
+// A Hugging Face OPT checkpoint directory: config.json plus the weights in the first of
+//   model.safetensors, model.safetensors.index.json (+ the shards it names),
+//   pytorch_model.bin, pytorch_model.bin.index.json (+ the shards it names)
+// that the directory holds (safetensors first, as transformers prefers them). .bin files are
+// torch.save archives read by TorchCheckpointFile, without Python and without running their
+// pickles. A stored lm_head.weight is skipped: offgen ties the head to the token embedding.
 #pragma once
 
 #include <filesystem>
@@ -9,7 +13,7 @@
 #include <vector>
 
 #include "engine/model/opt_config.h"
-#include "engine/model/safetensors.h"
+#include "engine/model/tensor_file.h"
 #include "engine/model/weight_source.h"
 
 namespace offgen {
@@ -18,9 +22,13 @@ class Checkpoint final : public WeightSource {
  public:
   // Opens and validates every file's header (offsets and shapes against the file); reads no data.
   static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir);
+  // The directory's config.json, with the same errors open() gives for a missing one.
+  static OptConfig read_config(const std::filesystem::path& dir);
 
   const OptConfig& config() const { return config_; }
   const std::filesystem::path& dir() const { return dir_; }
+  // The file the weights were found through: "model.safetensors", "pytorch_model.bin.index.json".
+  const std::string& weights_file() const { return weights_file_; }
 
   // Accepts names with or without the "model." prefix; looks up both spellings in the files.
   bool contains(const std::string& name) const override;
@@ -30,12 +38,16 @@ class Checkpoint final : public WeightSource {
 
  private:
   Checkpoint() = default;
-  const SafetensorsFile::Tensor* find(const std::string& name) const;
+  const StoredTensor* find(const std::string& name) const;
+  void add(const TensorFile& file, const StoredTensor& tensor);
+  void open_index(const std::filesystem::path& index_path,
+                  std::unique_ptr<TensorFile> (*open_shard)(const std::filesystem::path&));
 
   std::filesystem::path dir_;
   OptConfig config_;
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
-  std::map<std::string, std::pair<const SafetensorsFile*, const SafetensorsFile::Tensor*>> index_;
+  std::string weights_file_;
+  std::vector<std::unique_ptr<TensorFile>> files_;
+  std::map<std::string, std::pair<const TensorFile*, const StoredTensor*>> index_;
 };
 
 }  // namespace offgen

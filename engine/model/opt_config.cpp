@@ -273,13 +273,17 @@ OptConfig OptConfig::from_json_file(const std::filesystem::path& path) {
   const std::filesystem::path dir =
       std::filesystem::absolute(path).lexically_normal().parent_path();
   if (!dir.filename().empty()) config.name = dir.filename().string();
+  // A Hugging Face cache snapshot (models--org--name/snapshots/<revision>) is named after its
+  // model, not its revision.
+  const std::string repo = dir.parent_path().parent_path().filename().string();
+  if (dir.parent_path().filename() == "snapshots" && repo.starts_with("models--")) {
+    config.name = repo.substr(repo.rfind("--") + 2);
+  }
   return config;
 }
 
 std::optional<OptConfig> OptConfig::from_name(std::string_view name) {
-  std::string key = lowercase(name);
-  constexpr std::string_view kOrg = "facebook/";
-  if (std::string_view(key).starts_with(kOrg)) key.erase(0, kOrg.size());
+  const std::string key = lowercase(name);
   for (const KnownSize& size : kKnownSizes) {
     if (key != size.name) continue;
     OptConfig config;

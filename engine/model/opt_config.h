@@ -44,7 +44,8 @@ struct OptConfig {
   static OptConfig from_json_file(const std::filesystem::path& path);
   // Parses config.json text; `source` names it in error messages.
   static OptConfig from_json_text(std::string_view text, std::string_view source);
-  // "opt-125m", "facebook/opt-1.3b", "OPT-30B": the built-in table; nullopt for an unknown name.
+  // "opt-125m", "OPT-30B": the built-in table; nullopt for an unknown name. "facebook/opt-1.3b"
+  // is not a config name but a Hugging Face model (model_name.h finds it in the local cache).
   static std::optional<OptConfig> from_name(std::string_view name);
   static std::vector<std::string> known_names();
 };

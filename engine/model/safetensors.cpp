@@ -1,24 +1,16 @@
 #include "engine/model/safetensors.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
-#include <system_error>
 
 #include "engine/core/error.h"
 #include "engine/core/json_integer.h"
+#include "engine/model/little_endian.h"
 #include "engine/model/tensor_shape.h"
 
 namespace offgen {
@@ -28,18 +20,6 @@ using Json = nlohmann::json;
 
 constexpr std::size_t kHeaderLengthBytes = 8;
 constexpr int kMaxHeaderDepth = 64;
-
-std::string errno_text(int err) {
-  return std::error_code(err, std::generic_category()).message();
-}
-
-// Closes the descriptor on every path out of open(); the mapping outlives it.
-struct FileDescriptor {
-  int fd = -1;
-  ~FileDescriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // A JSON value, shortened so a hostile header cannot flood the error message.
 std::string brief(const Json& value) {
@@ -57,20 +37,6 @@ std::optional<DType> parse_dtype(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view safetensors_dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::f16:
-      return "F16";
-    case DType::bf16:
-      return "BF16";
-    case DType::f32:
-      return "F32";
-    case DType::i32:
-      return "I32";
-  }
-  return "?";
-}
-
 struct Extent {
   std::uint64_t begin;
   std::uint64_t end;
@@ -78,7 +44,7 @@ struct Extent {
 };
 
 struct ParsedEntry {
-  SafetensorsFile::Tensor tensor;
+  StoredTensor tensor;
   std::uint64_t begin;
   std::uint64_t end;
 };
@@ -191,14 +157,10 @@ void check_file_size(const std::string& where, std::size_t size) {
   }
 }
 
-std::map<std::string, SafetensorsFile::Tensor> parse_file(const std::string& where,
-                                                          const std::byte* bytes,
-                                                          std::size_t size) {
+std::map<std::string, StoredTensor> parse_file(const std::string& where, const std::byte* bytes,
+                                               std::size_t size) {
   check_file_size(where, size);
-  std::uint64_t header_length = 0;
-  for (std::size_t i = kHeaderLengthBytes; i-- > 0;) {
-    header_length = (header_length << 8) | std::to_integer<std::uint64_t>(bytes[i]);
-  }
+  const auto header_length = load_little_endian<std::uint64_t>(bytes);
   if (header_length > size - kHeaderLengthBytes) {
     fail("{}: header length {} runs past the end of the file ({} bytes; is it truncated?)", where,
          header_length, size);
@@ -223,7 +185,7 @@ std::map<std::string, SafetensorsFile::Tensor> parse_file(const std::string& whe
 
   const std::byte* data = bytes + kHeaderLengthBytes + header_length;
   const std::uint64_t data_size = size - kHeaderLengthBytes - header_length;
-  std::map<std::string, SafetensorsFile::Tensor> tensors;
+  std::map<std::string, StoredTensor> tensors;
   std::vector<Extent> extents;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;  // free-form string map (format, producer); unused
@@ -235,94 +197,21 @@ std::map<std::string, SafetensorsFile::Tensor> parse_file(const std::string& whe
   return tensors;
 }
 
-// Converts elements [begin, end) of a non-fp16 tensor through an aligned float buffer: the
-// mapping gives no alignment guarantee for F32 data, and the bulk converter uses F16C.
-void convert_range_via_float(const SafetensorsFile::Tensor& tensor, Half* dst, std::size_t begin,
-                             std::size_t end) {
-  constexpr std::size_t kChunk = 2048;
-  alignas(64) float buffer[kChunk];
-  for (std::size_t start = begin; start < end; start += kChunk) {
-    const std::size_t count = std::min(kChunk, end - start);
-    if (tensor.dtype == DType::f32) {
-      std::memcpy(buffer, tensor.data + start * sizeof(float), count * sizeof(float));
-    } else {
-      for (std::size_t i = 0; i < count; ++i) {
-        BFloat16 value;
-        std::memcpy(&value.bits, tensor.data + (start + i) * sizeof(BFloat16), sizeof(BFloat16));
-        buffer[i] = bf16_to_float(value);
-      }
-    }
-    float_to_half(buffer, dst + start, count);
-  }
-}
-
 }  // namespace
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::filesystem::path& path) {
-  const std::string where = path.string();
-  FileDescriptor file_descriptor{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (file_descriptor.fd < 0) fail("cannot open {}: {}", where, errno_text(errno));
-  struct stat status {};
-  if (::fstat(file_descriptor.fd, &status) != 0) {
-    fail("cannot stat {}: {}", where, errno_text(errno));
-  }
-  if (!S_ISREG(status.st_mode)) fail("{}: not a regular file", where);
-  const auto size = static_cast<std::size_t>(status.st_size);
-  check_file_size(where, size);
-
-  // Owned from here on, so the destructor unmaps if validation throws.
-  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
-  file->path_ = path;
-  void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file_descriptor.fd, 0);
-  if (mapping == MAP_FAILED) fail("cannot memory-map {}: {}", where, errno_text(errno));
-  file->mapping_ = mapping;
-  file->mapping_size_ = size;
-
-  file->tensors_ = parse_file(where, static_cast<const std::byte*>(mapping), size);
-  return file;
+  return parse(MappedFile::open(path));
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::from_bytes(std::span<const std::byte> bytes,
                                                              const std::string& name) {
-  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
-  file->path_ = name;
-  file->owned_.assign(bytes.begin(), bytes.end());
-  file->tensors_ = parse_file(name, file->owned_.data(), file->owned_.size());
-  return file;
+  return parse(MappedFile::copy_of(bytes, name));
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (mapping_ != nullptr) ::munmap(mapping_, mapping_size_);
-}
-
-const SafetensorsFile::Tensor* SafetensorsFile::find(const std::string& name) const {
-  const auto it = tensors_.find(name);
-  return it == tensors_.end() ? nullptr : &it->second;
-}
-
-void SafetensorsFile::convert_to_f16(const Tensor& tensor, Half* dst) {
-  OFFGEN_CHECK(
-      tensor.dtype == DType::f16 || tensor.dtype == DType::bf16 || tensor.dtype == DType::f32,
-      "tensor '{}': cannot convert {} to fp16", tensor.name, safetensors_dtype_name(tensor.dtype));
-  const std::size_t element_size = dtype_size(tensor.dtype);
-  const std::size_t numel = tensor.bytes / element_size;
-  if (numel == 0) return;  // dst may be null then, and memcpy must not see a null pointer
-  const auto convert = [&](std::size_t begin, std::size_t end) {
-    if (tensor.dtype == DType::f16) {
-      std::memcpy(dst + begin, tensor.data + begin * element_size, (end - begin) * sizeof(Half));
-    } else {
-      convert_range_via_float(tensor, dst, begin, end);
-    }
-  };
-  // Small tensors (biases, layer norms) are not worth waking the thread pool for.
-  constexpr std::size_t kParallelGrain = std::size_t{1} << 16;
-  if (numel <= 4 * kParallelGrain) {
-    convert(0, numel);
-    return;
-  }
-  tbb::parallel_for(
-      tbb::blocked_range<std::size_t>(0, numel, kParallelGrain),
-      [&](const tbb::blocked_range<std::size_t>& range) { convert(range.begin(), range.end()); });
+std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(MappedFile file) {
+  const std::span<const std::byte> bytes = file.bytes();
+  auto tensors = parse_file(file.path().string(), bytes.data(), bytes.size());
+  return std::unique_ptr<SafetensorsFile>(new SafetensorsFile(std::move(file), std::move(tensors)));
 }
 
 }  // namespace offgen

@@ -22,7 +22,8 @@ class WeightSource {
   // Thread-safe: the weight store calls it from several threads for different tensors.
   virtual void read_f16(const std::string& name, std::span<const std::int64_t> shape,
                         Half* dst) const = 0;
-  // Human-readable origin for messages and reports ("/models/opt-1.3b", "dummy opt-125m (seed 0)").
+  // Human-readable origin for messages and reports ("/models/opt-1.3b",
+  // "opt-125m (dummy weights, seed 0)").
   virtual std::string describe() const = 0;
 };
 

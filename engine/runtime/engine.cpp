@@ -12,6 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/dummy_weights.h"
+#include "engine/model/model_name.h"
 #include "engine/runtime/batch_runner.h"
 #include "engine/runtime/device_setup.h"
 #include "offload/weight_store.h"
@@ -49,17 +50,18 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   namespace fs = std::filesystem;
   std::unique_ptr<WeightSource> source;
   std::unique_ptr<Checkpoint> checkpoint;
-  if (fs::is_directory(options.model)) {
-    checkpoint = Checkpoint::open(options.model);
-    config_ = checkpoint->config();
-    model_description_ = checkpoint->describe();
-  } else if (auto named = OptConfig::from_name(options.model)) {
-    config_ = *named;
-    source = std::make_unique<DummyWeights>(config_, options.dummy_seed);
-    model_description_ = source->describe();
-  } else {
-    fail("--model '{}' is neither a checkpoint directory nor a known config name ({})",
-         options.model, fmt::join(OptConfig::known_names(), ", "));
+  const ModelName name = resolve_model_name(options.model, BareConfigName::refused);
+  switch (name.kind) {
+    case ModelName::Kind::checkpoint:
+      checkpoint = Checkpoint::open(name.dir);
+      config_ = checkpoint->config();
+      model_description_ = checkpoint->describe();
+      break;
+    case ModelName::Kind::dummy:
+      config_ = name.config();
+      source = std::make_unique<DummyWeights>(config_, options.dummy_seed);
+      model_description_ = source->describe();
+      break;
   }
 
   OpenedDevice opened = open_device(options.device, options.budgets, options.cpu_kernels);
@@ -106,7 +108,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
       stream.synchronize();
     }
   }
-  spdlog::info("model {} ({} layers, hidden {}) on {}", model_description_, config_.num_layers,
+  spdlog::info("model {} ({}{} layers, hidden {}) on {}", model_description_,
+               checkpoint ? checkpoint->weights_file() + ", " : std::string(), config_.num_layers,
                config_.hidden_size, device_->name());
 }
 

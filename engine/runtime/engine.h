@@ -32,9 +32,10 @@ class WeightStreamer;
 DeviceChoice parse_device_choice(const std::string& text);
 
 struct EngineOptions {
-  // A Hugging Face OPT checkpoint directory, or a config name (opt-125m ... opt-175b) for
-  // deterministic dummy weights.
-  std::string model = "opt-125m";
+  // A Hugging Face OPT checkpoint directory, a Hugging Face name (org/name) in the local cache, or
+  // dummy:NAME for deterministic dummy weights of a config name (opt-125m ... opt-175b); see
+  // engine/model/model_name.h. A bare config name is refused: dummy weights are asked for by name.
+  std::string model;
   // Tokenizer directory (vocab.json + merges.txt); empty = the model directory, if it has one.
   std::string tokenizer;
   DeviceChoice device = DeviceChoice::automatic;

@@ -258,7 +258,7 @@ TEST(BlockSchedule, KvOnTheHostLetsABatchRunUnderAGpuBudgetItsKvExceeds) {
   // Dummy opt-125m with a 1000-token KV: 36 MiB of KV per sequence. 8 sequences do not fit
   // 500 MiB with the weights; with their KV in pinned memory they do.
   EngineOptions options;
-  options.model = "opt-125m";
+  options.model = "dummy:opt-125m";
   options.device = DeviceChoice::cpu;
   options.budgets.gpu = parse_bytes("500MiB");
   options.budgets.pinned = parse_bytes("1GiB");

@@ -603,8 +603,8 @@ TEST(GenerateCommand, AnOutputWithResultsIsKeptUnlessOverwriteOrResumeIsGiven) {
   ASSERT_EQ(cli::run_generate(options), 0);
   EXPECT_EQ(read_lines(options.output)[0]["token_ids"].size(), 5u);
 
-  for (const char* command : {"generate --input a --output b --resume --overwrite",
-                              "score --input a --output b --overwrite --resume"}) {
+  for (const char* command : {"generate --model m --input a --output b --resume --overwrite",
+                              "score --model m --input a --output b --overwrite --resume"}) {
     CLI::App app;
     cli::GenerateOptions generate;
     cli::ScoreOptions score;
@@ -629,12 +629,15 @@ TEST(PlannedRuns, TheCliPlansOnlyWithoutPlanOrPlacementFlags) {
     return bench.common.placement;
   };
   using cli::Placement;
-  EXPECT_EQ(placement("generate --input a --output b"), Placement::planned);
-  EXPECT_EQ(placement("generate --input a --output b --gpu-mem 1GiB --disk d"), Placement::planned);
-  EXPECT_EQ(placement("generate --input a --output b --batch-size 4"), Placement::as_given);
-  EXPECT_EQ(placement("generate --input a --output b --plan p.json"), Placement::as_given);
-  EXPECT_EQ(placement("score --input a --output b --kv-gpu 50"), Placement::as_given);
-  EXPECT_EQ(placement("score --input a --output b --cpu-attention"), Placement::as_given);
+  EXPECT_EQ(placement("generate --model m --input a --output b"), Placement::planned);
+  EXPECT_EQ(placement("generate --model m --input a --output b --gpu-mem 1GiB --disk d"),
+            Placement::planned);
+  EXPECT_EQ(placement("generate --model m --input a --output b --batch-size 4"),
+            Placement::as_given);
+  EXPECT_EQ(placement("generate --model m --input a --output b --plan p.json"),
+            Placement::as_given);
+  EXPECT_EQ(placement("score --model m --input a --output b --kv-gpu 50"), Placement::as_given);
+  EXPECT_EQ(placement("score --model m --input a --output b --cpu-attention"), Placement::as_given);
   EXPECT_EQ(placement("bench"), Placement::planned);
   EXPECT_EQ(placement("bench --batch 4 --batch-size 4"), Placement::planned);  // rows are blocks
   EXPECT_EQ(placement("bench --num-gpu-batches 2"), Placement::as_given);

@@ -63,15 +63,27 @@ TEST(EngineLoad, ConfigThatDisagreesWithTheWeightsNamesTheTensor) {
   EXPECT_NE(error.find("[256, 64]"), std::string::npos) << error;
 }
 
-TEST(EngineLoad, PytorchBinIsRefusedWithAConversionHint) {
+TEST(EngineLoad, ABrokenPytorchBinNamesTheFileAndTheProblem) {
   test::TempDir dir;
   const fs::path model = dir.path() / "old";
   fs::create_directories(model);
   fs::copy(test::data_dir() / "golden" / "tiny-preln" / "config.json", model / "config.json");
-  test::write_file(model / "pytorch_model.bin", "not really a pickle");
+  test::write_file(model / "pytorch_model.bin", "not really a zip archive");
   const std::string error = load_error(model);
-  EXPECT_NE(error.find("safetensors"), std::string::npos) << error;
-  EXPECT_NE(error.find("save_pretrained"), std::string::npos) << error;
+  EXPECT_NE(error.find((model / "pytorch_model.bin").string() + ": not a zip archive"),
+            std::string::npos)
+      << error;
+}
+
+TEST(EngineLoad, TruncatedPytorchBinShardNamesTheShard) {
+  test::TempDir dir;
+  const fs::path model = dir.path() / "model";
+  fs::copy(test::data_dir() / "golden" / "tiny-postln-proj-bin", model,
+           fs::copy_options::recursive);
+  const fs::path shard = model / "pytorch_model-00002-of-00003.bin";
+  fs::resize_file(shard, fs::file_size(shard) - 100);
+  const std::string error = load_error(model);
+  EXPECT_EQ(error.find(shard.string() + ": "), 0u) << error;
 }
 
 TEST(EngineLoad, UnknownModelNameListsTheKnownOnes) {
@@ -81,7 +93,7 @@ TEST(EngineLoad, UnknownModelNameListsTheKnownOnes) {
 
 TEST(EngineLoad, WeightsLargerThanTheGpuBudgetSayWhatDidNotFit) {
   EngineOptions options;
-  options.model = "opt-125m";  // 250 MB of fp16 weights
+  options.model = "dummy:opt-125m";  // 250 MB of fp16 weights
   options.device = DeviceChoice::cpu;
   options.budgets.gpu = parse_bytes("64MiB");
   try {

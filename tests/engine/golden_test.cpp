@@ -1,6 +1,8 @@
 // Golden parity with Hugging Face's OPTForCausalLM: fixtures made by tools/make_golden.py from
 // small random checkpoints (pre-LN; post-LN with project_in/out, sharded; bf16 without the
-// "model." prefix), references computed in fp32 from the stored weights.
+// "model." prefix), references computed in fp32 from the stored weights. Each runs from its
+// safetensors files and again from the same weights saved by torch.save (<name>-bin, made by
+// tools/make_torch_save_fixtures.py), against the same expected values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +23,12 @@ constexpr float kLogprobTolerance = 0.05f;
 class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernelSet>> {
  protected:
   std::string name() const { return std::get<0>(GetParam()); }
+  // The fixture holding the expected values: a -bin directory's safetensors twin.
+  nlohmann::json expected() const {
+    std::string model = name();
+    if (model.ends_with("-bin")) model.resize(model.size() - 4);
+    return test::golden_expected(model);
+  }
   EngineOptions options_for(const std::string& model, int batch) const {
     EngineOptions options;
     options.model = (test::data_dir() / "golden" / model).string();
@@ -50,14 +58,14 @@ void expect_scores_match(Engine& engine, const nlohmann::json& expected, int pre
 }
 
 TEST_P(Golden, ScoreMatchesHuggingFaceAsOnePrefill) {
-  const auto expected = test::golden_expected(name());
+  const auto expected = this->expected();
   Engine engine(options_for(name(), 4));
   expect_scores_match(engine, expected, 0);
 }
 
 TEST_P(Golden, ScoreMatchesThroughTheKvCache) {
   // Teacher-forced decode steps through the cache give the same log-probabilities as one prefill.
-  const auto expected = test::golden_expected(name());
+  const auto expected = this->expected();
   Engine engine(options_for(name(), 3));
   expect_scores_match(engine, expected, 4);
   expect_scores_match(engine, expected, 1);
@@ -76,19 +84,19 @@ void expect_generation_matches(Engine& engine, const nlohmann::json& fixture, bo
 }
 
 TEST_P(Golden, GreedyGenerationOfALeftPaddedBatchMatches) {
-  const auto expected = test::golden_expected(name());
+  const auto expected = this->expected();
   Engine engine(options_for(name(), 4));  // all four prompts in one left-padded batch
   expect_generation_matches(engine, expected["generate"], /*eos_enabled=*/false);
 }
 
 TEST_P(Golden, GreedyGenerationOneSequenceAtATimeMatches) {
-  const auto expected = test::golden_expected(name());
+  const auto expected = this->expected();
   Engine engine(options_for(name(), 1));
   expect_generation_matches(engine, expected["generate"], /*eos_enabled=*/false);
 }
 
 TEST_P(Golden, GenerationStopsAtEos) {
-  const auto expected = test::golden_expected(name());
+  const auto expected = this->expected();
   ASSERT_TRUE(expected.contains("generate_eos"));
   Engine engine(options_for(name(), 4));
   expect_generation_matches(engine, expected["generate_eos"], /*eos_enabled=*/true);
@@ -96,7 +104,9 @@ TEST_P(Golden, GenerationStopsAtEos) {
 
 INSTANTIATE_TEST_SUITE_P(
     Checkpoints, Golden,
-    ::testing::Combine(::testing::Values("tiny-preln", "tiny-postln-proj", "tiny-bf16-noprefix"),
+    ::testing::Combine(::testing::Values("tiny-preln", "tiny-postln-proj", "tiny-bf16-noprefix",
+                                         "tiny-preln-bin", "tiny-postln-proj-bin",
+                                         "tiny-bf16-noprefix-bin"),
                        ::testing::Values(CpuKernelSet::optimized, CpuKernelSet::reference)),
     [](const auto& param_info) {
       std::string name = std::get<0>(param_info.param);

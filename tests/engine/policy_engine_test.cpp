@@ -94,7 +94,7 @@ INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy,
 
 TEST(PolicyEngine, AFractionalBudgetShrinksTheKvCache) {
   EngineOptions options;
-  options.model = "opt-125m";
+  options.model = "dummy:opt-125m";
   options.device = DeviceChoice::cpu;
   Engine full(options);
   const std::uint64_t full_bytes = full.make_runner(2, 512, 511, 1024)->kv_bytes();

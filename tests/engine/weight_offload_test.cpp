@@ -93,7 +93,7 @@ TEST(OffloadedWeights, LetAModelRunUnderAGpuBudgetItsWeightsExceed) {
   // opt-125m: 12 layers of ~14 MB plus ~80 MB of embeddings, 239 MiB in all. 200 MiB holds the
   // embeddings, two layer slots and a small batch, but not every layer.
   EngineOptions options;
-  options.model = "opt-125m";
+  options.model = "dummy:opt-125m";
   options.device = DeviceChoice::cpu;
   options.budgets.gpu = parse_bytes("200MiB");
   EXPECT_THROW(Engine{options}, OutOfMemoryError);

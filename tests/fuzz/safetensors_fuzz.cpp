@@ -5,13 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "engine/core/error.h"
-#include "engine/core/half.h"
 #include "engine/model/safetensors.h"
-#include "engine/model/tensor_shape.h"
-#include "tests/fuzz/fuzz_support.h"
+#include "tests/fuzz/tensor_file_checks.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using offgen::SafetensorsFile;
@@ -22,18 +19,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const offgen::Error&) {
     return 0;
   }
-  std::size_t total = 0;
-  for (const auto& [name, tensor] : file->tensors()) {
-    OFFGEN_FUZZ_EXPECT(tensor.name == name, name);
-    OFFGEN_FUZZ_EXPECT(file->find(name) == &tensor, name);
-    const auto numel = offgen::shape_numel(tensor.shape);
-    OFFGEN_FUZZ_EXPECT(numel.has_value(), name);
-    OFFGEN_FUZZ_EXPECT(
-        tensor.bytes == static_cast<std::size_t>(*numel) * offgen::dtype_size(tensor.dtype), name);
-    total += tensor.bytes;
-    OFFGEN_FUZZ_EXPECT(total <= size, "tensors hold more bytes than the file");
-    std::vector<offgen::Half> values(static_cast<std::size_t>(*numel));
-    SafetensorsFile::convert_to_f16(tensor, values.data());
-  }
+  offgen::fuzz::expect_readable_tensors(*file, size, offgen::fuzz::SharedBytes::forbidden);
   return 0;
 }

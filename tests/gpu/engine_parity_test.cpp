@@ -114,8 +114,8 @@ TEST(CudaMatchesCpuAtScale, DummyOpt1_3bScores) {
       texts[i].tokens.push_back(static_cast<std::int32_t>(4 + (i * 7919 + t * 104729) % 50000));
     }
   }
-  Engine cuda(options_for("opt-1.3b", DeviceChoice::cuda, PolicyKind::full, 0.0));
-  Engine cpu(options_for("opt-1.3b", DeviceChoice::cpu, PolicyKind::full, 0.0));
+  Engine cuda(options_for("dummy:opt-1.3b", DeviceChoice::cuda, PolicyKind::full, 0.0));
+  Engine cpu(options_for("dummy:opt-1.3b", DeviceChoice::cpu, PolicyKind::full, 0.0));
   // 24 layers of hidden 2048 accumulate more rounding differences than the tiny models.
   expect_same_scores(cuda.score(texts, 16), cpu.score(texts, 16), 0.05);
 }

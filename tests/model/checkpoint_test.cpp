@@ -1,14 +1,18 @@
-// Checkpoint: single-file and sharded directories, both tensor-name spellings, and the refusals.
+// Checkpoint: single-file and sharded directories in safetensors and torch.save formats, both
+// tensor-name spellings, and the refusals.
 #include "engine/model/checkpoint.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
 #include "engine/model/opt_tensors.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_support.h"
+#include "tests/support/torch_save_writer.h"
 
 namespace offgen {
 namespace {
@@ -48,6 +52,20 @@ std::vector<SafetensorsEntry> tiny_entries(const std::string& prefix, const char
   return entries;
 }
 
+// The same tensors as torch.save writes them, each in a storage of its own.
+std::string torch_save_bytes(const std::vector<SafetensorsEntry>& entries) {
+  std::vector<test::TorchTensorSpec> tensors;
+  std::vector<std::pair<std::string, std::string>> storages;
+  for (const SafetensorsEntry& entry : entries) {
+    const std::string key = std::to_string(storages.size());
+    const bool f32 = entry.dtype == "F32";
+    const std::size_t numel = entry.data.size() / (f32 ? 4 : 2);
+    tensors.push_back({entry.name, key, f32 ? "FloatStorage" : "HalfStorage", numel, entry.shape});
+    storages.emplace_back(key, entry.data);
+  }
+  return test::torch_archive_bytes(test::torch_state_dict_pickle(tensors), storages);
+}
+
 // Reads every spec'd tensor and checks its values against value_of().
 void expect_tiny_contents(const Checkpoint& checkpoint) {
   const auto specs = opt_tensor_specs(checkpoint.config());
@@ -61,6 +79,25 @@ void expect_tiny_contents(const Checkpoint& checkpoint) {
           << specs[t].name << "[" << k << "]";
     }
   }
+}
+
+// The tiny model in two shards <stem>-0000k-of-00002<ext>, written by `write`, and the index
+// <stem><ext>.index.json that maps every tensor to its shard.
+void write_two_shards(
+    const fs::path& dir, const std::string& stem, const std::string& ext,
+    const std::function<void(const fs::path&, const std::vector<SafetensorsEntry>&)>& write) {
+  const auto entries = tiny_entries("model.");
+  const std::size_t half = entries.size() / 2;
+  nlohmann::json index = {{"metadata", {{"total_size", 12345}}},
+                          {"weight_map", nlohmann::json::object()}};
+  for (int shard = 0; shard < 2; ++shard) {
+    const std::string name = stem + "-0000" + std::to_string(shard + 1) + "-of-00002" + ext;
+    const std::vector<SafetensorsEntry> part(entries.begin() + (shard == 0 ? 0 : half),
+                                             shard == 0 ? entries.begin() + half : entries.end());
+    write(dir / name, part);
+    for (const auto& e : part) index["weight_map"][e.name] = name;
+  }
+  test::write_file(dir / (stem + ext + ".index.json"), index.dump(2));
 }
 
 std::string open_error(const fs::path& dir) {
@@ -102,17 +139,9 @@ TEST_F(CheckpointTest, SingleFileWithOptModelNamesInF32) {
 }
 
 TEST_F(CheckpointTest, ShardedWithIndex) {
-  const auto entries = tiny_entries("model.");
-  const std::size_t half = entries.size() / 2;
-  const std::vector<SafetensorsEntry> first(entries.begin(), entries.begin() + half);
-  const std::vector<SafetensorsEntry> second(entries.begin() + half, entries.end());
-  test::write_safetensors(dir_ / "model-00001-of-00002.safetensors", first);
-  test::write_safetensors(dir_ / "model-00002-of-00002.safetensors", second);
-  nlohmann::json index = {{"metadata", {{"total_size", 12345}}},
-                          {"weight_map", nlohmann::json::object()}};
-  for (const auto& e : first) index["weight_map"][e.name] = "model-00001-of-00002.safetensors";
-  for (const auto& e : second) index["weight_map"][e.name] = "model-00002-of-00002.safetensors";
-  test::write_file(dir_ / "model.safetensors.index.json", index.dump(2));
+  write_two_shards(dir_, "model", ".safetensors", [](const auto& path, const auto& entries) {
+    test::write_safetensors(path, entries);
+  });
   expect_tiny_contents(*Checkpoint::open(dir_));
 }
 
@@ -158,26 +187,75 @@ TEST_F(CheckpointTest, TensorStoredUnderBothSpellingsIsRejected) {
             std::string::npos);
 }
 
-TEST_F(CheckpointTest, PytorchBinIsRefusedWithConversionHint) {
-  for (const char* name : {"pytorch_model.bin", "pytorch_model-00001-of-00002.bin", "opt.pt"}) {
-    test::TempDir tmp;
-    test::write_file(tmp.path() / "config.json", kTinyConfig);
-    test::write_file(tmp.path() / name, "not really a pickle");
-    const std::string message = open_error(tmp.path());
-    EXPECT_NE(message.find(name), std::string::npos) << message;
-    EXPECT_NE(message.find("safetensors"), std::string::npos) << message;
-    EXPECT_NE(message.find("from_pretrained('" + tmp.path().string() + "'"), std::string::npos)
-        << message;
-    EXPECT_NE(message.find("save_pretrained("), std::string::npos) << message;
-    EXPECT_NE(message.find("safe_serialization=True"), std::string::npos) << message;
+TEST_F(CheckpointTest, PytorchBinSingleFile) {
+  auto entries = tiny_entries("model.");
+  entries.push_back({"lm_head.weight", "F16", {100, 64}, entries.front().data});
+  test::write_file(dir_ / "pytorch_model.bin", torch_save_bytes(entries));
+  const auto checkpoint = Checkpoint::open(dir_);
+  EXPECT_EQ(checkpoint->weights_file(), "pytorch_model.bin");
+  EXPECT_FALSE(checkpoint->contains("lm_head.weight"));
+  expect_tiny_contents(*checkpoint);
+}
+
+TEST_F(CheckpointTest, PytorchBinInF32WithOptModelNames) {
+  test::write_file(dir_ / "pytorch_model.bin", torch_save_bytes(tiny_entries("", "F32")));
+  expect_tiny_contents(*Checkpoint::open(dir_));
+}
+
+TEST_F(CheckpointTest, PytorchBinShardedWithIndex) {
+  write_two_shards(dir_, "pytorch_model", ".bin", [](const auto& path, const auto& entries) {
+    test::write_file(path, torch_save_bytes(entries));
+  });
+  const auto checkpoint = Checkpoint::open(dir_);
+  EXPECT_EQ(checkpoint->weights_file(), "pytorch_model.bin.index.json");
+  expect_tiny_contents(*checkpoint);
+}
+
+// The golden checkpoints saved by torch.save (tools/make_torch_save_fixtures.py: tied, sharded,
+// and bf16 with an untied head) read bit for bit as their safetensors twins, every tensor.
+TEST(CheckpointFixtures, TorchSaveFilesReadAsTheSafetensorsOnes) {
+  for (const std::string name : {"tiny-preln", "tiny-postln-proj", "tiny-bf16-noprefix"}) {
+    SCOPED_TRACE(name);
+    const auto safetensors = Checkpoint::open(test::data_dir() / "golden" / name);
+    const auto torch_save = Checkpoint::open(test::data_dir() / "golden" / (name + "-bin"));
+    EXPECT_EQ(torch_save->weights_file().find("pytorch_model.bin"), 0u);
+    const auto specs = opt_tensor_specs(safetensors->config());
+    for (const TensorSpec& spec : specs) {
+      ASSERT_TRUE(torch_save->contains(spec.name)) << spec.name;
+      std::vector<Half> want(static_cast<std::size_t>(spec.numel()));
+      std::vector<Half> got(want.size(), float_to_half(-7.0f));
+      safetensors->read_f16(spec.name, spec.shape, want.data());
+      torch_save->read_f16(spec.name, spec.shape, got.data());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(Half)), 0) << spec.name;
+    }
+    EXPECT_FALSE(torch_save->contains("lm_head.weight"));
   }
 }
 
-TEST_F(CheckpointTest, ConversionHintForADirectoryWithATrailingSlash) {
-  test::write_file(dir_ / "pytorch_model.bin", "x");
-  const std::string message = open_error(dir_.string() + "/");
-  EXPECT_NE(message.find("save_pretrained('" + dir_.string() + "-safetensors'"), std::string::npos)
+TEST_F(CheckpointTest, SafetensorsArePreferredOverPytorchBin) {
+  test::write_safetensors(dir_ / "model.safetensors", tiny_entries(""));
+  test::write_file(dir_ / "pytorch_model.bin", "not read: the safetensors file comes first");
+  const auto checkpoint = Checkpoint::open(dir_);
+  EXPECT_EQ(checkpoint->weights_file(), "model.safetensors");
+  expect_tiny_contents(*checkpoint);
+}
+
+TEST_F(CheckpointTest, BrokenPytorchBinIsReportedWithItsPath) {
+  test::write_file(dir_ / "pytorch_model.bin", torch_save_bytes(tiny_entries("")).substr(0, 500));
+  const std::string message = open_error(dir_);
+  EXPECT_EQ(message.find((dir_ / "pytorch_model.bin").string() + ": "), 0u) << message;
+}
+
+TEST_F(CheckpointTest, WeightsWithoutAFileOffgenLooksForAreNamed) {
+  test::write_file(dir_ / "pytorch_model-00001-of-00002.bin", "a shard without its index");
+  test::write_file(dir_ / "opt.pt", "x");
+  const std::string message = open_error(dir_);
+  EXPECT_NE(message.find("no model.safetensors, model.safetensors.index.json, pytorch_model.bin "
+                         "or pytorch_model.bin.index.json (it holds opt.pt, "
+                         "pytorch_model-00001-of-00002.bin)"),
+            std::string::npos)
       << message;
+  EXPECT_NE(message.find("shards through their index file"), std::string::npos) << message;
 }
 
 TEST_F(CheckpointTest, NoWeightsAtAll) {

@@ -56,9 +56,9 @@ TEST(DummyWeights, ContainsEveryTensorOfTheConfig) {
     EXPECT_FALSE(weights.contains("decoder.layers.99.fc1.weight"));
   }
   EXPECT_EQ(DummyWeights(*OptConfig::from_name("OPT-125M"), 0).describe(),
-            "dummy opt-125m (seed 0)");
+            "opt-125m (dummy weights, seed 0)");
   EXPECT_EQ(DummyWeights(*OptConfig::from_name("opt-1.3b"), 7).describe(),
-            "dummy opt-1.3b (seed 7)");
+            "opt-1.3b (dummy weights, seed 7)");
 }
 
 TEST(DummyWeights, DeterministicAndIndependentOfThreadCount) {
@@ -129,7 +129,7 @@ TEST(DummyWeights, ShapeMismatchAndUnknownNamesAreErrors) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()),
-              "tensor 'decoder.layers.0.fc1.weight' in dummy opt-125m (seed 0) has shape "
+              "tensor 'decoder.layers.0.fc1.weight' in opt-125m (dummy weights, seed 0) has shape "
               "[3072, 768] but the config needs [768, 3072]");
   }
   const std::vector<std::int64_t> shape = {768};

@@ -27,7 +27,7 @@ std::vector<float> to_floats(const std::vector<Half>& values) {
 
 std::vector<Half> read_all(const SafetensorsFile::Tensor& tensor) {
   std::vector<Half> out(tensor.bytes / dtype_size(tensor.dtype));
-  SafetensorsFile::convert_to_f16(tensor, out.data());
+  convert_to_f16(tensor, out.data());
   return out;
 }
 
@@ -167,7 +167,7 @@ TEST_F(SafetensorsTest, EmptyTensorsConvertWithoutADestination) {
   ASSERT_EQ(file->tensors().size(), 3u);
   for (const auto& [name, tensor] : file->tensors()) {
     EXPECT_EQ(tensor.bytes, 0u) << name;
-    SafetensorsFile::convert_to_f16(tensor, nullptr);
+    convert_to_f16(tensor, nullptr);
   }
 }
 
