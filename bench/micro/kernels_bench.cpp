@@ -86,17 +86,19 @@ BENCHMARK(DecodeAttention)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// Token picks over OPT's 50272-entry vocabulary for 64 rows, logits like a trained model's (a
-// few hundred likely tokens, a long tail): arg 0 greedy (argmax baseline), 1 temperature 1,
-// 2 temperature 1 + top_p 0.9, 3 temperature 0.7 + top_k 50 + top_p 0.95.
+// Token picks over OPT's 50272-entry vocabulary for 64 rows. First arg: 0 greedy (argmax
+// baseline), 1 temperature 1, 2 temperature 1 + top_p 0.9, 3 temperature 0.7 + top_k 50 +
+// top_p 0.95. Second arg: 1 = logits like a trained model's (a few hundred likely tokens, a long
+// tail), 0 = nearly flat logits like a random-weight model's (the nucleus is most of the vocab).
 void SampleRows(benchmark::State& state) {
   const int vocab = 50272;
   const int rows = 64;
   std::mt19937 rng(7);
-  std::normal_distribution<float> tail(0.0f, 2.0f);
+  const bool peaked = state.range(1) != 0;
+  std::normal_distribution<float> tail(0.0f, peaked ? 2.0f : 0.15f);
   std::vector<float> logits(static_cast<std::size_t>(rows) * vocab);
   for (auto& x : logits) x = tail(rng);
-  for (int r = 0; r < rows; ++r) {
+  for (int r = 0; r < rows && peaked; ++r) {
     for (int j = 0; j < 300; ++j) logits[static_cast<std::size_t>(r * vocab + j * 157)] += 9.0f;
   }
   std::vector<offgen::kernels::SampleParams> params(static_cast<std::size_t>(rows));
@@ -118,7 +120,10 @@ void SampleRows(benchmark::State& state) {
   state.counters["rows/s"] =
       benchmark::Counter(rows, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(SampleRows)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(SampleRows)
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 0}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 

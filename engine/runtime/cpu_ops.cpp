@@ -76,12 +76,7 @@ void CpuOps::token_logprobs(const float* logits, const std::int32_t* targets, fl
 }
 
 void CpuOps::argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out) {
-  stream_.enqueue([=] {
-    const auto width = static_cast<std::size_t>(vocab);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      out[r] = argmax(std::span<const float>(logits + r * vocab, width));
-    }
-  });
+  enqueue<cpu::argmax_rows, ref::argmax_rows>(logits, rows, vocab, out);
 }
 
 void CpuOps::sample_rows(const kernels::SampleRowsArgs& args) {

@@ -1,7 +1,6 @@
 #include "engine/runtime/sampler.h"
 
 #include <cmath>
-#include <limits>
 
 #include "engine/core/error.h"
 
@@ -13,22 +12,6 @@ void validate(const SamplingParams& params) {
   OFFGEN_CHECK(params.top_k >= 0, "top_k must be >= 0 (got {})", params.top_k);
   OFFGEN_CHECK(params.top_p > 0.0f && params.top_p <= 1.0f, "top_p must be in (0, 1] (got {})",
                params.top_p);
-}
-
-namespace {
-// NaN (an fp16 overflow upstream) ranks below every number, so sorting stays a strict weak
-// ordering and a NaN is never picked while a real logit exists.
-float rank_of(float logit) {
-  return std::isnan(logit) ? -std::numeric_limits<float>::infinity() : logit;
-}
-}  // namespace
-
-std::int32_t argmax(std::span<const float> logits) {
-  std::size_t best = 0;
-  for (std::size_t i = 1; i < logits.size(); ++i) {
-    if (rank_of(logits[i]) > rank_of(logits[best])) best = i;
-  }
-  return static_cast<std::int32_t>(best);
 }
 
 bool is_greedy(const SamplingParams& params) {

@@ -1,11 +1,10 @@
-// Token choice parameters and the host side of sampling: validation, greedy argmax, and each
-// request's own random stream. The draw itself runs on the device (Ops::sample_rows, semantics in
+// Token choice parameters and the host side of sampling: validation and each request's own random
+// stream. The draw itself runs on the device (Ops::sample_rows, semantics in
 // kernels/sampling_args.h): Hugging Face's order, temperature, then top-k, then top-p, then a draw.
 #pragma once
 
 #include <cstdint>
 #include <random>
-#include <span>
 
 #include "kernels/sampling_args.h"
 
@@ -19,9 +18,6 @@ struct SamplingParams {
 
 // Throws offgen::Error for a negative temperature, a negative top_k or top_p outside (0, 1].
 void validate(const SamplingParams& params);
-
-// Greedy picks the lowest id among equal maxima (as torch.argmax does).
-std::int32_t argmax(std::span<const float> logits);
 
 // True when `params` picks greedily (temperature 0 or top_k 1): no draw is taken.
 bool is_greedy(const SamplingParams& params);

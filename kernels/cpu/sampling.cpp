@@ -20,42 +20,45 @@ constexpr int kBlock = 64;
 
 // Per-thread scratch, reused across rows and steps so a step allocates nothing once warm.
 struct Scratch {
-  std::vector<float> masked;   // the row with unsampleable ids and NaN as -inf
+  std::vector<float> masked;   // the row with unsampleable ids at -inf
   std::vector<float> weights;  // w (0 outside the kept set)
   std::vector<float> values;   // selection scratch (top-k logits, top-p weights)
   std::vector<double> block_mass;
-  std::vector<int> counts;  // top-k key histogram
+  std::vector<double> mass;     // top-p histogram
+  std::vector<int> counts;      // top-k key histogram
+  std::vector<int> candidates;  // top-p: the ids that can be kept, in id order
 };
 
-std::int32_t greedy(const float* row, int vocab) {
-  int best = 0;
-  float best_value = std::isnan(row[0]) ? kMinusInf : row[0];
-  for (int i = 1; i < vocab; ++i) {
-    if (row[i] > best_value) {  // NaN compares false: it never wins
-      best = i;
-      best_value = row[i];
-    }
+// The lowest id of the largest logit (NaN ranks as -inf): the maximum by a vectorised reduction
+// that skips NaN, then the first id holding it. A row of only NaN / -inf picks 0.
+OFFGEN_SIMD_CLONES std::int32_t greedy(const float* row, int vocab) {
+  float m = kMinusInf;
+#pragma omp simd reduction(max : m)
+  for (int i = 0; i < vocab; ++i) m = vmax(m, row[i]);
+  if (!(m > kMinusInf)) return 0;
+  for (int i = 0; i < vocab; ++i) {
+    if (row[i] == m) return i;
   }
-  return best;
+  return 0;
 }
 
-// Step 1: y = the row, with every id that is not a candidate (unsampleable, NaN) at -inf; returns
-// the maximum of y.
+// Step 1: the largest candidate logit (NaN skipped). Every later step treats NaN as no candidate
+// through its comparisons (NaN >= anything is false), so an unmasked row is read as it is.
+OFFGEN_SIMD_CLONES float row_max(const float* row, int vocab) {
+  float m = kMinusInf;
+#pragma omp simd reduction(max : m)
+  for (int i = 0; i < vocab; ++i) m = vmax(m, row[i]);
+  return m;
+}
+
+// Step 1 with unsampleable ids: y = the row with them at -inf; returns the maximum of y.
 OFFGEN_SIMD_CLONES float mask_row(const float* row, const std::uint8_t* sampleable, int vocab,
                                   float* y) {
   float m = kMinusInf;
-  if (sampleable == nullptr) {
 #pragma omp simd reduction(max : m)
-    for (int i = 0; i < vocab; ++i) {
-      y[i] = pick(row[i] == row[i], row[i], kMinusInf);
-      m = vmax(m, y[i]);
-    }
-  } else {
-#pragma omp simd reduction(max : m)
-    for (int i = 0; i < vocab; ++i) {
-      y[i] = pick(row[i] == row[i] && sampleable[i] != 0, row[i], kMinusInf);
-      m = vmax(m, y[i]);
-    }
+  for (int i = 0; i < vocab; ++i) {
+    y[i] = pick(sampleable[i] != 0, row[i], kMinusInf);
+    m = vmax(m, y[i]);
   }
   return m;
 }
@@ -91,25 +94,31 @@ float kth_largest(const float* y, int vocab, int k, Scratch& s) {
   return *nth;
 }
 
-// Step 3: w = exp((y - m) / T) for y >= kth (1 where y = m; 0 for -inf), else 0; returns the sum.
-// Built with fp contraction off (kernels/CMakeLists.txt), so every ISA clone computes the
-// reference's bits.
+// Step 3: w = exp((y - m) / T) for y >= kth (1 where y = m; 0 for -inf and NaN), else 0; the
+// sum of each block of kBlock ids into `blocks`, and the total returned. Built with fp
+// contraction off (kernels/CMakeLists.txt), so every ISA clone computes the reference's bits.
 OFFGEN_SIMD_CLONES double weigh(const float* y, int vocab, float m, float kth, float temperature,
-                                float* w) {
+                                float* w, double* blocks) {
   double z = 0.0;
-#pragma omp simd reduction(+ : z)
-  for (int i = 0; i < vocab; ++i) {
-    const float e = pick(y[i] == m, 1.0f, fast_exp((y[i] - m) / temperature));
-    w[i] = pick(y[i] >= kth, e, 0.0f);
-    z += static_cast<double>(w[i]);
+  for (int b0 = 0; b0 < vocab; b0 += kBlock) {
+    const int b1 = std::min(vocab, b0 + kBlock);
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int i = b0; i < b1; ++i) {
+      const float e = pick(y[i] == m, 1.0f, fast_exp((y[i] - m) / temperature));
+      w[i] = pick(y[i] >= kth, e, 0.0f);
+      sum += static_cast<double>(w[i]);
+    }
+    blocks[b0 / kBlock] = sum;
+    z += sum;
   }
   return z;
 }
 
-// Step 4: the largest tau with sum(w >= tau) >= target, by 3-way quickselect over `values`
-// (descending mass from the top: each round keeps the side that holds the boundary).
-float top_p_threshold(std::vector<float>& values, double target) {
-  double above = 0.0;  // mass of the values known to rank above [lo, hi)
+// Step 4, within one bucket: the largest tau with above + sum(values >= tau) >= target, by 3-way
+// quickselect (each round keeps the side that holds the boundary). `above`: the mass of every
+// weight larger than the bucket's.
+float select_threshold(std::vector<float>& values, double above, double target) {
   std::size_t lo = 0, hi = values.size();
   while (hi - lo > 32) {
     const float pivot = values[lo + (hi - lo) / 2];
@@ -143,7 +152,62 @@ float top_p_threshold(std::vector<float>& values, double target) {
   return hi > 0 ? values[hi - 1] : std::numeric_limits<float>::denorm_min();
 }
 
-// Step 5, first half: the kept mass of each block of kBlock ids (w >= tau; zeros add nothing).
+// Step 4: the largest tau with sum(w >= tau) >= target. Only weights above `floor` can be kept;
+// a histogram of their mass by fp32 exponent and top 3 mantissa bits finds the bucket that holds
+// tau, and only that bucket is selected from.
+constexpr int kBuckets = 1017;  // a weight in (0, 1] has bits <= 0x3F800000: bucket <= 1016
+
+// Calls f(i) for each id whose weight is above `floor`, in id order. A vectorised test per block
+// of kBlock skips blocks with none: with a trained model's peaked distribution nearly all of them.
+template <typename F>
+void for_each_above(const float* w, int vocab, float floor, const F& f) {
+  for (int b0 = 0; b0 < vocab; b0 += kBlock) {
+    const int b1 = std::min(vocab, b0 + kBlock);
+    int hits = 0;
+#pragma omp simd reduction(+ : hits)
+    for (int i = b0; i < b1; ++i) hits += w[i] > floor ? 1 : 0;
+    if (hits == 0) continue;
+    for (int i = b0; i < b1; ++i) {
+      if (w[i] > floor) f(i);
+    }
+  }
+}
+
+// Also leaves the ids above the floor in s.candidates (id order): the kept set is among them.
+float top_p_threshold(const float* w, int vocab, float floor, double target, Scratch& s) {
+  // Four interleaved histograms: a flat distribution puts long runs into one bucket, and one
+  // histogram would chain every add through the same memory slot.
+  constexpr int kWays = 4;
+  s.mass.assign(kWays * kBuckets, 0.0);
+  s.candidates.clear();
+  for_each_above(w, vocab, floor, [&](int i) {
+    const auto way = static_cast<std::size_t>(s.candidates.size() % kWays) * kBuckets;
+    s.mass[way + (std::bit_cast<std::uint32_t>(w[i]) >> 20)] += w[i];
+    s.candidates.push_back(i);
+  });
+  for (int b = 0; b < kBuckets; ++b) {
+    const auto u = static_cast<std::size_t>(b);
+    s.mass[u] += s.mass[u + kBuckets] + s.mass[u + 2 * kBuckets] + s.mass[u + 3 * kBuckets];
+  }
+  double above = 0.0;
+  int bucket = kBuckets - 1;
+  while (bucket >= 0 && above + s.mass[static_cast<std::size_t>(bucket)] < target) {
+    above += s.mass[static_cast<std::size_t>(bucket--)];
+  }
+  if (bucket < 0) return std::numeric_limits<float>::denorm_min();  // rounding: keep all
+  // Branch-free compaction: in a flat distribution a candidate is in the bucket at random.
+  const auto wanted = static_cast<std::uint32_t>(bucket);
+  s.values.resize(s.candidates.size() + 1);
+  std::size_t count = 0;
+  for (int i : s.candidates) {
+    s.values[count] = w[i];
+    count += std::bit_cast<std::uint32_t>(w[i]) >> 20 == wanted ? 1 : 0;
+  }
+  s.values.resize(count);
+  return select_threshold(s.values, above, target);
+}
+
+// Step 5 with many kept weights: the kept mass (w >= tau) of each block of kBlock ids.
 OFFGEN_SIMD_CLONES double block_sums(const float* w, int vocab, float tau, double* blocks) {
   double total = 0.0;
   for (int b0 = 0; b0 < vocab; b0 += kBlock) {
@@ -157,39 +221,11 @@ OFFGEN_SIMD_CLONES double block_sums(const float* w, int vocab, float tau, doubl
   return total;
 }
 
-std::int32_t sample_row(const float* row, int vocab, const SampleParams& p,
-                        const std::uint8_t* sampleable, Scratch& s) {
-  if (p.temperature == 0.0f || p.top_k == 1) return greedy(row, vocab);
-  const auto n = static_cast<std::size_t>(vocab);
-  s.masked.resize(n);
-  s.weights.resize(n);
-  s.block_mass.resize((n + kBlock - 1) / kBlock);
-  float* y = s.masked.data();
-  float* w = s.weights.data();
-  const float m = mask_row(row, sampleable, vocab, y);
-  if (!(m > kMinusInf)) return greedy(row, vocab);  // no candidate
-
-  // 2. top-k: the k-th largest candidate logit.
-  const float kth = p.top_k > 0 ? kth_largest(y, vocab, p.top_k, s) : kMinusInf;
-  // 3. Weights.
-  const double z = weigh(y, vocab, m, kth, p.temperature, w);
-
-  // 4. top-p. Only weights above (1 - top_p) * z / vocab can be in the kept set: all the ones at
-  // or below it hold at most (1 - top_p) * z, so the rest already reach top_p * z.
-  float tau = 0.0f;
-  if (p.top_p < 1.0f) {
-    const double target = static_cast<double>(p.top_p) * z;
-    const double floor = (1.0 - static_cast<double>(p.top_p)) * z / static_cast<double>(vocab);
-    s.values.clear();
-    for (int i = 0; i < vocab; ++i) {
-      if (static_cast<double>(w[i]) > floor) s.values.push_back(w[i]);
-    }
-    tau = top_p_threshold(s.values, target);
-  }
-
-  // 5. The draw: the block whose running mass passes uniform * total, then the id inside it.
-  const double total = block_sums(w, vocab, tau, s.block_mass.data());
-  const double target = static_cast<double>(p.uniform) * total;
+// Step 5 over block sums (s.block_mass, total `total`): the block whose running mass passes
+// uniform * total, then the kept id inside it that does.
+std::int32_t draw_by_blocks(const float* w, int vocab, float tau, double total, float uniform,
+                            const Scratch& s, const float* row) {
+  const double target = static_cast<double>(uniform) * total;
   double running = 0.0;
   std::size_t block = 0;
   const std::size_t blocks = s.block_mass.size();
@@ -211,7 +247,65 @@ std::int32_t sample_row(const float* row, int vocab, const SampleParams& p,
   return greedy(row, vocab);
 }
 
+std::int32_t sample_row(const float* row, int vocab, const SampleParams& p,
+                        const std::uint8_t* sampleable, Scratch& s) {
+  if (p.temperature == 0.0f || p.top_k == 1) return greedy(row, vocab);
+  const auto n = static_cast<std::size_t>(vocab);
+  s.masked.resize(n);
+  s.weights.resize(n);
+  s.block_mass.resize((n + kBlock - 1) / kBlock);
+  const float* y = row;
+  float m = 0.0f;
+  if (sampleable != nullptr) {
+    m = mask_row(row, sampleable, vocab, s.masked.data());
+    y = s.masked.data();
+  } else {
+    m = row_max(row, vocab);
+  }
+  float* w = s.weights.data();
+  if (!(m > kMinusInf)) return greedy(row, vocab);  // no candidate
+
+  // 2. top-k: the k-th largest candidate logit.
+  const float kth = p.top_k > 0 ? kth_largest(y, vocab, p.top_k, s) : kMinusInf;
+  // 3. Weights.
+  const double z = weigh(y, vocab, m, kth, p.temperature, w, s.block_mass.data());
+
+  // 4. top-p. Only weights above (1 - top_p) * z / vocab can be in the kept set: all the ones at
+  // or below it hold at most (1 - top_p) * z, so the rest already reach top_p * z.
+  if (p.top_p < 1.0f) {
+    const double floor = (1.0 - static_cast<double>(p.top_p)) * z / static_cast<double>(vocab);
+    // In fp32, rounded down, so no weight above the exact floor is left out.
+    float floor32 = static_cast<float>(floor);
+    if (static_cast<double>(floor32) > floor) floor32 = std::nextafter(floor32, 0.0f);
+    const float tau = top_p_threshold(w, vocab, floor32, static_cast<double>(p.top_p) * z, s);
+    // 5. The draw over the kept weights, in id order: a few candidates (a peaked distribution)
+    // are walked directly; many (a flat one) through block sums, as without top-p.
+    if (s.candidates.size() * 16 < static_cast<std::size_t>(vocab)) {
+      double total = 0.0;
+      for (int i : s.candidates) total += w[i] >= tau ? static_cast<double>(w[i]) : 0.0;
+      const double target = static_cast<double>(p.uniform) * total;
+      double running = 0.0;
+      int last = -1;
+      for (int i : s.candidates) {
+        if (w[i] < tau) continue;
+        running += w[i];
+        last = i;
+        if (running > target) return i;
+      }
+      return last >= 0 ? last : greedy(row, vocab);  // rounding short of the target
+    }
+    return draw_by_blocks(w, vocab, tau, block_sums(w, vocab, tau, s.block_mass.data()), p.uniform,
+                          s, row);
+  }
+  return draw_by_blocks(w, vocab, 0.0f, z, p.uniform, s, row);
+}
+
 }  // namespace
+
+void argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out) {
+  tbb::parallel_for(std::int64_t{0}, rows,
+                    [&](std::int64_t r) { out[r] = greedy(logits + r * vocab, vocab); });
+}
 
 void sample_rows(const SampleRowsArgs& args) {
   tbb::parallel_for(std::int64_t{0}, args.rows, [&](std::int64_t r) {

@@ -47,5 +47,6 @@ void decode_attention(const DecodeAttentionArgs& args);
 
 // sampling.h
 void sample_rows(const SampleRowsArgs& args);
+void argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out);
 
 }  // namespace offgen::kernels::reference

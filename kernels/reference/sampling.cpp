@@ -85,6 +85,10 @@ std::int32_t sample_row(const float* row, int vocab, const SampleParams& p,
 
 }  // namespace
 
+void argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out) {
+  for (std::int64_t r = 0; r < rows; ++r) out[r] = greedy(logits + r * vocab, vocab);
+}
+
 void sample_rows(const SampleRowsArgs& args) {
   for (std::int64_t r = 0; r < args.rows; ++r) {
     args.out[r] =

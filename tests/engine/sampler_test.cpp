@@ -1,23 +1,15 @@
-// The host side of sampling (engine/runtime/sampler.h): parameter checks, greedy argmax, and each
-// request's own stream of draws. The draw itself: tests/kernels/sampling_test.cpp.
+// The host side of sampling (engine/runtime/sampler.h): parameter checks and each request's own
+// stream of draws. The picks themselves (greedy and sampled): tests/kernels/sampling_test.cpp.
 #include "engine/runtime/sampler.h"
 
 #include <gtest/gtest.h>
 
-#include <limits>
 #include <vector>
 
 #include "engine/core/error.h"
 
 namespace offgen {
 namespace {
-
-TEST(Sampler, GreedyTakesTheLowestIdAmongEqualMaxima) {
-  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f};
-  EXPECT_EQ(argmax(logits), 1);
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_EQ(argmax(std::vector<float>{nan, 0.5f, nan, 2.0f}), 3);
-}
 
 TEST(Sampler, RejectsBadParameters) {
   EXPECT_THROW(validate({-1.0f, 0, 1.0f}), Error);

@@ -271,6 +271,14 @@ void sample_rows(const kernels::SampleRowsArgs& args) {
   d_out.copy_back(args.out, "sample_rows");
 }
 
+void argmax_rows(const float* logits_in, std::int64_t rows, int vocab, std::int32_t* out) {
+  auto d_logits = device_copy(logits_in, rows * vocab);
+  auto d_out = device_copy(out, rows);
+  cuda::argmax_rows(d_logits.data(), rows, vocab, d_out.data(), test_stream());
+  finish();
+  d_out.copy_back(out, "argmax_rows");
+}
+
 }  // namespace
 
 std::vector<const KernelSet*> kernel_sets_under_test() {
@@ -289,6 +297,7 @@ std::vector<const KernelSet*> kernel_sets_under_test() {
                                   append_kv,
                                   decode_attention,
                                   sample_rows,
+                                  argmax_rows,
                                   /*exact_sampling=*/false};
   return {&cuda_set};
 }

@@ -31,6 +31,7 @@ KernelSet cpu_set(std::string name, std::string isa) {
           cpu::append_kv,
           cpu::decode_attention,
           cpu::sample_rows,
+          cpu::argmax_rows,
           /*exact_sampling=*/true};
 }
 

@@ -53,6 +53,7 @@ struct KernelSet {
   Fn<void(const Half*, const std::int32_t*, int, int, int, Half*, Half*, int)> append_kv;
   Fn<void(const kernels::DecodeAttentionArgs&)> decode_attention;
   Fn<void(const kernels::SampleRowsArgs&)> sample_rows;
+  Fn<void(const float*, std::int64_t, int, std::int32_t*)> argmax_rows;
   // Whether the set's sampler computes exp and its sums as the reference does, so every pick
   // equals the reference's (the CPU kernels); otherwise picks may differ where a running sum
   // lands within rounding of a threshold (kernels/sampling_args.h).
