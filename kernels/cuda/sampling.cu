@@ -159,8 +159,10 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleRowsArgs ar
       }
       tau = __uint_as_float(lo);
     }
-    // The draw: thread t's kept mass is its slice's; the one whose prefix interval holds
-    // uniform * total walks its slice.
+    // The draw: thread t's kept mass is its slice's. The first thread with kept mass whose
+    // inclusive prefix sum passes uniform * total walks its slice from the sum before it. (The
+    // scan associates differently per thread, so "first" is taken by a reduction, never by
+    // comparing neighbours' sums: exactly one thread picks.)
     double own = 0.0;
     for (int i = s.begin; i < s.end; ++i) {
       const float v = w.at(i);
@@ -170,12 +172,14 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleRowsArgs ar
     double total = 0.0;
     const double inclusive = block_inclusive_scan(own, total);
     inclusive_of[threadIdx.x] = inclusive;
-    __syncthreads();
-    // The previous thread's inclusive sum, bit for bit, so the intervals tile [0, total).
-    const double exclusive = threadIdx.x == 0 ? 0.0 : inclusive_of[threadIdx.x - 1];
     const double target = static_cast<double>(p.uniform) * total;
-    if (own > 0.0 && exclusive <= target && target < inclusive) {
-      double running = exclusive;
+    const int t = static_cast<int>(threadIdx.x);
+    int chosen = block_reduce(own > 0.0 && target < inclusive ? t : INT_MAX, MinOp{}, INT_MAX);
+    if (chosen == INT_MAX) {  // rounding: the last thread with kept mass
+      chosen = -block_reduce(own > 0.0 ? -t : INT_MAX, MinOp{}, INT_MAX);
+    }
+    if (t == chosen) {
+      double running = t == 0 ? 0.0 : inclusive_of[t - 1];
       int pick = -1;
       for (int i = s.begin; i < s.end; ++i) {
         const float v = w.at(i);
