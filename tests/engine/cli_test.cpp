@@ -12,6 +12,7 @@
 
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
+#include "tests/engine/cli_commands.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -418,14 +419,7 @@ std::string write_profile(const std::filesystem::path& dir) {
   return path.string();
 }
 
-std::string error_of(const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
   test::TempDir dir;
@@ -605,28 +599,18 @@ TEST(GenerateCommand, AnOutputWithResultsIsKeptUnlessOverwriteOrResumeIsGiven) {
 
   for (const char* command : {"generate --model m --input a --output b --resume --overwrite",
                               "score --model m --input a --output b --overwrite --resume"}) {
-    CLI::App app;
-    cli::GenerateOptions generate;
-    cli::ScoreOptions score;
-    cli::add_generate_command(app, generate);
-    cli::add_score_command(app, score);
-    EXPECT_THROW(app.parse(command, false), CLI::ExcludesError) << command;
+    test::CliCommands commands;
+    EXPECT_THROW(commands.parse(command), CLI::ExcludesError) << command;
   }
 }
 
 TEST(PlannedRuns, TheCliPlansOnlyWithoutPlanOrPlacementFlags) {
   auto placement = [](const std::string& command) {
-    CLI::App app;
-    cli::GenerateOptions generate;
-    cli::ScoreOptions score;
-    cli::BenchOptions bench;
-    cli::add_generate_command(app, generate);
-    cli::add_score_command(app, score);
-    cli::add_bench_command(app, bench);
-    app.parse(command, false);
-    if (app.got_subcommand("generate")) return generate.common.placement;
-    if (app.got_subcommand("score")) return score.common.placement;
-    return bench.common.placement;
+    test::CliCommands commands;
+    commands.parse(command);
+    if (commands.app.got_subcommand("generate")) return commands.generate.common.placement;
+    if (commands.app.got_subcommand("score")) return commands.score.common.placement;
+    return commands.bench.common.placement;
   };
   using cli::Placement;
   EXPECT_EQ(placement("generate --model m --input a --output b"), Placement::planned);

@@ -6,11 +6,9 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -18,12 +16,12 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/cli/commands.h"
 #include "engine/cli/signals.h"
 #include "engine/core/error.h"
+#include "tests/engine/offgen_process.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -31,11 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-std::size_t count_lines(const fs::path& path) {
-  const std::string text = test::read_file(path);
-  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
-}
 
 // Every line of a finished output (each must be whole JSON).
 std::vector<Json> read_records(const fs::path& path) {
@@ -46,76 +39,12 @@ std::vector<Json> read_records(const fs::path& path) {
   return out;
 }
 
-struct ChildOptions {
-  fs::path log;                  // stdout and stderr go here
-  std::uint64_t file_limit = 0;  // > 0: RLIMIT_FSIZE, with SIGXFSZ ignored (writes fail: EFBIG)
-};
-
-// Starts the offgen binary with `args` in a child whose stop signals have their default action
-// (whatever the test runner ignores) and none blocked.
-pid_t start_offgen(const std::vector<std::string>& args, const ChildOptions& options) {
-  std::vector<std::string> all = {OFFGEN_CLI_BINARY};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int log = ::open(options.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  EXPECT_GE(log, 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGXFSZ}) ::signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (options.file_limit > 0) {
-      const rlimit limit = {options.file_limit, options.file_limit};
-      ::setrlimit(RLIMIT_FSIZE, &limit);
-      ::signal(SIGXFSZ, SIG_IGN);  // an ignored signal stays ignored across exec
-    }
-    ::dup2(log, STDOUT_FILENO);
-    ::dup2(log, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(log);
-  return pid;
-}
-
-// Waits for the child; a generous deadline (a loaded machine is slow), then it is killed.
-int wait_for(pid_t pid) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ADD_FAILURE() << "offgen did not finish in time";
-      return status;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return status;
-}
-
-// Waits until `path` has at least `lines` complete lines or the child ends; true in the first case.
-bool wait_for_lines(pid_t pid, const fs::path& path, std::size_t lines) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (count_lines(path) >= lines) return true;
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      ADD_FAILURE() << "offgen ended before writing " << lines << " lines";
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return false;
-}
-
-int exit_code(int status) {
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using test::ChildOptions;
+using test::count_lines;
+using test::exit_code;
+using test::start_offgen;
+using test::wait_for;
+using test::wait_for_lines;
 
 fs::path tiny_model() {
   return test::data_dir() / "golden" / "tiny-preln";
