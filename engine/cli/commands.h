@@ -147,6 +147,7 @@ struct ScoreOptions {
   bool resume = false;
   bool overwrite = false;
   int prefill_tokens = 0;
+  int truncate = 0;  // > 0: a longer text is cut to its first `truncate` tokens (BOS included)
 };
 void add_score_command(CLI::App& app, ScoreOptions& options);
 int run_score(const ScoreOptions& options);

@@ -58,10 +58,10 @@ std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options,
       problem = "the line has neither a 'text' string nor 'token_ids'";
     }
     OFFGEN_CHECK(problem.empty(), "--eval {} line {}: {}", options.eval, line.line_number, problem);
-    if (static_cast<int>(request.tokens.size()) > config.max_position_embeddings) {
+    if (const std::size_t before =
+            truncate_tokens(request.tokens, config.max_position_embeddings)) {
       spdlog::info("--eval line {}: {} tokens, cut to the model's {} positions", line.line_number,
-                   request.tokens.size(), config.max_position_embeddings);
-      request.tokens.resize(static_cast<std::size_t>(config.max_position_embeddings));
+                   before, config.max_position_embeddings);
     }
     OFFGEN_CHECK(static_cast<int>(request.tokens.size()) > options.prefill_tokens + 1,
                  "--eval {} line {}: {} tokens leave nothing after --prefill-tokens {}",

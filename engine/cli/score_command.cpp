@@ -52,6 +52,12 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
                   "steps through the KV cache (0 = the whole text as prefill)")
       ->check(kNonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--truncate,--max-len", options.truncate,
+                  "cut a text longer than N tokens to its first N (BOS included), as compare cuts "
+                  "its --eval texts at the model's positions; its record says "
+                  "\"truncated_from\": the length before (default: a text longer than the "
+                  "model's positions is an error)")
+      ->check(kPositiveInteger);
 }
 
 int run_score(const ScoreOptions& options) {
@@ -69,11 +75,15 @@ int run_score(const ScoreOptions& options) {
 
   std::vector<ScoreRequest> parsed(lines.size());
   std::vector<std::string> problems(lines.size());
+  std::vector<std::size_t> truncated_from(lines.size());  // 0: not cut
   for (const JsonlLine& line : lines) {
     problems[line.index] = line.error;
     if (problems[line.index].empty()) {
       problems[line.index] = parse_request(line.value, config, tokenizer.get(),
                                            options.common.model, parsed[line.index]);
+    }
+    if (options.truncate > 0) {
+      truncated_from[line.index] = truncate_tokens(parsed[line.index].tokens, options.truncate);
     }
     // A rejected line runs with no tokens, which the engine rejects at once without work.
     if (!problems[line.index].empty()) parsed[line.index].tokens.clear();
@@ -166,8 +176,8 @@ int run_score(const ScoreOptions& options) {
               progress.add();
               // "index" first, then the input line's own keys, then the results.
               nlohmann::ordered_json record = {{"index", index}};
-              record.update(
-                  passthrough(lines[index].value, {"index", "text", "token_ids", "error"}));
+              record.update(passthrough(lines[index].value,
+                                        {"index", "text", "token_ids", "error", "truncated_from"}));
               const std::string& problem = problems[index].empty() ? result.error : problems[index];
               if (!problem.empty()) {
                 record["error"] =
@@ -191,6 +201,7 @@ int run_score(const ScoreOptions& options) {
                 }
               }
               record["token_ids"] = requests[k].tokens;
+              if (truncated_from[index] > 0) record["truncated_from"] = truncated_from[index];
               record["token_logprobs"] = std::move(logprobs);
               record["sum_logprob"] = sum;
               record["num_scored"] = scored;

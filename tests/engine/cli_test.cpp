@@ -302,6 +302,57 @@ TEST(ScoreCommand, ResumeKeepsScoredTextsAndRedoesTheRest) {
   }
 }
 
+// --truncate N cuts a longer text to its first N tokens (BOS included) and says so in its record;
+// the cut text scores as the same tokens given whole. Without it, a text longer than the model's
+// positions is an error.
+TEST(ScoreCommand, TruncateCutsLongerTextsToTheirFirstTokensAndSaysSo) {
+  test::TempDir dir;
+  nlohmann::json long_ids = nlohmann::json::array({2});
+  for (int i = 1; i < 70; ++i) long_ids.push_back(10 + i);  // the tiny model has 64 positions
+  nlohmann::json cut_ids = long_ids;
+  cut_ids.erase(cut_ids.begin() + 64, cut_ids.end());
+  std::string text(300, 'a');
+  for (std::size_t i = 0; i < text.size(); i += 3) text[i] = ' ';
+  test::write_file(dir.path() / "in.jsonl",
+                   nlohmann::json{{"token_ids", long_ids}, {"truncated_from", "x"}}.dump() +
+                       "\n{\"token_ids\": [2, 40, 50]}\n" + nlohmann::json{{"text", text}}.dump() +
+                       "\n");
+  test::write_file(dir.path() / "cut.jsonl", nlohmann::json{{"token_ids", cut_ids}}.dump() + "\n");
+  cli::ScoreOptions options;
+  options.common = tiny_model();
+  options.input = (dir.path() / "in.jsonl").string();
+  options.output = (dir.path() / "without.jsonl").string();
+  options.prefill_tokens = 8;
+  EXPECT_EQ(cli::run_score(options), 2);
+  const auto without = read_lines(options.output);
+  EXPECT_NE(without[0]["error"].get<std::string>().find("positions"), std::string::npos);
+
+  options.truncate = 64;
+  options.output = (dir.path() / "cut-by-score.jsonl").string();
+  ASSERT_EQ(cli::run_score(options), 0);
+  const auto lines = read_lines(options.output);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["token_ids"], cut_ids);
+  EXPECT_EQ(lines[0]["truncated_from"], 70);
+  EXPECT_EQ(lines[0]["num_scored"], 63);
+  EXPECT_FALSE(lines[1].contains("truncated_from"));
+  EXPECT_EQ(lines[1]["num_scored"], 2);
+  EXPECT_EQ(lines[2]["token_ids"].size(), 64u);
+  EXPECT_GT(lines[2]["truncated_from"].get<int>(), 64);
+
+  cli::ScoreOptions whole = options;
+  whole.truncate = 0;
+  whole.input = (dir.path() / "cut.jsonl").string();
+  whole.output = (dir.path() / "given-cut.jsonl").string();
+  ASSERT_EQ(cli::run_score(whole), 0);
+  EXPECT_EQ(read_lines(whole.output)[0]["token_logprobs"], lines[0]["token_logprobs"]);
+
+  // --max-len is the same flag.
+  test::CliCommands parsed;
+  parsed.parse("score --model m --input a --output b --max-len 12");
+  EXPECT_EQ(parsed.score.truncate, 12);
+}
+
 TEST(ScoreCommand, WritesLogprobsAndPerplexityAndErrors) {
   test::TempDir dir;
   test::write_file(dir.path() / "in.jsonl",
