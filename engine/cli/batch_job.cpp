@@ -63,8 +63,6 @@ void plan_with_clear_errors(const std::function<void()>& plan) {
   }
 }
 
-namespace {
-
 std::string resume_hint(const JobState& s) {
   const std::size_t left = s.total - std::min(s.answered, s.total);
   return fmt::format(
@@ -73,10 +71,8 @@ std::string resume_hint(const JobState& s) {
       s.answered, s.total, s.output, s.this_run, left);
 }
 
-}  // namespace
-
 int run_guarded(Engine& engine, const std::function<void()>& work,
-                const std::function<JobState()>& state) {
+                const std::function<std::string()>& kept) {
   StopSignals signals;
   engine.set_interrupt_check(&StopSignals::requested);
   try {
@@ -84,17 +80,17 @@ int run_guarded(Engine& engine, const std::function<void()>& work,
   } catch (const Interrupted&) {
     engine.set_interrupt_check({});
     const int signal = StopSignals::signal_number();
-    spdlog::warn("stopped by {}: {}", StopSignals::signal_name(signal), resume_hint(state()));
+    spdlog::warn("stopped by {}: {}", StopSignals::signal_name(signal), kept());
     return StopSignals::exit_code(signal);
   } catch (const Error& e) {
     engine.set_interrupt_check({});
-    throw Error(fmt::format("{}\n{}", e.what(), resume_hint(state())));
+    throw Error(fmt::format("{}\n{}", e.what(), kept()));
   } catch (const std::bad_alloc&) {
     engine.set_interrupt_check({});
-    throw Error(fmt::format("out of host memory\n{}", resume_hint(state())));
+    throw Error(fmt::format("out of host memory\n{}", kept()));
   } catch (const std::exception& e) {
     engine.set_interrupt_check({});
-    throw Error(fmt::format("unexpected error: {}\n{}", e.what(), resume_hint(state())));
+    throw Error(fmt::format("unexpected error: {}\n{}", e.what(), kept()));
   }
   engine.set_interrupt_check({});
   return -1;

@@ -202,8 +202,9 @@ int run_generate(const GenerateOptions& options) {
       },
       [&] {
         progress.finish();
-        return JobState{options.output, lines.size(),
-                        lines.size() - to_run.size() + writer.written(), writer.written()};
+        return resume_hint(JobState{options.output, lines.size(),
+                                    lines.size() - to_run.size() + writer.written(),
+                                    writer.written()});
       });
   if (stopped >= 0) return stopped;
   progress.finish();
