@@ -14,10 +14,18 @@
 
 namespace offgen::cli {
 
-// --input must not be a folder; --output's folder must exist: clear errors naming them, before
-// any work.
+// --input must not be a folder: a clear error naming it, before any work.
 void check_input_file(const std::filesystem::path& input);
-void check_output_folder(const std::filesystem::path& output);
+
+// --output must be a file in an existing folder that the job can read back and replace: results
+// are appended as they finish, then read again to put them in input order (and by --resume).
+// Refused before any work, with an offgen::Error naming it: a missing folder; the --input file
+// itself, however it is spelled (a link, another path to it); a pipe, FIFO, socket, terminal or
+// other device (`--output /dev/stdout | cat` would wait forever on its own pipe). Returns the
+// path to write: `output`, or the file it links to, so that the ordered copy replaces that file
+// and not the link.
+std::filesystem::path check_output_file(const std::filesystem::path& input,
+                                        const std::filesystem::path& output);
 
 // writer.finish() (the results put in input order); when that fails (a full disk under the
 // ordered copy), the error adds that every result is in the output and --resume orders it.

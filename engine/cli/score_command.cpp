@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "engine/cli/batch_format.h"
@@ -63,11 +64,11 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
 int run_score(const ScoreOptions& options) {
   check_input_file(options.input);
   const auto lines = read_jsonl(options.input);
-  // Fails now, not after the work, if the output cannot be written; a model that cannot be found
-  // fails before the output is touched.
-  check_output_folder(options.output);
+  // Fails now, not after the work, if the output cannot be written or read back (or is the
+  // input); a model that cannot be found fails before the output is touched.
+  const std::filesystem::path output = check_output_file(options.input, options.output);
   EngineOptions engine_options = options.common.engine_options();
-  ResumableJsonlWriter writer(options.output, existing_output(options.resume, options.overwrite),
+  ResumableJsonlWriter writer(output, existing_output(options.resume, options.overwrite),
                               record_index);
   // The texts are read before the model loads, so a planned placement fits the longest.
   const OptConfig config = model_config(engine_options.model);

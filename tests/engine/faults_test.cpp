@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -322,24 +323,121 @@ TEST(Faults, AFullOutputDiskUnderScoreIsResumedToo) {
   }
 }
 
-// An output on a device that is always full: the first write fails, naming the file and errno.
-TEST(Faults, WritingToAFullDeviceNamesTheFileAndTheReason) {
-  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  test::TempDir dir;
-  test::write_file(dir.path() / "in.jsonl", "{\"prompt_token_ids\": [2, 7]}\n");
-  cli::GenerateOptions options;
-  options.common.model = tiny_model().string();
-  options.common.device = "cpu";
-  options.input = (dir.path() / "in.jsonl").string();
-  options.output = "/dev/full";
-  try {
-    cli::run_generate(options);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("writing /dev/full failed: No space left on device"), std::string::npos)
-        << what;
+// The batch jobs of both commands, on the same input and output.
+struct BatchJobs {
+  cli::GenerateOptions generate;
+  cli::ScoreOptions score;
+
+  BatchJobs(const fs::path& input, const fs::path& output) {
+    generate.common.model = tiny_model().string();
+    generate.common.device = "cpu";
+    generate.input = input.string();
+    generate.output = output.string();
+    generate.max_tokens = 2;
+    score.common = generate.common;
+    score.input = generate.input;
+    score.output = generate.output;
   }
+  void set_output(const fs::path& output) { generate.output = score.output = output.string(); }
+  void set_overwrite(bool overwrite) { generate.overwrite = score.overwrite = overwrite; }
+  // The error each command ends with ("" when it does not fail).
+  std::vector<std::string> errors() {
+    std::vector<std::string> out;
+    for (const auto& run : std::vector<std::function<int()>>{[&] { return run_generate(generate); },
+                                                             [&] { return run_score(score); }}) {
+      try {
+        run();
+        out.emplace_back();
+      } catch (const Error& e) {
+        out.emplace_back(e.what());
+      }
+    }
+    return out;
+  }
+};
+
+// An output that is not a file (a pipe, a FIFO, a device) cannot be read back to put the results
+// in input order: refused before any work, saying to write to a file. Before, a FIFO without a
+// reader hung at open, `--output /dev/stdout | cat` hung in the ordering step reading its own
+// pipe, and /dev/full ran the whole job to fail at the first write.
+TEST(Faults, AnOutputThatCannotBeReadBackIsRefusedBeforeAnyWork) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "in.jsonl",
+                   "{\"prompt_token_ids\": [2, 7], \"token_ids\": [2, 7]}\n");
+  const fs::path fifo = dir.path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe(pipe_ends), 0);
+  // What `--output /dev/stdout` names when stdout is a pipe.
+  const fs::path pipe_output = "/proc/self/fd/" + std::to_string(pipe_ends[1]);
+  const std::vector<std::pair<fs::path, std::string>> cases = {
+      {fifo, "is a pipe or FIFO, not a file"},
+      {pipe_output, "is a pipe or FIFO, not a file"},
+      {"/dev/null", "is a terminal or character device, not a file"},
+      {"/dev/full", "is a terminal or character device, not a file"}};
+  BatchJobs jobs(dir.path() / "in.jsonl", dir.path() / "unused");
+  for (const auto& [output, says] : cases) {
+    if (!fs::exists(output)) continue;
+    jobs.set_output(output);
+    for (const std::string& what : jobs.errors()) {
+      SCOPED_TRACE(output.string());
+      EXPECT_NE(what.find("--output " + output.string() + " " + says), std::string::npos) << what;
+      EXPECT_NE(what.find("Write to a file"), std::string::npos) << what;
+    }
+  }
+  ::close(pipe_ends[0]);
+  ::close(pipe_ends[1]);
+}
+
+// An --output that is the --input file, however it is spelled, is refused before any work, even
+// with --overwrite (which once replaced the requests with their answers) or --resume.
+TEST(Faults, AnOutputThatIsTheInputIsRefusedAndTheRequestsAreKept) {
+  test::TempDir dir;
+  const fs::path input = dir.path() / "in.jsonl";
+  const std::string requests = "{\"prompt_token_ids\": [2, 7], \"token_ids\": [2, 7]}\n";
+  test::write_file(input, requests);
+  fs::create_directories(dir.path() / "sub");
+  fs::create_symlink(input, dir.path() / "link.jsonl");
+  fs::create_hard_link(input, dir.path() / "hard.jsonl");
+  BatchJobs jobs(input, input);
+  for (const fs::path& output :
+       {input, dir.path() / "." / "in.jsonl", dir.path() / "sub" / ".." / "in.jsonl",
+        dir.path() / "link.jsonl", dir.path() / "hard.jsonl"}) {
+    SCOPED_TRACE(output.string());
+    jobs.set_output(output);
+    for (const bool overwrite : {true, false}) {
+      jobs.set_overwrite(overwrite);
+      jobs.generate.resume = jobs.score.resume = !overwrite;
+      for (const std::string& what : jobs.errors()) {
+        EXPECT_NE(what.find("--output " + output.string() + " is the --input file"),
+                  std::string::npos)
+            << what;
+      }
+      EXPECT_EQ(test::read_file(input), requests);
+    }
+  }
+}
+
+// An --output that is a link to a file: the results are put in order in that file, and the link
+// stays a link (the ordered copy once replaced the link with a file of its own).
+TEST(Faults, AnOutputThroughALinkOrdersTheFileItNames) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "in.jsonl",
+                   "{\"prompt_token_ids\": [2, 7], \"token_ids\": [2, 7]}\n"
+                   "{\"prompt_token_ids\": [2, 7, 9, 11], \"token_ids\": [2, 7, 9, 11]}\n");
+  fs::create_directories(dir.path() / "results");
+  const fs::path link = dir.path() / "out.jsonl";
+  fs::create_symlink(dir.path() / "results" / "out.jsonl", link);
+  BatchJobs jobs(dir.path() / "in.jsonl", link);
+  jobs.generate.common.batch_size = 1;
+  jobs.score.common.batch_size = 1;
+  jobs.set_overwrite(true);
+  ASSERT_EQ(jobs.errors(), std::vector<std::string>(2));
+  EXPECT_TRUE(fs::is_symlink(link));
+  const auto records = read_records(dir.path() / "results" / "out.jsonl");
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["index"], 0);
+  EXPECT_EQ(records[1]["index"], 1);
 }
 
 // The disk tier's folder fills up while the weights are written there at load: a clear error
