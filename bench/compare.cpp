@@ -68,8 +68,8 @@ double agreement(const std::vector<GenerationResult>& got,
 
 }  // namespace
 
-CompareResult run_compare(
-    const CompareOptions& options,
+void run_compare(
+    const CompareOptions& options, Engine& engine, CompareResult& result,
     const std::function<void(std::size_t, std::size_t, const CompareCell&)>& progress) {
   struct Spec {
     PolicyKind policy;
@@ -85,7 +85,9 @@ CompareResult run_compare(
                                [](PolicyKind p) { return p == PolicyKind::full; }),
                "compare: policies other than full need at least one --kv-budget");
 
-  CompareResult result;
+  result.model = engine.model_description();
+  result.device = engine.device().name();
+  result.cells_planned = grid.size();
   std::vector<GenerationResult> reference;
   const std::vector<GenerationRequest> continuations = continuation_requests(options);
   const BenchCase& c = options.throughput;
@@ -94,14 +96,9 @@ CompareResult run_compare(
     cell.policy = grid[i].policy;
     cell.budget = grid[i].budget;
     try {
-      EngineOptions engine_options = options.base;
-      engine_options.policy.kind = cell.policy;
-      engine_options.kv_budget = cell.budget;
-      Engine engine(engine_options);
-      if (result.model.empty()) {
-        result.model = engine.model_description();
-        result.device = engine.device().name();
-      }
+      PolicyOptions policy = options.base.policy;
+      policy.kind = cell.policy;
+      engine.set_policy(policy, cell.budget);
       const int total_len = c.prompt_len + c.gen_len;
       cell.budget_tokens = engine.kv_capacity(c.prompt_len, c.gen_len - 1, total_len) - 1;
       cell.kv_per_sequence =
@@ -126,6 +123,8 @@ CompareResult run_compare(
       } else {
         cell.agreement = std::numeric_limits<double>::quiet_NaN();
       }
+    } catch (const Interrupted&) {
+      throw;  // the run stops; the cell in flight is dropped
     } catch (const Error& e) {
       cell.error = e.what();
       spdlog::warn("compare: {} at budget {}: {}", policy_name(cell.policy), cell.budget, e.what());
@@ -133,7 +132,6 @@ CompareResult run_compare(
     result.cells.push_back(cell);
     if (progress) progress(i + 1, grid.size(), result.cells.back());
   }
-  return result;
 }
 
 }  // namespace offgen::bench

@@ -1,6 +1,7 @@
 // `offgen compare`: one model under a grid of KV policies x budgets, measured on speed, memory and
-// quality, so a user can pick a policy and budget. Each cell gets a fresh engine with the base
-// options and its policy; `full` runs once, as the reference every other cell is compared with.
+// quality, so a user can pick a policy and budget. The model is loaded once; each cell switches
+// the engine's policy (Engine::set_policy); `full` runs once, first, as the reference every other
+// cell is compared with.
 #pragma once
 
 #include <cstdint>
@@ -53,11 +54,17 @@ struct CompareResult {
   std::string device;
   std::uint64_t kv_memory = 0;
   std::vector<CompareCell> cells;  // full first, then policy x budget in the order given
+  std::size_t cells_planned = 0;   // the whole grid's
+  // Every cell of the grid ran (an interrupted run keeps the cells that finished).
+  bool complete() const { return cells.size() == cells_planned; }
 };
 
-// Runs the grid; `progress(done, total, cell)` after each cell (may be empty).
-CompareResult run_compare(
-    const CompareOptions& options,
+// Runs the grid on `engine`, loaded with options.base (its policy is switched cell by cell),
+// appending each cell to `result` as it finishes, then calling `progress(done, total, cell)` (may
+// be empty). A cell that fails carries its error and the others still run; Interrupted (the
+// engine's interrupt check) ends the run, and `result` holds the cells that finished.
+void run_compare(
+    const CompareOptions& options, Engine& engine, CompareResult& result,
     const std::function<void(std::size_t, std::size_t, const CompareCell&)>& progress = {});
 
 }  // namespace offgen::bench

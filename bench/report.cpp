@@ -6,9 +6,9 @@
 #include <sys/wait.h>
 
 #include <cmath>
-#include <fstream>
 #include <vector>
 
+#include "bench/rewritten_file.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
 
@@ -30,13 +30,6 @@ std::string budget_label(const CompareCell& cell) {
 
 std::string fixed(double value, int digits) {
   return std::isfinite(value) ? fmt::format("{:.{}f}", value, digits) : std::string("-");
-}
-
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  OFFGEN_CHECK(out.good(), "cannot write {}", path.string());
 }
 
 // Runs argv without a shell; returns the exit status (-1 when it could not start).
@@ -109,6 +102,8 @@ nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOp
             {"prompt_len", options.throughput.prompt_len},
             {"gen_len", options.throughput.gen_len}}},
           {"kv_memory_bytes", result.kv_memory},
+          {"complete", result.complete()},
+          {"cells_planned", result.cells_planned},
           {"quality",
            {{"texts", options.eval.size()},
             {"prefill_tokens", options.prefill_tokens},
@@ -131,6 +126,10 @@ std::string compare_markdown(const CompareResult& result, const CompareOptions& 
         "agreement: share of {} greedy tokens after a {}-token prompt equal to full's.\n",
         options.eval.size(), options.prefill_tokens + 1, options.prefill_tokens,
         options.generated_tokens, options.prompt_tokens);
+  }
+  if (!result.complete()) {
+    md += fmt::format("\n**Incomplete**: {} of {} cells finished (the run was stopped).\n",
+                      result.cells.size(), result.cells_planned);
   }
   md +=
       "\n| policy | budget | C | total tok/s | decode tok/s | KV/seq | largest batch | KV "
@@ -157,9 +156,8 @@ std::string compare_markdown(const CompareResult& result, const CompareOptions& 
   return md;
 }
 
-ReportFiles write_compare_report(const CompareResult& result, const CompareOptions& options,
-                                 const std::filesystem::path& folder,
-                                 const std::filesystem::path& plot_script) {
+ReportFiles write_compare_tables(const CompareResult& result, const CompareOptions& options,
+                                 const std::filesystem::path& folder) {
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
   OFFGEN_CHECK(!ec, "cannot create the report folder {}: {}", folder.string(), ec.message());
@@ -167,10 +165,16 @@ ReportFiles write_compare_report(const CompareResult& result, const CompareOptio
   files.results_json = folder / "results.json";
   files.markdown = folder / "report.md";
   files.html = folder / "report.html";
-  write_file(files.results_json, compare_json(result, options).dump(2) + "\n");
-  const std::string markdown = compare_markdown(result, options);
-  write_file(files.markdown, markdown);
+  write_file_atomically(files.results_json, compare_json(result, options).dump(2) + "\n");
+  write_file_atomically(files.markdown, compare_markdown(result, options));
+  return files;
+}
 
+ReportFiles write_compare_report(const CompareResult& result, const CompareOptions& options,
+                                 const std::filesystem::path& folder,
+                                 const std::filesystem::path& plot_script) {
+  ReportFiles files = write_compare_tables(result, options, folder);
+  const std::string markdown = compare_markdown(result, options);
   if (plot_script.empty() || !std::filesystem::exists(plot_script)) {
     files.charts_note = "the plotting script (tools/plot_report.py) was not found";
   } else {
@@ -192,11 +196,12 @@ ReportFiles write_compare_report(const CompareResult& result, const CompareOptio
   }
   if (!files.charts) {
     spdlog::warn("report.html without charts: {}", files.charts_note);
-    write_file(files.html,
-               fmt::format("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>offgen "
-                           "compare</title></head><body><p><em>No charts: {}.</em></p><pre>{}</pre>"
-                           "</body></html>\n",
-                           html_escape(files.charts_note), html_escape(markdown)));
+    write_file_atomically(
+        files.html,
+        fmt::format("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>offgen "
+                    "compare</title></head><body><p><em>No charts: {}.</em></p><pre>{}</pre>"
+                    "</body></html>\n",
+                    html_escape(files.charts_note), html_escape(markdown)));
   }
   return files;
 }

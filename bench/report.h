@@ -22,8 +22,13 @@ struct ReportFiles {
   std::string charts_note;  // why not, when it has none
 };
 
-// Writes the three files into `folder` (created if missing). plot_script: tools/plot_report.py
-// (empty or missing: no charts). Throws offgen::Error naming a file that cannot be written.
+// Writes results.json and report.md into `folder` (created if missing), each replaced at once
+// (bench/rewritten_file.h): compare writes them after every cell, so they always hold the cells
+// that finished, marked incomplete until the grid is done. Throws offgen::Error naming a file
+// that cannot be written.
+ReportFiles write_compare_tables(const CompareResult& result, const CompareOptions& options,
+                                 const std::filesystem::path& folder);
+// The same, and report.html. plot_script: tools/plot_report.py (empty or missing: no charts).
 ReportFiles write_compare_report(const CompareResult& result, const CompareOptions& options,
                                  const std::filesystem::path& folder,
                                  const std::filesystem::path& plot_script);

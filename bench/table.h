@@ -20,6 +20,19 @@ namespace offgen::bench {
 // `full`.
 std::string format_table(const std::vector<BenchRow>& rows, std::uint64_t kv_memory = 0);
 
+// The same table a row at a time (bench prints each row as it finishes), with its optional
+// columns chosen before the rows exist.
+struct TableColumns {
+  bool kv_offloaded = false;    // "kv pcie", "peak pinned"
+  bool predicted = false;       // "predicted", "ratio"
+  bool overlap = false;         // "overlap"
+  std::uint64_t kv_memory = 0;  // > 0: "max batch", "full max"
+};
+// The columns format_table gives `rows`.
+TableColumns table_columns(const std::vector<BenchRow>& rows, std::uint64_t kv_memory = 0);
+std::string format_header(const TableColumns& columns);                    // one line
+std::string format_row(const BenchRow& row, const TableColumns& columns);  // one line
+
 // Every row with every field (bench --json), and the same as CSV (bench --csv): rows that did not
 // run carry their error and the memory they would need; status is measured, projected (the cost
 // model's number only) or not run.

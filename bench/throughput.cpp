@@ -95,6 +95,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     run.block = engine.block_shape();
     row.predicted_tokens_per_second = predict(model, *profile, run).tokens_per_second;
   }
+  engine.check_interrupt();
   engine.device().reset_peaks();
   try {
     auto runner =
@@ -129,6 +130,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     const auto prefilled = Clock::now();
     const BatchRunner::KvTraffic after_prefill = runner->kv_traffic();
     for (int step = 1; step < config.gen_len; ++step) {
+      engine.check_interrupt();
       runner->decode(next, advancing);
       pick();
     }

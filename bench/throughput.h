@@ -60,7 +60,9 @@ struct BenchRow {
 
 // Runs one case on the engine's device; a case that does not fit the memory budgets comes back
 // with `error` set (and the memory it would need) instead of throwing, so a sweep goes on.
-// With a profile, the row also carries the cost model's prediction for the same run.
+// With a profile, the row also carries the cost model's prediction for the same run. The engine's
+// interrupt check is asked before the case and after every step: Interrupted is thrown (the case
+// is dropped) when it says stop.
 BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
                   const MachineProfile* profile = nullptr);
 

@@ -162,6 +162,11 @@ def main(argv):
         charts.append(chart(plt, cells, agreement, "Quality: greedy agreement with full",
                             "% of tokens"))
     images = "".join(f'<img alt="chart" src="data:image/png;base64,{c}">' for c in charts)
+    incomplete = ""
+    if not results.get("complete", True):
+        incomplete = (f"<p><strong>Incomplete:</strong> {len(cells)} of "
+                      f"{results.get('cells_planned', '?')} cells finished (the run was "
+                      "stopped).</p>")
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>offgen compare: {html.escape(results['model'])}</title>
 <style>
@@ -174,6 +179,7 @@ td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
 <h1>KV policy comparison</h1>
 <p>Model: {html.escape(results['model'])}<br>Device: {html.escape(results['device'])}<br>
 Throughput case: batch {case['batch']}, prompt {case['prompt_len']}, gen {case['gen_len']}</p>
+{incomplete}
 <div class="charts">{images}</div>
 {table(cells)}
 </body></html>

@@ -2,11 +2,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <fstream>
+#include <cstdio>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "bench/rewritten_file.h"
 #include "bench/table.h"
 #include "bench/throughput.h"
+#include "engine/cli/batch_job.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
@@ -58,11 +62,14 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
 
 namespace {
 
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  OFFGEN_CHECK(out.good(), "cannot write {}", path);
+// "3 of 12 rows are kept (printed above, and in rows.json and rows.csv)".
+std::string rows_kept(std::size_t done, std::size_t total, const BenchOptions& options) {
+  std::vector<std::string> files;
+  for (const std::string& path : {options.json, options.csv}) {
+    if (!path.empty()) files.push_back(path);
+  }
+  return fmt::format("{} of {} rows are kept (printed above{}{})", done, total,
+                     files.empty() ? "" : ", and in ", fmt::join(files, " and "));
 }
 
 }  // namespace
@@ -83,10 +90,12 @@ int run_bench(const BenchOptions& options) {
                  "--policy {} needs --kv-budget (a fraction like 0.2 or a token count)", name);
     for (const std::string& budget : options.kv_budgets) policies.emplace_back(kind, budget);
   }
-  // Fail on an unwritable output before the sweep, not after it.
-  for (const std::string& path : {options.json, options.csv}) {
-    if (!path.empty()) write_text(path, "");
-  }
+  // The files hold every finished row from the start (none yet), so an unwritable one fails
+  // before the sweep, not after it.
+  std::optional<bench::RewrittenFile> json;
+  std::optional<bench::RewrittenFile> csv;
+  if (!options.json.empty()) json.emplace(options.json, "[]\n");
+  if (!options.csv.empty()) csv.emplace(options.csv, "");
 
   std::optional<MachineProfile> profile;
   if (!options.common.profile.empty()) profile = MachineProfile::load(options.common.profile);
@@ -111,30 +120,51 @@ int run_bench(const BenchOptions& options) {
   // One small untimed case first, so first-touch page faults and thread-pool start-up are not
   // charged to the first row.
   bench::run_case(engine, {1, 8, 2}, options.seed);
-  std::vector<bench::BenchRow> rows;
   const SamplingParams sampling{options.temperature, options.top_k, options.top_p};
   validate(sampling);
   if (!is_greedy(sampling)) {
     fmt::print("sampling: temperature {}, top_k {}, top_p {} (on the device)\n",
                sampling.temperature, sampling.top_k, sampling.top_p);
   }
-  for (const auto& [kind, budget] : policies) {
-    PolicyOptions policy = engine_options.policy;
-    policy.kind = kind;
-    engine.set_policy(policy, budget.empty() ? 0.0 : parse_kv_budget(budget));
-    for (const bench::BenchCase& c :
-         bench::sweep(options.batches, options.prompt_lens, options.gen_lens, sampling)) {
-      bench::BenchRow row = bench::run_case(engine, c, options.seed, profile ? &*profile : nullptr);
-      row.kv_budget = budget;
-      spdlog::debug("{} {} batch {} prompt {} gen {} done", policy_name(kind), budget, c.batch,
-                    c.prompt_len, c.gen_len);
-      rows.push_back(std::move(row));
-    }
-  }
-  fmt::print("{}", bench::format_table(rows, kv_memory));
-  if (!options.json.empty()) write_text(options.json, bench::rows_json(rows).dump(2) + "\n");
-  if (!options.csv.empty()) write_text(options.csv, bench::rows_csv(rows));
-  return 0;
+  const std::vector<bench::BenchCase> cases =
+      bench::sweep(options.batches, options.prompt_lens, options.gen_lens, sampling);
+  const std::size_t total = policies.size() * cases.size();
+  // Each row is printed and written as it finishes, so its columns are chosen now, from what
+  // every row will have: a prediction with a profile, host KV with a KV share off the gpu tier,
+  // the copy overlap with streamed weights where the device measures it.
+  bench::TableColumns columns;
+  columns.kv_offloaded = engine.block_shape().kv_gpu_fraction < 1.0;
+  columns.predicted = profile.has_value();
+  columns.overlap =
+      engine.weight_offloaded_bytes() > 0 && engine.device().busy_seconds(StreamRole::compute) >= 0;
+  columns.kv_memory = kv_memory;
+  fmt::print("{}", bench::format_header(columns));
+  std::fflush(stdout);
+  std::vector<bench::BenchRow> rows;
+  const int stopped = run_guarded(
+      engine,
+      [&] {
+        for (const auto& [kind, budget] : policies) {
+          PolicyOptions policy = engine_options.policy;
+          policy.kind = kind;
+          engine.set_policy(policy, budget.empty() ? 0.0 : parse_kv_budget(budget));
+          for (const bench::BenchCase& c : cases) {
+            bench::BenchRow row =
+                bench::run_case(engine, c, options.seed, profile ? &*profile : nullptr);
+            row.kv_budget = budget;
+            rows.push_back(std::move(row));
+            fmt::print("{}", bench::format_row(rows.back(), columns));
+            std::fflush(stdout);
+            if (json) json->update(bench::rows_json(rows).dump(2) + "\n");
+            if (csv) csv->update(bench::rows_csv(rows));
+          }
+        }
+      },
+      [&] { return rows_kept(rows.size(), total, options); });
+  // A pipe or device gets the rows once, now (a regular file already has them).
+  if (json) json->finish(bench::rows_json(rows).dump(2) + "\n");
+  if (csv) csv->finish(bench::rows_csv(rows));
+  return stopped >= 0 ? stopped : 0;
 }
 
 }  // namespace offgen::cli

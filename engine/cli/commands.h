@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -67,14 +68,23 @@ struct CommonOptions {
   // The engine's options; their `model` is the resolved spelling (a directory or dummy:NAME).
   EngineOptions engine_options() const;
 };
-// Registers the common flags; --model is required when a bare config name is refused.
+// Registers the common flags; --model is required when a bare config name is refused. After
+// parsing, a placement flag (--batch-size, --weights-gpu, ...) beside --plan is a usage error
+// naming it (CLI::ValidationError).
 void add_common_options(CLI::App& app, CommonOptions& options);
 // The config of a model as EngineOptions::model names it (a directory, org/name or dummy:NAME)
 // without loading weights. Throws offgen::Error naming the model otherwise.
 OptConfig model_config(const std::string& model);
+// The "kind" of a plan file `offgen plan --output` writes.
+inline constexpr const char* kPlanKind = "offgen plan";
+// A plan file's "model_config": the sizes of `config` its memory depends on.
+nlohmann::ordered_json plan_model_config(const OptConfig& config);
 // Reads a plan file (`offgen plan --output`) into the placement: batch size, GPU batches, weight
 // and KV shares, cpu attention. A field the file lacks (files from older versions) leaves `out`'s
-// value; a bad one is an offgen::Error naming the file and the field.
+// value; a bad one is an offgen::Error naming the file and the field. Also an error: a file that
+// is not a plan (a "kind" other than kPlanKind; neither "kind" nor "batch_size"), a plan made for
+// a model of another shape than out.model (its "model_config"), and a plan whose memory exceeds
+// out.budgets where they are set (--gpu-mem, --cpu-mem).
 void apply_plan_file(const std::string& path, EngineOptions& out);
 // Writes a plan's placement into engine options.
 void apply_plan(const Plan& plan, EngineOptions& out);
@@ -92,8 +102,9 @@ void add_block_seconds_flag(CLI::App& cmd, double& block_seconds);
 void add_sampling_flags(CLI::App& cmd, float& temperature, int& top_k, float& top_p);
 
 // After `app` is parsed, sets options.placement to `planned` when none of --plan,
-// --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu, --cpu-attention and `also` (flags
-// that place sequences for this command, e.g. --batch-size) was given.
+// --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu, --cpu-attention, --activations-cpu
+// and `also` (flags that place sequences for this command, e.g. --batch-size) was given. Like
+// add_common_options, refuses a placement flag given beside --plan (CLI::ValidationError).
 void plan_unless_placed(CLI::App& app, CommonOptions& options, std::vector<std::string> also = {});
 
 // Where `offgen calibrate` caches a device's profile: $XDG_CACHE_HOME/offgen/profile-<device>.json,
@@ -147,6 +158,7 @@ struct ScoreOptions {
   bool resume = false;
   bool overwrite = false;
   int prefill_tokens = 0;
+  int truncate = 0;  // > 0: a longer text is cut to its first `truncate` tokens (BOS included)
 };
 void add_score_command(CLI::App& app, ScoreOptions& options);
 int run_score(const ScoreOptions& options);

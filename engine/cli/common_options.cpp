@@ -1,5 +1,6 @@
 #include "engine/cli/commands.h"
 
+#include <spdlog/spdlog.h>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -44,6 +45,16 @@ const CLI::Validator kProbability = number_validator(
 
 OptConfig model_config(const std::string& model) {
   return resolve_model_name(model, BareConfigName::refused).config();
+}
+
+nlohmann::ordered_json plan_model_config(const OptConfig& config) {
+  return {{"num_hidden_layers", config.num_layers},
+          {"hidden_size", config.hidden_size},
+          {"num_attention_heads", config.num_heads},
+          {"ffn_dim", config.ffn_dim},
+          {"vocab_size", config.vocab_size},
+          {"max_position_embeddings", config.max_position_embeddings},
+          {"word_embed_proj_dim", config.word_embed_proj_dim}};
 }
 
 CommonOptions CommonOptions::measuring() {
@@ -93,6 +104,74 @@ void plan_field(const nlohmann::json& plan, const std::string& path, const char*
 
 }  // namespace
 
+namespace {
+
+// "layers 24, hidden 2048, ..." from a plan's model_config, for messages.
+std::string describe_shape(const nlohmann::json& shape) {
+  if (!shape.is_object()) return std::string(shape.type_name());
+  std::vector<std::string> fields;
+  for (const auto& [key, value] : shape.items()) {
+    fields.push_back(key + " " + (value.is_primitive() ? value.dump() : value.type_name()));
+  }
+  return fmt::format("{}", fmt::join(fields, ", "));
+}
+
+// The plan was made for --model's shape: an error naming the model it was planned for otherwise.
+void check_plan_model(const nlohmann::json& plan, const std::string& path,
+                      const std::string& model) {
+  if (!plan.contains("model_config")) {
+    spdlog::warn(
+        "--plan {} does not say which model it was planned for (written by hand or by an older "
+        "offgen), so that is not checked; `offgen plan --output` writes one that does",
+        path);
+    return;
+  }
+  const nlohmann::json wanted = plan_model_config(model_config(model));
+  if (plan.at("model_config") == wanted) return;
+  const std::string planned_for = plan.contains("model") && plan.at("model").is_string()
+                                      ? plan.at("model").get<std::string>()
+                                      : std::string("another model");
+  fail(
+      "--plan {} was planned for --model {} ({}), not for this --model {} ({}): plan again with "
+      "`offgen plan --model {} ... --output {}`",
+      path, planned_for, describe_shape(plan.at("model_config")), model, describe_shape(wanted),
+      model, path);
+}
+
+// The memory the plan needs fits the budgets given (--gpu-mem, --cpu-mem); budgets left to the
+// device's defaults are checked when the model loads.
+void check_plan_budgets(const nlohmann::json& plan, const std::string& path,
+                        const DeviceBudgets& budgets) {
+  struct Tier {
+    const char* needed;
+    const char* planned_under;
+    std::uint64_t budget;
+    const char* flag;
+    const char* what;
+  };
+  for (const Tier& tier :
+       {Tier{"gpu_bytes", "gpu_budget_bytes", budgets.gpu, "--gpu-mem", "on the gpu tier"},
+        Tier{"pinned_bytes", "pinned_budget_bytes", budgets.pinned, "--cpu-mem",
+             "of pinned memory"}}) {
+    if (tier.budget == 0 || !plan.contains(tier.needed)) continue;
+    const std::optional<std::uint64_t> needed = json_integer<std::uint64_t>(plan.at(tier.needed));
+    OFFGEN_CHECK(needed.has_value(), "--plan {}: '{}' must be a byte count", path, tier.needed);
+    if (*needed <= tier.budget) continue;
+    const std::optional<std::uint64_t> under =
+        plan.contains(tier.planned_under) ? json_integer<std::uint64_t>(plan.at(tier.planned_under))
+                                          : std::nullopt;
+    fail(
+        "--plan {} needs {} {}{}, more than {} {} gives: plan again under this {} (`offgen plan "
+        "... {} {} --output {}`), or raise {}",
+        path, format_bytes(*needed), tier.what,
+        under ? fmt::format(" (it was planned under {} {})", tier.flag, format_bytes(*under))
+              : std::string(),
+        tier.flag, format_bytes(tier.budget), tier.flag, tier.flag, tier.budget, path, tier.flag);
+  }
+}
+
+}  // namespace
+
 void apply_plan_file(const std::string& path, EngineOptions& out) {
   std::ifstream in(path);
   OFFGEN_CHECK(in.good(), "--plan {}: cannot read it (write one with `offgen plan --output`)",
@@ -104,6 +183,22 @@ void apply_plan_file(const std::string& path, EngineOptions& out) {
     fail("--plan {}: not a plan file: {}", path, e.what());
   }
   OFFGEN_CHECK(plan.is_object(), "--plan {}: not a plan file (expected a JSON object)", path);
+  // Files from `offgen plan` say what they are; older ones and hand-written ones at least carry
+  // the batch size (a profile or a bench result passed as --plan has neither).
+  if (plan.contains("kind")) {
+    OFFGEN_CHECK(plan.at("kind") == kPlanKind,
+                 "--plan {}: not a plan file: its 'kind' is {}, and `offgen plan --output` "
+                 "writes \"{}\"",
+                 path, plan.at("kind").is_string() ? plan.at("kind").dump() : "not a string",
+                 kPlanKind);
+  } else {
+    OFFGEN_CHECK(plan.contains("batch_size"),
+                 "--plan {}: not a plan file: it has neither 'kind' nor 'batch_size' (write one "
+                 "with `offgen plan --output`; a machine profile goes to --profile)",
+                 path);
+  }
+  check_plan_model(plan, path, out.model);
+  check_plan_budgets(plan, path, out.budgets);
   auto positive = [](auto v) { return v >= 1; };
   auto percent = [](double v) { return v >= 0.0 && v <= 100.0; };
   int batch = out.max_batch;
@@ -157,12 +252,38 @@ void add_output_mode_flags(CLI::App& cmd, bool& resume, bool& overwrite,
       ->excludes(resume_flag);
 }
 
+namespace {
+
+// The placement flags but --batch-size, which places a run for generate and score only (bench's
+// rows are blocks of their --batch).
+const std::vector<std::string> kPlacementFlags = {"--num-gpu-batches", "--weights-gpu",
+                                                  "--weights-cpu",     "--kv-gpu",
+                                                  "--cpu-attention",   "--activations-cpu"};
+
+// After parsing: a placement flag beside --plan is a usage error naming it (the plan would
+// silently replace it). A plan sets --batch-size too.
+void refuse_placement_beside_plan(const CLI::App& app) {
+  if (app.count("--plan") == 0) return;
+  std::vector<std::string> flags = {"--batch-size"};
+  flags.insert(flags.end(), kPlacementFlags.begin(), kPlacementFlags.end());
+  for (const std::string& flag : flags) {
+    if (app.count(flag) == 0) continue;
+    throw CLI::ValidationError(fmt::format(
+        "{} cannot be given with --plan: the plan file sets the whole placement ({}). Drop {} to "
+        "run the plan as it is, or drop --plan and place the run with flags",
+        flag, fmt::join(flags, ", "), flag));
+  }
+}
+
+}  // namespace
+
 void plan_unless_placed(CLI::App& app, CommonOptions& options, std::vector<std::string> also) {
-  std::vector<std::string> flags = {"--plan",           "--num-gpu-batches", "--weights-gpu",
-                                    "--weights-cpu",    "--kv-gpu",          "--cpu-attention",
-                                    "--activations-cpu"};
+  std::vector<std::string> flags = {"--plan"};
+  flags.insert(flags.end(), kPlacementFlags.begin(), kPlacementFlags.end());
   flags.insert(flags.end(), also.begin(), also.end());
+  // Replaces add_common_options' callback, so it refuses what that one refuses.
   app.callback([&app, &options, flags] {
+    refuse_placement_beside_plan(app);
     std::size_t given = 0;
     for (const std::string& flag : flags) given += app.count(flag);
     options.placement = given == 0 ? Placement::planned : Placement::as_given;
@@ -277,9 +398,10 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
   app.add_option("--disk", options.disk,
                  "folder for weights on the disk tier (read back with direct, aligned reads)");
   app.add_option("--plan", options.plan,
-                 "plan file written by `offgen plan --output`: its placement replaces "
-                 "--batch-size, --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu and "
-                 "--cpu-attention");
+                 "plan file written by `offgen plan --output`: it sets the placement, so "
+                 "--batch-size, --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu, "
+                 "--cpu-attention and --activations-cpu cannot be given with it; it must be "
+                 "planned for this --model and fit --gpu-mem / --cpu-mem");
   app.add_option("--profile", options.profile,
                  "machine profile from `offgen calibrate` for the planner and predictions "
                  "(default: the profile calibrate cached for this device, else a quick "
@@ -299,6 +421,8 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
   app.add_option("--sinks", options.sinks, "streaming: attention-sink tokens kept from the start")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  // plan_unless_placed replaces this callback with one that refuses the same.
+  app.callback([&app] { refuse_placement_beside_plan(app); });
 }
 
 }  // namespace offgen::cli

@@ -4,10 +4,14 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "bench/compare.h"
 #include "bench/report.h"
+#include "engine/cli/batch_job.h"
 #include "engine/cli/jsonl.h"
 #include "engine/cli/request_fields.h"
 #include "engine/core/error.h"
@@ -58,10 +62,10 @@ std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options,
       problem = "the line has neither a 'text' string nor 'token_ids'";
     }
     OFFGEN_CHECK(problem.empty(), "--eval {} line {}: {}", options.eval, line.line_number, problem);
-    if (static_cast<int>(request.tokens.size()) > config.max_position_embeddings) {
+    if (const std::size_t before =
+            truncate_tokens(request.tokens, config.max_position_embeddings)) {
       spdlog::info("--eval line {}: {} tokens, cut to the model's {} positions", line.line_number,
-                   request.tokens.size(), config.max_position_embeddings);
-      request.tokens.resize(static_cast<std::size_t>(config.max_position_embeddings));
+                   before, config.max_position_embeddings);
     }
     OFFGEN_CHECK(static_cast<int>(request.tokens.size()) > options.prefill_tokens + 1,
                  "--eval {} line {}: {} tokens leave nothing after --prefill-tokens {}",
@@ -70,6 +74,25 @@ std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options,
   }
   OFFGEN_CHECK(!texts.empty(), "--eval {} has no texts", options.eval);
   return texts;
+}
+
+// An --output folder that holds anything is refused unless --overwrite, before any work: a
+// second run must not replace a report that took hours. A file of that name is refused always.
+void check_report_folder(const fs::path& folder, bool overwrite) {
+  std::error_code ec;
+  if (!fs::exists(folder, ec)) return;
+  OFFGEN_CHECK(fs::is_directory(folder, ec), "--output {} is a file, not a report folder",
+               folder.string());
+  if (overwrite || fs::is_empty(folder, ec)) return;
+  std::vector<std::string> names;
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder, ec)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  fail(
+      "--output {} already holds a report ({}); add --overwrite to replace it, or give another "
+      "--output",
+      folder.string(), fmt::join(names, ", "));
 }
 
 }  // namespace
@@ -118,10 +141,17 @@ void add_compare_command(CLI::App& app, CompareCommandOptions& options) {
   cmd->add_option("--kv-mem", options.kv_mem,
                   "KV memory the largest-batch column sizes against, e.g. 16GiB (default: the "
                   "gpu tier left after the weights)");
-  cmd->add_option("--output", options.output, "report folder")->capture_default_str();
+  cmd->add_option("--output", options.output,
+                  "report folder; results.json and report.md are rewritten after every cell, so "
+                  "an interrupted run keeps the cells that finished")
+      ->capture_default_str();
+  cmd->add_flag("--overwrite", options.overwrite,
+                "write the report into an --output folder that already holds files (without it, "
+                "such a folder is an error, so no earlier report is lost)");
 }
 
 int run_compare(const CompareCommandOptions& options) {
+  check_report_folder(options.output, options.overwrite);
   bench::CompareOptions compare;
   compare.base = options.common.engine_options();
   for (const std::string& policy : options.policies) {
@@ -136,11 +166,25 @@ int run_compare(const CompareCommandOptions& options) {
   if (!options.kv_mem.empty()) compare.kv_memory = parse_bytes(options.kv_mem);
   if (!options.eval.empty()) compare.eval = read_eval(options, compare.base.model);
 
-  const bench::CompareResult result = bench::run_compare(
-      compare, [](std::size_t done, std::size_t total, const bench::CompareCell& cell) {
-        spdlog::info("compare: {}/{} done ({} at budget {:g}{})", done, total,
-                     policy_name(cell.policy), cell.budget,
-                     cell.error.empty() ? "" : ": " + cell.error);
+  Engine engine(compare.base);  // the whole grid runs on this one load of the model
+  bench::CompareResult result;
+  const int stopped = run_guarded(
+      engine,
+      [&] {
+        bench::run_compare(
+            compare, engine, result,
+            [&](std::size_t done, std::size_t total, const bench::CompareCell& cell) {
+              spdlog::info("compare: {}/{} done ({} at budget {:g}{})", done, total,
+                           policy_name(cell.policy), cell.budget,
+                           cell.error.empty() ? "" : ": " + cell.error);
+              bench::write_compare_tables(result, compare, options.output);
+            });
+      },
+      [&] {
+        return fmt::format(
+            "{} of {} cells are kept in {}, marked incomplete (add --overwrite to run the grid "
+            "again into that folder)",
+            result.cells.size(), result.cells_planned, options.output);
       });
   const bench::ReportFiles files =
       bench::write_compare_report(result, compare, options.output, plot_script());
@@ -148,7 +192,7 @@ int run_compare(const CompareCommandOptions& options) {
   fmt::print("\nreport: {}, {}, {}{}\n", files.results_json.string(), files.markdown.string(),
              files.html.string(),
              files.charts ? "" : fmt::format(" (no charts: {})", files.charts_note));
-  return 0;
+  return stopped >= 0 ? stopped : 0;
 }
 
 }  // namespace offgen::cli

@@ -25,6 +25,7 @@ struct CompareCommandOptions {
   int generated_tokens = 32;
   std::string kv_mem;
   std::string output = "compare-report";
+  bool overwrite = false;  // write into an --output folder that already holds something
 };
 void add_compare_command(CLI::App& app, CompareCommandOptions& options);
 int run_compare(const CompareCommandOptions& options);

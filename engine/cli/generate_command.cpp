@@ -54,11 +54,11 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
 int run_generate(const GenerateOptions& options) {
   check_input_file(options.input);
   const auto lines = read_jsonl(options.input);
-  // Fails now, not after the work, if the output cannot be written; a model that cannot be found
-  // fails before the output is touched.
-  check_output_folder(options.output);
+  // Fails now, not after the work, if the output cannot be written or read back (or is the
+  // input); a model that cannot be found fails before the output is touched.
+  const std::filesystem::path output = check_output_file(options.input, options.output);
   EngineOptions engine_options = options.common.engine_options();
-  ResumableJsonlWriter writer(options.output, existing_output(options.resume, options.overwrite),
+  ResumableJsonlWriter writer(output, existing_output(options.resume, options.overwrite),
                               record_index);
   // The requests are read before the model loads, so a planned placement fits the longest.
   const OptConfig config = model_config(engine_options.model);
@@ -202,8 +202,9 @@ int run_generate(const GenerateOptions& options) {
       },
       [&] {
         progress.finish();
-        return JobState{options.output, lines.size(),
-                        lines.size() - to_run.size() + writer.written(), writer.written()};
+        return resume_hint(JobState{options.output, lines.size(),
+                                    lines.size() - to_run.size() + writer.written(),
+                                    writer.written()});
       });
   if (stopped >= 0) return stopped;
   progress.finish();

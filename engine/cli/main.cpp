@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <new>
+#include <string>
 
 #include "engine/cli/commands.h"
 #include "engine/cli/compare_command.h"
@@ -12,11 +13,14 @@
 int main(int argc, char** argv) {
   CLI::App app{"offgen: batch inference for OPT language models on one device"};
   app.require_subcommand(1);
+  // OFFGEN_VERSION: the project's VERSION in CMakeLists.txt.
+  app.set_version_flag("--version", std::string("offgen ") + OFFGEN_VERSION,
+                       "print the version and exit");
   app.footer(
       "Exit codes: 0 every request succeeded; 2 the run completed but some requests got error "
-      "records; 1 the run failed (the message names the file or flag); 128 + N stopped by signal N "
-      "(130 SIGINT, 143 SIGTERM): the results written so far are kept, and the same command with "
-      "--resume answers the rest.");
+      "records; 1 the run failed or the command line is wrong (the message names the file or "
+      "flag); 128 + N stopped by signal N (130 SIGINT, 143 SIGTERM): the results written so far "
+      "are kept, and the same command with --resume answers the rest.");
   app.fallthrough();  // --log-level may also come after the subcommand
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
@@ -43,7 +47,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; a usage error exits 1 as documented, not with CLI11's own
+    // codes (105 and up).
+    return app.exit(e) == 0 ? 0 : 1;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
   try {

@@ -129,7 +129,11 @@ int run_plan(const PlanOptions& options) {
       "tokens/s\n",
       p.seconds, 1e3 * p.head_per_step, p.tokens_per_second);
   if (!options.output.empty()) {
-    nlohmann::ordered_json file = {{"model", common.model},
+    // "kind", "model_config" and the budgets let --plan check the file against the run
+    // (apply_plan_file).
+    nlohmann::ordered_json file = {{"kind", kPlanKind},
+                                   {"model", common.model},
+                                   {"model_config", plan_model_config(model)},
                                    {"device", opened.device->name()},
                                    {"profile_device", profile.device},
                                    {"prompt_len", options.prompt_len},

@@ -41,6 +41,13 @@ std::string read_text(const nlohmann::ordered_json& line, const std::string& key
   return {};
 }
 
+std::size_t truncate_tokens(std::vector<std::int32_t>& tokens, int limit) {
+  const std::size_t before = tokens.size();
+  if (limit < 0 || before <= static_cast<std::size_t>(limit)) return 0;
+  tokens.resize(static_cast<std::size_t>(limit));
+  return before;
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const EngineOptions& options) {
   namespace fs = std::filesystem;
   fs::path dir = options.tokenizer;

@@ -26,6 +26,11 @@ std::string read_text(const nlohmann::ordered_json& line, const std::string& key
                       std::string_view ids_key, const OptConfig& config, const Tokenizer* tokenizer,
                       std::string_view model, std::vector<std::int32_t>& out);
 
+// Cuts `tokens` to their first `limit` (BOS included) when there are more; returns how many there
+// were before, or 0 when nothing was cut. `score --truncate` and compare's --eval texts (at the
+// model's positions) cut by this one rule.
+std::size_t truncate_tokens(std::vector<std::int32_t>& tokens, int limit);
+
 // The tokenizer a run of these options uses (--tokenizer, else the checkpoint directory's
 // vocab.json + merges.txt), loaded without the model; null when there is none.
 std::unique_ptr<Tokenizer> load_tokenizer(const EngineOptions& options);

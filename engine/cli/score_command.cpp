@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "engine/cli/batch_format.h"
@@ -52,16 +53,22 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
                   "steps through the KV cache (0 = the whole text as prefill)")
       ->check(kNonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--truncate,--max-len", options.truncate,
+                  "cut a text longer than N tokens to its first N (BOS included), as compare cuts "
+                  "its --eval texts at the model's positions; its record says "
+                  "\"truncated_from\": the length before (default: a text longer than the "
+                  "model's positions is an error)")
+      ->check(kPositiveInteger);
 }
 
 int run_score(const ScoreOptions& options) {
   check_input_file(options.input);
   const auto lines = read_jsonl(options.input);
-  // Fails now, not after the work, if the output cannot be written; a model that cannot be found
-  // fails before the output is touched.
-  check_output_folder(options.output);
+  // Fails now, not after the work, if the output cannot be written or read back (or is the
+  // input); a model that cannot be found fails before the output is touched.
+  const std::filesystem::path output = check_output_file(options.input, options.output);
   EngineOptions engine_options = options.common.engine_options();
-  ResumableJsonlWriter writer(options.output, existing_output(options.resume, options.overwrite),
+  ResumableJsonlWriter writer(output, existing_output(options.resume, options.overwrite),
                               record_index);
   // The texts are read before the model loads, so a planned placement fits the longest.
   const OptConfig config = model_config(engine_options.model);
@@ -69,11 +76,15 @@ int run_score(const ScoreOptions& options) {
 
   std::vector<ScoreRequest> parsed(lines.size());
   std::vector<std::string> problems(lines.size());
+  std::vector<std::size_t> truncated_from(lines.size());  // 0: not cut
   for (const JsonlLine& line : lines) {
     problems[line.index] = line.error;
     if (problems[line.index].empty()) {
       problems[line.index] = parse_request(line.value, config, tokenizer.get(),
                                            options.common.model, parsed[line.index]);
+    }
+    if (options.truncate > 0) {
+      truncated_from[line.index] = truncate_tokens(parsed[line.index].tokens, options.truncate);
     }
     // A rejected line runs with no tokens, which the engine rejects at once without work.
     if (!problems[line.index].empty()) parsed[line.index].tokens.clear();
@@ -166,8 +177,8 @@ int run_score(const ScoreOptions& options) {
               progress.add();
               // "index" first, then the input line's own keys, then the results.
               nlohmann::ordered_json record = {{"index", index}};
-              record.update(
-                  passthrough(lines[index].value, {"index", "text", "token_ids", "error"}));
+              record.update(passthrough(lines[index].value,
+                                        {"index", "text", "token_ids", "error", "truncated_from"}));
               const std::string& problem = problems[index].empty() ? result.error : problems[index];
               if (!problem.empty()) {
                 record["error"] =
@@ -191,6 +202,7 @@ int run_score(const ScoreOptions& options) {
                 }
               }
               record["token_ids"] = requests[k].tokens;
+              if (truncated_from[index] > 0) record["truncated_from"] = truncated_from[index];
               record["token_logprobs"] = std::move(logprobs);
               record["sum_logprob"] = sum;
               record["num_scored"] = scored;
@@ -204,8 +216,9 @@ int run_score(const ScoreOptions& options) {
       },
       [&] {
         progress.finish();
-        return JobState{options.output, lines.size(),
-                        lines.size() - to_run.size() + writer.written(), writer.written()};
+        return resume_hint(JobState{options.output, lines.size(),
+                                    lines.size() - to_run.size() + writer.written(),
+                                    writer.written()});
       });
   if (stopped >= 0) return stopped;
   progress.finish();

@@ -14,9 +14,8 @@ std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 
 constexpr char kStopping[] =
-    "\noffgen: stopping: unfinished requests of the batch in flight are dropped, every finished "
-    "result is kept "
-    "(a second signal quits at once)\n";
+    "\noffgen: stopping: the work in flight (a batch's unfinished requests, a bench row, a "
+    "compare cell) is dropped, every finished result is kept (a second signal quits at once)\n";
 
 extern "C" void on_stop_signal(int signal) {
   int none = 0;

@@ -1,10 +1,10 @@
-// Stopping a batch job cleanly on SIGINT, SIGTERM or SIGHUP. While a StopSignals is alive the
-// first such signal only sets a flag (async-signal-safe: an atomic, lock-free) and says on stderr
-// that the job is stopping; the job checks the flag between batches and decode steps, keeps every
-// result already written and exits with 128 + the signal's number. A second signal ends the
-// process at once, as if no handler were installed (the output may then end in a torn line, which
-// `--resume` cuts off). A signal that was ignored when the process started (nohup, a background
-// job of a non-interactive shell) stays ignored.
+// Stopping a job (generate, score, bench, compare) cleanly on SIGINT, SIGTERM or SIGHUP. While a
+// StopSignals is alive the first such signal only sets a flag (async-signal-safe: an atomic,
+// lock-free) and says on stderr that the job is stopping; the job checks the flag between batches
+// and decode steps, keeps every result already written and exits with 128 + the signal's number.
+// A second signal ends the process at once, as if no handler were installed (the output may then
+// end in a torn line, which `--resume` cuts off). A signal that was ignored when the process
+// started (nohup, a background job of a non-interactive shell) stays ignored.
 #pragma once
 
 #include <csignal>

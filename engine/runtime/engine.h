@@ -149,6 +149,9 @@ class Engine {
   // it returns true, generate and score stop there and throw Interrupted. Empty: never. Called
   // on the thread that runs generate / score; a signal handler's flag is the usual source.
   void set_interrupt_check(std::function<bool()> check) { interrupted_ = std::move(check); }
+  // Throws Interrupted when the interrupt check says stop. Drivers that run a BatchRunner
+  // themselves (bench's cases) call it between steps as generate and score do.
+  void check_interrupt() const;
 
   // What generate and score report while they work (either may be empty): the requests each
   // block starts with, and tokens as every step produces them (generated tokens; for score, the
@@ -208,8 +211,6 @@ class Engine {
   int policy_budget(int max_prompt, int max_new, int total_len) const;
   // The policy a batch with budget C runs (see effective_policy in policies/kv_budget.h).
   std::unique_ptr<KvPolicy> batch_policy(int budget) const;
-  // Throws Interrupted when the interrupt check says stop.
-  void check_interrupt() const;
   // The block sizes of one job (scheduler/block_sizer.h).
   BlockSizer job_sizer() const;
   // Before each block of a job: the interrupt check, then progress_.block_started.

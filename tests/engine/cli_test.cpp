@@ -12,6 +12,7 @@
 
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
+#include "tests/engine/cli_commands.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -301,6 +302,57 @@ TEST(ScoreCommand, ResumeKeepsScoredTextsAndRedoesTheRest) {
   }
 }
 
+// --truncate N cuts a longer text to its first N tokens (BOS included) and says so in its record;
+// the cut text scores as the same tokens given whole. Without it, a text longer than the model's
+// positions is an error.
+TEST(ScoreCommand, TruncateCutsLongerTextsToTheirFirstTokensAndSaysSo) {
+  test::TempDir dir;
+  nlohmann::json long_ids = nlohmann::json::array({2});
+  for (int i = 1; i < 70; ++i) long_ids.push_back(10 + i);  // the tiny model has 64 positions
+  nlohmann::json cut_ids = long_ids;
+  cut_ids.erase(cut_ids.begin() + 64, cut_ids.end());
+  std::string text(300, 'a');
+  for (std::size_t i = 0; i < text.size(); i += 3) text[i] = ' ';
+  test::write_file(dir.path() / "in.jsonl",
+                   nlohmann::json{{"token_ids", long_ids}, {"truncated_from", "x"}}.dump() +
+                       "\n{\"token_ids\": [2, 40, 50]}\n" + nlohmann::json{{"text", text}}.dump() +
+                       "\n");
+  test::write_file(dir.path() / "cut.jsonl", nlohmann::json{{"token_ids", cut_ids}}.dump() + "\n");
+  cli::ScoreOptions options;
+  options.common = tiny_model();
+  options.input = (dir.path() / "in.jsonl").string();
+  options.output = (dir.path() / "without.jsonl").string();
+  options.prefill_tokens = 8;
+  EXPECT_EQ(cli::run_score(options), 2);
+  const auto without = read_lines(options.output);
+  EXPECT_NE(without[0]["error"].get<std::string>().find("positions"), std::string::npos);
+
+  options.truncate = 64;
+  options.output = (dir.path() / "cut-by-score.jsonl").string();
+  ASSERT_EQ(cli::run_score(options), 0);
+  const auto lines = read_lines(options.output);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["token_ids"], cut_ids);
+  EXPECT_EQ(lines[0]["truncated_from"], 70);
+  EXPECT_EQ(lines[0]["num_scored"], 63);
+  EXPECT_FALSE(lines[1].contains("truncated_from"));
+  EXPECT_EQ(lines[1]["num_scored"], 2);
+  EXPECT_EQ(lines[2]["token_ids"].size(), 64u);
+  EXPECT_GT(lines[2]["truncated_from"].get<int>(), 64);
+
+  cli::ScoreOptions whole = options;
+  whole.truncate = 0;
+  whole.input = (dir.path() / "cut.jsonl").string();
+  whole.output = (dir.path() / "given-cut.jsonl").string();
+  ASSERT_EQ(cli::run_score(whole), 0);
+  EXPECT_EQ(read_lines(whole.output)[0]["token_logprobs"], lines[0]["token_logprobs"]);
+
+  // --max-len is the same flag.
+  test::CliCommands parsed;
+  parsed.parse("score --model m --input a --output b --max-len 12");
+  EXPECT_EQ(parsed.score.truncate, 12);
+}
+
 TEST(ScoreCommand, WritesLogprobsAndPerplexityAndErrors) {
   test::TempDir dir;
   test::write_file(dir.path() / "in.jsonl",
@@ -418,14 +470,7 @@ std::string write_profile(const std::filesystem::path& dir) {
   return path.string();
 }
 
-std::string error_of(const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
   test::TempDir dir;
@@ -453,6 +498,7 @@ TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
   EXPECT_TRUE(written["decode_layer_seconds"].contains("cpu_attention"));
 
   EngineOptions applied;
+  applied.model = "dummy:opt-125m";  // the plan's model
   cli::apply_plan_file(plan.output, applied);
   EXPECT_EQ(applied.max_batch, written["batch_size"].get<int>());
   EXPECT_EQ(applied.num_gpu_batches, written["num_gpu_batches"].get<int>());
@@ -492,12 +538,13 @@ TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
   // A bad field is named, with the file.
   const std::pair<const char*, const char*> bad[] = {
       {R"({"batch_size": 2, "kv_gpu_percent": 150})", "kv_gpu_percent"},
-      {R"({"cpu_attention": "yes"})", "cpu_attention"},
-      {R"({"num_gpu_batches": 0})", "num_gpu_batches"},
-      {R"({"weights_gpu_percent": 80, "weights_cpu_percent": 40})", "weights_cpu_percent"},
+      {R"({"batch_size": 2, "cpu_attention": "yes"})", "cpu_attention"},
+      {R"({"batch_size": 2, "num_gpu_batches": 0})", "num_gpu_batches"},
+      {R"({"batch_size": 2, "weights_gpu_percent": 80, "weights_cpu_percent": 40})",
+       "weights_cpu_percent"},
       // 2^32 + 1 and 2^64 - 1 must not wrap to a valid count.
       {R"({"batch_size": 4294967297})", "batch_size"},
-      {R"({"num_gpu_batches": 18446744073709551615})", "num_gpu_batches"},
+      {R"({"batch_size": 2, "num_gpu_batches": 18446744073709551615})", "num_gpu_batches"},
       {R"({"batch_size": -4294967295})", "batch_size"},
       {R"({"batch_size": 1e400})", "not a plan file"}};
   for (const auto& [text, field] : bad) {
@@ -516,6 +563,106 @@ TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
   const std::string what = error_of([&] { cli::apply_plan_file(deep.string(), ignored); });
   EXPECT_NE(what.find("'batch_size' must be an integer >= 1 (got array)"), std::string::npos)
       << what;
+}
+
+// A plan file is checked against the run before any work: that it is a plan at all, that it was
+// planned for a model of --model's shape (else it names the model it was for), and that its
+// memory fits --gpu-mem / --cpu-mem when they are given (else it names both).
+TEST(PlanCommands, APlanFileMustBeAPlanForThisModelWithinTheseBudgets) {
+  test::TempDir dir;
+  cli::PlanOptions plan;
+  plan.common.model = "opt-125m";
+  plan.common.device = "cpu";
+  plan.common.gpu_mem = "200MiB";
+  plan.common.cpu_mem = "4GiB";
+  plan.common.profile = write_profile(dir.path());
+  plan.prompt_len = 128;
+  plan.gen_len = 8;
+  plan.output = (dir.path() / "plan.json").string();
+  ASSERT_EQ(cli::run_plan(plan), 0);
+  const auto written = nlohmann::json::parse(std::ifstream(plan.output));
+  EXPECT_EQ(written["kind"], cli::kPlanKind);
+  EXPECT_EQ(written["model_config"]["hidden_size"], 768);
+
+  // The same model by another name, within the budgets it was planned under: accepted.
+  for (const char* model : {"opt-125m", "dummy:opt-125m"}) {
+    cli::CommonOptions same = cli::CommonOptions::measuring();
+    same.model = model;
+    same.plan = plan.output;
+    same.gpu_mem = "200MiB";
+    same.cpu_mem = "4GiB";
+    EXPECT_EQ(error_of([&] { same.engine_options(); }), "") << model;
+    same.gpu_mem.clear();  // the device's default: checked when the model loads
+    same.cpu_mem.clear();
+    EXPECT_EQ(error_of([&] { same.engine_options(); }), "") << model;
+  }
+
+  cli::CommonOptions run = cli::CommonOptions::measuring();
+  run.model = "opt-125m";
+  run.plan = plan.output;
+  std::string what;
+  // Another model.
+  run.model = "opt-350m";
+  what = error_of([&] { run.engine_options(); });
+  EXPECT_NE(what.find("--plan " + plan.output + " was planned for --model opt-125m ("),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("not for this --model dummy:opt-350m"), std::string::npos) << what;
+  EXPECT_NE(what.find("hidden_size 1024"), std::string::npos) << what;
+  run.model = tiny_model().model;
+  EXPECT_NE(error_of([&] { run.engine_options(); }).find("was planned for --model opt-125m"),
+            std::string::npos);
+  // Budgets smaller than the plan needs.
+  run.model = "opt-125m";
+  run.gpu_mem = "100MiB";
+  what = error_of([&] { run.engine_options(); });
+  EXPECT_NE(what.find("on the gpu tier (it was planned under --gpu-mem 200.00 MiB), more than "
+                      "--gpu-mem 100.00 MiB gives"),
+            std::string::npos)
+      << what;
+  run.gpu_mem.clear();
+  run.cpu_mem = "1MiB";
+  what = error_of([&] { run.engine_options(); });
+  EXPECT_NE(what.find("of pinned memory (it was planned under --cpu-mem 4.00 GiB), more than "
+                      "--cpu-mem 1.00 MiB gives"),
+            std::string::npos)
+      << what;
+  run.cpu_mem.clear();
+
+  // Not a plan: a machine profile, another kind of file.
+  run.plan = write_profile(dir.path());
+  what = error_of([&] { run.engine_options(); });
+  EXPECT_NE(what.find("not a plan file: it has neither 'kind' nor 'batch_size'"), std::string::npos)
+      << what;
+  test::write_file(dir.path() / "other.json", R"({"kind": "offgen profile", "batch_size": 2})");
+  run.plan = (dir.path() / "other.json").string();
+  what = error_of([&] { run.engine_options(); });
+  EXPECT_NE(what.find("not a plan file: its 'kind' is \"offgen profile\""), std::string::npos)
+      << what;
+}
+
+// A placement flag given beside --plan is a usage error naming it, for every command that takes
+// --plan (the plan once replaced it without a word).
+TEST(PlanCommands, APlacementFlagBesidePlanIsAUsageErrorNamingIt) {
+  for (const std::string command : {"generate --model m --input a --output b",
+                                    "score --model m "
+                                    "--input a --output b",
+                                    "bench", "compare --model m", "plan"}) {
+    for (const std::string flag :
+         {"--batch-size 4", "--num-gpu-batches 2", "--weights-gpu 50", "--weights-cpu 50",
+          "--kv-gpu 50", "--cpu-attention", "--activations-cpu"}) {
+      test::CliCommands commands;
+      const std::string line = command + " --plan p.json " + flag;
+      try {
+        commands.parse(line);
+        ADD_FAILURE() << line << " was accepted";
+      } catch (const CLI::ValidationError& e) {
+        const std::string name = flag.substr(0, flag.find(' '));
+        EXPECT_EQ(std::string(e.what()).rfind(name + " cannot be given with --plan", 0), 0u)
+            << e.what();
+      }
+    }
+  }
 }
 
 TEST(PlannedRuns, GenerateWithoutPlacementFlagsPlansAndMatchesTheResidentRun) {
@@ -605,28 +752,18 @@ TEST(GenerateCommand, AnOutputWithResultsIsKeptUnlessOverwriteOrResumeIsGiven) {
 
   for (const char* command : {"generate --model m --input a --output b --resume --overwrite",
                               "score --model m --input a --output b --overwrite --resume"}) {
-    CLI::App app;
-    cli::GenerateOptions generate;
-    cli::ScoreOptions score;
-    cli::add_generate_command(app, generate);
-    cli::add_score_command(app, score);
-    EXPECT_THROW(app.parse(command, false), CLI::ExcludesError) << command;
+    test::CliCommands commands;
+    EXPECT_THROW(commands.parse(command), CLI::ExcludesError) << command;
   }
 }
 
 TEST(PlannedRuns, TheCliPlansOnlyWithoutPlanOrPlacementFlags) {
   auto placement = [](const std::string& command) {
-    CLI::App app;
-    cli::GenerateOptions generate;
-    cli::ScoreOptions score;
-    cli::BenchOptions bench;
-    cli::add_generate_command(app, generate);
-    cli::add_score_command(app, score);
-    cli::add_bench_command(app, bench);
-    app.parse(command, false);
-    if (app.got_subcommand("generate")) return generate.common.placement;
-    if (app.got_subcommand("score")) return score.common.placement;
-    return bench.common.placement;
+    test::CliCommands commands;
+    commands.parse(command);
+    if (commands.app.got_subcommand("generate")) return commands.generate.common.placement;
+    if (commands.app.got_subcommand("score")) return commands.score.common.placement;
+    return commands.bench.common.placement;
   };
   using cli::Placement;
   EXPECT_EQ(placement("generate --model m --input a --output b"), Placement::planned);

@@ -1,14 +1,20 @@
-// offgen compare end to end on the tiny checkpoint: the grid runs, and the report folder holds
-// results.json, report.md and report.html (with charts where python3-matplotlib is installed).
+// offgen compare end to end on the tiny checkpoint: the grid runs on one load of the model, and the
+// report folder holds results.json, report.md and report.html (with charts where
+// python3-matplotlib is installed), the cells that finished when it is interrupted, and is not
+// replaced by a second run without --overwrite.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
 #include "engine/cli/compare_command.h"
+#include "engine/core/error.h"
+#include "tests/engine/offgen_process.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
@@ -22,6 +28,20 @@ std::string read_all(const std::filesystem::path& path) {
   return s.str();
 }
 
+// The options of a small grid on the tiny checkpoint, its report in dir/report.
+cli::CompareCommandOptions small_grid(const std::filesystem::path& dir) {
+  cli::CompareCommandOptions options;
+  options.common.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.common.device = "cpu";
+  options.policies = {"h2o", "local"};
+  options.budgets = {0.5, 6};
+  options.batch = 2;
+  options.prompt_len = 16;
+  options.gen_len = 4;
+  options.output = (dir / "report").string();
+  return options;
+}
+
 TEST(CompareCommand, WritesTheThreeReportFilesForTheWholeGrid) {
   test::TempDir dir;
   const auto eval = dir.path() / "eval.jsonl";
@@ -31,19 +51,11 @@ TEST(CompareCommand, WritesTheThreeReportFilesForTheWholeGrid) {
   }
   test::write_file(eval, lines);
 
-  cli::CompareCommandOptions options;
-  options.common.model = (test::data_dir() / "golden" / "tiny-preln").string();
-  options.common.device = "cpu";
-  options.policies = {"h2o", "local"};
-  options.budgets = {0.5, 6};
-  options.batch = 2;
-  options.prompt_len = 16;
-  options.gen_len = 4;
+  cli::CompareCommandOptions options = small_grid(dir.path());
   options.eval = eval.string();
   options.prefill_tokens = 3;
   options.prompt_tokens = 4;
   options.generated_tokens = 4;
-  options.output = (dir.path() / "report").string();
   ASSERT_EQ(cli::run_compare(options), 0);
 
   const auto results = nlohmann::json::parse(read_all(dir.path() / "report" / "results.json"));
@@ -75,6 +87,98 @@ TEST(CompareCommand, WritesTheThreeReportFilesForTheWholeGrid) {
   } else {
     EXPECT_NE(html.find("No charts"), std::string::npos);
   }
+}
+
+// A folder that already holds a report is refused before any work (here the model does not even
+// exist: the folder is checked first) and left as it was; --overwrite replaces the report; an
+// empty folder is fine.
+TEST(CompareCommand, AnExistingReportFolderIsRefusedUnlessOverwriteIsGiven) {
+  test::TempDir dir;
+  cli::CompareCommandOptions options = small_grid(dir.path());
+  test::write_file(dir.path() / "report" / "results.json", "{\"earlier\": true}\n");
+  test::write_file(dir.path() / "report" / "report.md", "earlier\n");
+  options.common.model = (dir.path() / "no-such-model").string();
+  const std::string what = test::error_of([&] { cli::run_compare(options); });
+  EXPECT_NE(what.find("--output " + options.output +
+                      " already holds a report (report.md, results.json); add --overwrite"),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(test::read_file(dir.path() / "report" / "results.json"), "{\"earlier\": true}\n");
+
+  options = small_grid(dir.path());
+  options.overwrite = true;
+  ASSERT_EQ(cli::run_compare(options), 0);
+  const auto results = nlohmann::json::parse(read_all(dir.path() / "report" / "results.json"));
+  EXPECT_EQ(results["cells"].size(), 5u);
+  EXPECT_EQ(results["complete"], true);
+
+  std::filesystem::create_directories(dir.path() / "empty");
+  options = small_grid(dir.path());
+  options.output = (dir.path() / "empty").string();
+  EXPECT_EQ(cli::run_compare(options), 0);
+  test::write_file(dir.path() / "a-file", "x");
+  options.output = (dir.path() / "a-file").string();
+  options.overwrite = true;
+  EXPECT_NE(
+      test::error_of([&] { cli::run_compare(options); }).find("is a file, not a report folder"),
+      std::string::npos);
+}
+
+// The grid runs on one load of the model: the engine's load line appears once for five cells
+// (each cell once built an engine of its own).
+TEST(CompareCommand, LoadsTheModelOnceForTheWholeGrid) {
+  test::TempDir dir;
+  const cli::CompareCommandOptions options = small_grid(dir.path());
+  const test::Finished run =
+      test::run_offgen({"compare", "--model", options.common.model, "--device", "cpu", "--policies",
+                        "h2o,local", "--budgets", "0.5,6", "--batch", "2", "--prompt-len", "16",
+                        "--gen-len", "4", "--output", options.output},
+                       dir.path() / "log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_EQ(test::count_of(run.output, "[info] model "), 1u) << run.output;
+  const auto results = nlohmann::json::parse(read_all(dir.path() / "report" / "results.json"));
+  EXPECT_EQ(results["cells"].size(), 5u);
+}
+
+// Ctrl-C in the middle of the grid: results.json and report.md hold the cells that finished
+// (rewritten after each one, whole at every moment), marked incomplete; the run exits 130.
+TEST(CompareCommand, AnInterruptKeepsTheFinishedCellsMarkedIncomplete) {
+  const std::filesystem::path model =
+      test::data_dir().parent_path().parent_path() / "models" / "opt-tiny-kjv-docs";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model;
+  test::TempDir dir;
+  const std::filesystem::path report = dir.path() / "report";
+  // 13 cells of a few hundred decode steps each: about a second a cell on a 2-core machine.
+  const pid_t pid =
+      test::start_offgen({"compare", "--model", model.string(), "--device", "cpu", "--policies",
+                          "local,h2o,streaming", "--budgets", "0.1,0.2,0.3,0.5", "--batch", "1",
+                          "--prompt-len", "16", "--gen-len", "400", "--output", report.string()},
+                         {dir.path() / "log"});
+  const std::size_t cells =
+      test::wait_for_json(report / "results.json",
+                          [](const nlohmann::json& results) {
+                            return results.is_object() && !results["cells"].empty();
+                          })["cells"]
+          .size();
+  ASSERT_GE(cells, 1u);
+  ::kill(pid, SIGINT);
+  const int status = test::wait_for(pid);
+  const std::string log = test::read_file(dir.path() / "log");
+  ASSERT_EQ(test::exit_code(status), 130) << log;
+  const auto results = nlohmann::json::parse(read_all(report / "results.json"));
+  const std::size_t kept = results["cells"].size();
+  EXPECT_GE(kept, cells);
+  EXPECT_LT(kept, 13u);
+  EXPECT_EQ(results["complete"], false);
+  EXPECT_EQ(results["cells_planned"], 13);
+  EXPECT_EQ(results["cells"][0]["policy"], "full");
+  const std::string counts = std::to_string(kept) + " of 13 cells";
+  EXPECT_NE(read_all(report / "report.md").find("**Incomplete**: " + counts + " finished"),
+            std::string::npos);
+  EXPECT_NE(read_all(report / "report.html").find("Incomplete"), std::string::npos);
+  EXPECT_NE(log.find("stopped by SIGINT: " + counts + " are kept in " + report.string()),
+            std::string::npos)
+      << log;
 }
 
 }  // namespace

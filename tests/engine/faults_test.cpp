@@ -6,11 +6,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -18,12 +17,12 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/cli/commands.h"
 #include "engine/cli/signals.h"
 #include "engine/core/error.h"
+#include "tests/engine/offgen_process.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -31,11 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-
-std::size_t count_lines(const fs::path& path) {
-  const std::string text = test::read_file(path);
-  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
-}
 
 // Every line of a finished output (each must be whole JSON).
 std::vector<Json> read_records(const fs::path& path) {
@@ -46,76 +40,12 @@ std::vector<Json> read_records(const fs::path& path) {
   return out;
 }
 
-struct ChildOptions {
-  fs::path log;                  // stdout and stderr go here
-  std::uint64_t file_limit = 0;  // > 0: RLIMIT_FSIZE, with SIGXFSZ ignored (writes fail: EFBIG)
-};
-
-// Starts the offgen binary with `args` in a child whose stop signals have their default action
-// (whatever the test runner ignores) and none blocked.
-pid_t start_offgen(const std::vector<std::string>& args, const ChildOptions& options) {
-  std::vector<std::string> all = {OFFGEN_CLI_BINARY};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int log = ::open(options.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  EXPECT_GE(log, 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGXFSZ}) ::signal(s, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (options.file_limit > 0) {
-      const rlimit limit = {options.file_limit, options.file_limit};
-      ::setrlimit(RLIMIT_FSIZE, &limit);
-      ::signal(SIGXFSZ, SIG_IGN);  // an ignored signal stays ignored across exec
-    }
-    ::dup2(log, STDOUT_FILENO);
-    ::dup2(log, STDERR_FILENO);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(log);
-  return pid;
-}
-
-// Waits for the child; a generous deadline (a loaded machine is slow), then it is killed.
-int wait_for(pid_t pid) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ADD_FAILURE() << "offgen did not finish in time";
-      return status;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return status;
-}
-
-// Waits until `path` has at least `lines` complete lines or the child ends; true in the first case.
-bool wait_for_lines(pid_t pid, const fs::path& path, std::size_t lines) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (count_lines(path) >= lines) return true;
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
-      ADD_FAILURE() << "offgen ended before writing " << lines << " lines";
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return false;
-}
-
-int exit_code(int status) {
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using test::ChildOptions;
+using test::count_lines;
+using test::exit_code;
+using test::start_offgen;
+using test::wait_for;
+using test::wait_for_lines;
 
 fs::path tiny_model() {
   return test::data_dir() / "golden" / "tiny-preln";
@@ -393,24 +323,121 @@ TEST(Faults, AFullOutputDiskUnderScoreIsResumedToo) {
   }
 }
 
-// An output on a device that is always full: the first write fails, naming the file and errno.
-TEST(Faults, WritingToAFullDeviceNamesTheFileAndTheReason) {
-  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  test::TempDir dir;
-  test::write_file(dir.path() / "in.jsonl", "{\"prompt_token_ids\": [2, 7]}\n");
-  cli::GenerateOptions options;
-  options.common.model = tiny_model().string();
-  options.common.device = "cpu";
-  options.input = (dir.path() / "in.jsonl").string();
-  options.output = "/dev/full";
-  try {
-    cli::run_generate(options);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("writing /dev/full failed: No space left on device"), std::string::npos)
-        << what;
+// The batch jobs of both commands, on the same input and output.
+struct BatchJobs {
+  cli::GenerateOptions generate;
+  cli::ScoreOptions score;
+
+  BatchJobs(const fs::path& input, const fs::path& output) {
+    generate.common.model = tiny_model().string();
+    generate.common.device = "cpu";
+    generate.input = input.string();
+    generate.output = output.string();
+    generate.max_tokens = 2;
+    score.common = generate.common;
+    score.input = generate.input;
+    score.output = generate.output;
   }
+  void set_output(const fs::path& output) { generate.output = score.output = output.string(); }
+  void set_overwrite(bool overwrite) { generate.overwrite = score.overwrite = overwrite; }
+  // The error each command ends with ("" when it does not fail).
+  std::vector<std::string> errors() {
+    std::vector<std::string> out;
+    for (const auto& run : std::vector<std::function<int()>>{[&] { return run_generate(generate); },
+                                                             [&] { return run_score(score); }}) {
+      try {
+        run();
+        out.emplace_back();
+      } catch (const Error& e) {
+        out.emplace_back(e.what());
+      }
+    }
+    return out;
+  }
+};
+
+// An output that is not a file (a pipe, a FIFO, a device) cannot be read back to put the results
+// in input order: refused before any work, saying to write to a file. Before, a FIFO without a
+// reader hung at open, `--output /dev/stdout | cat` hung in the ordering step reading its own
+// pipe, and /dev/full ran the whole job to fail at the first write.
+TEST(Faults, AnOutputThatCannotBeReadBackIsRefusedBeforeAnyWork) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "in.jsonl",
+                   "{\"prompt_token_ids\": [2, 7], \"token_ids\": [2, 7]}\n");
+  const fs::path fifo = dir.path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  int pipe_ends[2];
+  ASSERT_EQ(::pipe(pipe_ends), 0);
+  // What `--output /dev/stdout` names when stdout is a pipe.
+  const fs::path pipe_output = "/proc/self/fd/" + std::to_string(pipe_ends[1]);
+  const std::vector<std::pair<fs::path, std::string>> cases = {
+      {fifo, "is a pipe or FIFO, not a file"},
+      {pipe_output, "is a pipe or FIFO, not a file"},
+      {"/dev/null", "is a terminal or character device, not a file"},
+      {"/dev/full", "is a terminal or character device, not a file"}};
+  BatchJobs jobs(dir.path() / "in.jsonl", dir.path() / "unused");
+  for (const auto& [output, says] : cases) {
+    if (!fs::exists(output)) continue;
+    jobs.set_output(output);
+    for (const std::string& what : jobs.errors()) {
+      SCOPED_TRACE(output.string());
+      EXPECT_NE(what.find("--output " + output.string() + " " + says), std::string::npos) << what;
+      EXPECT_NE(what.find("Write to a file"), std::string::npos) << what;
+    }
+  }
+  ::close(pipe_ends[0]);
+  ::close(pipe_ends[1]);
+}
+
+// An --output that is the --input file, however it is spelled, is refused before any work, even
+// with --overwrite (which once replaced the requests with their answers) or --resume.
+TEST(Faults, AnOutputThatIsTheInputIsRefusedAndTheRequestsAreKept) {
+  test::TempDir dir;
+  const fs::path input = dir.path() / "in.jsonl";
+  const std::string requests = "{\"prompt_token_ids\": [2, 7], \"token_ids\": [2, 7]}\n";
+  test::write_file(input, requests);
+  fs::create_directories(dir.path() / "sub");
+  fs::create_symlink(input, dir.path() / "link.jsonl");
+  fs::create_hard_link(input, dir.path() / "hard.jsonl");
+  BatchJobs jobs(input, input);
+  for (const fs::path& output :
+       {input, dir.path() / "." / "in.jsonl", dir.path() / "sub" / ".." / "in.jsonl",
+        dir.path() / "link.jsonl", dir.path() / "hard.jsonl"}) {
+    SCOPED_TRACE(output.string());
+    jobs.set_output(output);
+    for (const bool overwrite : {true, false}) {
+      jobs.set_overwrite(overwrite);
+      jobs.generate.resume = jobs.score.resume = !overwrite;
+      for (const std::string& what : jobs.errors()) {
+        EXPECT_NE(what.find("--output " + output.string() + " is the --input file"),
+                  std::string::npos)
+            << what;
+      }
+      EXPECT_EQ(test::read_file(input), requests);
+    }
+  }
+}
+
+// An --output that is a link to a file: the results are put in order in that file, and the link
+// stays a link (the ordered copy once replaced the link with a file of its own).
+TEST(Faults, AnOutputThroughALinkOrdersTheFileItNames) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "in.jsonl",
+                   "{\"prompt_token_ids\": [2, 7], \"token_ids\": [2, 7]}\n"
+                   "{\"prompt_token_ids\": [2, 7, 9, 11], \"token_ids\": [2, 7, 9, 11]}\n");
+  fs::create_directories(dir.path() / "results");
+  const fs::path link = dir.path() / "out.jsonl";
+  fs::create_symlink(dir.path() / "results" / "out.jsonl", link);
+  BatchJobs jobs(dir.path() / "in.jsonl", link);
+  jobs.generate.common.batch_size = 1;
+  jobs.score.common.batch_size = 1;
+  jobs.set_overwrite(true);
+  ASSERT_EQ(jobs.errors(), std::vector<std::string>(2));
+  EXPECT_TRUE(fs::is_symlink(link));
+  const auto records = read_records(dir.path() / "results" / "out.jsonl");
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["index"], 0);
+  EXPECT_EQ(records[1]["index"], 1);
 }
 
 // The disk tier's folder fills up while the weights are written there at load: a clear error

@@ -11,6 +11,7 @@
 #include "engine/cli/commands.h"
 #include "engine/cli/compare_command.h"
 #include "engine/core/error.h"
+#include "tests/engine/cli_commands.h"
 #include "tests/support/hf_cache_fixture.h"
 #include "tests/support/test_support.h"
 
@@ -32,14 +33,8 @@ std::string error_of(const std::function<void()>& run) {
 TEST(ModelFlag, CommandsThatReportTextHaveNoDefaultModel) {
   for (const char* command :
        {"generate --input a --output b", "score --input a --output b", "compare --eval e"}) {
-    CLI::App app;
-    cli::GenerateOptions generate;
-    cli::ScoreOptions score;
-    cli::CompareCommandOptions compare;
-    cli::add_generate_command(app, generate);
-    cli::add_score_command(app, score);
-    cli::add_compare_command(app, compare);
-    EXPECT_THROW(app.parse(command, false), CLI::RequiredError) << command;
+    test::CliCommands commands;
+    EXPECT_THROW(commands.parse(command), CLI::RequiredError) << command;
   }
 }
 

@@ -7,6 +7,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "engine/core/error.h"
+
 namespace offgen::test {
 
 #if defined(__SANITIZE_THREAD__)
@@ -64,6 +66,23 @@ void write_file(const std::filesystem::path& path, const std::string& contents) 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string error_of(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++count;
+  }
+  return count;
 }
 
 }  // namespace offgen::test

@@ -1,7 +1,9 @@
 // Helpers shared by the test binaries.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -44,5 +46,11 @@ void write_file(const std::filesystem::path& path, const std::string& contents);
 
 // The whole file, bytes as they are ("" when it cannot be read).
 std::string read_file(const std::filesystem::path& path);
+
+// The message of the offgen::Error `run` throws ("" when it throws none).
+std::string error_of(const std::function<void()>& run);
+
+// How many times `what` occurs in `text`.
+std::size_t count_of(const std::string& text, const std::string& what);
 
 }  // namespace offgen::test
