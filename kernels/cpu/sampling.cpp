@@ -157,10 +157,13 @@ float select_threshold(std::vector<float>& values, double above, double target) 
 // tau, and only that bucket is selected from.
 constexpr int kBuckets = 1017;  // a weight in (0, 1] has bits <= 0x3F800000: bucket <= 1016
 
-// Calls f(i) for each id whose weight is above `floor`, in id order. A vectorised test per block
-// of kBlock skips blocks with none: with a trained model's peaked distribution nearly all of them.
-template <typename F>
-void for_each_above(const float* w, int vocab, float floor, const F& f) {
+// The ids whose weight is above `floor`, in id order, into s.candidates. A vectorised test per
+// block of kBlock skips blocks with none (with a trained model's peaked distribution, most);
+// inside a block the ids are compacted without a branch.
+void collect_above(const float* w, int vocab, float floor, Scratch& s) {
+  s.candidates.resize(static_cast<std::size_t>(vocab) + kBlock);
+  int* out = s.candidates.data();
+  std::size_t n = 0;
   for (int b0 = 0; b0 < vocab; b0 += kBlock) {
     const int b1 = std::min(vocab, b0 + kBlock);
     int hits = 0;
@@ -168,23 +171,27 @@ void for_each_above(const float* w, int vocab, float floor, const F& f) {
     for (int i = b0; i < b1; ++i) hits += w[i] > floor ? 1 : 0;
     if (hits == 0) continue;
     for (int i = b0; i < b1; ++i) {
-      if (w[i] > floor) f(i);
+      out[n] = i;
+      n += w[i] > floor ? 1 : 0;
     }
   }
+  s.candidates.resize(n);
 }
 
 // Also leaves the ids above the floor in s.candidates (id order): the kept set is among them.
 float top_p_threshold(const float* w, int vocab, float floor, double target, Scratch& s) {
+  collect_above(w, vocab, floor, s);
   // Four interleaved histograms: a flat distribution puts long runs into one bucket, and one
   // histogram would chain every add through the same memory slot.
   constexpr int kWays = 4;
   s.mass.assign(kWays * kBuckets, 0.0);
-  s.candidates.clear();
-  for_each_above(w, vocab, floor, [&](int i) {
-    const auto way = static_cast<std::size_t>(s.candidates.size() % kWays) * kBuckets;
-    s.mass[way + (std::bit_cast<std::uint32_t>(w[i]) >> 20)] += w[i];
-    s.candidates.push_back(i);
-  });
+  double* mass = s.mass.data();
+  const int* ids = s.candidates.data();
+  const std::size_t count = s.candidates.size();
+  for (std::size_t k = 0; k < count; ++k) {
+    const float v = w[ids[k]];
+    mass[(k % kWays) * kBuckets + (std::bit_cast<std::uint32_t>(v) >> 20)] += v;
+  }
   for (int b = 0; b < kBuckets; ++b) {
     const auto u = static_cast<std::size_t>(b);
     s.mass[u] += s.mass[u + kBuckets] + s.mass[u + 2 * kBuckets] + s.mass[u + 3 * kBuckets];
@@ -197,13 +204,14 @@ float top_p_threshold(const float* w, int vocab, float floor, double target, Scr
   if (bucket < 0) return std::numeric_limits<float>::denorm_min();  // rounding: keep all
   // Branch-free compaction: in a flat distribution a candidate is in the bucket at random.
   const auto wanted = static_cast<std::uint32_t>(bucket);
-  s.values.resize(s.candidates.size() + 1);
-  std::size_t count = 0;
-  for (int i : s.candidates) {
-    s.values[count] = w[i];
-    count += std::bit_cast<std::uint32_t>(w[i]) >> 20 == wanted ? 1 : 0;
+  s.values.resize(count + 1);
+  std::size_t in_bucket = 0;
+  for (std::size_t k = 0; k < count; ++k) {
+    const float v = w[ids[k]];
+    s.values[in_bucket] = v;
+    in_bucket += std::bit_cast<std::uint32_t>(v) >> 20 == wanted ? 1 : 0;
   }
-  s.values.resize(count);
+  s.values.resize(in_bucket);
   return select_threshold(s.values, above, target);
 }
 
