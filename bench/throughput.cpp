@@ -108,15 +108,10 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     for (std::size_t b = 0; b < prompts.size(); ++b) streams.emplace_back(seed + b);
     std::vector<kernels::SampleParams> sample(prompts.size());
     auto pick = [&] {
-      std::span<const std::int32_t> ids;
-      if (is_greedy(config.sampling)) {
-        ids = runner->greedy_tokens();
-      } else {
-        for (std::size_t b = 0; b < sample.size(); ++b) {
-          sample[b] = next_sample(config.sampling, streams[b]);
-        }
-        ids = runner->sampled_tokens(sample);
+      for (std::size_t b = 0; b < sample.size(); ++b) {
+        sample[b] = next_sample(config.sampling, streams[b]);
       }
+      const std::span<const std::int32_t> ids = runner->next_tokens(sample);
       std::copy(ids.begin(), ids.end(), next.begin());
     };
 

@@ -19,10 +19,6 @@ std::size_t bytes_of(std::int64_t count) {
   return static_cast<std::size_t>(count) * sizeof(T);
 }
 
-}  // namespace
-
-namespace {
-
 int largest_budget(const std::vector<std::unique_ptr<KvPolicy>>& policies) {
   int largest = 0;
   for (const auto& policy : policies) largest = std::max(largest, policy->budget());
@@ -499,20 +495,28 @@ void BatchRunner::head_of_newest_tokens(const Use& use) {
   }
 }
 
-std::span<const std::int32_t> BatchRunner::greedy_tokens() {
-  head_of_newest_tokens([&](int first, int n) {
-    ops_.argmax_rows(logits_.as<float>(), n, config_.vocab_size, picks_.as<std::int32_t>() + first);
-  });
+std::span<const std::int32_t> BatchRunner::read_picks() {
   device_.copy_async(host_picks_.data(), picks_.data(), bytes_of<std::int32_t>(batch_), compute_);
   sync();
   return {host_picks_.as<const std::int32_t>(), static_cast<std::size_t>(batch_)};
 }
 
-std::span<const std::int32_t> BatchRunner::sampled_tokens(
+std::span<const std::int32_t> BatchRunner::greedy_tokens() {
+  head_of_newest_tokens([&](int first, int n) {
+    ops_.argmax_rows(logits_.as<float>(), n, config_.vocab_size, picks_.as<std::int32_t>() + first);
+  });
+  return read_picks();
+}
+
+std::span<const std::int32_t> BatchRunner::next_tokens(
     std::span<const kernels::SampleParams> params) {
   OFFGEN_CHECK(params.size() == static_cast<std::size_t>(batch_),
-               "sampled_tokens needs one SampleParams per sequence ({} given for a batch of {})",
+               "next_tokens needs one SampleParams per sequence ({} given for a batch of {})",
                params.size(), batch_);
+  const bool all_greedy = std::all_of(params.begin(), params.end(), [](const auto& p) {
+    return p.temperature == 0.0f || p.top_k == 1;
+  });
+  if (all_greedy) return greedy_tokens();
   upload(sample_params_.data(), params.data(), bytes_of<kernels::SampleParams>(batch_));
   head_of_newest_tokens([&](int first, int n) {
     kernels::SampleRowsArgs args;
@@ -524,9 +528,7 @@ std::span<const std::int32_t> BatchRunner::sampled_tokens(
     args.vocab = config_.vocab_size;
     ops_.sample_rows(args);
   });
-  device_.copy_async(host_picks_.data(), picks_.data(), bytes_of<std::int32_t>(batch_), compute_);
-  sync();
-  return {host_picks_.as<const std::int32_t>(), static_cast<std::size_t>(batch_)};
+  return read_picks();
 }
 
 std::vector<float> BatchRunner::target_logprobs(std::span<const std::int32_t> targets) {

@@ -61,10 +61,10 @@ class BatchRunner {
   // After prefill() or decode(): each sequence's greedy next token (argmax of its logits, ties:
   // the lowest id), computed on the device so only the ids come back. Valid until the next call.
   std::span<const std::int32_t> greedy_tokens();
-  // After prefill() or decode(): each sequence's next token drawn by params[b] (greedy where its
-  // temperature is 0; kernels/sampling_args.h), on the device, so only the ids come back. Valid
-  // until the next call.
-  std::span<const std::int32_t> sampled_tokens(std::span<const kernels::SampleParams> params);
+  // After prefill() or decode(): each sequence's next token picked by params[b] (greedy where its
+  // temperature is 0; kernels/sampling_args.h), on the device, so only the ids come back: by
+  // argmax alone when every row is greedy, else by the sampler. Valid until the next call.
+  std::span<const std::int32_t> next_tokens(std::span<const kernels::SampleParams> params);
   // Ids that sampling never draws (a device mask of vocab bytes, 0 = never, or null = none
   // excluded): the model's rows that the tokenizer has no entry for. Must outlive the runner.
   void set_sampleable(const std::uint8_t* mask) { sampleable_ = mask; }
@@ -122,6 +122,8 @@ class BatchRunner {
   // of sequences at a time: use(first, n) follows each chunk with logits_ holding its rows.
   template <typename Use>
   void head_of_newest_tokens(const Use& use);
+  // Copies the picked ids back (waits for the device) and returns them.
+  std::span<const std::int32_t> read_picks();
   void sync();
 
   Device& device_;

@@ -241,6 +241,17 @@ std::vector<Result> run_in_batches(std::span<const Request> requests, BlockSizer
   return results;
 }
 
+// Tokens of a text that score runs as its prefill: the first prefill_tokens (0: all of them).
+int prefix_length(int prefill_tokens, int len) {
+  return prefill_tokens > 0 ? std::min(prefill_tokens, len) : len;
+}
+
+// Rows of a scoring pass that have a target (the tokens it scored).
+std::uint64_t scored_rows(std::span<const std::int32_t> targets) {
+  return static_cast<std::uint64_t>(
+      std::count_if(targets.begin(), targets.end(), [](std::int32_t t) { return t >= 0; }));
+}
+
 std::string check_ids(std::span<const std::int32_t> ids, const OptConfig& config) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= config.vocab_size) {
@@ -386,23 +397,16 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
   check_interrupt();
   runner->prefill(padded);
 
-  // Tokens are picked on the device and one id per sequence comes back each step: by argmax when
-  // the whole batch is greedy, else by the sampler, fed each sequence's own draw.
-  const bool greedy = std::all_of(indices.begin(), indices.end(), [&](std::size_t index) {
-    return is_greedy(requests[index].sampling);
-  });
+  // Tokens are picked on the device and one id per sequence comes back each step, each sampled
+  // sequence fed its own draw (a greedy one, or one that is done, takes none).
   std::vector<kernels::SampleParams> sample(indices.size());
   std::span<const std::int32_t> picks;
   auto read_step = [&](std::span<const std::uint8_t> active) {
-    if (greedy) {
-      picks = runner->greedy_tokens();
-      return;
-    }
     for (std::size_t b = 0; b < indices.size(); ++b) {
       sample[b] =
           active[b] ? next_sample(requests[indices[b]].sampling, rngs[b]) : kernels::SampleParams{};
     }
-    picks = runner->sampled_tokens(sample);
+    picks = runner->next_tokens(sample);
   };
 
   std::vector<std::uint8_t> active(indices.size(), 1);
@@ -447,7 +451,7 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
       [](const ScoreRequest& r) { return r.tokens.size(); },
       [&](const ScoreRequest& r) {
         const int len = static_cast<int>(r.tokens.size());
-        const int prefix = prefill_tokens > 0 ? std::min(prefill_tokens, len) : len;
+        const int prefix = prefix_length(prefill_tokens, len);
         return SequenceWork{static_cast<double>(len), std::max(1, len - prefix)};
       },
       [&](std::span<const std::size_t> batch, std::vector<ScoreResult>& results,
@@ -468,7 +472,7 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
   for (std::size_t index : indices) {
     const auto& tokens = requests[index].tokens;
     const int len = static_cast<int>(tokens.size());
-    const int prefix = prefill_tokens > 0 ? std::min(prefill_tokens, len) : len;
+    const int prefix = prefix_length(prefill_tokens, len);
     prefixes.emplace_back(tokens.begin(), tokens.begin() + prefix);
     lengths.push_back(len);
     // Teacher forcing feeds tokens prefix .. len-2; the last token is only ever a target.
@@ -498,8 +502,7 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
     }
   }
   std::vector<float> lp = runner->target_logprobs(targets);
-  report_tokens(static_cast<std::uint64_t>(
-      std::count_if(targets.begin(), targets.end(), [](std::int32_t t) { return t >= 0; })));
+  report_tokens(scored_rows(targets));
   for (int b = 0; b < batch; ++b) {
     const int prefix = padded.lengths[static_cast<std::size_t>(b)];
     const int pad = padded.seq - prefix;
@@ -534,8 +537,7 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
     check_interrupt();
     runner->decode(inputs, advancing);
     lp = runner->target_logprobs(step_targets);
-    report_tokens(static_cast<std::uint64_t>(std::count_if(step_targets.begin(), step_targets.end(),
-                                                           [](std::int32_t t) { return t >= 0; })));
+    report_tokens(scored_rows(step_targets));
     for (std::size_t b = 0; b < indices.size(); ++b) {
       if (step_targets[b] >= 0) {
         results[indices[b]].token_logprobs[static_cast<std::size_t>(padded.lengths[b] + step + 1)] =
