@@ -165,7 +165,7 @@ int run_score(const ScoreOptions& options);
 
 struct BenchOptions {
   CommonOptions common = CommonOptions::measuring();
-  // The embedded default: about a minute on a 2-core machine with dummy opt-125m.
+  // The embedded default: about 20 s on a 2-core machine with dummy opt-125m.
   std::vector<int> batches = {1, 8, 32};
   std::vector<int> prompt_lens = {128, 512};
   std::vector<int> gen_lens = {32};
