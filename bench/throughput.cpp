@@ -9,8 +9,8 @@
 #include "engine/core/error.h"
 #include "engine/core/units.h"
 #include "engine/runtime/batch_runner.h"
-#include "engine/runtime/planner.h"
 #include "scheduler/batch_formation.h"
+#include "scheduler/planner.h"
 
 namespace offgen::bench {
 

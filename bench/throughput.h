@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/cost_model.h"
 #include "engine/runtime/engine.h"
-#include "engine/runtime/kv_footprint.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/kv_footprint.h"
 
 namespace offgen::bench {
 

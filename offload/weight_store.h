@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "engine/device/device.h"
+#include "engine/model/model_weights.h"
 #include "engine/model/opt_config.h"
 #include "engine/model/weight_source.h"
 #include "offload/disk_file.h"
-#include "offload/model_weights.h"
 
 namespace offgen {
 

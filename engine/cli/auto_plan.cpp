@@ -9,11 +9,11 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "bench/calibrate.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
 #include "policies/kv_budget.h"
+#include "scheduler/calibrate.h"
 
 namespace offgen::cli {
 namespace {

@@ -3,11 +3,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "bench/calibrate.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
 #include "engine/runtime/engine.h"
+#include "scheduler/calibrate.h"
 
 namespace offgen::cli {
 

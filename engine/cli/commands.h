@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "engine/model/model_name.h"
-#include "engine/runtime/cost_model.h"
 #include "engine/runtime/engine.h"
-#include "engine/runtime/planner.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/planner.h"
 
 namespace offgen::cli {
 

@@ -8,7 +8,7 @@
 #include "engine/core/units.h"
 #include "engine/runtime/device_setup.h"
 #include "engine/runtime/engine.h"
-#include "engine/runtime/planner.h"
+#include "scheduler/planner.h"
 
 namespace offgen::cli {
 namespace {

@@ -21,17 +21,17 @@
 #include <vector>
 
 #include "engine/device/device.h"
+#include "engine/model/model_weights.h"
 #include "engine/model/opt_config.h"
-#include "engine/runtime/block_shape.h"
-#include "engine/runtime/host_activations.h"
-#include "engine/runtime/offloaded_kv.h"
-#include "engine/runtime/ops.h"
 #include "engine/runtime/scored_kv_state.h"
-#include "offload/model_weights.h"
+#include "kernels/ops.h"
+#include "offload/host_activations.h"
+#include "offload/offloaded_kv.h"
 #include "offload/weight_streamer.h"
 #include "policies/cache_slots.h"
 #include "policies/kv_policy.h"
 #include "scheduler/batch_formation.h"
+#include "scheduler/block_shape.h"
 
 namespace offgen {
 

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "engine/device/cpu_device.h"
-#include "engine/runtime/ops.h"
+#include "kernels/ops.h"
 
 namespace offgen {
 

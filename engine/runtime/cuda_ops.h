@@ -6,8 +6,8 @@
 #include <cuda_runtime_api.h>
 
 #include "engine/device/cuda_device.h"
-#include "engine/runtime/ops.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/ops.h"
 
 namespace offgen {
 

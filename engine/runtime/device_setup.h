@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "engine/device/device.h"
-#include "engine/runtime/ops.h"
+#include "kernels/ops.h"
 
 namespace offgen {
 

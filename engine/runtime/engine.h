@@ -13,15 +13,15 @@
 #include "engine/core/error.h"
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
-#include "engine/runtime/block_shape.h"
 #include "engine/runtime/device_setup.h"
-#include "engine/runtime/kv_footprint.h"
-#include "engine/runtime/ops.h"
 #include "engine/runtime/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "kernels/ops.h"
 #include "offload/weight_store.h"
 #include "policies/kv_policy.h"
+#include "scheduler/block_shape.h"
 #include "scheduler/block_sizer.h"
+#include "scheduler/kv_footprint.h"
 
 namespace offgen {
 

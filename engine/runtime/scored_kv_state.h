@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/device/device.h"
-#include "engine/runtime/ops.h"
+#include "kernels/ops.h"
 #include "policies/kv_policy.h"
 
 namespace offgen {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "engine/core/error.h"
-#include "engine/runtime/cost_model.h"
+#include "scheduler/cost_model.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,5 +1,5 @@
 // The trained checkpoint models/opt-tiny-kjv-docs on the cuda device against Hugging Face (the
-// fixture of tools/make_trained_golden.py, which tests/engine/trained_golden_test.cpp checks on
+// fixture of tools/make_trained_golden.py, which tests/runtime/trained_golden_test.cpp checks on
 // the cpu device): score log-probabilities as one prefill and through the KV cache, and greedy
 // tokens of a left-padded batch. Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -19,7 +19,7 @@
 namespace offgen {
 namespace {
 
-// Twice the cpu device's bounds (tests/engine/trained_golden_test.cpp; there the cpu device is
+// Twice the cpu device's bounds (tests/runtime/trained_golden_test.cpp; there the cpu device is
 // within 0.0018 nats of the fp32 reference, Hugging Face in fp16 within 0.0032): other summation
 // orders (cuBLASLt, tiled attention) round fp16 activations differently, not more coarsely.
 constexpr double kLogprobTolerance = 0.02;

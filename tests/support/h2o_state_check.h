@@ -2,7 +2,7 @@
 // decode steps on random inputs — quantised scores so ties are common, sequences that stop
 // advancing, prompts shorter and longer than the budget — and compares its state after every call
 // with the host-side truth: policies/h2o_policy.cpp's keep_after_prefill and victim. The cpu
-// kernels run it in test_engine; the cuda kernels in the gpu tests, through copying wrappers.
+// kernels run it in test_kernels; the cuda kernels in the gpu tests, through copying wrappers.
 #pragma once
 
 #include <gtest/gtest.h>

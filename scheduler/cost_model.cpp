@@ -1,4 +1,4 @@
-#include "engine/runtime/cost_model.h"
+#include "scheduler/cost_model.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "engine/runtime/block_shape.h"
+#include "scheduler/block_shape.h"
 
 #include <algorithm>
 #include <cmath>

@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "engine/model/opt_config.h"
-#include "engine/runtime/block_shape.h"
-#include "engine/runtime/cost_model.h"
-#include "engine/runtime/kv_footprint.h"
+#include "scheduler/block_shape.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/kv_footprint.h"
 
 namespace offgen {
 

@@ -7,7 +7,7 @@
 #include "engine/core/units.h"
 #include "engine/runtime/batch_runner.h"
 #include "engine/runtime/engine.h"
-#include "engine/runtime/planner.h"
+#include "scheduler/planner.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {

@@ -1,4 +1,4 @@
-#include "engine/runtime/offloaded_kv.h"
+#include "offload/offloaded_kv.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "engine/runtime/planner.h"
+#include "scheduler/planner.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "engine/core/half.h"
-#include "engine/runtime/host_activations.h"
-#include "engine/runtime/offloaded_kv.h"
 #include "offload/disk_file.h"
+#include "offload/host_activations.h"
+#include "offload/offloaded_kv.h"
 #include "offload/weight_store.h"
 
 namespace offgen {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/runtime/engine.h"
-#include "tests/engine/real_vocab_model.h"
+#include "tests/runtime/real_vocab_model.h"
 
 namespace offgen {
 namespace {

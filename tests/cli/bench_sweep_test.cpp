@@ -16,7 +16,7 @@
 #include "bench/rewritten_file.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
-#include "tests/engine/offgen_process.h"
+#include "tests/cli/offgen_process.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {

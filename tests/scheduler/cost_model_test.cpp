@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "engine/core/error.h"
-#include "engine/runtime/cost_model.h"
+#include "scheduler/cost_model.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {

@@ -1,4 +1,4 @@
-#include "engine/runtime/host_activations.h"
+#include "offload/host_activations.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "bench/calibrate.h"
+#include "scheduler/calibrate.h"
 
 #include <fmt/format.h>
 

@@ -21,7 +21,7 @@
 
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
-#include "engine/runtime/ops.h"
+#include "kernels/ops.h"
 
 namespace offgen {
 

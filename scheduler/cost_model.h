@@ -27,7 +27,7 @@
 #include <string>
 
 #include "engine/model/opt_config.h"
-#include "engine/runtime/block_shape.h"
+#include "scheduler/block_shape.h"
 
 namespace offgen {
 

@@ -6,8 +6,8 @@
 #include "bench/throughput.h"
 #include "engine/runtime/batch_runner.h"
 #include "engine/runtime/engine.h"
-#include "engine/runtime/kv_footprint.h"
 #include "policies/kv_budget.h"
+#include "scheduler/kv_footprint.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {

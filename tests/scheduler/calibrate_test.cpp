@@ -4,8 +4,8 @@
 #include <cmath>
 #include <set>
 
-#include "bench/calibrate.h"
 #include "engine/core/error.h"
+#include "scheduler/calibrate.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {

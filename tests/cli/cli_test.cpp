@@ -12,7 +12,7 @@
 
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
-#include "tests/engine/cli_commands.h"
+#include "tests/cli/cli_commands.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {

@@ -22,7 +22,7 @@
 #include "engine/cli/commands.h"
 #include "engine/cli/signals.h"
 #include "engine/core/error.h"
-#include "tests/engine/offgen_process.h"
+#include "tests/cli/offgen_process.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {

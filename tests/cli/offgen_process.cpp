@@ -1,4 +1,4 @@
-#include "tests/engine/offgen_process.h"
+#include "tests/cli/offgen_process.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -12,7 +12,7 @@
 #include "engine/core/units.h"
 #include "engine/runtime/batch_runner.h"
 #include "engine/runtime/engine.h"
-#include "engine/runtime/kv_footprint.h"
+#include "scheduler/kv_footprint.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/engine/offgen_process.h"
+#include "tests/cli/offgen_process.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {

@@ -11,7 +11,7 @@
 #include "engine/cli/commands.h"
 #include "engine/cli/compare_command.h"
 #include "engine/core/error.h"
-#include "tests/engine/cli_commands.h"
+#include "tests/cli/cli_commands.h"
 #include "tests/support/hf_cache_fixture.h"
 #include "tests/support/test_support.h"
 

@@ -1,9 +1,9 @@
-#include "engine/runtime/kv_footprint.h"
+#include "scheduler/kv_footprint.h"
 
 #include <algorithm>
 
 #include "engine/core/half.h"
-#include "engine/runtime/block_shape.h"
+#include "scheduler/block_shape.h"
 
 namespace offgen {
 

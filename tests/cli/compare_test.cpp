@@ -14,7 +14,7 @@
 
 #include "engine/cli/compare_command.h"
 #include "engine/core/error.h"
-#include "tests/engine/offgen_process.h"
+#include "tests/cli/offgen_process.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 

@@ -22,7 +22,7 @@
 
 #include "engine/core/half.h"
 #include "engine/device/device.h"
-#include "engine/runtime/block_shape.h"
+#include "scheduler/block_shape.h"
 
 namespace offgen {
 
