@@ -1,7 +1,8 @@
 // The ops of the OPT forward pass as the model issues them: asynchronous, on a device's compute
 // stream, over buffers of that device. One implementation per device kind (cpu_ops.h, and the
-// CUDA one) — the model code above never knows which. Semantics of each op: the kernel headers in
-// kernels/cpu/ and kernels/attention_args.h; the naive references in kernels/reference/.
+// CUDA one) — the model code above never knows which. Each op takes the argument struct its
+// kernels take; the struct's header (kernels/*_args.h) states the op's layouts and semantics, and
+// the naive references in kernels/reference/ spell them out.
 //
 // Every pointer is device memory of the Ops' device; calls only enqueue work (return immediately).
 #pragma once
@@ -9,10 +10,14 @@
 #include <cstdint>
 
 #include "engine/core/half.h"
-#include "kernels/activation.h"
 #include "kernels/attention_args.h"
+#include "kernels/embedding_args.h"
 #include "kernels/eviction_args.h"
+#include "kernels/kv_cache_args.h"
+#include "kernels/layer_norm_args.h"
+#include "kernels/linear_args.h"
 #include "kernels/sampling_args.h"
+#include "kernels/softmax_args.h"
 
 namespace offgen {
 
@@ -23,35 +28,23 @@ class Ops {
  public:
   virtual ~Ops() = default;
 
-  virtual void gather_rows(const Half* table, std::int64_t table_rows, int dim,
-                           const std::int32_t* ids, std::int64_t n, Half* out) = 0;
-  virtual void add_position_embeddings(Half* x, const Half* table, int dim,
-                                       const std::int32_t* positions, std::int64_t n,
-                                       int offset) = 0;
-  virtual void layer_norm(const Half* x, const Half* gamma, const Half* beta, Half* y,
-                          std::int64_t rows, int dim, float eps) = 0;
-  virtual void linear(const Half* x, const Half* weight, const Half* bias, Half* y, std::int64_t m,
-                      int n, int k, kernels::Activation activation) = 0;
+  virtual void gather_rows(const kernels::GatherRowsArgs& args) = 0;
+  virtual void add_position_embeddings(const kernels::PositionEmbeddingArgs& args) = 0;
+  virtual void layer_norm(const kernels::LayerNormArgs& args) = 0;
+  virtual void linear(const kernels::LinearArgs& args) = 0;
+  // y[i] += x[i] over n fp16 values (fp32 add, one rounding): the residual add.
   virtual void add_inplace(Half* y, const Half* x, std::int64_t n) = 0;
   virtual void prefill_attention(const kernels::PrefillAttentionArgs& args) = 0;
-  virtual void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
-                                int heads, int head_dim, Half* k_cache, Half* v_cache,
-                                int capacity) = 0;
-  virtual void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads,
-                         int head_dim, Half* k_cache, Half* v_cache, int capacity) = 0;
+  virtual void store_prefill_kv(const kernels::StorePrefillKvArgs& args) = 0;
+  virtual void append_kv(const kernels::AppendKvArgs& args) = 0;
   virtual void decode_attention(const kernels::DecodeAttentionArgs& args) = 0;
-  virtual void logits(const Half* x, const Half* embed, float* out, std::int64_t m, int vocab,
-                      int dim) = 0;
-  virtual void log_softmax(float* values, std::int64_t rows, int cols) = 0;
-  virtual void token_logprobs(const float* logits, const std::int32_t* targets, float* out,
-                              std::int64_t rows, int vocab) = 0;
+  virtual void logits(const kernels::LogitsArgs& args) = 0;
+  virtual void log_softmax(const kernels::LogSoftmaxArgs& args) = 0;
+  virtual void token_logprobs(const kernels::TokenLogprobsArgs& args) = 0;
 
-  // Greedy picks: out[r] = argmax of logits row r (ties: the lowest id), so a greedy step copies
+  // Token picks where the logits are, one id per row (kernels/sampling_args.h): a step copies
   // one id per sequence back to the host instead of the logits.
-  virtual void argmax_rows(const float* logits, std::int64_t rows, int vocab,
-                           std::int32_t* out) = 0;
-  // Sampled picks, one per row, where the logits are (kernels/sampling_args.h): a sampling step
-  // copies one id per sequence back, as a greedy one does.
+  virtual void argmax_rows(const kernels::ArgmaxRowsArgs& args) = 0;
   virtual void sample_rows(const kernels::SampleRowsArgs& args) = 0;
 
   // Score-keeping eviction (h2o) where the cache lives, right after the attention that produced

@@ -1,6 +1,7 @@
-// Arguments and exact semantics of the batched token sampler (the `sample_rows` op), shared by the
-// reference, the CPU kernel and the CUDA kernel. Sampling runs where the logits are: only one id
-// per sequence comes back to the host, and no kernel sorts the vocabulary.
+// Arguments and exact semantics of the token pickers — the batched sampler (`sample_rows`) and the
+// greedy pick (`argmax_rows`) — shared by the reference, the CPU kernel and the CUDA kernel. Picks
+// run where the logits are: only one id per sequence comes back to the host, and no kernel sorts
+// the vocabulary.
 #pragma once
 
 #include <cstdint>
@@ -44,5 +45,14 @@ struct SampleRowsArgs {
 // a running sum lands within rounding of a threshold. The CPU kernel computes exp with the same
 // polynomial as the reference (kernels/cpu/vector_math.h) and sums in double, which makes it
 // equal to the reference pick for pick on the test inputs.
+
+// Greedy picks: out[r] = the lowest id of the largest logit of row r (a NaN logit ranks as -inf;
+// torch.argmax's ties), so a greedy step copies one id per sequence back instead of the logits.
+struct ArgmaxRowsArgs {
+  const float* logits = nullptr;  // [rows, vocab] fp32
+  std::int32_t* out = nullptr;    // [rows]
+  std::int64_t rows = 0;
+  int vocab = 0;
+};
 
 }  // namespace offgen::kernels

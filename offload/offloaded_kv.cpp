@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/kv_cache.h"
 
 namespace offgen {
 namespace {
@@ -139,8 +140,15 @@ void OffloadedKv::store_prefill(const Task& task, const Half* qkv, const std::in
   Slot& s = slot_of(task);
   s.loaded_task = -1;
   s.saved->wait_on(compute_);  // the slot's last copy out has finished reading it
-  ops_.store_prefill_kv(qkv, token_slot, n, seq, heads_, head_dim_, s.k.as<Half>(), s.v.as<Half>(),
-                        capacity_);
+  ops_.store_prefill_kv({.qkv = qkv,
+                         .token_slot = token_slot,
+                         .k_cache = s.k.as<Half>(),
+                         .v_cache = s.v.as<Half>(),
+                         .batch = n,
+                         .seq = seq,
+                         .heads = heads_,
+                         .head_dim = head_dim_,
+                         .capacity = capacity_});
   s.computed->record(compute_);
   s.computed->wait_on(d2h_);
   const std::size_t bytes = cache_elements(task.batch) * sizeof(Half);
@@ -195,16 +203,26 @@ void OffloadedKv::decode_gpu(const Task& task, const std::int32_t* write_slot,
   prefetch(task);
   Slot& s = slot_of(task);
   s.loaded->wait_on(compute_);
-  ops_.append_kv(args.qkv, write_slot, n, heads_, head_dim_, s.k.as<Half>(), s.v.as<Half>(),
-                 capacity_);
+  ops_.append_kv({.qkv = args.qkv,
+                  .write_slot = write_slot,
+                  .k_cache = s.k.as<Half>(),
+                  .v_cache = s.v.as<Half>(),
+                  .batch = n,
+                  .heads = heads_,
+                  .head_dim = head_dim_,
+                  .capacity = capacity_});
   // The new rows go back to the host cache while attention runs.
   send_rows(task, s, args.qkv, write_slot);
   const std::size_t c = cache_index(task);
-  device_.enqueue_host(
-      d2h_,
-      [rows = s.host_rows.as<const Half>(), slots = s.host_slots.as<const std::int32_t>(),
-       k = k_host_[c].as<Half>(), v = v_host_[c].as<Half>(), n, heads = heads_, hd = head_dim_,
-       cap = capacity_] { kernels::cpu::append_kv(rows, slots, n, heads, hd, k, v, cap); });
+  const kernels::AppendKvArgs host_append{.qkv = s.host_rows.as<const Half>(),
+                                          .write_slot = s.host_slots.as<const std::int32_t>(),
+                                          .k_cache = k_host_[c].as<Half>(),
+                                          .v_cache = v_host_[c].as<Half>(),
+                                          .batch = n,
+                                          .heads = heads_,
+                                          .head_dim = head_dim_,
+                                          .capacity = capacity_};
+  device_.enqueue_host(d2h_, [host_append] { kernels::cpu::append_kv(host_append); });
   cache_stored_[c]->record(d2h_);
   args.k_cache = s.k.as<Half>();
   args.v_cache = s.v.as<Half>();
@@ -230,10 +248,16 @@ void OffloadedKv::decode_cpu(const Task& task, const std::int32_t* write_slot,
   host.slot_count = host_slot_count;
   host.out = s.host_out.as<Half>();
   host.probs = scored_ ? s.host_probs.as<float>() : nullptr;
-  device_.enqueue_host(d2h_, [host, slots = s.host_slots.as<const std::int32_t>(),
-                              k = k_host_[c].as<Half>(), v = v_host_[c].as<Half>()] {
-    kernels::cpu::append_kv(host.qkv, slots, host.batch, host.heads, host.head_dim, k, v,
-                            host.capacity);
+  const kernels::AppendKvArgs host_append{.qkv = host.qkv,
+                                          .write_slot = s.host_slots.as<const std::int32_t>(),
+                                          .k_cache = k_host_[c].as<Half>(),
+                                          .v_cache = v_host_[c].as<Half>(),
+                                          .batch = host.batch,
+                                          .heads = host.heads,
+                                          .head_dim = host.head_dim,
+                                          .capacity = host.capacity};
+  device_.enqueue_host(d2h_, [host, host_append] {
+    kernels::cpu::append_kv(host_append);
     kernels::cpu::decode_attention(host);
   });
   cache_stored_[c]->record(d2h_);

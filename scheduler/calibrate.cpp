@@ -113,8 +113,14 @@ class Fc1 {
   }
   // Issues one GEMM on the compute stream.
   void run(Ops& ops) const {
-    ops.linear(x_.as<Half>(), weight_.as<Half>(), bias_.as<Half>(), y_.as<Half>(), rows_, out_, in_,
-               kernels::Activation::relu);
+    ops.linear({.x = x_.as<Half>(),
+                .weight = weight_.as<Half>(),
+                .bias = bias_.as<Half>(),
+                .y = y_.as<Half>(),
+                .rows = rows_,
+                .out_features = out_,
+                .in_features = in_,
+                .activation = kernels::Activation::relu});
   }
   double flops() const { return 2.0 * rows_ * static_cast<double>(out_) * in_; }
   std::string shape() const { return fmt::format("[{}, {}] x [{}, {}]", rows_, in_, in_, out_); }

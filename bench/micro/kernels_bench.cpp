@@ -32,8 +32,14 @@ void Linear(benchmark::State& state) {
   const auto b = random_halves(static_cast<std::size_t>(n), 0.1f);
   std::vector<Half> y(static_cast<std::size_t>(m * n));
   for (auto _ : state) {
-    offgen::kernels::cpu::linear(x.data(), w.data(), b.data(), y.data(), m, n, k,
-                                 offgen::kernels::Activation::relu);
+    offgen::kernels::cpu::linear({.x = x.data(),
+                                  .weight = w.data(),
+                                  .bias = b.data(),
+                                  .y = y.data(),
+                                  .rows = m,
+                                  .out_features = n,
+                                  .in_features = k,
+                                  .activation = offgen::kernels::Activation::relu});
     benchmark::DoNotOptimize(y.data());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m) * n * k,

@@ -203,13 +203,32 @@ void BatchRunner::embed(const Lane& lane, Half* x) {
   const std::int64_t rows = std::int64_t{lane.batch.size} * last_seq_;
   const std::int32_t* ids = ids_.as<std::int32_t>() + first;
   if (config_.has_projections()) {
-    ops_.gather_rows(w.embed_tokens, config_.vocab_size, p, ids, rows, emb_.as<Half>());
-    ops_.linear(emb_.as<Half>(), w.project_in, nullptr, x, rows, h, p, Activation::none);
+    ops_.gather_rows({.table = w.embed_tokens,
+                      .ids = ids,
+                      .out = emb_.as<Half>(),
+                      .table_rows = config_.vocab_size,
+                      .rows = rows,
+                      .dim = p});
+    ops_.linear({.x = emb_.as<Half>(),
+                 .weight = w.project_in,
+                 .y = x,
+                 .rows = rows,
+                 .out_features = h,
+                 .in_features = p});
   } else {
-    ops_.gather_rows(w.embed_tokens, config_.vocab_size, h, ids, rows, x);
+    ops_.gather_rows({.table = w.embed_tokens,
+                      .ids = ids,
+                      .out = x,
+                      .table_rows = config_.vocab_size,
+                      .rows = rows,
+                      .dim = h});
   }
-  ops_.add_position_embeddings(x, w.embed_positions, h, positions_.as<std::int32_t>() + first, rows,
-                               config_.position_offset);
+  ops_.add_position_embeddings({.x = x,
+                                .table = w.embed_positions,
+                                .positions = positions_.as<std::int32_t>() + first,
+                                .rows = rows,
+                                .dim = h,
+                                .offset = config_.position_offset});
 }
 
 void BatchRunner::attend_decode(int index, int lane_index, int task) {
@@ -251,8 +270,14 @@ void BatchRunner::attend_decode(int index, int lane_index, int task) {
   if (g.resident > 0) {
     Half* k_cache = lane.k_cache[static_cast<std::size_t>(index)].as<Half>();
     Half* v_cache = lane.v_cache[static_cast<std::size_t>(index)].as<Half>();
-    ops_.append_kv(args.qkv, write_slot, g.resident, heads, args.head_dim, k_cache, v_cache,
-                   capacity_);
+    ops_.append_kv({.qkv = args.qkv,
+                    .write_slot = write_slot,
+                    .k_cache = k_cache,
+                    .v_cache = v_cache,
+                    .batch = g.resident,
+                    .heads = heads,
+                    .head_dim = args.head_dim,
+                    .capacity = capacity_});
     args.k_cache = k_cache;
     args.v_cache = v_cache;
     ops_.decode_attention(args);
@@ -287,14 +312,25 @@ void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill, Ha
   Half* t = t_.as<Half>();
   Half* qkv = qkv_.as<Half>();
   Half* attn = attn_.as<Half>();
+  // Layer norm of x's rows into y (t before a block, pre-LN; x itself after one, post-LN).
+  const auto norm = [&](const Half* gamma, const Half* beta, Half* y) {
+    ops_.layer_norm(
+        {.x = x, .gamma = gamma, .beta = beta, .y = y, .rows = rows, .dim = h, .eps = eps});
+  };
 
   // Self-attention block.
   const Half* attn_in = x;
   if (pre_ln) {
-    ops_.layer_norm(x, w.attn_ln_weight, w.attn_ln_bias, t, rows, h, eps);
+    norm(w.attn_ln_weight, w.attn_ln_bias, t);
     attn_in = t;
   }
-  ops_.linear(attn_in, w.qkv_weight, w.qkv_bias, qkv, rows, 3 * h, h, Activation::none);
+  ops_.linear({.x = attn_in,
+               .weight = w.qkv_weight,
+               .bias = w.qkv_bias,
+               .y = qkv,
+               .rows = rows,
+               .out_features = 3 * h,
+               .in_features = h});
   if (is_prefill) {
     const std::uint8_t* valid = valid_.as<std::uint8_t>() + std::int64_t{g.first} * seq;
     std::int32_t* token_slot = token_slot_.as<std::int32_t>() + std::int64_t{g.first} * heads * seq;
@@ -311,9 +347,15 @@ void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill, Ha
     ops_.prefill_attention(args);
     if (lane.scored) lane.scored->after_prefill_attention(index, last_seq_, valid, token_slot);
     if (g.resident > 0) {
-      ops_.store_prefill_kv(qkv, token_slot, g.resident, last_seq_, heads, head_dim,
-                            lane.k_cache[static_cast<std::size_t>(index)].as<Half>(),
-                            lane.v_cache[static_cast<std::size_t>(index)].as<Half>(), capacity_);
+      ops_.store_prefill_kv({.qkv = qkv,
+                             .token_slot = token_slot,
+                             .k_cache = lane.k_cache[static_cast<std::size_t>(index)].as<Half>(),
+                             .v_cache = lane.v_cache[static_cast<std::size_t>(index)].as<Half>(),
+                             .batch = g.resident,
+                             .seq = last_seq_,
+                             .heads = heads,
+                             .head_dim = head_dim,
+                             .capacity = capacity_});
     }
     if (g.offloaded() > 0) {
       const std::int64_t resident = g.resident;
@@ -323,20 +365,39 @@ void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill, Ha
   } else {
     attend_decode(index, lane_index, task);
   }
-  ops_.linear(attn, w.out_weight, w.out_bias, t, rows, h, h, Activation::none);
+  ops_.linear({.x = attn,
+               .weight = w.out_weight,
+               .bias = w.out_bias,
+               .y = t,
+               .rows = rows,
+               .out_features = h,
+               .in_features = h});
   ops_.add_inplace(x, t, rows * h);
-  if (!pre_ln) ops_.layer_norm(x, w.attn_ln_weight, w.attn_ln_bias, x, rows, h, eps);
+  if (!pre_ln) norm(w.attn_ln_weight, w.attn_ln_bias, x);
 
   // MLP block.
   const Half* ffn_in = x;
   if (pre_ln) {
-    ops_.layer_norm(x, w.ffn_ln_weight, w.ffn_ln_bias, t, rows, h, eps);
+    norm(w.ffn_ln_weight, w.ffn_ln_bias, t);
     ffn_in = t;
   }
-  ops_.linear(ffn_in, w.fc1_weight, w.fc1_bias, ffn_.as<Half>(), rows, f, h, Activation::relu);
-  ops_.linear(ffn_.as<Half>(), w.fc2_weight, w.fc2_bias, t, rows, h, f, Activation::none);
+  ops_.linear({.x = ffn_in,
+               .weight = w.fc1_weight,
+               .bias = w.fc1_bias,
+               .y = ffn_.as<Half>(),
+               .rows = rows,
+               .out_features = f,
+               .in_features = h,
+               .activation = Activation::relu});
+  ops_.linear({.x = ffn_.as<Half>(),
+               .weight = w.fc2_weight,
+               .bias = w.fc2_bias,
+               .y = t,
+               .rows = rows,
+               .out_features = h,
+               .in_features = f});
   ops_.add_inplace(x, t, rows * h);
-  if (!pre_ln) ops_.layer_norm(x, w.ffn_ln_weight, w.ffn_ln_bias, x, rows, h, eps);
+  if (!pre_ln) norm(w.ffn_ln_weight, w.ffn_ln_bias, x);
 }
 
 void BatchRunner::layers(bool is_prefill) {
@@ -466,17 +527,37 @@ void BatchRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_
   const int h = config_.hidden_size;
   const int p = config_.word_embed_proj_dim;
   Half* g = gathered_.as<Half>();
-  ops_.gather_rows(hidden_states_, rows_in_x, h, row_ids, n, g);
+  ops_.gather_rows({.table = hidden_states_,
+                    .ids = row_ids,
+                    .out = g,
+                    .table_rows = rows_in_x,
+                    .rows = n,
+                    .dim = h});
   if (config_.has_final_layer_norm()) {
-    ops_.layer_norm(g, weights_.final_ln_weight, weights_.final_ln_bias, g, n, h,
-                    config_.layer_norm_eps);
+    ops_.layer_norm({.x = g,
+                     .gamma = weights_.final_ln_weight,
+                     .beta = weights_.final_ln_bias,
+                     .y = g,
+                     .rows = n,
+                     .dim = h,
+                     .eps = config_.layer_norm_eps});
   }
   const Half* features = g;
   if (config_.has_projections()) {
-    ops_.linear(g, weights_.project_out, nullptr, projected_.as<Half>(), n, p, h, Activation::none);
+    ops_.linear({.x = g,
+                 .weight = weights_.project_out,
+                 .y = projected_.as<Half>(),
+                 .rows = n,
+                 .out_features = p,
+                 .in_features = h});
     features = projected_.as<Half>();
   }
-  ops_.logits(features, weights_.embed_tokens, logits_.as<float>(), n, config_.vocab_size, p);
+  ops_.logits({.x = features,
+               .embed = weights_.embed_tokens,
+               .out = logits_.as<float>(),
+               .rows = n,
+               .vocab = config_.vocab_size,
+               .dim = p});
 }
 
 template <typename Use>
@@ -503,7 +584,10 @@ std::span<const std::int32_t> BatchRunner::read_picks() {
 
 std::span<const std::int32_t> BatchRunner::greedy_tokens() {
   head_of_newest_tokens([&](int first, int n) {
-    ops_.argmax_rows(logits_.as<float>(), n, config_.vocab_size, picks_.as<std::int32_t>() + first);
+    ops_.argmax_rows({.logits = logits_.as<float>(),
+                      .out = picks_.as<std::int32_t>() + first,
+                      .rows = n,
+                      .vocab = config_.vocab_size});
   });
   return read_picks();
 }
@@ -554,8 +638,11 @@ std::vector<float> BatchRunner::target_logprobs(std::span<const std::int32_t> ta
     upload(targets_.data(), chunk_targets.data(),
            bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
     head(static_cast<int>(n), out_rows_.as<std::int32_t>(), rows_in_x);
-    ops_.token_logprobs(logits_.as<float>(), targets_.as<std::int32_t>(), logprobs_.as<float>(),
-                        static_cast<std::int64_t>(n), config_.vocab_size);
+    ops_.token_logprobs({.logits = logits_.as<float>(),
+                         .targets = targets_.as<std::int32_t>(),
+                         .out = logprobs_.as<float>(),
+                         .rows = static_cast<std::int64_t>(n),
+                         .vocab = config_.vocab_size});
     device_.copy_async(host_logprobs_.data(), logprobs_.data(),
                        bytes_of<float>(static_cast<std::int64_t>(n)), compute_);
     sync();

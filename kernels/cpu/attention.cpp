@@ -279,17 +279,6 @@ OFFGEN_SIMD_CLONES void decode_head(const DecodeAttentionArgs& a, int b, int h) 
   float_to_half(acc, out, static_cast<std::size_t>(dim));
 }
 
-// k and v of one token, every head, into slot `slot` of sequence b's cache.
-// Copies head h of one token's k and v into `slot` of that (sequence, head) cache.
-void write_head(const Half* token_qkv, int b, int h, int slot, int heads, int head_dim,
-                Half* k_cache, Half* v_cache, int capacity) {
-  const std::int64_t hd = std::int64_t{heads} * head_dim;
-  const auto bytes = static_cast<std::size_t>(head_dim) * sizeof(Half);
-  const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + slot) * head_dim;
-  std::memcpy(k_cache + dst, token_qkv + hd + std::int64_t{h} * head_dim, bytes);
-  std::memcpy(v_cache + dst, token_qkv + 2 * hd + std::int64_t{h} * head_dim, bytes);
-}
-
 }  // namespace
 
 void prefill_attention(const PrefillAttentionArgs& args) {
@@ -317,38 +306,6 @@ void prefill_attention(const PrefillAttentionArgs& args) {
       prefill_block(isa, args, b, h, q0, std::min(args.seq, q0 + block), key_sums);
     }
   });
-}
-
-void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
-                      int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity) {
-  const std::int64_t stride = 3 * std::int64_t{heads} * head_dim;
-  tbb::parallel_for(0, batch * heads, [&](int bh) {
-    const int b = bh / heads;
-    const int h = bh % heads;
-    const std::int32_t* slots = token_slot + std::int64_t{bh} * seq;
-    for (int i = 0; i < seq; ++i) {
-      if (slots[i] < 0) continue;
-      OFFGEN_CHECK(slots[i] < capacity,
-                   "store_prefill_kv: slot {} of sequence {} head {} is outside the capacity {}",
-                   slots[i], b, h, capacity);
-      write_head(qkv + (std::int64_t{b} * seq + i) * stride, b, h, slots[i], heads, head_dim,
-                 k_cache, v_cache, capacity);
-    }
-  });
-}
-
-void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
-               Half* k_cache, Half* v_cache, int capacity) {
-  const std::int64_t stride = 3 * std::int64_t{heads} * head_dim;
-  for (int b = 0; b < batch; ++b) {  // a few KiB per call: not worth tasks
-    for (int h = 0; h < heads; ++h) {
-      const std::int32_t slot = write_slot[b * heads + h];
-      OFFGEN_CHECK(slot >= 0 && slot < capacity,
-                   "append_kv: slot {} of sequence {} head {} is outside the cache capacity {}",
-                   slot, b, h, capacity);
-      write_head(qkv + b * stride, b, h, slot, heads, head_dim, k_cache, v_cache, capacity);
-    }
-  }
 }
 
 void decode_attention(const DecodeAttentionArgs& args) {

@@ -17,8 +17,12 @@ std::int64_t row_grain(int dim) {
 
 }  // namespace
 
-void gather_rows(const Half* table, std::int64_t /*table_rows*/, int dim, const std::int32_t* ids,
-                 std::int64_t n, Half* out) {
+void gather_rows(const GatherRowsArgs& args) {
+  const Half* const table = args.table;
+  const std::int32_t* const ids = args.ids;
+  Half* const out = args.out;
+  const std::int64_t n = args.rows;
+  const int dim = args.dim;
   const auto bytes = static_cast<std::size_t>(dim) * sizeof(Half);
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, row_grain(dim)), [&](const auto& r) {
     for (std::int64_t i = r.begin(); i != r.end(); ++i) {
@@ -27,8 +31,13 @@ void gather_rows(const Half* table, std::int64_t /*table_rows*/, int dim, const 
   });
 }
 
-void add_position_embeddings(Half* x, const Half* table, int dim, const std::int32_t* positions,
-                             std::int64_t n, int offset) {
+void add_position_embeddings(const PositionEmbeddingArgs& args) {
+  Half* const x = args.x;
+  const Half* const table = args.table;
+  const std::int32_t* const positions = args.positions;
+  const std::int64_t n = args.rows;
+  const int dim = args.dim;
+  const int offset = args.offset;
   const auto d = static_cast<std::size_t>(dim);
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n, row_grain(dim)), [&](const auto& r) {
     thread_local std::vector<float> a;

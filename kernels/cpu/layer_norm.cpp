@@ -9,8 +9,14 @@
 
 namespace offgen::kernels::cpu {
 
-void layer_norm(const Half* x, const Half* gamma, const Half* beta, Half* y, std::int64_t rows,
-                int dim, float eps) {
+void layer_norm(const LayerNormArgs& args) {
+  const Half* const x = args.x;
+  const Half* const gamma = args.gamma;
+  const Half* const beta = args.beta;
+  Half* const y = args.y;
+  const std::int64_t rows = args.rows;
+  const int dim = args.dim;
+  const float eps = args.eps;
   if (rows <= 0 || dim <= 0) return;
   const auto d = static_cast<std::size_t>(dim);
   // Affine parameters in fp32 once per call; absent ones are 1 and 0.

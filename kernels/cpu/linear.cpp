@@ -499,26 +499,25 @@ void gemm(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std
 
 }  // namespace
 
-void linear(const Half* x, const Half* weight, const Half* bias, Half* y, std::int64_t m, int n,
-            int k, Activation activation) {
+void linear(const LinearArgs& args) {
   std::vector<float> bias_f;
-  if (bias != nullptr) {
-    bias_f.resize(static_cast<std::size_t>(std::max(n, 0)));
-    half_to_float(bias, bias_f.data(), bias_f.size());
+  if (args.bias != nullptr) {
+    bias_f.resize(static_cast<std::size_t>(std::max(args.out_features, 0)));
+    half_to_float(args.bias, bias_f.data(), bias_f.size());
   }
   Epilogue e;
-  e.bias = bias != nullptr ? bias_f.data() : nullptr;
-  e.relu = activation == Activation::relu;
-  e.y = y;
-  e.n = n;
-  gemm(x, weight, m, n, k, e);
+  e.bias = args.bias != nullptr ? bias_f.data() : nullptr;
+  e.relu = args.activation == Activation::relu;
+  e.y = args.y;
+  e.n = args.out_features;
+  gemm(args.x, args.weight, args.rows, args.out_features, args.in_features, e);
 }
 
-void logits(const Half* x, const Half* embed, float* out, std::int64_t m, int vocab, int dim) {
+void logits(const LogitsArgs& args) {
   Epilogue e;
-  e.out = out;
-  e.n = vocab;
-  gemm(x, embed, m, vocab, dim, e);
+  e.out = args.out;
+  e.n = args.vocab;
+  gemm(args.x, args.embed, args.rows, args.vocab, args.dim, e);
 }
 
 }  // namespace offgen::kernels::cpu

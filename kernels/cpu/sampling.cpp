@@ -310,9 +310,10 @@ std::int32_t sample_row(const float* row, int vocab, const SampleParams& p,
 
 }  // namespace
 
-void argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out) {
-  tbb::parallel_for(std::int64_t{0}, rows,
-                    [&](std::int64_t r) { out[r] = greedy(logits + r * vocab, vocab); });
+void argmax_rows(const ArgmaxRowsArgs& args) {
+  tbb::parallel_for(std::int64_t{0}, args.rows, [&](std::int64_t r) {
+    args.out[r] = greedy(args.logits + r * args.vocab, args.vocab);
+  });
 }
 
 void sample_rows(const SampleRowsArgs& args) {

@@ -37,7 +37,10 @@ std::int64_t row_grain(int cols) {
 
 }  // namespace
 
-void log_softmax(float* values, std::int64_t rows, int cols) {
+void log_softmax(const LogSoftmaxArgs& args) {
+  float* const values = args.values;
+  const std::int64_t rows = args.rows;
+  const int cols = args.cols;
   if (cols <= 0) return;
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, rows, row_grain(cols)), [&](const auto& r) {
     for (std::int64_t i = r.begin(); i != r.end(); ++i) {
@@ -49,8 +52,12 @@ void log_softmax(float* values, std::int64_t rows, int cols) {
   });
 }
 
-void token_logprobs(const float* logits, const std::int32_t* targets, float* out, std::int64_t rows,
-                    int vocab) {
+void token_logprobs(const TokenLogprobsArgs& args) {
+  const float* const logits = args.logits;
+  const std::int32_t* const targets = args.targets;
+  float* const out = args.out;
+  const std::int64_t rows = args.rows;
+  const int vocab = args.vocab;
   tbb::parallel_for(
       tbb::blocked_range<std::int64_t>(0, rows, row_grain(vocab)), [&](const auto& r) {
         for (std::int64_t i = r.begin(); i != r.end(); ++i) {

@@ -1,15 +1,12 @@
-// Log-softmax over logits rows, fp32 throughout (max-subtracted, so no overflow).
+// Log-softmax and target log-probabilities over fp32 logits rows (semantics:
+// kernels/softmax_args.h), fp32 throughout with the sums added up in double.
 #pragma once
 
-#include <cstdint>
+#include "kernels/softmax_args.h"
 
 namespace offgen::kernels::cpu {
 
-// values[r, :] = values[r, :] - logsumexp(values[r, :]), in place.
-void log_softmax(float* values, std::int64_t rows, int cols);
-
-// out[r] = logits[r, targets[r]] - logsumexp(logits[r, :]): log p(target) without storing the row.
-void token_logprobs(const float* logits, const std::int32_t* targets, float* out, std::int64_t rows,
-                    int vocab);
+void log_softmax(const LogSoftmaxArgs& args);
+void token_logprobs(const TokenLogprobsArgs& args);
 
 }  // namespace offgen::kernels::cpu

@@ -1,4 +1,4 @@
-// CUDA token and position embeddings (semantics: kernels/cpu/embedding.h): a row gather from the
+// CUDA token and position embeddings (semantics: kernels/embedding_args.h): a row gather from the
 // token table, and the in-place add of learned position rows (fp32 add, one rounding to fp16).
 // One block per output row; each thread moves 16-byte vectors when the row length and pointers
 // allow it, so both ops run at copy bandwidth.
@@ -86,12 +86,14 @@ void launch_add_position_embeddings(__half* x, const __half* table, int dim,
 
 }  // namespace
 
-void gather_rows(const Half* table, std::int64_t /*table_rows*/, int dim, const std::int32_t* ids,
-                 std::int64_t n, Half* out, cudaStream_t stream) {
+void gather_rows(const GatherRowsArgs& args, cudaStream_t stream) {
+  const int dim = args.dim;
+  const std::int32_t* ids = args.ids;
+  const std::int64_t n = args.rows;
   if (n <= 0 || dim <= 0) return;
-  const auto* t = reinterpret_cast<const __half*>(table);
-  auto* o = reinterpret_cast<__half*>(out);
-  switch (pick_vec(dim, {table, out})) {
+  const auto* t = reinterpret_cast<const __half*>(args.table);
+  auto* o = reinterpret_cast<__half*>(args.out);
+  switch (pick_vec(dim, {args.table, args.out})) {
     case 8:
       launch_gather_rows<8>(t, dim, ids, n, o, stream);
       break;
@@ -107,12 +109,15 @@ void gather_rows(const Half* table, std::int64_t /*table_rows*/, int dim, const 
   }
 }
 
-void add_position_embeddings(Half* x, const Half* table, int dim, const std::int32_t* positions,
-                             std::int64_t n, int offset, cudaStream_t stream) {
+void add_position_embeddings(const PositionEmbeddingArgs& args, cudaStream_t stream) {
+  const int dim = args.dim;
+  const std::int32_t* positions = args.positions;
+  const std::int64_t n = args.rows;
+  const int offset = args.offset;
   if (n <= 0 || dim <= 0) return;
-  auto* dx = reinterpret_cast<__half*>(x);
-  const auto* t = reinterpret_cast<const __half*>(table);
-  switch (pick_vec(dim, {x, table})) {
+  auto* dx = reinterpret_cast<__half*>(args.x);
+  const auto* t = reinterpret_cast<const __half*>(args.table);
+  switch (pick_vec(dim, {args.x, args.table})) {
     case 8:
       launch_add_position_embeddings<8>(dx, t, dim, positions, n, offset, stream);
       break;

@@ -108,7 +108,7 @@ Gemm::Plan& Gemm::plan(const PlanKey& key) {
                                            &workspace_bytes_, sizeof(workspace_bytes_)));
   // Split-K partial sums only in fp32 (the compute type): the INPLACE and OUTPUT_TYPE reduction
   // schemes accumulate the partials in D's type, which for fp16 outputs would round more than
-  // once (the contract is one rounding of the fp32 sum; kernels/cpu/linear.h).
+  // once (the contract is one rounding of the fp32 sum; kernels/linear_args.h).
   const std::uint32_t reduction_mask = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
   OFFGEN_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
@@ -153,20 +153,21 @@ void Gemm::run(const void* x, const void* weight, const void* bias, void* y, std
                                      p.d, &p.algo, workspace_, workspace_bytes_, stream_));
 }
 
-void Gemm::linear(const Half* x, const Half* weight, const Half* bias, Half* y, std::int64_t m,
-                  int n, int k, Activation activation) {
+void Gemm::linear(const LinearArgs& args) {
+  const bool bias = args.bias != nullptr;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  if (activation == Activation::relu) {
-    epilogue = bias != nullptr ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
-  } else if (bias != nullptr) {
+  if (args.activation == Activation::relu) {
+    epilogue = bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+  } else if (bias) {
     epilogue = CUBLASLT_EPILOGUE_BIAS;
   }
-  run(x, weight, bias, y, m, n, k, epilogue, CUDA_R_16F);
+  run(args.x, args.weight, args.bias, args.y, args.rows, args.out_features, args.in_features,
+      epilogue, CUDA_R_16F);
 }
 
-void Gemm::logits(const Half* x, const Half* embed, float* out, std::int64_t m, int vocab,
-                  int dim) {
-  run(x, embed, nullptr, out, m, vocab, dim, CUBLASLT_EPILOGUE_DEFAULT, CUDA_R_32F);
+void Gemm::logits(const LogitsArgs& args) {
+  run(args.x, args.embed, nullptr, args.out, args.rows, args.vocab, args.dim,
+      CUBLASLT_EPILOGUE_DEFAULT, CUDA_R_32F);
 }
 
 }  // namespace offgen::kernels::cuda

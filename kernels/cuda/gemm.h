@@ -1,5 +1,5 @@
 // GEMMs of the forward pass on cuBLASLt: fp16 inputs, fp32 accumulation, bias and ReLU fused in
-// the epilogue, one rounding to fp16 (semantics: kernels/cpu/linear.h). One Gemm per stream: it
+// the epilogue, one rounding to fp16 (semantics: kernels/linear_args.h). One Gemm per stream: it
 // owns the cuBLASLt handle and its workspace.
 #pragma once
 
@@ -10,8 +10,7 @@
 #include <map>
 #include <tuple>
 
-#include "engine/core/half.h"
-#include "kernels/activation.h"
+#include "kernels/linear_args.h"
 
 namespace offgen::kernels::cuda {
 
@@ -22,11 +21,9 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
   ~Gemm();
 
-  // y[m, n] = act(x[m, k] · weight[n, k]ᵀ + bias[n]); bias may be null. y must not alias x.
-  void linear(const Half* x, const Half* weight, const Half* bias, Half* y, std::int64_t m, int n,
-              int k, Activation activation);
-  // out[m, vocab] = x[m, dim] · embed[vocab, dim]ᵀ in fp32 (the tied LM head).
-  void logits(const Half* x, const Half* embed, float* out, std::int64_t m, int vocab, int dim);
+  // Both enqueue on the stream given at construction.
+  void linear(const LinearArgs& args);
+  void logits(const LogitsArgs& args);
 
  private:
   // One GEMM shape's descriptors and the algorithm the heuristic chose, cached because the forward

@@ -1,4 +1,4 @@
-// CUDA KV-cache writes (semantics: kernels/cpu/attention.h): store_prefill_kv copies each prompt
+// CUDA KV-cache writes (semantics: kernels/kv_cache_args.h): store_prefill_kv copies each prompt
 // token's k / v head rows into the slot the policy chose, append_kv the one new token of each
 // sequence into its write slot.
 //
@@ -10,6 +10,8 @@
 //
 // A slot outside [0, capacity) is skipped: the CPU path throws on it, but a kernel cannot, and
 // skipping is the one choice that never writes outside the (sequence, head) cache.
+#include "kernels/cuda/kv_cache.h"
+
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -17,7 +19,6 @@
 #include <initializer_list>
 
 #include "engine/core/cuda_check.h"
-#include "kernels/cuda/attention.h"
 #include "kernels/cuda/half_vector.cuh"
 
 namespace offgen::kernels::cuda {
@@ -92,15 +93,14 @@ void scatter_kv(const Half* qkv, const std::int32_t* slots, int batch, int token
 
 }  // namespace
 
-void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
-                      int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity,
-                      cudaStream_t stream) {
-  scatter_kv(qkv, token_slot, batch, seq, heads, head_dim, k_cache, v_cache, capacity, stream);
+void store_prefill_kv(const StorePrefillKvArgs& a, cudaStream_t stream) {
+  scatter_kv(a.qkv, a.token_slot, a.batch, a.seq, a.heads, a.head_dim, a.k_cache, a.v_cache,
+             a.capacity, stream);
 }
 
-void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
-               Half* k_cache, Half* v_cache, int capacity, cudaStream_t stream) {
-  scatter_kv(qkv, write_slot, batch, 1, heads, head_dim, k_cache, v_cache, capacity, stream);
+void append_kv(const AppendKvArgs& a, cudaStream_t stream) {
+  scatter_kv(a.qkv, a.write_slot, a.batch, 1, a.heads, a.head_dim, a.k_cache, a.v_cache, a.capacity,
+             stream);
 }
 
 }  // namespace offgen::kernels::cuda

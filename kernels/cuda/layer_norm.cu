@@ -1,4 +1,4 @@
-// CUDA layer norm (semantics: kernels/cpu/layer_norm.h): fp32 two-pass statistics (mean, then the
+// CUDA layer norm (semantics: kernels/layer_norm_args.h): fp32 two-pass statistics (mean, then the
 // mean of squared deviations), fp32 affine step, one rounding to fp16.
 //
 // One block per row. The row is read three times (sum, centred squares, output) straight from
@@ -115,14 +115,16 @@ void launch_layer_norm(const __half* x, const __half* gamma, const __half* beta,
 
 }  // namespace
 
-void layer_norm(const Half* x, const Half* gamma, const Half* beta, Half* y, std::int64_t rows,
-                int dim, float eps, cudaStream_t stream) {
+void layer_norm(const LayerNormArgs& args, cudaStream_t stream) {
+  const std::int64_t rows = args.rows;
+  const int dim = args.dim;
+  const float eps = args.eps;
   if (rows <= 0 || dim <= 0) return;
-  const auto* dx = reinterpret_cast<const __half*>(x);
-  const auto* dg = reinterpret_cast<const __half*>(gamma);
-  const auto* db = reinterpret_cast<const __half*>(beta);
-  auto* dy = reinterpret_cast<__half*>(y);
-  switch (pick_vec(dim, {x, gamma, beta, y})) {
+  const auto* dx = reinterpret_cast<const __half*>(args.x);
+  const auto* dg = reinterpret_cast<const __half*>(args.gamma);
+  const auto* db = reinterpret_cast<const __half*>(args.beta);
+  auto* dy = reinterpret_cast<__half*>(args.y);
+  switch (pick_vec(dim, {args.x, args.gamma, args.beta, args.y})) {
     case 8:
       launch_layer_norm<8>(dx, dg, db, dy, rows, dim, eps, stream);
       break;

@@ -1,16 +1,13 @@
-// CUDA layer norm. Semantics: kernels/cpu/layer_norm.h (fp32 statistics, one rounding; x and y
+// CUDA layer norm. Semantics: kernels/layer_norm_args.h (fp32 statistics, one rounding; x and y
 // may alias; gamma / beta may be null).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <cstdint>
-
-#include "engine/core/half.h"
+#include "kernels/layer_norm_args.h"
 
 namespace offgen::kernels::cuda {
 
-void layer_norm(const Half* x, const Half* gamma, const Half* beta, Half* y, std::int64_t rows,
-                int dim, float eps, cudaStream_t stream);
+void layer_norm(const LayerNormArgs& args, cudaStream_t stream);
 
 }  // namespace offgen::kernels::cuda

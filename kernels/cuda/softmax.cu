@@ -1,5 +1,5 @@
 // CUDA log-softmax, target log-probabilities and greedy argmax over fp32 logits rows (semantics:
-// kernels/cpu/softmax.h and engine/runtime/sampler.h's argmax).
+// kernels/softmax_args.h and kernels/sampling_args.h).
 //
 // One block per row (up to 1024 threads: a 50272-entry vocabulary row is 200 KB). log-sum-exp is
 // max-subtracted fp32: a max pass, then a pass summing exp(x - max), each reduced over the block;
@@ -206,7 +206,10 @@ void with_vec(int vec, F&& f) {
 
 }  // namespace
 
-void log_softmax(float* values, std::int64_t rows, int cols, cudaStream_t stream) {
+void log_softmax(const LogSoftmaxArgs& args, cudaStream_t stream) {
+  float* const values = args.values;
+  const std::int64_t rows = args.rows;
+  const int cols = args.cols;
   if (rows <= 0 || cols <= 0) return;
   const int vec = pick_vec(cols, values);
   const Launch l = row_launch(rows, cols, vec);
@@ -216,8 +219,12 @@ void log_softmax(float* values, std::int64_t rows, int cols, cudaStream_t stream
   OFFGEN_CUDA_CHECK_LAUNCH();
 }
 
-void token_logprobs(const float* logits, const std::int32_t* targets, float* out, std::int64_t rows,
-                    int vocab, cudaStream_t stream) {
+void token_logprobs(const TokenLogprobsArgs& args, cudaStream_t stream) {
+  const float* const logits = args.logits;
+  const std::int32_t* const targets = args.targets;
+  float* const out = args.out;
+  const std::int64_t rows = args.rows;
+  const int vocab = args.vocab;
   if (rows <= 0 || vocab <= 0) return;
   const int vec = pick_vec(vocab, logits);
   const Launch l = row_launch(rows, vocab, vec);
@@ -228,8 +235,11 @@ void token_logprobs(const float* logits, const std::int32_t* targets, float* out
   OFFGEN_CUDA_CHECK_LAUNCH();
 }
 
-void argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out,
-                 cudaStream_t stream) {
+void argmax_rows(const ArgmaxRowsArgs& args, cudaStream_t stream) {
+  const float* const logits = args.logits;
+  std::int32_t* const out = args.out;
+  const std::int64_t rows = args.rows;
+  const int vocab = args.vocab;
   if (rows <= 0 || vocab <= 0) return;
   const int vec = pick_vec(vocab, logits);
   const Launch l = row_launch(rows, vocab, vec);

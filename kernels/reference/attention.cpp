@@ -27,10 +27,6 @@ void softmax(std::vector<double>& scores, const std::vector<bool>& use) {
   for (double& s : scores) s /= sum;
 }
 
-void copy_head(const Half* from, Half* to, int head_dim) {
-  for (int d = 0; d < head_dim; ++d) to[d] = from[d];
-}
-
 }  // namespace
 
 void prefill_attention(const PrefillAttentionArgs& a) {
@@ -74,37 +70,6 @@ void prefill_attention(const PrefillAttentionArgs& a) {
       if (key_sums != nullptr) {
         for (int j = 0; j < a.seq; ++j) key_sums[j] = static_cast<float>(key_sums_acc[j]);
       }
-    }
-  }
-}
-
-void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
-                      int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity) {
-  const int hd = heads * head_dim;
-  for (int b = 0; b < batch; ++b) {
-    for (int h = 0; h < heads; ++h) {
-      for (int i = 0; i < seq; ++i) {
-        const std::int32_t slot = token_slot[(std::int64_t{b} * heads + h) * seq + i];
-        if (slot < 0) continue;
-        const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + slot) * head_dim;
-        const Half* src = qkv + (std::int64_t{b} * seq + i) * 3 * hd + std::int64_t{h} * head_dim;
-        copy_head(src + hd, k_cache + dst, head_dim);
-        copy_head(src + 2 * hd, v_cache + dst, head_dim);
-      }
-    }
-  }
-}
-
-void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
-               Half* k_cache, Half* v_cache, int capacity) {
-  const int hd = heads * head_dim;
-  for (int b = 0; b < batch; ++b) {
-    for (int h = 0; h < heads; ++h) {
-      const std::int64_t slot = write_slot[b * heads + h];
-      const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + slot) * head_dim;
-      const Half* src = qkv + std::int64_t{b} * 3 * hd + std::int64_t{h} * head_dim;
-      copy_head(src + hd, k_cache + dst, head_dim);
-      copy_head(src + 2 * hd, v_cache + dst, head_dim);
     }
   }
 }

@@ -11,22 +11,24 @@ double dot(const Half* a, const Half* b, int k) {
 
 }  // namespace
 
-void linear(const Half* x, const Half* weight, const Half* bias, Half* y, std::int64_t m, int n,
-            int k, Activation activation) {
-  for (std::int64_t i = 0; i < m; ++i) {
+void linear(const LinearArgs& a) {
+  const int n = a.out_features;
+  const int k = a.in_features;
+  for (std::int64_t i = 0; i < a.rows; ++i) {
     for (int j = 0; j < n; ++j) {
-      double v = dot(x + i * k, weight + std::int64_t{j} * k, k);
-      if (bias != nullptr) v += half_to_float(bias[j]);
-      if (activation == Activation::relu && v < 0.0) v = 0.0;
-      y[i * n + j] = float_to_half(static_cast<float>(v));
+      double v = dot(a.x + i * k, a.weight + std::int64_t{j} * k, k);
+      if (a.bias != nullptr) v += half_to_float(a.bias[j]);
+      if (a.activation == Activation::relu && v < 0.0) v = 0.0;
+      a.y[i * n + j] = float_to_half(static_cast<float>(v));
     }
   }
 }
 
-void logits(const Half* x, const Half* embed, float* out, std::int64_t m, int vocab, int dim) {
-  for (std::int64_t i = 0; i < m; ++i) {
-    for (int j = 0; j < vocab; ++j) {
-      out[i * vocab + j] = static_cast<float>(dot(x + i * dim, embed + std::int64_t{j} * dim, dim));
+void logits(const LogitsArgs& a) {
+  for (std::int64_t i = 0; i < a.rows; ++i) {
+    for (int j = 0; j < a.vocab; ++j) {
+      a.out[i * a.vocab + j] =
+          static_cast<float>(dot(a.x + i * a.dim, a.embed + std::int64_t{j} * a.dim, a.dim));
     }
   }
 }

@@ -85,8 +85,10 @@ std::int32_t sample_row(const float* row, int vocab, const SampleParams& p,
 
 }  // namespace
 
-void argmax_rows(const float* logits, std::int64_t rows, int vocab, std::int32_t* out) {
-  for (std::int64_t r = 0; r < rows; ++r) out[r] = greedy(logits + r * vocab, vocab);
+void argmax_rows(const ArgmaxRowsArgs& args) {
+  for (std::int64_t r = 0; r < args.rows; ++r) {
+    args.out[r] = greedy(args.logits + r * args.vocab, args.vocab);
+  }
 }
 
 void sample_rows(const SampleRowsArgs& args) {

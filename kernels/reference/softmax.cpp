@@ -15,19 +15,18 @@ double log_sum_exp(const float* row, int cols) {
 
 }  // namespace
 
-void log_softmax(float* values, std::int64_t rows, int cols) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* row = values + r * cols;
-    const double lse = log_sum_exp(row, cols);
-    for (int c = 0; c < cols; ++c) row[c] = static_cast<float>(row[c] - lse);
+void log_softmax(const LogSoftmaxArgs& a) {
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    float* row = a.values + r * a.cols;
+    const double lse = log_sum_exp(row, a.cols);
+    for (int c = 0; c < a.cols; ++c) row[c] = static_cast<float>(row[c] - lse);
   }
 }
 
-void token_logprobs(const float* logits, const std::int32_t* targets, float* out, std::int64_t rows,
-                    int vocab) {
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* row = logits + r * vocab;
-    out[r] = static_cast<float>(row[targets[r]] - log_sum_exp(row, vocab));
+void token_logprobs(const TokenLogprobsArgs& a) {
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    const float* row = a.logits + r * a.vocab;
+    a.out[r] = static_cast<float>(row[a.targets[r]] - log_sum_exp(row, a.vocab));
   }
 }
 

@@ -15,6 +15,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/softmax.h"
@@ -97,69 +98,88 @@ void finish() {
 
 namespace cuda = kernels::cuda;
 
-void gather_rows(const Half* table, std::int64_t table_rows, int dim, const std::int32_t* ids,
-                 std::int64_t n, Half* out) {
-  auto d_table = device_copy(table, table_rows * dim);
-  auto d_ids = device_copy(ids, n);
-  auto d_out = device_copy(out, n * dim);
-  cuda::gather_rows(d_table.data(), table_rows, dim, d_ids.data(), n, d_out.data(), test_stream());
+void gather_rows(const kernels::GatherRowsArgs& args) {
+  auto d_table = device_copy(args.table, args.table_rows * args.dim);
+  auto d_ids = device_copy(args.ids, args.rows);
+  auto d_out = device_copy(args.out, args.rows * args.dim);
+  kernels::GatherRowsArgs d = args;
+  d.table = d_table.data();
+  d.ids = d_ids.data();
+  d.out = d_out.data();
+  cuda::gather_rows(d, test_stream());
   finish();
-  d_out.copy_back(out, "gather_rows");
+  d_out.copy_back(args.out, "gather_rows");
 }
 
-void add_position_embeddings(Half* x, const Half* table, int dim, const std::int32_t* positions,
-                             std::int64_t n, int offset) {
+void add_position_embeddings(const kernels::PositionEmbeddingArgs& args) {
   // The table needs every row a position reads (offset - 1 for padding's position -1).
-  std::int64_t rows = offset;
-  for (std::int64_t i = 0; i < n; ++i)
-    rows = std::max<std::int64_t>(rows, positions[i] + offset + 1);
-  auto d_x = device_copy(x, n * dim);
-  auto d_table = device_copy(table, rows * dim);
-  auto d_positions = device_copy(positions, n);
-  cuda::add_position_embeddings(d_x.data(), d_table.data(), dim, d_positions.data(), n, offset,
-                                test_stream());
+  std::int64_t table_rows = args.offset;
+  for (std::int64_t i = 0; i < args.rows; ++i) {
+    table_rows = std::max<std::int64_t>(table_rows, args.positions[i] + args.offset + 1);
+  }
+  auto d_x = device_copy(args.x, args.rows * args.dim);
+  auto d_table = device_copy(args.table, table_rows * args.dim);
+  auto d_positions = device_copy(args.positions, args.rows);
+  kernels::PositionEmbeddingArgs d = args;
+  d.x = d_x.data();
+  d.table = d_table.data();
+  d.positions = d_positions.data();
+  cuda::add_position_embeddings(d, test_stream());
   finish();
-  d_x.copy_back(x, "add_position_embeddings");
+  d_x.copy_back(args.x, "add_position_embeddings");
 }
 
-void layer_norm(const Half* x, const Half* gamma, const Half* beta, Half* y, std::int64_t rows,
-                int dim, float eps) {
-  auto d_gamma = device_copy(gamma, dim);
-  auto d_beta = device_copy(beta, dim);
-  if (x == y) {  // in place: one buffer, as the caller aliases them
-    auto d_xy = device_copy(y, rows * dim);
-    cuda::layer_norm(d_xy.data(), d_gamma.data(), d_beta.data(), d_xy.data(), rows, dim, eps,
-                     test_stream());
+void layer_norm(const kernels::LayerNormArgs& args) {
+  const std::int64_t size = args.rows * args.dim;
+  auto d_gamma = device_copy(args.gamma, args.dim);
+  auto d_beta = device_copy(args.beta, args.dim);
+  kernels::LayerNormArgs d = args;
+  d.gamma = d_gamma.data();
+  d.beta = d_beta.data();
+  if (args.x == args.y) {  // in place: one buffer, as the caller aliases them
+    auto d_xy = device_copy(args.y, size);
+    d.x = d_xy.data();
+    d.y = d_xy.data();
+    cuda::layer_norm(d, test_stream());
     finish();
-    d_xy.copy_back(y, "layer_norm (in place)");
+    d_xy.copy_back(args.y, "layer_norm (in place)");
     return;
   }
-  auto d_x = device_copy(x, rows * dim);
-  auto d_y = device_copy(y, rows * dim);
-  cuda::layer_norm(d_x.data(), d_gamma.data(), d_beta.data(), d_y.data(), rows, dim, eps,
-                   test_stream());
+  auto d_x = device_copy(args.x, size);
+  auto d_y = device_copy(args.y, size);
+  d.x = d_x.data();
+  d.y = d_y.data();
+  cuda::layer_norm(d, test_stream());
   finish();
-  d_y.copy_back(y, "layer_norm");
+  d_y.copy_back(args.y, "layer_norm");
 }
 
-void linear(const Half* x, const Half* weight, const Half* bias, Half* y, std::int64_t m, int n,
-            int k, kernels::Activation activation) {
-  auto d_x = device_copy(x, m * k);
-  auto d_w = device_copy(weight, std::int64_t{n} * k);
-  auto d_bias = device_copy(bias, n);
-  auto d_y = device_copy(y, m * n);
-  test_gemm().linear(d_x.data(), d_w.data(), d_bias.data(), d_y.data(), m, n, k, activation);
+void linear(const kernels::LinearArgs& args) {
+  auto d_x = device_copy(args.x, args.rows * args.in_features);
+  auto d_w = device_copy(args.weight, std::int64_t{args.out_features} * args.in_features);
+  auto d_bias = device_copy(args.bias, args.out_features);
+  auto d_y = device_copy(args.y, args.rows * args.out_features);
+  kernels::LinearArgs d = args;
+  d.x = d_x.data();
+  d.weight = d_w.data();
+  d.bias = d_bias.data();
+  d.y = d_y.data();
+  test_gemm().linear(d);
   finish();
-  d_y.copy_back(y, "linear");
+  d_y.copy_back(args.y, "linear");
 }
 
-void logits(const Half* x, const Half* embed, float* out, std::int64_t m, int vocab, int dim) {
-  auto d_x = device_copy(x, m * dim);
-  auto d_embed = device_copy(embed, std::int64_t{vocab} * dim);
-  auto d_out = device_copy(out, m * vocab);
-  test_gemm().logits(d_x.data(), d_embed.data(), d_out.data(), m, vocab, dim);
+void logits(const kernels::LogitsArgs& args) {
+  auto d_x = device_copy(args.x, args.rows * args.dim);
+  auto d_embed = device_copy(args.embed, std::int64_t{args.vocab} * args.dim);
+  auto d_out = device_copy(args.out, args.rows * args.vocab);
+  kernels::LogitsArgs d = args;
+  d.x = d_x.data();
+  d.embed = d_embed.data();
+  d.out = d_out.data();
+  test_gemm().logits(d);
   finish();
-  d_out.copy_back(out, "logits");
+  d_out.copy_back(args.out, "logits");
 }
 
 void add_inplace(Half* y, const Half* x, std::int64_t n) {
@@ -170,21 +190,26 @@ void add_inplace(Half* y, const Half* x, std::int64_t n) {
   d_y.copy_back(y, "add_inplace");
 }
 
-void log_softmax(float* values, std::int64_t rows, int cols) {
-  auto d_values = device_copy(values, rows * cols);
-  cuda::log_softmax(d_values.data(), rows, cols, test_stream());
+void log_softmax(const kernels::LogSoftmaxArgs& args) {
+  auto d_values = device_copy(args.values, args.rows * args.cols);
+  kernels::LogSoftmaxArgs d = args;
+  d.values = d_values.data();
+  cuda::log_softmax(d, test_stream());
   finish();
-  d_values.copy_back(values, "log_softmax");
+  d_values.copy_back(args.values, "log_softmax");
 }
 
-void token_logprobs(const float* logits_in, const std::int32_t* targets, float* out,
-                    std::int64_t rows, int vocab) {
-  auto d_logits = device_copy(logits_in, rows * vocab);
-  auto d_targets = device_copy(targets, rows);
-  auto d_out = device_copy(out, rows);
-  cuda::token_logprobs(d_logits.data(), d_targets.data(), d_out.data(), rows, vocab, test_stream());
+void token_logprobs(const kernels::TokenLogprobsArgs& args) {
+  auto d_logits = device_copy(args.logits, args.rows * args.vocab);
+  auto d_targets = device_copy(args.targets, args.rows);
+  auto d_out = device_copy(args.out, args.rows);
+  kernels::TokenLogprobsArgs d = args;
+  d.logits = d_logits.data();
+  d.targets = d_targets.data();
+  d.out = d_out.data();
+  cuda::token_logprobs(d, test_stream());
   finish();
-  d_out.copy_back(out, "token_logprobs");
+  d_out.copy_back(args.out, "token_logprobs");
 }
 
 void prefill_attention(const kernels::PrefillAttentionArgs& args) {
@@ -205,33 +230,39 @@ void prefill_attention(const kernels::PrefillAttentionArgs& args) {
   d_sums.copy_back(args.key_prob_sums, "prefill_attention key_prob_sums");
 }
 
-void store_prefill_kv(const Half* qkv, const std::int32_t* token_slot, int batch, int seq,
-                      int heads, int head_dim, Half* k_cache, Half* v_cache, int capacity) {
-  const std::int64_t tokens = std::int64_t{batch} * seq;
-  const std::int64_t cache = std::int64_t{batch} * heads * capacity * head_dim;
-  auto d_qkv = device_copy(qkv, tokens * 3 * heads * head_dim);
-  auto d_slots = device_copy(token_slot, tokens * heads);
-  auto d_k = device_copy(k_cache, cache);
-  auto d_v = device_copy(v_cache, cache);
-  cuda::store_prefill_kv(d_qkv.data(), d_slots.data(), batch, seq, heads, head_dim, d_k.data(),
-                         d_v.data(), capacity, test_stream());
+void store_prefill_kv(const kernels::StorePrefillKvArgs& args) {
+  const std::int64_t tokens = std::int64_t{args.batch} * args.seq;
+  const std::int64_t cache = std::int64_t{args.batch} * args.heads * args.capacity * args.head_dim;
+  auto d_qkv = device_copy(args.qkv, tokens * 3 * args.heads * args.head_dim);
+  auto d_slots = device_copy(args.token_slot, tokens * args.heads);
+  auto d_k = device_copy(args.k_cache, cache);
+  auto d_v = device_copy(args.v_cache, cache);
+  kernels::StorePrefillKvArgs d = args;
+  d.qkv = d_qkv.data();
+  d.token_slot = d_slots.data();
+  d.k_cache = d_k.data();
+  d.v_cache = d_v.data();
+  cuda::store_prefill_kv(d, test_stream());
   finish();
-  d_k.copy_back(k_cache, "store_prefill_kv k");
-  d_v.copy_back(v_cache, "store_prefill_kv v");
+  d_k.copy_back(args.k_cache, "store_prefill_kv k");
+  d_v.copy_back(args.v_cache, "store_prefill_kv v");
 }
 
-void append_kv(const Half* qkv, const std::int32_t* write_slot, int batch, int heads, int head_dim,
-               Half* k_cache, Half* v_cache, int capacity) {
-  const std::int64_t cache = std::int64_t{batch} * heads * capacity * head_dim;
-  auto d_qkv = device_copy(qkv, std::int64_t{batch} * 3 * heads * head_dim);
-  auto d_slots = device_copy(write_slot, std::int64_t{batch} * heads);
-  auto d_k = device_copy(k_cache, cache);
-  auto d_v = device_copy(v_cache, cache);
-  cuda::append_kv(d_qkv.data(), d_slots.data(), batch, heads, head_dim, d_k.data(), d_v.data(),
-                  capacity, test_stream());
+void append_kv(const kernels::AppendKvArgs& args) {
+  const std::int64_t cache = std::int64_t{args.batch} * args.heads * args.capacity * args.head_dim;
+  auto d_qkv = device_copy(args.qkv, std::int64_t{args.batch} * 3 * args.heads * args.head_dim);
+  auto d_slots = device_copy(args.write_slot, std::int64_t{args.batch} * args.heads);
+  auto d_k = device_copy(args.k_cache, cache);
+  auto d_v = device_copy(args.v_cache, cache);
+  kernels::AppendKvArgs d = args;
+  d.qkv = d_qkv.data();
+  d.write_slot = d_slots.data();
+  d.k_cache = d_k.data();
+  d.v_cache = d_v.data();
+  cuda::append_kv(d, test_stream());
   finish();
-  d_k.copy_back(k_cache, "append_kv k");
-  d_v.copy_back(v_cache, "append_kv v");
+  d_k.copy_back(args.k_cache, "append_kv k");
+  d_v.copy_back(args.v_cache, "append_kv v");
 }
 
 void decode_attention(const kernels::DecodeAttentionArgs& args) {
@@ -271,12 +302,15 @@ void sample_rows(const kernels::SampleRowsArgs& args) {
   d_out.copy_back(args.out, "sample_rows");
 }
 
-void argmax_rows(const float* logits_in, std::int64_t rows, int vocab, std::int32_t* out) {
-  auto d_logits = device_copy(logits_in, rows * vocab);
-  auto d_out = device_copy(out, rows);
-  cuda::argmax_rows(d_logits.data(), rows, vocab, d_out.data(), test_stream());
+void argmax_rows(const kernels::ArgmaxRowsArgs& args) {
+  auto d_logits = device_copy(args.logits, args.rows * args.vocab);
+  auto d_out = device_copy(args.out, args.rows);
+  kernels::ArgmaxRowsArgs d = args;
+  d.logits = d_logits.data();
+  d.out = d_out.data();
+  cuda::argmax_rows(d, test_stream());
   finish();
-  d_out.copy_back(out, "argmax_rows");
+  d_out.copy_back(args.out, "argmax_rows");
 }
 
 }  // namespace

@@ -279,10 +279,19 @@ TEST_P(AttentionParity, StorePrefillKvMatchesReference) {
       Guarded<Half> k(k_init), v(v_init);
       std::vector<Half> k_expected = k_init, v_expected = v_init;
       const auto slots = random_token_slots(rng, valid, c.batch, c.heads, c.seq, capacity);
-      impl().store_prefill_kv(qkv.data(), slots.data(), c.batch, c.seq, c.heads, c.head_dim,
-                              k.data(), v.data(), capacity);
-      ref::store_prefill_kv(qkv.data(), slots.data(), c.batch, c.seq, c.heads, c.head_dim,
-                            k_expected.data(), v_expected.data(), capacity);
+      kernels::StorePrefillKvArgs args{.qkv = qkv.data(),
+                                       .token_slot = slots.data(),
+                                       .k_cache = k.data(),
+                                       .v_cache = v.data(),
+                                       .batch = c.batch,
+                                       .seq = c.seq,
+                                       .heads = c.heads,
+                                       .head_dim = c.head_dim,
+                                       .capacity = capacity};
+      impl().store_prefill_kv(args);
+      args.k_cache = k_expected.data();
+      args.v_cache = v_expected.data();
+      ref::store_prefill_kv(args);
       EXPECT_TRUE(k.guards_intact());
       EXPECT_TRUE(v.guards_intact());
       EXPECT_TRUE(bitwise_equal(k.values(), k_expected));
@@ -306,10 +315,18 @@ TEST_P(AttentionParity, AppendKvMatchesReference) {
     const auto v_init = rng.halves(size, -1, 1);
     Guarded<Half> k(k_init), v(v_init);
     std::vector<Half> k_expected = k_init, v_expected = v_init;
-    impl().append_kv(qkv.data(), slots.data(), c.batch, c.heads, c.head_dim, k.data(), v.data(),
-                     c.capacity);
-    ref::append_kv(qkv.data(), slots.data(), c.batch, c.heads, c.head_dim, k_expected.data(),
-                   v_expected.data(), c.capacity);
+    kernels::AppendKvArgs args{.qkv = qkv.data(),
+                               .write_slot = slots.data(),
+                               .k_cache = k.data(),
+                               .v_cache = v.data(),
+                               .batch = c.batch,
+                               .heads = c.heads,
+                               .head_dim = c.head_dim,
+                               .capacity = c.capacity};
+    impl().append_kv(args);
+    args.k_cache = k_expected.data();
+    args.v_cache = v_expected.data();
+    ref::append_kv(args);
     EXPECT_TRUE(k.guards_intact());
     EXPECT_TRUE(v.guards_intact());
     EXPECT_TRUE(bitwise_equal(k.values(), k_expected));
@@ -335,8 +352,15 @@ TEST_P(AttentionParity, DecodeOverStoredPrefillMatchesLastPrefillRow) {
     const std::size_t size = std::size_t(c.batch) * c.heads * capacity * c.head_dim;
     std::vector<Half> k(size), v(size);
     const auto slots = compact_token_slots(valid, c.batch, c.heads, c.seq);
-    impl().store_prefill_kv(qkv.data(), slots.data(), c.batch, c.seq, c.heads, c.head_dim, k.data(),
-                            v.data(), capacity);
+    impl().store_prefill_kv({.qkv = qkv.data(),
+                             .token_slot = slots.data(),
+                             .k_cache = k.data(),
+                             .v_cache = v.data(),
+                             .batch = c.batch,
+                             .seq = c.seq,
+                             .heads = c.heads,
+                             .head_dim = c.head_dim,
+                             .capacity = capacity});
     std::vector<Half> last_qkv, expected;
     std::vector<std::int32_t> counts;
     for (int b = 0; b < c.batch; ++b) {

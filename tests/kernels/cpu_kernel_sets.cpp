@@ -5,6 +5,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/sampling.h"

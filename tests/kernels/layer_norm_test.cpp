@@ -56,9 +56,21 @@ TEST_P(NormParity, LayerNormMatchesReference) {
           const Half* g = affine ? gamma.data() : nullptr;
           const Half* b = affine ? beta.data() : nullptr;
           std::vector<Half> expected(rows * dim);
-          ref::layer_norm(x.data(), g, b, expected.data(), rows, dim, kEps);
+          ref::layer_norm({.x = x.data(),
+                           .gamma = g,
+                           .beta = b,
+                           .y = expected.data(),
+                           .rows = rows,
+                           .dim = dim,
+                           .eps = kEps});
           Guarded<Half> y = alias ? Guarded<Half>(x) : Guarded<Half>(x.size(), half_nan());
-          impl().layer_norm(alias ? y.data() : x.data(), g, b, y.data(), rows, dim, kEps);
+          impl().layer_norm({.x = alias ? y.data() : x.data(),
+                             .gamma = g,
+                             .beta = b,
+                             .y = y.data(),
+                             .rows = rows,
+                             .dim = dim,
+                             .eps = kEps});
           EXPECT_TRUE(y.guards_intact());
           EXPECT_TRUE(
               all_close(y.values(), expected, layer_norm_tolerance(dim, min_sigma(x, rows, dim))));
@@ -77,9 +89,12 @@ TEST_P(NormParity, LayerNormOfNearConstantRowsUsesEps) {
     std::vector<Half> x(3 * dim);
     for (auto& h : x) h = float_to_half(1.0f + float(rng.integer(-2, 2)) / 1024);
     std::vector<Half> expected(x.size());
-    ref::layer_norm(x.data(), nullptr, nullptr, expected.data(), 3, dim, kEps);
+    kernels::LayerNormArgs args{
+        .x = x.data(), .y = expected.data(), .rows = 3, .dim = dim, .eps = kEps};
+    ref::layer_norm(args);
     Guarded<Half> y(x.size(), half_nan());
-    impl().layer_norm(x.data(), nullptr, nullptr, y.data(), 3, dim, kEps);
+    args.y = y.data();
+    impl().layer_norm(args);
     EXPECT_TRUE(y.guards_intact());
     EXPECT_TRUE(all_close(y.values(), expected, layer_norm_tolerance(dim, min_sigma(x, 3, dim))));
   }
@@ -95,7 +110,13 @@ TEST_P(NormParity, LayerNormOfConstantRowIsBeta) {
     const auto gamma = rng.halves(dim, -1.5f, 1.5f);
     const auto beta = rng.halves(dim, -1, 1);
     Guarded<Half> y(x.size(), half_nan());
-    impl().layer_norm(x.data(), gamma.data(), beta.data(), y.data(), 2, dim, kEps);
+    impl().layer_norm({.x = x.data(),
+                       .gamma = gamma.data(),
+                       .beta = beta.data(),
+                       .y = y.data(),
+                       .rows = 2,
+                       .dim = dim,
+                       .eps = kEps});
     EXPECT_TRUE(y.guards_intact());
     std::vector<Half> expected = beta;
     expected.insert(expected.end(), beta.begin(), beta.end());
@@ -123,8 +144,15 @@ TEST_P(NormParity, GatherRowsCopiesRows) {
       ids.back() = 0;
       Guarded<Half> out(n * dim, half_nan());
       std::vector<Half> expected(n * dim);
-      impl().gather_rows(table.data(), kTableRows, dim, ids.data(), n, out.data());
-      ref::gather_rows(table.data(), kTableRows, dim, ids.data(), n, expected.data());
+      kernels::GatherRowsArgs args{.table = table.data(),
+                                   .ids = ids.data(),
+                                   .out = out.data(),
+                                   .table_rows = kTableRows,
+                                   .rows = n,
+                                   .dim = dim};
+      impl().gather_rows(args);
+      args.out = expected.data();
+      ref::gather_rows(args);
       EXPECT_TRUE(out.guards_intact());
       EXPECT_TRUE(bitwise_equal(out.values(), expected));
     }
@@ -146,10 +174,15 @@ TEST_P(NormParity, AddPositionEmbeddingsMatchesReference) {
       positions.front() = -1;  // padding reads row offset - 1
       Guarded<Half> actual(x);
       std::vector<Half> expected = x;
-      impl().add_position_embeddings(actual.data(), table.data(), dim, positions.data(), n,
-                                     kOffset);
-      ref::add_position_embeddings(expected.data(), table.data(), dim, positions.data(), n,
-                                   kOffset);
+      kernels::PositionEmbeddingArgs args{.x = actual.data(),
+                                          .table = table.data(),
+                                          .positions = positions.data(),
+                                          .rows = n,
+                                          .dim = dim,
+                                          .offset = kOffset};
+      impl().add_position_embeddings(args);
+      args.x = expected.data();
+      ref::add_position_embeddings(args);
       EXPECT_TRUE(actual.guards_intact());
       EXPECT_TRUE(all_close(actual.values(), expected, kSumOfTwoHalves));
     }

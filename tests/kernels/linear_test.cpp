@@ -63,8 +63,17 @@ TEST_P(LinearParity, MatchesReferenceWithAndWithoutBiasAndRelu) {
         const Half* bias = with_bias ? b.data() : nullptr;
         Guarded<Half> y(s.m * s.n, half_nan());
         std::vector<Half> expected(s.m * s.n);
-        impl().linear(x.data(), w.data(), bias, y.data(), s.m, s.n, s.k, act);
-        ref::linear(x.data(), w.data(), bias, expected.data(), s.m, s.n, s.k, act);
+        kernels::LinearArgs args{.x = x.data(),
+                                 .weight = w.data(),
+                                 .bias = bias,
+                                 .y = y.data(),
+                                 .rows = s.m,
+                                 .out_features = s.n,
+                                 .in_features = s.k,
+                                 .activation = act};
+        impl().linear(args);
+        args.y = expected.data();
+        ref::linear(args);
         EXPECT_TRUE(y.guards_intact());
         EXPECT_TRUE(all_close(y.values(), expected, linear_tolerance(s.k, 1.0)));
       }
@@ -83,8 +92,16 @@ TEST_P(LinearParity, MatchesReferenceWithWideInputs) {
     const auto b = rng.halves(s.n, -4, 4);
     Guarded<Half> y(s.m * s.n, half_nan());
     std::vector<Half> expected(s.m * s.n);
-    impl().linear(x.data(), w.data(), b.data(), y.data(), s.m, s.n, s.k, Activation::none);
-    ref::linear(x.data(), w.data(), b.data(), expected.data(), s.m, s.n, s.k, Activation::none);
+    kernels::LinearArgs args{.x = x.data(),
+                             .weight = w.data(),
+                             .bias = b.data(),
+                             .y = y.data(),
+                             .rows = s.m,
+                             .out_features = s.n,
+                             .in_features = s.k};
+    impl().linear(args);
+    args.y = expected.data();
+    ref::linear(args);
     EXPECT_TRUE(y.guards_intact());
     EXPECT_TRUE(all_close(y.values(), expected, linear_tolerance(s.k, 4.0)));
   }
@@ -99,8 +116,15 @@ TEST_P(LinearParity, IsDeterministic) {
     const auto x = rng.halves(s.m * s.k, -1, 1);
     const auto w = rng.halves(std::size_t(s.n) * s.k, -1, 1);
     std::vector<Half> first(s.m * s.n), second(s.m * s.n);
-    impl().linear(x.data(), w.data(), nullptr, first.data(), s.m, s.n, s.k, Activation::none);
-    impl().linear(x.data(), w.data(), nullptr, second.data(), s.m, s.n, s.k, Activation::none);
+    kernels::LinearArgs args{.x = x.data(),
+                             .weight = w.data(),
+                             .y = first.data(),
+                             .rows = s.m,
+                             .out_features = s.n,
+                             .in_features = s.k};
+    impl().linear(args);
+    args.y = second.data();
+    impl().linear(args);
     EXPECT_TRUE(bitwise_equal(second, first));
   }
 }
@@ -115,8 +139,15 @@ TEST_P(LinearParity, LogitsMatchReference) {
     const auto embed = rng.halves(std::size_t(s.n) * s.k, -1, 1);
     Guarded<float> out(s.m * s.n, float_nan());
     std::vector<float> expected(s.m * s.n);
-    impl().logits(x.data(), embed.data(), out.data(), s.m, s.n, s.k);
-    ref::logits(x.data(), embed.data(), expected.data(), s.m, s.n, s.k);
+    kernels::LogitsArgs args{.x = x.data(),
+                             .embed = embed.data(),
+                             .out = out.data(),
+                             .rows = s.m,
+                             .vocab = s.n,
+                             .dim = s.k};
+    impl().logits(args);
+    args.out = expected.data();
+    ref::logits(args);
     EXPECT_TRUE(out.guards_intact());
     EXPECT_TRUE(all_close(out.values(), expected, logits_tolerance(s.k, 1.0)));
   }

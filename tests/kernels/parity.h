@@ -1,7 +1,8 @@
 // Parity-test support: every kernel implementation is checked against kernels/reference with
 // fresh random inputs, guard regions around outputs, and per-case tolerances that say why.
 //
-// An implementation is a KernelSet: host-callable functions with the CPU signatures. The CPU
+// An implementation is a KernelSet: host-callable functions with the CPU signatures (each op takes
+// its kernels/*_args.h struct). The CPU
 // kernels plug in directly (once per micro-kernel ISA); a device implementation plugs in through
 // host wrappers that copy inputs over, launch, and copy outputs back into the given buffers.
 #pragma once
@@ -22,9 +23,13 @@
 #include <vector>
 
 #include "engine/core/half.h"
-#include "kernels/activation.h"
 #include "kernels/attention_args.h"
+#include "kernels/embedding_args.h"
+#include "kernels/kv_cache_args.h"
+#include "kernels/layer_norm_args.h"
+#include "kernels/linear_args.h"
 #include "kernels/sampling_args.h"
+#include "kernels/softmax_args.h"
 
 namespace offgen::test {
 
@@ -37,23 +42,20 @@ struct KernelSet {
   std::string name;
   // Value of OFFGEN_CPU_ISA while this set runs (CPU fallbacks); empty = leave unset.
   std::string cpu_isa;
-  Fn<void(const Half*, std::int64_t, int, const std::int32_t*, std::int64_t, Half*)> gather_rows;
-  Fn<void(Half*, const Half*, int, const std::int32_t*, std::int64_t, int)> add_position_embeddings;
-  Fn<void(const Half*, const Half*, const Half*, Half*, std::int64_t, int, float)> layer_norm;
-  Fn<void(const Half*, const Half*, const Half*, Half*, std::int64_t, int, int,
-          kernels::Activation)>
-      linear;
-  Fn<void(const Half*, const Half*, float*, std::int64_t, int, int)> logits;
+  Fn<void(const kernels::GatherRowsArgs&)> gather_rows;
+  Fn<void(const kernels::PositionEmbeddingArgs&)> add_position_embeddings;
+  Fn<void(const kernels::LayerNormArgs&)> layer_norm;
+  Fn<void(const kernels::LinearArgs&)> linear;
+  Fn<void(const kernels::LogitsArgs&)> logits;
   Fn<void(Half*, const Half*, std::int64_t)> add_inplace;
-  Fn<void(float*, std::int64_t, int)> log_softmax;
-  Fn<void(const float*, const std::int32_t*, float*, std::int64_t, int)> token_logprobs;
+  Fn<void(const kernels::LogSoftmaxArgs&)> log_softmax;
+  Fn<void(const kernels::TokenLogprobsArgs&)> token_logprobs;
   Fn<void(const kernels::PrefillAttentionArgs&)> prefill_attention;
-  Fn<void(const Half*, const std::int32_t*, int, int, int, int, Half*, Half*, int)>
-      store_prefill_kv;
-  Fn<void(const Half*, const std::int32_t*, int, int, int, Half*, Half*, int)> append_kv;
+  Fn<void(const kernels::StorePrefillKvArgs&)> store_prefill_kv;
+  Fn<void(const kernels::AppendKvArgs&)> append_kv;
   Fn<void(const kernels::DecodeAttentionArgs&)> decode_attention;
   Fn<void(const kernels::SampleRowsArgs&)> sample_rows;
-  Fn<void(const float*, std::int64_t, int, std::int32_t*)> argmax_rows;
+  Fn<void(const kernels::ArgmaxRowsArgs&)> argmax_rows;
   // Whether the set's sampler computes exp and its sums as the reference does, so every pick
   // equals the reference's (the CPU kernels); otherwise picks may differ where a running sum
   // lands within rounding of a threshold (kernels/sampling_args.h).

@@ -8,6 +8,7 @@
 
 #include "engine/core/error.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/reference/reference.h"
 #include "tests/kernels/parity.h"
@@ -29,14 +30,25 @@ TEST(Reference, LinearOfSmallIntegersIsExact) {
   const auto w = halves({1, 0, 2, -1});  // [n=2, k=2]
   const auto b = halves({1, -10});
   std::vector<Half> y(4);
-  ref::linear(x.data(), w.data(), b.data(), y.data(), 2, 2, 2, Activation::none);
+  kernels::LinearArgs args{.x = x.data(),
+                           .weight = w.data(),
+                           .bias = b.data(),
+                           .y = y.data(),
+                           .rows = 2,
+                           .out_features = 2,
+                           .in_features = 2};
+  ref::linear(args);
   EXPECT_EQ(to_floats(y), (std::vector<float>{2, -10, 4, -8}));
-  ref::linear(x.data(), w.data(), b.data(), y.data(), 2, 2, 2, Activation::relu);
+  args.activation = Activation::relu;
+  ref::linear(args);
   EXPECT_EQ(to_floats(y), (std::vector<float>{2, 0, 4, 0}));
-  ref::linear(x.data(), w.data(), nullptr, y.data(), 2, 2, 2, Activation::none);
+  args.bias = nullptr;
+  args.activation = Activation::none;
+  ref::linear(args);
   EXPECT_EQ(to_floats(y), (std::vector<float>{1, 0, 3, 2}));
   std::vector<float> logits(4);
-  ref::logits(x.data(), w.data(), logits.data(), 2, 2, 2);
+  ref::logits(
+      {.x = x.data(), .embed = w.data(), .out = logits.data(), .rows = 2, .vocab = 2, .dim = 2});
   EXPECT_EQ(logits, (std::vector<float>{1, 0, 3, 2}));
 }
 
@@ -45,25 +57,32 @@ TEST(Reference, LayerNormOfConstantRowIsBeta) {
   const auto gamma = halves({2, 2, 2});
   const auto beta = halves({0.5f, -1, 7});
   std::vector<Half> y(3);
-  ref::layer_norm(x.data(), gamma.data(), beta.data(), y.data(), 1, 3, 1e-5f);
+  ref::layer_norm({.x = x.data(),
+                   .gamma = gamma.data(),
+                   .beta = beta.data(),
+                   .y = y.data(),
+                   .rows = 1,
+                   .dim = 3,
+                   .eps = 1e-5f});
   EXPECT_EQ(to_floats(y), (std::vector<float>{0.5f, -1, 7}));
 }
 
 TEST(Reference, LayerNormWithoutAffineNormalises) {
   // mean 0, variance 1: y = x / sqrt(1 + eps), which rounds to x in fp16.
   auto x = halves({1, -1, 1, -1});
-  ref::layer_norm(x.data(), nullptr, nullptr, x.data(), 1, 4, 1e-5f);  // in place
+  ref::layer_norm({.x = x.data(), .y = x.data(), .rows = 1, .dim = 4, .eps = 1e-5f});  // in place
   EXPECT_EQ(to_floats(x), (std::vector<float>{1, -1, 1, -1}));
 }
 
 TEST(Reference, LogSoftmaxOfEqualValuesIsUniform) {
   std::vector<float> v(8, 3.25f);
-  ref::log_softmax(v.data(), 1, 8);
+  ref::log_softmax({.values = v.data(), .rows = 1, .cols = 8});
   for (float x : v) EXPECT_FLOAT_EQ(x, -std::log(8.0f));
   const std::vector<float> logits = {0.0f, 0.0f, std::log(2.0f)};  // p = 1/4, 1/4, 1/2
   const std::vector<std::int32_t> targets = {2};
   float out = 0;
-  ref::token_logprobs(logits.data(), targets.data(), &out, 1, 3);
+  ref::token_logprobs(
+      {.logits = logits.data(), .targets = targets.data(), .out = &out, .rows = 1, .vocab = 3});
   EXPECT_FLOAT_EQ(out, std::log(0.5f));
 }
 
@@ -125,12 +144,27 @@ TEST(Reference, StorePrefillKvPutsTokensInTheirSlotsAndAppendWritesOneSlot) {
   const std::vector<std::int32_t> token_slot = {-1, 0, 1};  // padding is not cached
   auto k = halves({-1, -1, -1});
   auto v = halves({-1, -1, -1});
-  ref::store_prefill_kv(qkv.data(), token_slot.data(), 1, 3, 1, 1, k.data(), v.data(), 3);
+  ref::store_prefill_kv({.qkv = qkv.data(),
+                         .token_slot = token_slot.data(),
+                         .k_cache = k.data(),
+                         .v_cache = v.data(),
+                         .batch = 1,
+                         .seq = 3,
+                         .heads = 1,
+                         .head_dim = 1,
+                         .capacity = 3});
   EXPECT_EQ(to_floats(k), (std::vector<float>{2, 4, -1}));
   EXPECT_EQ(to_floats(v), (std::vector<float>{3, 5, -1}));
   const auto step = halves({0, 6, 7});
   const std::vector<std::int32_t> slot = {2};
-  ref::append_kv(step.data(), slot.data(), 1, 1, 1, k.data(), v.data(), 3);
+  ref::append_kv({.qkv = step.data(),
+                  .write_slot = slot.data(),
+                  .k_cache = k.data(),
+                  .v_cache = v.data(),
+                  .batch = 1,
+                  .heads = 1,
+                  .head_dim = 1,
+                  .capacity = 3});
   EXPECT_EQ(to_floats(k), (std::vector<float>{2, 4, 6}));
   EXPECT_EQ(to_floats(v), (std::vector<float>{3, 5, 7}));
 }
@@ -142,12 +176,27 @@ TEST(Reference, HeadsOfOneSequenceCanUseDifferentSlots) {
   const std::vector<std::int32_t> token_slot = {1, 0, -1, 0};  // [batch 1, heads 2, seq 2]
   auto k = halves({-1, -1, -1, -1});                           // [1, 2 heads, capacity 2, 1]
   auto v = halves({-1, -1, -1, -1});
-  ref::store_prefill_kv(qkv.data(), token_slot.data(), 1, 2, 2, 1, k.data(), v.data(), 2);
+  ref::store_prefill_kv({.qkv = qkv.data(),
+                         .token_slot = token_slot.data(),
+                         .k_cache = k.data(),
+                         .v_cache = v.data(),
+                         .batch = 1,
+                         .seq = 2,
+                         .heads = 2,
+                         .head_dim = 1,
+                         .capacity = 2});
   EXPECT_EQ(to_floats(k), (std::vector<float>{5, 1, 6, -1}));
   EXPECT_EQ(to_floats(v), (std::vector<float>{7, 3, 8, -1}));
   const auto step = halves({0, 0, 9, 10, 11, 12});
   const std::vector<std::int32_t> slots = {0, 1};  // per (sequence, head)
-  ref::append_kv(step.data(), slots.data(), 1, 2, 1, k.data(), v.data(), 2);
+  ref::append_kv({.qkv = step.data(),
+                  .write_slot = slots.data(),
+                  .k_cache = k.data(),
+                  .v_cache = v.data(),
+                  .batch = 1,
+                  .heads = 2,
+                  .head_dim = 1,
+                  .capacity = 2});
   EXPECT_EQ(to_floats(k), (std::vector<float>{9, 1, 6, 10}));
   EXPECT_EQ(to_floats(v), (std::vector<float>{11, 3, 8, 12}));
 }
@@ -156,12 +205,22 @@ TEST(Reference, EmbeddingsAndResidualAdd) {
   const auto table = halves({10, 11, 20, 21, 30, 31});  // 3 rows, dim 2
   const std::vector<std::int32_t> ids = {2, 0};
   std::vector<Half> out(4);
-  ref::gather_rows(table.data(), 3, 2, ids.data(), 2, out.data());
+  ref::gather_rows({.table = table.data(),
+                    .ids = ids.data(),
+                    .out = out.data(),
+                    .table_rows = 3,
+                    .rows = 2,
+                    .dim = 2});
   EXPECT_EQ(to_floats(out), (std::vector<float>{30, 31, 10, 11}));
   // Position -1 (padding) with offset 2 reads row 1; position 0 reads row 2.
   auto x = halves({0.5f, 0.25f, 1, 2});
   const std::vector<std::int32_t> positions = {-1, 0};
-  ref::add_position_embeddings(x.data(), table.data(), 2, positions.data(), 2, 2);
+  ref::add_position_embeddings({.x = x.data(),
+                                .table = table.data(),
+                                .positions = positions.data(),
+                                .rows = 2,
+                                .dim = 2,
+                                .offset = 2});
   EXPECT_EQ(to_floats(x), (std::vector<float>{20.5f, 21.25f, 31, 33}));
   auto y = halves({1.5f, -2});
   const auto r = halves({2.25f, 0.5f});
@@ -213,11 +272,25 @@ TEST(CpuKernels, CacheWritesRejectSlotsOutsideCapacity) {
   const auto qkv = halves({0, 1, 2, 0, 3, 4});  // 2 tokens, heads 1, head_dim 1
   const std::vector<std::int32_t> token_slot = {0, 1};
   std::vector<Half> k(1), v(1);
-  EXPECT_THROW(kernels::cpu::store_prefill_kv(qkv.data(), token_slot.data(), 1, 2, 1, 1, k.data(),
-                                              v.data(), 1),
+  EXPECT_THROW(kernels::cpu::store_prefill_kv({.qkv = qkv.data(),
+                                               .token_slot = token_slot.data(),
+                                               .k_cache = k.data(),
+                                               .v_cache = v.data(),
+                                               .batch = 1,
+                                               .seq = 2,
+                                               .heads = 1,
+                                               .head_dim = 1,
+                                               .capacity = 1}),
                Error);
   const std::vector<std::int32_t> slot = {1};
-  EXPECT_THROW(kernels::cpu::append_kv(qkv.data(), slot.data(), 1, 1, 1, k.data(), v.data(), 1),
+  EXPECT_THROW(kernels::cpu::append_kv({.qkv = qkv.data(),
+                                        .write_slot = slot.data(),
+                                        .k_cache = k.data(),
+                                        .v_cache = v.data(),
+                                        .batch = 1,
+                                        .heads = 1,
+                                        .head_dim = 1,
+                                        .capacity = 1}),
                Error);
   const std::vector<std::int32_t> count = {2};
   std::vector<Half> out(1);

@@ -233,8 +233,11 @@ TEST_P(SamplingParity, ArgmaxRowsMatchesTheReference) {
     at(5, vocab - 1) = inf;
     Guarded<std::int32_t> actual(static_cast<std::size_t>(rows), -1);
     std::vector<std::int32_t> expected(static_cast<std::size_t>(rows), -1);
-    impl().argmax_rows(logits.data(), rows, vocab, actual.data());
-    ref::argmax_rows(logits.data(), rows, vocab, expected.data());
+    kernels::ArgmaxRowsArgs args{
+        .logits = logits.data(), .out = actual.data(), .rows = rows, .vocab = vocab};
+    impl().argmax_rows(args);
+    args.out = expected.data();
+    ref::argmax_rows(args);
     EXPECT_TRUE(actual.guards_intact());
     EXPECT_EQ(actual.values(), expected);
     if (vocab > 3) {

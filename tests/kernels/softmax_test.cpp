@@ -34,8 +34,8 @@ TEST_P(SoftmaxParity, LogSoftmaxMatchesReference) {
       const auto logits = rng.floats(rows * cols, -10, 10);
       Guarded<float> actual(logits);
       std::vector<float> expected = logits;
-      impl().log_softmax(actual.data(), rows, cols);
-      ref::log_softmax(expected.data(), rows, cols);
+      impl().log_softmax({.values = actual.data(), .rows = rows, .cols = cols});
+      ref::log_softmax({.values = expected.data(), .rows = rows, .cols = cols});
       EXPECT_TRUE(actual.guards_intact());
       EXPECT_TRUE(all_close(actual.values(), expected, log_softmax_tolerance(cols, 10)));
     }
@@ -54,8 +54,14 @@ TEST_P(SoftmaxParity, TokenLogprobsMatchReference) {
       targets.back() = vocab - 1;
       Guarded<float> actual(rows, float_nan());
       std::vector<float> expected(rows);
-      impl().token_logprobs(logits.data(), targets.data(), actual.data(), rows, vocab);
-      ref::token_logprobs(logits.data(), targets.data(), expected.data(), rows, vocab);
+      kernels::TokenLogprobsArgs args{.logits = logits.data(),
+                                      .targets = targets.data(),
+                                      .out = actual.data(),
+                                      .rows = rows,
+                                      .vocab = vocab};
+      impl().token_logprobs(args);
+      args.out = expected.data();
+      ref::token_logprobs(args);
       EXPECT_TRUE(actual.guards_intact());
       EXPECT_TRUE(all_close(actual.values(), expected, log_softmax_tolerance(vocab, 10)));
     }

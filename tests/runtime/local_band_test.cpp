@@ -66,32 +66,80 @@ std::vector<float> band_forward_logprobs(const OptConfig& c, const ModelWeights&
   for (int i = 0; i < n; ++i) positions[std::size_t(i)] = i;
   std::vector<Half> x(std::size_t(n) * h), t(x.size()), qkv(std::size_t(n) * 3 * h);
   std::vector<Half> f(std::size_t(n) * c.ffn_dim);
-  ref::gather_rows(w.embed_tokens, c.vocab_size, h, tokens.data(), n, x.data());
-  ref::add_position_embeddings(x.data(), w.embed_positions, h, positions.data(), n,
-                               c.position_offset);
+  ref::gather_rows({.table = w.embed_tokens,
+                    .ids = tokens.data(),
+                    .out = x.data(),
+                    .table_rows = c.vocab_size,
+                    .rows = n,
+                    .dim = h});
+  ref::add_position_embeddings({.x = x.data(),
+                                .table = w.embed_positions,
+                                .positions = positions.data(),
+                                .rows = n,
+                                .dim = h,
+                                .offset = c.position_offset});
+  // x's n rows through a layer norm into `out`.
+  const auto norm = [&](const Half* gamma, const Half* beta, Half* out) {
+    ref::layer_norm({.x = x.data(),
+                     .gamma = gamma,
+                     .beta = beta,
+                     .y = out,
+                     .rows = n,
+                     .dim = h,
+                     .eps = c.layer_norm_eps});
+  };
   for (const LayerWeights& l : w.layers) {
-    ref::layer_norm(x.data(), l.attn_ln_weight, l.attn_ln_bias, t.data(), n, h, c.layer_norm_eps);
-    ref::linear(t.data(), l.qkv_weight, l.qkv_bias, qkv.data(), n, 3 * h, h,
-                kernels::Activation::none);
+    norm(l.attn_ln_weight, l.attn_ln_bias, t.data());
+    ref::linear({.x = t.data(),
+                 .weight = l.qkv_weight,
+                 .bias = l.qkv_bias,
+                 .y = qkv.data(),
+                 .rows = n,
+                 .out_features = 3 * h,
+                 .in_features = h});
     const auto attn = band_attention(qkv, n, c.num_heads, c.head_dim(), window);
-    ref::linear(attn.data(), l.out_weight, l.out_bias, t.data(), n, h, h,
-                kernels::Activation::none);
+    ref::linear({.x = attn.data(),
+                 .weight = l.out_weight,
+                 .bias = l.out_bias,
+                 .y = t.data(),
+                 .rows = n,
+                 .out_features = h,
+                 .in_features = h});
     ref::add_inplace(x.data(), t.data(), std::int64_t{n} * h);
-    ref::layer_norm(x.data(), l.ffn_ln_weight, l.ffn_ln_bias, t.data(), n, h, c.layer_norm_eps);
-    ref::linear(t.data(), l.fc1_weight, l.fc1_bias, f.data(), n, c.ffn_dim, h,
-                kernels::Activation::relu);
-    ref::linear(f.data(), l.fc2_weight, l.fc2_bias, t.data(), n, h, c.ffn_dim,
-                kernels::Activation::none);
+    norm(l.ffn_ln_weight, l.ffn_ln_bias, t.data());
+    ref::linear({.x = t.data(),
+                 .weight = l.fc1_weight,
+                 .bias = l.fc1_bias,
+                 .y = f.data(),
+                 .rows = n,
+                 .out_features = c.ffn_dim,
+                 .in_features = h,
+                 .activation = kernels::Activation::relu});
+    ref::linear({.x = f.data(),
+                 .weight = l.fc2_weight,
+                 .bias = l.fc2_bias,
+                 .y = t.data(),
+                 .rows = n,
+                 .out_features = h,
+                 .in_features = c.ffn_dim});
     ref::add_inplace(x.data(), t.data(), std::int64_t{n} * h);
   }
-  ref::layer_norm(x.data(), w.final_ln_weight, w.final_ln_bias, x.data(), n, h, c.layer_norm_eps);
+  norm(w.final_ln_weight, w.final_ln_bias, x.data());
   std::vector<float> logits(std::size_t(n) * c.vocab_size);
-  ref::logits(x.data(), w.embed_tokens, logits.data(), n, c.vocab_size, h);
+  ref::logits({.x = x.data(),
+               .embed = w.embed_tokens,
+               .out = logits.data(),
+               .rows = n,
+               .vocab = c.vocab_size,
+               .dim = h});
   std::vector<float> out(tokens.size(), std::nanf(""));
   std::vector<float> lp(1);
   for (int i = 0; i + 1 < n; ++i) {
-    ref::token_logprobs(logits.data() + std::size_t(i) * c.vocab_size, &tokens[std::size_t(i + 1)],
-                        lp.data(), 1, c.vocab_size);
+    ref::token_logprobs({.logits = logits.data() + std::size_t(i) * c.vocab_size,
+                         .targets = &tokens[std::size_t(i + 1)],
+                         .out = lp.data(),
+                         .rows = 1,
+                         .vocab = c.vocab_size});
     out[std::size_t(i + 1)] = lp[0];
   }
   return out;

@@ -1,0 +1,35 @@
+// Arguments of the forward pass's GEMMs, shared by the reference, the CPU kernel and the CUDA
+// (cuBLASLt) one: fp16 operands, fp32 accumulation.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/core/half.h"
+#include "kernels/activation.h"
+
+namespace offgen::kernels {
+
+// y = act(x · weightᵀ + bias) with Hugging Face's weight layout (out × in); bias and activation
+// are applied in fp32, then one rounding to fp16. y must not alias x.
+struct LinearArgs {
+  const Half* x = nullptr;       // [rows, in_features]
+  const Half* weight = nullptr;  // [out_features, in_features]
+  const Half* bias = nullptr;    // [out_features], or null
+  Half* y = nullptr;             // [rows, out_features]
+  std::int64_t rows = 0;
+  int out_features = 0;
+  int in_features = 0;
+  Activation activation = Activation::none;
+};
+
+// The tied LM head, kept in fp32: out = x · embedᵀ.
+struct LogitsArgs {
+  const Half* x = nullptr;      // [rows, dim]
+  const Half* embed = nullptr;  // [vocab, dim]: the token embedding table
+  float* out = nullptr;         // [rows, vocab]
+  std::int64_t rows = 0;
+  int vocab = 0;
+  int dim = 0;
+};
+
+}  // namespace offgen::kernels
