@@ -1,4 +1,5 @@
-// Parity of layer_norm, the embeddings and the residual add against the reference.
+// Parity of layer_norm against the reference: with and without affine parameters, in place,
+// near-constant rows (eps matters) and constant rows (exactly beta).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -39,9 +40,9 @@ Tolerance layer_norm_tolerance(int dim, double sigma) {
           "step's own fp32 rounding"};
 }
 
-class NormParity : public ParityTest {};
+class LayerNormParity : public ParityTest {};
 
-TEST_P(NormParity, LayerNormMatchesReference) {
+TEST_P(LayerNormParity, MatchesReference) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
   for (const std::int64_t rows : {1, 3, 17}) {
@@ -81,7 +82,7 @@ TEST_P(NormParity, LayerNormMatchesReference) {
 }
 
 // Rows whose variance is comparable to eps (x = 1 + j·2^-10, |j| <= 2): eps must enter the sqrt.
-TEST_P(NormParity, LayerNormOfNearConstantRowsUsesEps) {
+TEST_P(LayerNormParity, NearConstantRowsUseEps) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
   for (const int dim : {8, 100, 768}) {
@@ -101,7 +102,7 @@ TEST_P(NormParity, LayerNormOfNearConstantRowsUsesEps) {
 }
 
 // A constant row has mean = x exactly and x - mean = 0 exactly, so the output is beta, bit for bit.
-TEST_P(NormParity, LayerNormOfConstantRowIsBeta) {
+TEST_P(LayerNormParity, ConstantRowIsBeta) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
   for (const int dim : {1, 13, 768}) {
@@ -124,88 +125,7 @@ TEST_P(NormParity, LayerNormOfConstantRowIsBeta) {
   }
 }
 
-const Tolerance kSumOfTwoHalves{
-    kHalfMin, kHalfUlp,
-    "fp16 + fp16 in fp32 is exact unless the exponents differ by more than 13; only then can "
-    "rounding twice (to fp32, then fp16) land 1 fp16 ulp (2^-10 relative) from the reference's "
-    "single rounding"};
-
-TEST_P(NormParity, GatherRowsCopiesRows) {
-  Rng rng;
-  SCOPED_TRACE(rng.trace());
-  constexpr std::int64_t kTableRows = 50;
-  for (const int dim : {8, 13, 768}) {
-    for (const std::int64_t n : {1, 3, 17}) {
-      SCOPED_TRACE("dim=" + std::to_string(dim) + " n=" + std::to_string(n));
-      const auto table = rng.halves(kTableRows * dim, -1, 1);
-      std::vector<std::int32_t> ids(n);
-      for (auto& id : ids) id = rng.integer(0, kTableRows - 1);
-      ids.front() = kTableRows - 1;  // the last row, and the first
-      ids.back() = 0;
-      Guarded<Half> out(n * dim, half_nan());
-      std::vector<Half> expected(n * dim);
-      kernels::GatherRowsArgs args{.table = table.data(),
-                                   .ids = ids.data(),
-                                   .out = out.data(),
-                                   .table_rows = kTableRows,
-                                   .rows = n,
-                                   .dim = dim};
-      impl().gather_rows(args);
-      args.out = expected.data();
-      ref::gather_rows(args);
-      EXPECT_TRUE(out.guards_intact());
-      EXPECT_TRUE(bitwise_equal(out.values(), expected));
-    }
-  }
-}
-
-TEST_P(NormParity, AddPositionEmbeddingsMatchesReference) {
-  Rng rng;
-  SCOPED_TRACE(rng.trace());
-  constexpr int kOffset = 2;  // OPT
-  constexpr int kPositions = 40;
-  for (const int dim : {8, 13, 768}) {
-    for (const std::int64_t n : {1, 3, 17}) {
-      SCOPED_TRACE("dim=" + std::to_string(dim) + " n=" + std::to_string(n));
-      const auto table = rng.halves((kPositions + kOffset) * dim, -1, 1);
-      const auto x = rng.halves(n * dim, -2, 2);
-      std::vector<std::int32_t> positions(n);
-      for (auto& p : positions) p = rng.integer(-1, kPositions - 1);
-      positions.front() = -1;  // padding reads row offset - 1
-      Guarded<Half> actual(x);
-      std::vector<Half> expected = x;
-      kernels::PositionEmbeddingArgs args{.x = actual.data(),
-                                          .table = table.data(),
-                                          .positions = positions.data(),
-                                          .rows = n,
-                                          .dim = dim,
-                                          .offset = kOffset};
-      impl().add_position_embeddings(args);
-      args.x = expected.data();
-      ref::add_position_embeddings(args);
-      EXPECT_TRUE(actual.guards_intact());
-      EXPECT_TRUE(all_close(actual.values(), expected, kSumOfTwoHalves));
-    }
-  }
-}
-
-TEST_P(NormParity, AddInplaceMatchesReference) {
-  Rng rng;
-  SCOPED_TRACE(rng.trace());
-  for (const std::int64_t n : {1, 7, 4095, 4096, 4097, 100003}) {
-    SCOPED_TRACE("n=" + std::to_string(n));
-    const auto y = rng.halves(n, -8, 8);
-    const auto x = rng.halves(n, -0.01f, 0.01f);  // small residual updates: exponents differ
-    Guarded<Half> actual(y);
-    std::vector<Half> expected = y;
-    impl().add_inplace(actual.data(), x.data(), n);
-    ref::add_inplace(expected.data(), x.data(), n);
-    EXPECT_TRUE(actual.guards_intact());
-    EXPECT_TRUE(all_close(actual.values(), expected, kSumOfTwoHalves));
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(All, NormParity, ::testing::ValuesIn(kernel_sets_under_test()),
+INSTANTIATE_TEST_SUITE_P(All, LayerNormParity, ::testing::ValuesIn(kernel_sets_under_test()),
                          kernel_set_name);
 
 }  // namespace

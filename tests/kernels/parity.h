@@ -25,6 +25,7 @@
 #include "engine/core/half.h"
 #include "kernels/attention_args.h"
 #include "kernels/embedding_args.h"
+#include "kernels/eviction_args.h"
 #include "kernels/kv_cache_args.h"
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
@@ -56,14 +57,18 @@ struct KernelSet {
   Fn<void(const kernels::DecodeAttentionArgs&)> decode_attention;
   Fn<void(const kernels::SampleRowsArgs&)> sample_rows;
   Fn<void(const kernels::ArgmaxRowsArgs&)> argmax_rows;
+  Fn<void(const kernels::H2oPrefillArgs&)> h2o_prefill_keep;
+  Fn<void(const kernels::H2oDecodeArgs&)> h2o_decode_update;
   // Whether the set's sampler computes exp and its sums as the reference does, so every pick
   // equals the reference's (the CPU kernels); otherwise picks may differ where a running sum
   // lands within rounding of a threshold (kernels/sampling_args.h).
   bool exact_sampling = true;
 };
 
-// Every implementation the parity suites run: the CPU kernels once per micro-kernel ISA this
-// machine runs (best, avx2, portable). A device implementation appends its set(s) here.
+// Every implementation the parity suites run (one test file per op, kernels/*_test.cpp; the h2o
+// eviction ops' truth is the policy code rather than kernels/reference): the CPU kernels once per
+// micro-kernel ISA this machine runs (best, avx2, portable). A device implementation appends its
+// set(s) here.
 std::vector<const KernelSet*> kernel_sets_under_test();
 
 // Fixture for value-parameterised parity suites: applies the set's environment.
@@ -185,5 +190,25 @@ struct Tolerance {
                                          const std::vector<Half>& expected);
 
 std::vector<float> to_floats(const std::vector<Half>& h);
+
+// ---- tolerances shared by more than one op ---------------------------------------------------
+
+// add_position_embeddings and add_inplace: one fp16 + fp16 sum per element.
+inline const Tolerance kSumOfTwoHalves{
+    kHalfMin, kHalfUlp,
+    "fp16 + fp16 in fp32 is exact unless the exponents differ by more than 13; only then can "
+    "rounding twice (to fp32, then fp16) land 1 fp16 ulp (2^-10 relative) from the reference's "
+    "single rounding"};
+
+// log_softmax and token_logprobs: a log-sum-exp over `cols` fp32 logits in [-r, r].
+inline Tolerance log_sum_exp_tolerance(int cols, double r) {
+  const double lse_max = r + std::log(double(cols));
+  return {std::ldexp(1.0, -22) + (64 + std::log2(double(cols))) * kFloatEps + lse_max * kFloatEps,
+          kFloatEps,
+          "log-sum-exp error: exp within 2 ulp (2^-22 relative); the sum of positive terms "
+          "in fp32 blocks of <= 64 or a tree, (64 + log2 cols)·2^-24 relative, which log turns "
+          "into absolute; lse rounded to fp32, 2^-24·|lse|; the subtraction's rounding, "
+          "2^-24 relative"};
+}
 
 }  // namespace offgen::test

@@ -1,5 +1,6 @@
 // The host side of sampling (engine/runtime/sampler.h): parameter checks and each request's own
-// stream of draws. The picks themselves (greedy and sampled): tests/kernels/sampling_test.cpp.
+// stream of draws. The picks themselves (greedy and sampled): tests/kernels/sample_rows_test.cpp
+// and tests/kernels/argmax_rows_test.cpp.
 #include "engine/runtime/sampler.h"
 
 #include <gtest/gtest.h>

@@ -18,7 +18,7 @@ namespace {
 namespace ref = kernels::reference;
 using kernels::SampleParams;
 
-class SamplingParity : public ParityTest {
+class SampleRowsParity : public ParityTest {
  protected:
   // Runs the implementation under test over `rows` rows of `logits`; checks its guards.
   std::vector<std::int32_t> sample(const std::vector<float>& logits,
@@ -70,7 +70,7 @@ std::map<int, int> histogram(const std::vector<std::int32_t>& picks) {
   return counts;
 }
 
-TEST_P(SamplingParity, MatchesTheReferenceOnRandomRows) {
+TEST_P(SampleRowsParity, MatchesTheReferenceOnRandomRows) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
   const std::vector<float> temperatures = {0.0f, 0.3f, 0.7f, 1.0f, 1.6f};
@@ -116,7 +116,7 @@ TEST_P(SamplingParity, MatchesTheReferenceOnRandomRows) {
   }
 }
 
-TEST_P(SamplingParity, DrawsFollowTheTemperedSoftmax) {
+TEST_P(SampleRowsParity, DrawsFollowTheTemperedSoftmax) {
   // p = softmax(logits / T); 20000 evenly spaced draws put within 2 of 20000·p on each token.
   const std::vector<float> row = {0.0f, 1.0f, 2.0f, -1.5f};
   const float temperature = 0.7f;
@@ -131,7 +131,7 @@ TEST_P(SamplingParity, DrawsFollowTheTemperedSoftmax) {
   }
 }
 
-TEST_P(SamplingParity, TopPRenormalisesOverTheNucleus) {
+TEST_P(SampleRowsParity, TopPRenormalisesOverTheNucleus) {
   // probs 0.5, 0.3, 0.2 (logits are their logs): top_p 0.7 keeps {0, 1}, drawn 0.625 / 0.375.
   const std::vector<float> row = {std::log(0.2f), std::log(0.5f), std::log(0.3f)};
   const int n = 8000;
@@ -141,7 +141,7 @@ TEST_P(SamplingParity, TopPRenormalisesOverTheNucleus) {
   EXPECT_NEAR(counts.at(2), 0.375 * n, 2.0);
 }
 
-TEST_P(SamplingParity, TopKKeepsTokensTiedWithTheKth) {
+TEST_P(SampleRowsParity, TopKKeepsTokensTiedWithTheKth) {
   // k = 2 but three tokens share the 2nd-largest logit: all three stay (Hugging Face semantics).
   const std::vector<float> row = {3.0f, 1.0f, 1.0f, 1.0f, -5.0f, 0.5f};
   const int n = 3000;
@@ -150,14 +150,14 @@ TEST_P(SamplingParity, TopKKeepsTokensTiedWithTheKth) {
   EXPECT_EQ(counts.count(4) + counts.count(5), 0u);
 }
 
-TEST_P(SamplingParity, TinyTopPKeepsOnlyTheMostLikelyToken) {
+TEST_P(SampleRowsParity, TinyTopPKeepsOnlyTheMostLikelyToken) {
   const std::vector<float> row = {0.1f, 3.0f, 2.9f, 0.0f};
   const int n = 500;
   const auto picks = sample(repeated(row, n), evenly_spaced(n, 1.0f, 0, 1e-6f), 4);
   for (int p : picks) ASSERT_EQ(p, 1);
 }
 
-TEST_P(SamplingParity, NeverDrawsAnUnsampleableIdEvenWhenItIsTheMostLikely) {
+TEST_P(SampleRowsParity, NeverDrawsAnUnsampleableIdEvenWhenItIsTheMostLikely) {
   // The excluded ids carry almost all the mass; greedy rows still take the exact argmax.
   const int vocab = 50272;
   Rng rng;
@@ -182,7 +182,7 @@ TEST_P(SamplingParity, NeverDrawsAnUnsampleableIdEvenWhenItIsTheMostLikely) {
   }
 }
 
-TEST_P(SamplingParity, NanLogitsAreNeverPickedOverRealOnes) {
+TEST_P(SampleRowsParity, NanLogitsAreNeverPickedOverRealOnes) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> row = {nan, 0.5f, nan, 2.0f, -std::numeric_limits<float>::infinity()};
   const int n = 400;
@@ -194,13 +194,13 @@ TEST_P(SamplingParity, NanLogitsAreNeverPickedOverRealOnes) {
   EXPECT_GT(counts.at(3), counts.at(1));
 }
 
-TEST_P(SamplingParity, GreedyTakesTheLowestIdAmongEqualMaxima) {
+TEST_P(SampleRowsParity, GreedyTakesTheLowestIdAmongEqualMaxima) {
   const std::vector<float> row = {0.5f, 2.0f, -1.0f, 2.0f};
   const std::vector<SampleParams> params = {{0.0f, 0, 1.0f, 0.9f}, {1.0f, 1, 1.0f, 0.9f}};
   EXPECT_EQ(sample(repeated(row, 2), params, 4), (std::vector<std::int32_t>{1, 1}));
 }
 
-TEST_P(SamplingParity, InfiniteLogitsShareTheDraw) {
+TEST_P(SampleRowsParity, InfiniteLogitsShareTheDraw) {
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> row = {1.0f, inf, 3.0f, inf};
   const int n = 100;
@@ -209,48 +209,7 @@ TEST_P(SamplingParity, InfiniteLogitsShareTheDraw) {
   EXPECT_EQ(counts.at(3), 50);
 }
 
-TEST_P(SamplingParity, ArgmaxRowsMatchesTheReference) {
-  // Random rows of real vocabulary sizes, ties planted (the lowest id wins), NaN and -inf rows.
-  Rng rng;
-  SCOPED_TRACE(rng.trace());
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  const float inf = std::numeric_limits<float>::infinity();
-  for (const int vocab : {1, 7, 1000, 50272}) {
-    SCOPED_TRACE("vocab=" + std::to_string(vocab));
-    const int rows = 9;
-    auto logits = rng.floats(static_cast<std::size_t>(rows) * vocab, -5.0f, 5.0f);
-    auto at = [&](int r, int i) -> float& {
-      return logits[static_cast<std::size_t>(r) * vocab + static_cast<std::size_t>(i)];
-    };
-    if (vocab > 3) {
-      at(1, vocab - 1) = 9.0f;  // a tie: the lower id wins
-      at(1, 2) = 9.0f;
-      at(2, 0) = nan;  // NaN never wins
-      at(2, 1) = 7.0f;
-    }
-    for (int i = 0; i < vocab; ++i) at(3, i) = i % 2 ? nan : -inf;  // nothing real: 0
-    for (int i = 0; i < vocab; ++i) at(4, i) = nan;
-    at(5, vocab - 1) = inf;
-    Guarded<std::int32_t> actual(static_cast<std::size_t>(rows), -1);
-    std::vector<std::int32_t> expected(static_cast<std::size_t>(rows), -1);
-    kernels::ArgmaxRowsArgs args{
-        .logits = logits.data(), .out = actual.data(), .rows = rows, .vocab = vocab};
-    impl().argmax_rows(args);
-    args.out = expected.data();
-    ref::argmax_rows(args);
-    EXPECT_TRUE(actual.guards_intact());
-    EXPECT_EQ(actual.values(), expected);
-    if (vocab > 3) {
-      EXPECT_EQ(expected[1], 2);
-      EXPECT_EQ(expected[2], 1);
-    }
-    EXPECT_EQ(expected[3], 0);
-    EXPECT_EQ(expected[4], 0);
-    EXPECT_EQ(expected[5], vocab - 1);
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Kernels, SamplingParity, ::testing::ValuesIn(kernel_sets_under_test()),
+INSTANTIATE_TEST_SUITE_P(All, SampleRowsParity, ::testing::ValuesIn(kernel_sets_under_test()),
                          kernel_set_name);
 
 }  // namespace

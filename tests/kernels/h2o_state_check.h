@@ -1,8 +1,9 @@
 // Drives an implementation of the h2o eviction ops (kernels/eviction_args.h) through a prefill and
 // decode steps on random inputs — quantised scores so ties are common, sequences that stop
 // advancing, prompts shorter and longer than the budget — and compares its state after every call
-// with the host-side truth: policies/h2o_policy.cpp's keep_after_prefill and victim. The cpu
-// kernels run it in test_kernels; the cuda kernels in the gpu tests, through copying wrappers.
+// with the host-side truth: policies/h2o_policy.cpp's keep_after_prefill and victim. Every kernel
+// set runs it (h2o_eviction_test.cpp): the cpu kernels in test_kernels, the cuda kernels in
+// test_gpu_kernels through copying wrappers.
 #pragma once
 
 #include <gtest/gtest.h>

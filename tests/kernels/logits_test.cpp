@@ -1,0 +1,60 @@
+// Parity of logits (the tied LM head, fp32 out) against the reference.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/reference/reference.h"
+#include "tests/kernels/parity.h"
+
+namespace offgen::test {
+namespace {
+
+namespace ref = kernels::reference;
+
+struct Shape {
+  std::int64_t m;
+  int n;
+  int k;
+};
+
+std::string describe(const Shape& s) {
+  return "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
+}
+
+Tolerance logits_tolerance(int k, double r) {
+  return {(k + 1) * kFloatEps * k * r * r, kFloatEps,
+          "fp32 output: fp32 accumulation over k terms in any order, (k+1)·2^-24·Σ|x·w| "
+          "(Higham's bound); plus the reference's own rounding of its exact sum, 2^-24 relative"};
+}
+
+class LogitsParity : public ParityTest {};
+
+TEST_P(LogitsParity, MatchesReference) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const Shape s :
+       {Shape{1, 50, 13}, Shape{5, 333, 64}, Shape{40, 1000, 100}, Shape{33, 97, 768}}) {
+    SCOPED_TRACE(describe(s));
+    const auto x = rng.halves(s.m * s.k, -1, 1);
+    const auto embed = rng.halves(std::size_t(s.n) * s.k, -1, 1);
+    Guarded<float> out(s.m * s.n, float_nan());
+    std::vector<float> expected(s.m * s.n);
+    kernels::LogitsArgs args{.x = x.data(),
+                             .embed = embed.data(),
+                             .out = out.data(),
+                             .rows = s.m,
+                             .vocab = s.n,
+                             .dim = s.k};
+    impl().logits(args);
+    args.out = expected.data();
+    ref::logits(args);
+    EXPECT_TRUE(out.guards_intact());
+    EXPECT_TRUE(all_close(out.values(), expected, logits_tolerance(s.k, 1.0)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, LogitsParity, ::testing::ValuesIn(kernel_sets_under_test()),
+                         kernel_set_name);
+
+}  // namespace
+}  // namespace offgen::test
