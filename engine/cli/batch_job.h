@@ -1,55 +1,109 @@
-// What the batch jobs (generate, score) share to fail clearly or keep going: checks before any
-// work, the run under a stop-signal guard (bench and compare run under it too), and the one
-// message a stopped or failed run ends with (how many requests are answered, and how `--resume`
-// answers the rest).
+// The batch jobs (generate, score) as one skeleton: run_batch_job checks --input and --output,
+// reads the lines, keeps what an interrupted run already answered (--resume), plans for the rest,
+// loads the engine, runs it under a stop-signal guard with progress, and puts the output in input
+// order; each job supplies only what differs (a BatchJob: how it parses a line, checks a kept
+// record, sizes its requests, runs the engine and writes a result). Also what the other
+// long-running commands share: the run under the stop-signal guard (bench and compare run under
+// it too) and the check that one sequence fits.
 #pragma once
 
-#include <cstddef>
-#include <filesystem>
-#include <functional>
-#include <string>
+#include <nlohmann/json.hpp>
 
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/cli/commands.h"
 #include "engine/cli/jsonl.h"
 #include "engine/runtime/engine.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace offgen::cli {
 
-// --input must not be a folder: a clear error naming it, before any work.
-void check_input_file(const std::filesystem::path& input);
+// What a batch job's messages call its lines: generate answers requests, score scores texts.
+struct JobWords {
+  std::string item;   // "request"
+  std::string items;  // "requests"
+  std::string done;   // "answered"
+};
 
-// --output must be a file in an existing folder that the job can read back and replace: results
-// are appended as they finish, then read again to put them in input order (and by --resume).
-// Refused before any work, with an offgen::Error naming it: a missing folder; the --input file
-// itself, however it is spelled (a link, another path to it); a pipe, FIFO, socket, terminal or
-// other device (`--output /dev/stdout | cat` would wait forever on its own pipe). Returns the
-// path to write: `output`, or the file it links to, so that the ordered copy replaces that file
-// and not the link.
-std::filesystem::path check_output_file(const std::filesystem::path& input,
-                                        const std::filesystem::path& output);
+// One line's output record, and whether it reports an error (the job then exits 2).
+struct JobRecord {
+  nlohmann::ordered_json json;
+  bool failed = false;
+};
 
-// writer.finish() (the results put in input order); when that fails (a full disk under the
-// ordered copy), the error adds that every result is in the output and --resume orders it.
-void finish_output(ResumableJsonlWriter& writer, const std::string& output);
+// A record of an earlier run that reports an error: --resume runs its line again (a bad line
+// fails again at once; one that did not fit may fit now).
+bool is_error_record(const nlohmann::ordered_json& record);
+
+// What one batch job does that another does not. run_batch_job calls these in the order listed,
+// each at most once (prepare and what follows only when some line runs).
+class BatchJob {
+ public:
+  virtual ~BatchJob() = default;
+
+  virtual JobWords words() const = 0;
+
+  // Reads every input line (line.index = its position) into the request the engine runs for it.
+  // A line that cannot run keeps why: it runs as a request the engine rejects at once, without
+  // work, and its record reports the reason.
+  virtual void parse(const std::vector<JsonlLine>& lines, const OptConfig& config,
+                     const Tokenizer* tokenizer) = 0;
+
+  // Throws offgen::Error (naming `output`) when `record`, which --resume keeps from `output` for
+  // `line`, cannot be an answer to this input.
+  virtual void check_recovered(const JsonlLine& line, const nlohmann::ordered_json& record,
+                               const std::string& output) const = 0;
+
+  // The lines this run answers (input indices, in order): the engine's request k is the request
+  // of line to_run[k]. Returns the lengths to plan for, or none when not one of them can run
+  // (then nothing needs memory).
+  virtual std::optional<RunLengths> prepare(const std::vector<std::size_t>& to_run) = 0;
+
+  // Throws offgen::Error before any work when not even the smallest request fits the memory
+  // budgets (check_one_sequence_fits). Called only when prepare returned lengths.
+  virtual void check_smallest_fits(Engine& engine) const = 0;
+
+  // The most tokens the requests process: the base of the progress's rate and ETA.
+  virtual std::uint64_t expected_tokens() const = 0;
+
+  // Runs the engine over the requests; hands each one's record to `put` as it finishes. `lines`:
+  // those parse() read.
+  virtual void run(Engine& engine, const std::vector<JsonlLine>& lines,
+                   const std::function<void(JobRecord)>& put) = 0;
+
+  // What the finished run did, for its summary line after "N requests (M failed), " — e.g.
+  // "40 tokens generated in 1.20 s (33.3 tokens/s)". `seconds`: the run's wall time.
+  virtual std::string totals(double seconds) const = 0;
+};
+
+// The files of a batch job and what to do with an output that already holds results.
+struct JobFiles {
+  std::string input;
+  std::string output;
+  bool resume = false;
+  bool overwrite = false;
+};
+
+// Runs `job` over files.input into files.output with the model and placement of `common`.
+// Refused before any work, with an offgen::Error naming the flag: an --input that is a folder; an
+// --output in a missing folder, that is the input file (however it is spelled), that cannot be
+// read back (a pipe, FIFO, socket, terminal or other device), or that holds results without
+// --resume or --overwrite; a --resume output that is not this input's; a placement in which not
+// even the smallest request fits. Results are appended as they finish (ResumableJsonlWriter),
+// then put in input order. Returns the exit code: 0 when every record is a result, 2 when some
+// report an error, 128 + the signal when a stop signal ended the run (what is kept, and how
+// --resume answers the rest, is logged); a failure during the run is rethrown with the same.
+int run_batch_job(BatchJob& job, const CommonOptions& common, const JobFiles& files);
 
 // Fails before any request runs (offgen::Error) when not even one sequence of the smallest request
 // (shortest prompt, fewest new tokens / decode steps) fits the memory budgets with the engine's
 // placement: every request would fail alone. `make` builds that runner (Engine::make_runner).
 void check_one_sequence_fits(const std::function<void()>& make, const std::string& what);
-
-// Runs `plan` (plan_automatically); an out-of-memory error there comes from the quick
-// calibration under small budgets and is reported as such, with what to do instead.
-void plan_with_clear_errors(const std::function<void()>& plan);
-
-// Where an interrupted or failed batch job stands.
-struct JobState {
-  std::string output;        // --output
-  std::size_t total = 0;     // requests in the input
-  std::size_t answered = 0;  // of them, with a record in the output
-  std::size_t this_run = 0;  // of those, written by this run
-};
-// "13 of 200 requests are answered in out.jsonl (13 by this run); run the same command with
-// --resume to answer the other 187".
-std::string resume_hint(const JobState& state);
 
 // Runs `work` (the engine's pass over the requests, bench's rows, compare's cells) with SIGINT /
 // SIGTERM / SIGHUP caught:

@@ -1,22 +1,151 @@
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
-#include <chrono>
+#include <cstdint>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "engine/cli/batch_format.h"
 #include "engine/cli/batch_job.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/jsonl.h"
-#include "engine/cli/progress.h"
 #include "engine/cli/request_fields.h"
 #include "engine/core/error.h"
 #include "engine/runtime/batch_runner.h"
 
 namespace offgen::cli {
+namespace {
+
+// generate's part of a batch job: lines are completion requests (plain or OpenAI Batch API),
+// answered with the generated text.
+class GenerateJob final : public BatchJob {
+ public:
+  explicit GenerateJob(const GenerateOptions& options)
+      : model_name_(std::filesystem::path(options.common.model).filename().string()) {
+    defaults_.max_tokens = options.max_tokens;
+    defaults_.sampling = {options.temperature, options.top_k, options.top_p};
+    defaults_.seed = options.seed;
+  }
+
+  JobWords words() const override { return {"request", "requests", "answered"}; }
+
+  void parse(const std::vector<JsonlLine>& lines, const OptConfig& config,
+             const Tokenizer* tokenizer) override {
+    config_ = config;
+    parsed_.reserve(lines.size());
+    std::map<std::string, std::size_t> custom_ids;  // first line of each id
+    for (const JsonlLine& line : lines) {
+      parsed_.push_back(parse_generate_line(line, config, tokenizer, model_name_, defaults_));
+      ParsedLine& p = parsed_.back();
+      if (p.problem.empty() && p.format == LineFormat::openai_batch) {
+        const auto [it, fresh] = custom_ids.emplace(p.custom_id, line.line_number);
+        if (!fresh) {
+          p.problem = fmt::format("custom_id '{}' repeats line {}", p.custom_id, it->second);
+          p.request.prompt.clear();
+        }
+      }
+    }
+    // A line that is not JSON is answered in the file's format (that of its first good line).
+    const auto first_good = std::find_if(lines.begin(), lines.end(),
+                                         [](const JsonlLine& l) { return l.error.empty(); });
+    if (first_good != lines.end()) {
+      const LineFormat file_format = parsed_[first_good->index].format;
+      for (const JsonlLine& line : lines) {
+        if (!line.error.empty()) parsed_[line.index].format = file_format;
+      }
+    }
+  }
+
+  void check_recovered(const JsonlLine& line, const nlohmann::ordered_json& record,
+                       const std::string& output) const override {
+    const ParsedLine& p = parsed_[line.index];
+    if (p.format == LineFormat::openai_batch && !p.custom_id.empty()) {
+      OFFGEN_CHECK(record.contains("custom_id") && record["custom_id"] == p.custom_id,
+                   "--resume: {} answers request {} with a custom_id other than line {}'s '{}'; "
+                   "is it the output of this input?",
+                   output, line.index, line.line_number, p.custom_id);
+    }
+  }
+
+  std::optional<RunLengths> prepare(const std::vector<std::size_t>& to_run) override {
+    to_run_ = to_run;
+    RunLengths lengths;
+    lengths.gen_len = 1;
+    for (const std::size_t i : to_run) {
+      requests_.push_back(parsed_[i].request);  // a rejected line has an empty prompt
+      const int prompt = static_cast<int>(parsed_[i].request.prompt.size());
+      const int gen = parsed_[i].request.max_tokens;
+      // (requests the engine rejects need no memory)
+      if (parsed_[i].problem.empty() && prompt + gen - 1 <= config_.max_position_embeddings) {
+        lengths.prompt_len = std::max(lengths.prompt_len, prompt);
+        lengths.gen_len = std::max(lengths.gen_len, gen);
+        ++lengths.sequences;
+      }
+    }
+    if (lengths.sequences == 0) return std::nullopt;
+    return lengths;
+  }
+
+  void check_smallest_fits(Engine& engine) const override {
+    // The smallest request alone: a lower bound of what any request needs.
+    int prompt = std::numeric_limits<int>::max();
+    int gen = std::numeric_limits<int>::max();
+    for (const GenerationRequest& r : requests_) {
+      if (!engine.check(r).empty()) continue;
+      prompt = std::min(prompt, static_cast<int>(r.prompt.size()));
+      gen = std::min(gen, r.max_tokens);
+    }
+    if (prompt != std::numeric_limits<int>::max()) {
+      check_one_sequence_fits(
+          [&] { engine.make_runner(1, prompt, gen - 1, prompt + gen); },
+          fmt::format("the smallest request (prompt {}, max_tokens {})", prompt, gen));
+    }
+  }
+
+  std::uint64_t expected_tokens() const override {
+    std::uint64_t tokens = 0;
+    for (const GenerationRequest& r : requests_) {
+      tokens += static_cast<std::uint64_t>(std::max(r.max_tokens, 0));
+    }
+    return tokens;
+  }
+
+  void run(Engine& engine, const std::vector<JsonlLine>& lines,
+           const std::function<void(JobRecord)>& put) override {
+    const auto created = static_cast<std::int64_t>(std::time(nullptr));
+    engine.generate(requests_, [&](std::size_t k, const GenerationResult& result) {
+      const std::size_t index = to_run_[k];
+      // A rejected line ran with an empty prompt, which the engine rejected at once without
+      // work; the parse problem is what its output line reports.
+      const std::string& problem =
+          parsed_[index].problem.empty() ? result.error : parsed_[index].problem;
+      put({result_record(lines[index], parsed_[index], result, problem, engine.tokenizer(), config_,
+                         model_name_, created),
+           !problem.empty()});
+      generated_ += result.tokens.size();
+    });
+  }
+
+  std::string totals(double seconds) const override {
+    return fmt::format("{} tokens generated in {:.2f} s ({:.1f} tokens/s)", generated_, seconds,
+                       static_cast<double>(generated_) / std::max(seconds, 1e-9));
+  }
+
+ private:
+  std::string model_name_;  // what the completions body reports
+  GenerateDefaults defaults_;
+  OptConfig config_;
+  std::vector<ParsedLine> parsed_;   // by input index
+  std::vector<std::size_t> to_run_;  // input index of request k
+  std::vector<GenerationRequest> requests_;
+  std::size_t generated_ = 0;
+};
+
+}  // namespace
 
 void add_generate_command(CLI::App& app, GenerateOptions& options) {
   CLI::App* cmd =
@@ -52,169 +181,9 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
 }
 
 int run_generate(const GenerateOptions& options) {
-  check_input_file(options.input);
-  const auto lines = read_jsonl(options.input);
-  // Fails now, not after the work, if the output cannot be written or read back (or is the
-  // input); a model that cannot be found fails before the output is touched.
-  const std::filesystem::path output = check_output_file(options.input, options.output);
-  EngineOptions engine_options = options.common.engine_options();
-  ResumableJsonlWriter writer(output, existing_output(options.resume, options.overwrite),
-                              record_index);
-  // The requests are read before the model loads, so a planned placement fits the longest.
-  const OptConfig config = model_config(engine_options.model);
-  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(engine_options);
-  const std::string model_name = std::filesystem::path(options.common.model).filename().string();
-
-  GenerateDefaults defaults;
-  defaults.max_tokens = options.max_tokens;
-  defaults.sampling = {options.temperature, options.top_k, options.top_p};
-  defaults.seed = options.seed;
-  std::vector<ParsedLine> parsed;
-  parsed.reserve(lines.size());
-  std::map<std::string, std::size_t> custom_ids;  // first line of each id
-  for (const JsonlLine& line : lines) {
-    parsed.push_back(parse_generate_line(line, config, tokenizer.get(), model_name, defaults));
-    ParsedLine& p = parsed.back();
-    if (p.problem.empty() && p.format == LineFormat::openai_batch) {
-      const auto [it, fresh] = custom_ids.emplace(p.custom_id, line.line_number);
-      if (!fresh) {
-        p.problem = fmt::format("custom_id '{}' repeats line {}", p.custom_id, it->second);
-        p.request.prompt.clear();
-      }
-    }
-  }
-
-  // A line that is not JSON is answered in the file's format (that of its first good line).
-  const auto first_good =
-      std::find_if(lines.begin(), lines.end(), [](const JsonlLine& l) { return l.error.empty(); });
-  if (first_good != lines.end()) {
-    const LineFormat file_format = parsed[first_good->index].format;
-    for (const JsonlLine& line : lines) {
-      if (!line.error.empty()) parsed[line.index].format = file_format;
-    }
-  }
-
-  // What an interrupted run already answered stays; it must be this input's output. Its error
-  // records run again (a bad line fails again at once; one that did not fit may fit now).
-  std::size_t errors = 0;
-  std::size_t kept = 0;
-  auto is_error = [](const nlohmann::ordered_json& record) {
-    return record.contains("error") && !record["error"].is_null();
-  };
-  for (const auto& [index, record] : writer.recovered()) {
-    OFFGEN_CHECK(index < lines.size(),
-                 "--resume: {} answers request {}, but {} has only {} requests; is it the output "
-                 "of this input?",
-                 options.output, index, options.input, lines.size());
-    const ParsedLine& p = parsed[index];
-    if (p.format == LineFormat::openai_batch && !p.custom_id.empty()) {
-      OFFGEN_CHECK(record.contains("custom_id") && record["custom_id"] == p.custom_id,
-                   "--resume: {} answers request {} with a custom_id other than line {}'s '{}'; "
-                   "is it the output of this input?",
-                   options.output, index, lines[index].line_number, p.custom_id);
-    }
-    if (!is_error(record)) ++kept;
-  }
-  if (options.resume) {
-    spdlog::info(
-        "--resume: {} of {} requests already answered in {}{}{}", kept, lines.size(),
-        options.output,
-        kept < writer.recovered().size()
-            ? fmt::format(" ({} error records run again)", writer.recovered().size() - kept)
-            : std::string(),
-        writer.dropped_bytes() > 0
-            ? fmt::format(" (a partial last line of {} bytes was dropped)", writer.dropped_bytes())
-            : std::string());
-  }
-
-  std::vector<std::size_t> to_run;  // input indices
-  std::vector<GenerationRequest> requests;
-  RunLengths lengths;
-  lengths.gen_len = 1;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const auto recovered = writer.recovered().find(i);
-    if (recovered != writer.recovered().end() && !is_error(recovered->second)) continue;
-    to_run.push_back(i);
-    requests.push_back(parsed[i].request);  // a rejected line has an empty prompt
-    const int prompt = static_cast<int>(parsed[i].request.prompt.size());
-    const int gen = parsed[i].request.max_tokens;
-    // (requests the engine rejects need no memory)
-    if (parsed[i].problem.empty() && prompt + gen - 1 <= config.max_position_embeddings) {
-      lengths.prompt_len = std::max(lengths.prompt_len, prompt);
-      lengths.gen_len = std::max(lengths.gen_len, gen);
-      ++lengths.sequences;
-    }
-  }
-  if (to_run.empty()) {
-    finish_output(writer, options.output);
-    if (lines.empty()) {
-      spdlog::warn("{} has no requests (no non-blank lines): {} is empty", options.input,
-                   options.output);
-    } else {
-      spdlog::info("every request already has its result in {}", options.output);
-    }
-    return errors == 0 ? 0 : 2;
-  }
-  if (lengths.sequences > 0) {
-    plan_with_clear_errors([&] { plan_automatically(options.common, lengths, engine_options); });
-  }
-  Engine engine(engine_options);
-  if (lengths.sequences > 0) {
-    // The smallest request alone: a lower bound of what any request needs.
-    int prompt = std::numeric_limits<int>::max();
-    int gen = std::numeric_limits<int>::max();
-    for (const GenerationRequest& r : requests) {
-      if (!engine.check(r).empty()) continue;
-      prompt = std::min(prompt, static_cast<int>(r.prompt.size()));
-      gen = std::min(gen, r.max_tokens);
-    }
-    if (prompt != std::numeric_limits<int>::max()) {
-      check_one_sequence_fits(
-          [&] { engine.make_runner(1, prompt, gen - 1, prompt + gen); },
-          fmt::format("the smallest request (prompt {}, max_tokens {})", prompt, gen));
-    }
-  }
-
-  // A rejected line runs with an empty prompt, which the engine rejects at once without work;
-  // the parse problem is what its output line reports.
-  const auto created = static_cast<std::int64_t>(std::time(nullptr));
-  std::size_t generated = 0;
-  std::uint64_t expected_tokens = 0;
-  for (const GenerationRequest& r : requests) {
-    expected_tokens += static_cast<std::uint64_t>(std::max(r.max_tokens, 0));
-  }
-  Progress progress(to_run.size(), expected_tokens);
-  engine.set_job_progress({{}, [&](std::uint64_t tokens) { progress.tokens(tokens); }});
-  const auto start = std::chrono::steady_clock::now();
-  const int stopped = run_guarded(
-      engine,
-      [&] {
-        engine.generate(requests, [&](std::size_t k, const GenerationResult& result) {
-          const std::size_t index = to_run[k];
-          const std::string& problem =
-              parsed[index].problem.empty() ? result.error : parsed[index].problem;
-          if (!problem.empty()) ++errors;
-          writer.put(result_record(lines[index], parsed[index], result, problem, engine.tokenizer(),
-                                   config, model_name, created));
-          generated += result.tokens.size();
-          progress.add();
-        });
-      },
-      [&] {
-        progress.finish();
-        return resume_hint(JobState{options.output, lines.size(),
-                                    lines.size() - to_run.size() + writer.written(),
-                                    writer.written()});
-      });
-  if (stopped >= 0) return stopped;
-  progress.finish();
-  finish_output(writer, options.output);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("{} requests ({} failed), {} tokens generated in {:.2f} s ({:.1f} tokens/s) -> {}",
-               to_run.size(), errors, generated, seconds,
-               static_cast<double>(generated) / std::max(seconds, 1e-9), options.output);
-  return errors == 0 ? 0 : 2;
+  GenerateJob job(options);
+  return run_batch_job(job, options.common,
+                       {options.input, options.output, options.resume, options.overwrite});
 }
 
 }  // namespace offgen::cli
