@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/core/error.h"
+#include "engine/core/parameter_error.h"
 #include "policies/kv_budget.h"
 
 namespace offgen::bench {
@@ -73,17 +74,20 @@ void run_compare(
     const std::function<void(std::size_t, std::size_t, const CompareCell&)>& progress) {
   struct Spec {
     PolicyKind policy;
-    double budget;
+    KvBudget budget;
   };
-  std::vector<Spec> grid = {{PolicyKind::full, 0.0}};
+  std::vector<Spec> grid = {{PolicyKind::full, KvBudget{}}};
   for (PolicyKind policy : options.policies) {
     if (policy == PolicyKind::full) continue;
-    for (double budget : options.budgets) grid.push_back({policy, budget});
+    for (const KvBudget& budget : options.budgets) grid.push_back({policy, budget});
   }
-  OFFGEN_CHECK(grid.size() > 1 || options.policies.empty() ||
-                   std::all_of(options.policies.begin(), options.policies.end(),
-                               [](PolicyKind p) { return p == PolicyKind::full; }),
-               "compare: policies other than full need at least one --kv-budget");
+  OFFGEN_CHECK_NAMING(grid.size() > 1 || options.policies.empty() ||
+                          std::all_of(options.policies.begin(), options.policies.end(),
+                                      [](PolicyKind p) { return p == PolicyKind::full; }),
+                      [](ParameterNamer name) {
+                        return fmt::format("compare: policies other than full need at least one {}",
+                                           name(Parameter::kv_budget));
+                      });
 
   result.model = engine.model_description();
   result.device = engine.device().name();
@@ -127,7 +131,8 @@ void run_compare(
       throw;  // the run stops; the cell in flight is dropped
     } catch (const Error& e) {
       cell.error = e.what();
-      spdlog::warn("compare: {} at budget {}: {}", policy_name(cell.policy), cell.budget, e.what());
+      spdlog::warn("compare: {} at budget {}: {}", policy_name(cell.policy), cell.budget.value(),
+                   e.what());
     }
     result.cells.push_back(cell);
     if (progress) progress(i + 1, grid.size(), result.cells.back());

@@ -11,13 +11,14 @@
 
 #include "bench/throughput.h"
 #include "engine/runtime/engine.h"
+#include "policies/kv_budget.h"
 
 namespace offgen::bench {
 
 struct CompareOptions {
   EngineOptions base;                // model, device, budgets, placement (policy is replaced)
   std::vector<PolicyKind> policies;  // `full` is always added as the reference
-  std::vector<double> budgets;       // --kv-budget values for every policy but full
+  std::vector<KvBudget> budgets;     // the budgets of every policy but full
   BenchCase throughput{8, 512, 32};  // the throughput case each cell runs
   std::uint64_t seed = 0;
   // Quality: texts scored with the first `prefill_tokens` as one prefill and the rest
@@ -34,7 +35,7 @@ struct CompareOptions {
 
 struct CompareCell {
   PolicyKind policy = PolicyKind::full;
-  double budget = 0.0;    // --kv-budget (0 for full)
+  KvBudget budget;        // the whole sequence for full
   int budget_tokens = 0;  // C at the throughput case's lengths
   BenchRow throughput;
   std::uint64_t kv_per_sequence = 0;  // KV cache + policy state at the throughput lengths

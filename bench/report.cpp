@@ -24,8 +24,9 @@ nlohmann::ordered_json number(double value) {
 
 std::string budget_label(const CompareCell& cell) {
   if (cell.policy == PolicyKind::full) return "whole";
-  return cell.budget < 1.0 ? fmt::format("{:g}", cell.budget)
-                           : fmt::format("{:g} tokens", cell.budget);
+  return cell.budget.kind() == KvBudget::Kind::fraction
+             ? fmt::format("{:g}", cell.budget.value())
+             : fmt::format("{:g} tokens", cell.budget.value());
 }
 
 std::string fixed(double value, int digits) {
@@ -70,7 +71,7 @@ nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOp
   nlohmann::ordered_json cells = nlohmann::ordered_json::array();
   for (const CompareCell& c : result.cells) {
     nlohmann::ordered_json cell = {{"policy", policy_name(c.policy)},
-                                   {"kv_budget", c.budget},
+                                   {"kv_budget", c.budget.value()},
                                    {"budget_tokens", c.budget_tokens}};
     if (!c.error.empty()) {
       cell["error"] = c.error;

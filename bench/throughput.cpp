@@ -56,7 +56,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
   row.policy = policy_name(engine.policy_kind());
   const OptConfig& model = engine.config();
   if (config.batch >= 1) {
-    row.num_gpu_batches = std::min(engine.block_shape().num_gpu_batches, config.batch);
+    row.num_gpu_batches = std::min(engine.placement().block.num_gpu_batches, config.batch);
     row.gpu_batch = gpu_batch_size(config.batch, row.num_gpu_batches);
   }
   if (config.batch < 1 || config.prompt_len < 1 || config.gen_len < 1) {
@@ -90,9 +90,9 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     run.gen_len = config.gen_len;
     run.kv_capacity = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len);
     run.scored = engine.scored_policy(config.prompt_len, config.gen_len - 1, total_len);
-    run.weights_gpu = engine.weight_placement().gpu;
-    run.weights_disk = engine.weight_placement().disk_share();
-    run.block = engine.block_shape();
+    run.weights_gpu = engine.placement().weights.gpu;
+    run.weights_disk = engine.placement().weights_disk();
+    run.block = engine.placement().block;
     row.predicted_tokens_per_second = predict(model, *profile, run).tokens_per_second;
   }
   engine.check_interrupt();
@@ -153,18 +153,9 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     PlanRequest request;
     request.prompt_len = config.prompt_len;
     request.gen_len = config.gen_len;
-    request.kv_budget = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len) - 1;
+    request.kv_tokens = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len) - 1;
     request.scored_policy = engine.scored_policy(config.prompt_len, config.gen_len - 1, total_len);
-    Plan plan;
-    plan.block = config.batch;
-    plan.gpu_batch = row.gpu_batch;
-    plan.num_gpu_batches = row.num_gpu_batches;
-    plan.weights_gpu = engine.weight_placement().gpu;
-    plan.weights_cpu = engine.weight_placement().cpu;
-    plan.kv_gpu = engine.block_shape().kv_gpu_fraction;
-    plan.cpu_attention = engine.block_shape().cpu_attention;
-    plan.activations_on_host = engine.block_shape().activations_on_host;
-    const PlanMemory needed = plan_memory(model, request, plan);
+    const PlanMemory needed = plan_memory(model, request, engine.placement(), config.batch);
     row.needed_gpu_bytes = needed.gpu;
     row.needed_pinned_bytes = needed.pinned;
     row.error = fmt::format(

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/parameter_error.h"
 
 namespace offgen {
 namespace {
@@ -23,14 +24,18 @@ constexpr std::size_t kReadPiece = std::size_t{8} << 20;
 }  // namespace
 
 DiskFile::DiskFile(const std::filesystem::path& folder) : folder_(folder) {
-  OFFGEN_CHECK(std::filesystem::is_directory(folder), "--disk {}: not a directory",
-               folder.string());
+  OFFGEN_CHECK_NAMING(std::filesystem::is_directory(folder), [=](ParameterNamer name) {
+    return fmt::format("{} {}: not a directory", name(Parameter::disk_folder), folder.string());
+  });
   std::random_device random;
   const std::filesystem::path path =
       folder / ("offgen-weights-" + std::to_string(::getpid()) + "-" + std::to_string(random()));
   write_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  OFFGEN_CHECK(write_fd_ >= 0, "--disk {}: cannot create a file there: {}", folder.string(),
-               std::strerror(errno));
+  const std::string create_error = std::strerror(errno);
+  OFFGEN_CHECK_NAMING(write_fd_ >= 0, [=](ParameterNamer name) {
+    return fmt::format("{} {}: cannot create a file there: {}", name(Parameter::disk_folder),
+                       folder.string(), create_error);
+  });
   read_fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
   direct_ = read_fd_ >= 0;
   if (!direct_) read_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -38,8 +43,10 @@ DiskFile::DiskFile(const std::filesystem::path& folder) : folder_(folder) {
   ::unlink(path.c_str());  // the open descriptors keep it; nothing is left behind
   if (read_fd_ < 0) {
     ::close(write_fd_);
-    fail("--disk {}: cannot reopen its file for reading: {}", folder.string(),
-         std::strerror(open_errno));
+    fail_naming([folder, reason = std::string(std::strerror(open_errno))](ParameterNamer name) {
+      return fmt::format("{} {}: cannot reopen its file for reading: {}",
+                         name(Parameter::disk_folder), folder.string(), reason);
+    });
   }
 }
 
@@ -56,14 +63,26 @@ std::uint64_t DiskFile::append(const void* data, std::size_t bytes) {
     const ssize_t n =
         ::pwrite(write_fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    OFFGEN_CHECK(n > 0, "--disk {}: writing {} bytes failed: {}", folder_.string(), bytes,
-                 n < 0 ? std::strerror(errno) : "no space written (disk full?)");
+    if (n <= 0) {
+      fail_naming(
+          [folder = folder_, bytes,
+           reason = std::string(n < 0 ? std::strerror(errno) : "no space written (disk full?)")](
+              ParameterNamer name) {
+            return fmt::format("{} {}: writing {} bytes failed: {}", name(Parameter::disk_folder),
+                               folder.string(), bytes, reason);
+          });
+    }
     done += static_cast<std::size_t>(n);
   }
   end_ = offset + padded(bytes);
   // The padding must exist for whole-block direct reads of the last segment.
-  OFFGEN_CHECK(::ftruncate(write_fd_, static_cast<off_t>(end_)) == 0,
-               "--disk {}: extending the file failed: {}", folder_.string(), std::strerror(errno));
+  if (::ftruncate(write_fd_, static_cast<off_t>(end_)) != 0) {
+    fail_naming(
+        [folder = folder_, reason = std::string(std::strerror(errno))](ParameterNamer name) {
+          return fmt::format("{} {}: extending the file failed: {}", name(Parameter::disk_folder),
+                             folder.string(), reason);
+        });
+  }
   // Written pages go to disk and leave the page cache, which should hold other things.
   ::fdatasync(write_fd_);
   ::posix_fadvise(write_fd_, static_cast<off_t>(offset), static_cast<off_t>(padded(bytes)),
@@ -96,8 +115,12 @@ void DiskFile::read(std::uint64_t offset, void* dst, std::size_t bytes) const {
     });
   });
   for (int error : errors) {
-    OFFGEN_CHECK(error == 0, "--disk {}: reading {} bytes at offset {} failed: {}",
-                 folder_.string(), total, offset, std::strerror(error));
+    if (error == 0) continue;
+    fail_naming([folder = folder_, total, offset,
+                 reason = std::string(std::strerror(error))](ParameterNamer name) {
+      return fmt::format("{} {}: reading {} bytes at offset {} failed: {}",
+                         name(Parameter::disk_folder), folder.string(), total, offset, reason);
+    });
   }
   if (!direct_) {
     ::posix_fadvise(read_fd_, static_cast<off_t>(offset), static_cast<off_t>(total),

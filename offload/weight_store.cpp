@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/parameter_error.h"
 
 namespace offgen {
 namespace {
@@ -117,20 +118,27 @@ std::size_t layer_share_elements(std::size_t elements, double share) {
 }
 
 WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSource& source,
-                         const WeightPlacement& placement)
+                         const WeightPlacement& placement, const std::filesystem::path& disk_folder)
     : device_(device) {
   const double gpu_fraction = placement.gpu;
-  OFFGEN_CHECK(gpu_fraction >= 0.0 && gpu_fraction <= 1.0,
-               "the share of weights on the gpu tier must be in [0, 1] (got {})", gpu_fraction);
-  OFFGEN_CHECK(placement.cpu >= 0.0 && gpu_fraction + placement.cpu <= 1.0 + 1e-9,
-               "the shares of weights on the gpu tier ({}) and in host memory ({}) must add up to "
-               "at most 1",
-               gpu_fraction, placement.cpu);
-  const bool on_disk = placement.disk_share() > 1e-9;
-  OFFGEN_CHECK(!on_disk || !placement.disk.empty(),
-               "{:.0f}% of the weights would go to disk, but no --disk folder was given",
-               100.0 * placement.disk_share());
-  if (on_disk) disk_ = std::make_unique<DiskFile>(placement.disk);
+  OFFGEN_CHECK_NAMING(gpu_fraction >= 0.0 && gpu_fraction <= 1.0, [=](ParameterNamer name) {
+    return fmt::format("{} must be in [0, 1] (got {})", name(Parameter::weights_gpu_share),
+                       gpu_fraction);
+  });
+  OFFGEN_CHECK_NAMING(placement.pinned >= 0.0 && gpu_fraction + placement.pinned <= 1.0 + 1e-9,
+                      [=](ParameterNamer name) {
+                        return fmt::format(
+                            "the shares of weights on the gpu tier ({} {}) and in pinned memory "
+                            "({} {}) must add up to at most 1",
+                            name(Parameter::weights_gpu_share), gpu_fraction,
+                            name(Parameter::weights_pinned_share), placement.pinned);
+                      });
+  const bool on_disk = placement.disk() > 1e-9;
+  OFFGEN_CHECK_NAMING(!on_disk || !disk_folder.empty(), [=](ParameterNamer name) {
+    return fmt::format("{:.0f}% of the weights would go to disk, but no {} folder was given",
+                       100.0 * placement.disk(), name(Parameter::disk_folder));
+  });
+  if (on_disk) disk_ = std::make_unique<DiskFile>(disk_folder);
   weights_.layers.resize(static_cast<std::size_t>(config.num_layers));
   std::vector<BlockLayout> layouts;
   layouts.push_back(global_layout(config, weights_));
@@ -207,7 +215,7 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     };
     layer.resident_elements = share_end(gpu_fraction);
     const std::size_t host_end =
-        on_disk ? std::max(layer.resident_elements, share_end(gpu_fraction + placement.cpu))
+        on_disk ? std::max(layer.resident_elements, share_end(gpu_fraction + placement.pinned))
                 : layout.elements;
     layer.pinned_elements = host_end - layer.resident_elements;
     layer.disk_elements = layout.elements - host_end;
@@ -241,7 +249,7 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     }
   }
   spdlog::debug("loaded {} weight bytes from {} ({:.0f}% on the gpu tier, {:.0f}% on disk)", bytes_,
-                source.describe(), 100.0 * gpu_fraction, 100.0 * placement.disk_share());
+                source.describe(), 100.0 * gpu_fraction, 100.0 * placement.disk());
 }
 
 WeightStore::~WeightStore() {

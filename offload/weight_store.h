@@ -21,19 +21,9 @@
 #include "engine/model/opt_config.h"
 #include "engine/model/weight_source.h"
 #include "offload/disk_file.h"
+#include "scheduler/placement.h"
 
 namespace offgen {
-
-// Where each layer's weight bytes live: the first `gpu` share on the gpu tier, the next `cpu`
-// share in pinned host memory, the rest on disk (in a file under `disk`).
-struct WeightPlacement {
-  double gpu = 1.0;
-  double cpu = 0.0;  // with gpu + cpu < 1, the remainder goes to disk
-  std::filesystem::path disk;
-
-  static WeightPlacement gpu_and_cpu(double gpu_share) { return {gpu_share, 1.0 - gpu_share, {}}; }
-  double disk_share() const { return std::max(0.0, 1.0 - gpu - cpu); }
-};
 
 // Bytes of the always-resident globals (embeddings, final norm) and of one decoder layer, as the
 // store lays them out (every OPT layer has the same shapes): what the planner sizes tiers with.
@@ -49,11 +39,12 @@ std::size_t layer_share_elements(std::size_t elements, double share);
 
 class WeightStore {
  public:
-  // Weights not on the gpu tier stream in per layer (WeightStreamer). Throws offgen::Error for a
-  // missing / mis-shaped tensor (naming it) or a bad placement, OutOfMemoryError when a tier's
-  // budget is exceeded.
+  // Weights not on the gpu tier stream in per layer (WeightStreamer); the disk share goes to a
+  // file under `disk_folder`. Throws offgen::Error for a missing / mis-shaped tensor (naming it),
+  // ParameterError for a bad placement or a disk share without a folder, OutOfMemoryError when a
+  // tier's budget is exceeded.
   WeightStore(Device& device, const OptConfig& config, const WeightSource& source,
-              const WeightPlacement& placement = {});
+              const WeightPlacement& placement = {}, const std::filesystem::path& disk_folder = {});
   ~WeightStore();
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;

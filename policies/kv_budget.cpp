@@ -6,58 +6,117 @@
 #include <string>
 
 #include "engine/core/error.h"
+#include "engine/core/parameter_error.h"
 
 namespace offgen {
+namespace {
 
-double parse_kv_budget(std::string_view text) {
+// Checks a budget's number; `shown` is how messages quote it (the text as written).
+void check_budget_number(double value, const std::string& shown) {
+  OFFGEN_CHECK_NAMING(value > 0.0, [=](ParameterNamer name) {
+    return fmt::format("{} must be positive (got {})", name(Parameter::kv_budget), shown);
+  });
+  OFFGEN_CHECK_NAMING(value < 1.0 || value == std::floor(value), [=](ParameterNamer name) {
+    return fmt::format("{} {} is neither a fraction below 1 nor a whole number of tokens",
+                       name(Parameter::kv_budget), shown);
+  });
+}
+
+KvBudget checked_budget(double value, const std::string& shown) {
+  check_budget_number(value, shown);
+  return value < 1.0 ? KvBudget::fraction(value)
+                     : KvBudget::tokens(static_cast<int>(std::min<double>(value, 1 << 30)));
+}
+
+}  // namespace
+
+KvBudget KvBudget::fraction(double share) {
+  OFFGEN_CHECK(share > 0.0 && share < 1.0, "a KV budget fraction must be in (0, 1) (got {})",
+               share);
+  return {Kind::fraction, share};
+}
+
+KvBudget KvBudget::tokens(int count) {
+  OFFGEN_CHECK(count >= 1, "a KV budget must keep at least one token (got {})", count);
+  return {Kind::tokens, static_cast<double>(count)};
+}
+
+KvBudget KvBudget::of(double value) {
+  OFFGEN_CHECK_NAMING(std::isfinite(value), [=](ParameterNamer name) {
+    return fmt::format("{} {} is not a number", name(Parameter::kv_budget), value);
+  });
+  return checked_budget(value, fmt::format("{}", value));
+}
+
+KvBudget KvBudget::parse(std::string_view text) {
   double value = 0.0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  OFFGEN_CHECK(ec == std::errc() && end == text.data() + text.size() && std::isfinite(value),
-               "--kv-budget '{}' is not a number (use a fraction like 0.2 or a token count like "
-               "128)",
-               text);
-  OFFGEN_CHECK(value > 0.0, "--kv-budget must be positive (got {})", text);
-  OFFGEN_CHECK(value < 1.0 || value == std::floor(value),
-               "--kv-budget {} is neither a fraction below 1 nor a whole number of tokens", text);
-  return value;
+  OFFGEN_CHECK_NAMING(
+      ec == std::errc() && end == text.data() + text.size() && std::isfinite(value),
+      [=, text = std::string(text)](ParameterNamer name) {
+        return fmt::format(
+            "{} '{}' is not a number (use a fraction like 0.2 or a token count like 128)",
+            name(Parameter::kv_budget), text);
+      });
+  return checked_budget(value, std::string(text));
 }
 
-int resolve_kv_budget(double budget, int prompt_len, int gen_len) {
-  const long long total = static_cast<long long>(prompt_len) + gen_len;
-  OFFGEN_CHECK(total > 0, "a KV budget needs a positive sequence length");
-  long long tokens = static_cast<long long>(budget);
-  if (budget < 1.0) {
-    // Round up, but not past a whole number that binary arithmetic overshot: 0.07 * 100 is
-    // 7.000000000000001 in doubles and means 7 tokens, not 8.
-    const double product = budget * static_cast<double>(total);
-    const double nearest = std::round(product);
-    tokens = static_cast<long long>(std::abs(product - nearest) <= 1e-9 * std::max(1.0, product)
-                                        ? nearest
-                                        : std::ceil(product));
+int KvBudget::tokens_for(int length) const {
+  OFFGEN_CHECK(length > 0, "a KV budget needs a positive sequence length");
+  const long long total = length;
+  long long tokens = total;
+  switch (kind_) {
+    case Kind::whole_sequence:
+      break;
+    case Kind::tokens:
+      tokens = static_cast<long long>(value_);
+      break;
+    case Kind::fraction: {
+      // Round up, but not past a whole number that binary arithmetic overshot: 0.07 * 100 is
+      // 7.000000000000001 in doubles and means 7 tokens, not 8.
+      const double product = value_ * static_cast<double>(total);
+      const double nearest = std::round(product);
+      tokens = static_cast<long long>(std::abs(product - nearest) <= 1e-9 * std::max(1.0, product)
+                                          ? nearest
+                                          : std::ceil(product));
+      break;
+    }
   }
-  tokens = std::clamp(tokens, 1LL, total);
-  return static_cast<int>(tokens);
+  return static_cast<int>(std::clamp(tokens, 1LL, total));
 }
 
-int policy_budget(PolicyKind kind, double budget, int max_prompt, int max_new, int total_len) {
+int policy_budget(PolicyKind kind, const KvBudget& budget, int max_prompt, int max_new,
+                  int total_len) {
   const int full = max_prompt + max_new;
-  if (kind == PolicyKind::full || budget <= 0.0) return full;
-  return std::min(full, resolve_kv_budget(budget, total_len > 0 ? total_len : full, 0));
+  if (kind == PolicyKind::full || budget.whole_sequence()) return full;
+  return std::min(full, budget.tokens_for(total_len > 0 ? total_len : full));
 }
 
-void validate_policy_budget(const PolicyOptions& policy, double budget) {
-  OFFGEN_CHECK(policy.recent_fraction >= 0.0 && policy.recent_fraction <= 1.0,
-               "--recent-fraction must be in [0, 1] (got {})", policy.recent_fraction);
-  OFFGEN_CHECK(policy.sinks >= 0, "--sinks must be >= 0 (got {})", policy.sinks);
-  OFFGEN_CHECK(policy.kind == PolicyKind::full || budget > 0.0,
-               "--policy {} needs --kv-budget (a fraction like 0.2 or a token count)",
-               policy_name(policy.kind));
+void validate_policy_budget(const PolicyOptions& policy, const KvBudget& budget) {
+  OFFGEN_CHECK_NAMING(
+      policy.recent_fraction >= 0.0 && policy.recent_fraction <= 1.0, [=](ParameterNamer name) {
+        return fmt::format("{} must be in [0, 1] (got {})", name(Parameter::recent_fraction),
+                           policy.recent_fraction);
+      });
+  OFFGEN_CHECK_NAMING(policy.sinks >= 0, [=](ParameterNamer name) {
+    return fmt::format("{} must be >= 0 (got {})", name(Parameter::sinks), policy.sinks);
+  });
+  OFFGEN_CHECK_NAMING(policy.kind == PolicyKind::full || !budget.whole_sequence(),
+                      [=](ParameterNamer name) {
+                        return fmt::format("{} {} needs {} (a fraction like 0.2 or a token count)",
+                                           name(Parameter::policy), policy_name(policy.kind),
+                                           name(Parameter::kv_budget));
+                      });
   // A fraction resolves per batch; effective_policy keeps it workable there.
-  if (policy.kind == PolicyKind::streaming && budget >= 1.0) {
-    OFFGEN_CHECK(budget > policy.sinks,
-                 "--kv-budget {} cannot hold --policy streaming's {} attention sinks (--sinks {}) "
-                 "plus one recent token: give --kv-budget {} or more, or lower --sinks",
-                 budget, policy.sinks, policy.sinks, policy.sinks + 1);
+  if (policy.kind == PolicyKind::streaming && budget.kind() == KvBudget::Kind::tokens) {
+    OFFGEN_CHECK_NAMING(budget.value() > policy.sinks, [=](ParameterNamer name) {
+      return fmt::format(
+          "{} {} cannot hold {} streaming's {} attention sinks ({} {}) plus one recent token: "
+          "give {} {} or more, or lower {}",
+          name(Parameter::kv_budget), budget.value(), name(Parameter::policy), policy.sinks,
+          name(Parameter::sinks), policy.sinks, name(Parameter::kv_budget), policy.sinks + 1,
+          name(Parameter::sinks));
+    });
   }
 }
 

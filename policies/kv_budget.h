@@ -1,32 +1,61 @@
-// The `--kv-budget X` flag: X < 1 is a fraction of (prompt + generation) length, rounded up; an
-// integer X >= 1 is an absolute token count. The result, C, is the cached tokens per
-// (layer, sequence, head) that the KV cache is sized for.
+// A KV budget: how many tokens each (layer, sequence, head) caches — the whole sequence, a
+// fraction of each sequence's own length (prompt + generation, rounded up; never of its
+// batch-mates'), or a number of tokens. Resolved for a sequence, it gives C, the tokens the KV
+// cache is sized for.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "policies/kv_policy.h"
 
 namespace offgen {
 
-// Parses the flag's text ("0.2", "128"); throws offgen::Error for anything else (negative, zero,
-// a non-integer >= 1, not a number).
-double parse_kv_budget(std::string_view text);
+class KvBudget {
+ public:
+  enum class Kind { whole_sequence, fraction, tokens };
 
-// C for sequences of prompt_len + gen_len tokens: ceil(X * (prompt_len + gen_len)) when X < 1,
-// else X; never more than prompt_len + gen_len (a bigger budget than the sequence caches nothing
-// extra) and never less than 1.
-int resolve_kv_budget(double budget, int prompt_len, int gen_len);
+  KvBudget() = default;  // the whole sequence: nothing is evicted
+  // A share in (0, 1) of each sequence's length; throws offgen::Error otherwise.
+  static KvBudget fraction(double share);
+  // A token count >= 1; throws offgen::Error otherwise.
+  static KvBudget tokens(int count);
+  // The number a user writes: a fraction below 1, or a whole number >= 1 of tokens. Throws
+  // offgen::Error (naming the kv_budget parameter) for anything else.
+  static KvBudget of(double value);
+  // Its text ("0.2", "128"). Throws as `of` does, and for text that is not a number (empty text
+  // included: the whole sequence is the default-constructed budget).
+  static KvBudget parse(std::string_view text);
+
+  Kind kind() const { return kind_; }
+  bool whole_sequence() const { return kind_ == Kind::whole_sequence; }
+  // The number as given: the share, the token count, or 0 for the whole sequence.
+  double value() const { return value_; }
+
+  // C for a sequence of `length` tokens (> 0): ceil(share x length) for a fraction, the count
+  // for tokens, the length for the whole sequence; never more than the length (a bigger budget
+  // caches nothing extra) and never less than 1.
+  int tokens_for(int length) const;
+
+  bool operator==(const KvBudget&) const = default;
+
+ private:
+  KvBudget(Kind kind, double value) : kind_(kind), value_(value) {}
+  Kind kind_ = Kind::whole_sequence;
+  double value_ = 0.0;
+};
 
 // C for a batch of up to max_prompt prompt tokens and max_new fed-back decode tokens, whose
-// sequences are total_len tokens long (0: max_prompt + max_new): `full`, or no budget given,
-// caches every token that ever enters the cache; otherwise the resolved budget, never more.
-int policy_budget(PolicyKind kind, double budget, int max_prompt, int max_new, int total_len = 0);
+// sequences are total_len tokens long (0: max_prompt + max_new): `full`, or the whole sequence,
+// caches every token that ever enters the cache; otherwise the budget resolved for total_len,
+// never more.
+int policy_budget(PolicyKind kind, const KvBudget& budget, int max_prompt, int max_new,
+                  int total_len = 0);
 
-// Checks the KV flags before any work: --recent-fraction in [0, 1], --sinks >= 0, and that a
-// token budget (an integer --kv-budget) holds what the policy always keeps — streaming: its sinks
-// plus one recent token. Throws offgen::Error naming the flags.
-void validate_policy_budget(const PolicyOptions& policy, double budget);
+// Checks the policy options and the budget together before any work: recent_fraction in [0, 1],
+// sinks >= 0, a budget for every policy but full, and that a token budget holds what the policy
+// always keeps — streaming: its sinks plus one recent token. Throws ParameterError naming them.
+void validate_policy_budget(const PolicyOptions& policy, const KvBudget& budget);
 
 // The policy a batch whose budget resolved to C runs: `policy` as given, except streaming with
 // C <= its sinks (a fraction budget of short sequences, or a sequence shorter than the sinks)

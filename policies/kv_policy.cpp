@@ -1,6 +1,7 @@
 #include "policies/kv_policy.h"
 
 #include "engine/core/error.h"
+#include "engine/core/parameter_error.h"
 #include "policies/policy_factories.h"
 
 namespace offgen {
@@ -35,15 +36,23 @@ std::unique_ptr<KvPolicy> make_policy(const PolicyOptions& options, int budget) 
     case PolicyKind::local:
       return policies::make_local(budget);
     case PolicyKind::h2o:
-      OFFGEN_CHECK(options.recent_fraction >= 0.0 && options.recent_fraction <= 1.0,
-                   "--recent-fraction must be in [0, 1] (got {})", options.recent_fraction);
+      OFFGEN_CHECK_NAMING(options.recent_fraction >= 0.0 && options.recent_fraction <= 1.0,
+                          [=](ParameterNamer name) {
+                            return fmt::format("{} must be in [0, 1] (got {})",
+                                               name(Parameter::recent_fraction),
+                                               options.recent_fraction);
+                          });
       return policies::make_h2o(budget, options.recent_fraction);
     case PolicyKind::streaming:
-      OFFGEN_CHECK(options.sinks >= 0, "--sinks must be >= 0 (got {})", options.sinks);
-      OFFGEN_CHECK(budget > options.sinks,
-                   "a streaming budget of {} tokens cannot hold its {} sink tokens plus a recent "
-                   "one; raise --kv-budget or lower --sinks",
-                   budget, options.sinks);
+      OFFGEN_CHECK_NAMING(options.sinks >= 0, [=](ParameterNamer name) {
+        return fmt::format("{} must be >= 0 (got {})", name(Parameter::sinks), options.sinks);
+      });
+      OFFGEN_CHECK_NAMING(budget > options.sinks, [=](ParameterNamer name) {
+        return fmt::format(
+            "a streaming budget of {} tokens cannot hold its {} sink tokens plus a recent one; "
+            "raise {} or lower {}",
+            budget, options.sinks, name(Parameter::kv_budget), name(Parameter::sinks));
+      });
       return policies::make_streaming(budget, options.sinks);
   }
   fail("unknown KV policy");

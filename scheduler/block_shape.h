@@ -18,6 +18,8 @@ struct BlockShape {
   // The block's hidden states live in pinned host memory; the gpu tier holds two GPU batches'
   // worth, loaded and stored around each (layer, GPU batch) task (host_activations.h).
   bool activations_on_host = false;
+
+  bool operator==(const BlockShape&) const = default;
 };
 
 struct GpuBatch {

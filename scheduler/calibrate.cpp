@@ -16,6 +16,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/half.h"
+#include "engine/core/parameter_error.h"
 #include "engine/core/units.h"
 #include "kernels/cpu/attention.h"
 
@@ -251,9 +252,18 @@ void measure_attention(Device& device, Ops& ops, const OptConfig& m, const Calib
   out.push_back({"decode_attention_cpu", gb_per_s(kv_bytes, seconds), "GB/s", what});
 }
 
+// Throws a ParameterError naming the disk folder: "<disk>: <what>: <errno's text>".
+[[noreturn]] void disk_failure(const std::string& what) {
+  fail_naming([what, reason = std::string(std::strerror(errno))](ParameterNamer name) {
+    return fmt::format("{}: {}: {}", name(Parameter::disk_folder), what, reason);
+  });
+}
+
 void measure_disk(const CalibrateOptions& o, std::vector<Measurement>& out) {
   namespace fs = std::filesystem;
-  OFFGEN_CHECK(fs::is_directory(o.disk), "--disk {}: not a directory", o.disk.string());
+  OFFGEN_CHECK_NAMING(fs::is_directory(o.disk), [folder = o.disk](ParameterNamer name) {
+    return fmt::format("{} {}: not a directory", name(Parameter::disk_folder), folder.string());
+  });
   const fs::path file = o.disk / ("offgen-calibrate-" + std::to_string(::getpid()) + ".bin");
   std::vector<char> data(o.copy_bytes, 1);
   struct Remove {
@@ -265,13 +275,13 @@ void measure_disk(const CalibrateOptions& o, std::vector<Measurement>& out) {
   } remove{file};
   const double write_seconds = best_seconds(o.repeats, [&] {
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    OFFGEN_CHECK(fd >= 0, "--disk: cannot write {}: {}", file.string(), std::strerror(errno));
+    if (fd < 0) disk_failure("cannot write " + file.string());
     std::size_t done = 0;
     while (done < data.size()) {
       const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
       if (n <= 0) {
         ::close(fd);
-        fail("--disk: write to {} failed: {}", file.string(), std::strerror(errno));
+        disk_failure("write to " + file.string() + " failed");
       }
       done += static_cast<std::size_t>(n);
     }
@@ -280,7 +290,7 @@ void measure_disk(const CalibrateOptions& o, std::vector<Measurement>& out) {
   });
   const double read_seconds = best_seconds(o.repeats, [&] {
     const int fd = ::open(file.c_str(), O_RDONLY);
-    OFFGEN_CHECK(fd >= 0, "--disk: cannot read {}: {}", file.string(), std::strerror(errno));
+    if (fd < 0) disk_failure("cannot read " + file.string());
     // Drop the file's cached pages so the read comes from the device, not the page cache.
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     std::size_t done = 0;

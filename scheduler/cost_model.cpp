@@ -10,6 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/json_integer.h"
+#include "engine/core/parameter_error.h"
 
 namespace offgen {
 namespace {
@@ -120,7 +121,10 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
   // stream, ahead of the copies.
   weights_in.weights_in = std::max(0.0, 1.0 - r.weights_gpu) * layer_bytes / p.h2d;
   if (r.weights_disk > 0) {
-    OFFGEN_CHECK(p.disk_read > 0, "the profile has no disk measurement (calibrate with --disk)");
+    OFFGEN_CHECK_NAMING(p.disk_read > 0, [](ParameterNamer name) {
+      return fmt::format("the profile has no disk measurement (calibrate with a {} folder)",
+                         name(Parameter::disk_folder));
+    });
     weights_in.disk = r.weights_disk * layer_bytes / p.disk_read;
   }
 

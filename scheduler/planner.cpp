@@ -22,18 +22,20 @@ struct WeightMemory {
   std::uint64_t disk = 0;
 };
 
-WeightMemory weight_memory(const OptConfig& model, double gpu_share, double cpu_share) {
+WeightMemory weight_memory(const OptConfig& model, const WeightPlacement& placement) {
+  const double gpu_share = placement.gpu;
+  const double pinned_share = placement.pinned;
   const WeightLayoutBytes w = weight_layout_bytes(model);
   const auto layers = static_cast<std::uint64_t>(model.num_layers);
   const std::size_t elements = w.layer / sizeof(Half);
   const bool streamed = gpu_share < 1.0;
-  const bool on_disk = std::max(0.0, 1.0 - gpu_share - cpu_share) > 1e-9;
+  const bool on_disk = placement.disk() > 1e-9;
   std::size_t resident = elements;
   std::size_t host_end = elements;
   if (streamed) {
     resident = layer_share_elements(elements, gpu_share);
     if (on_disk)
-      host_end = std::max(resident, layer_share_elements(elements, gpu_share + cpu_share));
+      host_end = std::max(resident, layer_share_elements(elements, gpu_share + pinned_share));
   }
   const std::size_t disk = elements - host_end;
   WeightMemory out;
@@ -63,23 +65,9 @@ bool faster(const Plan& a, const Plan& b) {
 
 }  // namespace
 
-double Plan::weights_disk() const {
-  return std::max(0.0, 1.0 - weights_gpu - weights_cpu);
-}
-
-bool Plan::all_resident() const {
-  return weights_gpu >= 1.0 && kv_gpu >= 1.0 && num_gpu_batches == 1;
-}
-
 std::string Plan::describe() const {
-  std::string kv = fmt::format("KV {:.0f}% on the gpu tier", 100.0 * kv_gpu);
-  if (kv_gpu < 1.0) kv += cpu_attention ? " (cpu attention)" : " (gpu attention)";
-  return fmt::format(
-      "block {} = {} x {} GPU batch{}, weights {:.0f}/{:.0f}/{:.0f}% gpu/cpu/disk, {}, activations "
-      "on the {}, predicted {:.1f} tokens/s",
-      block, gpu_batch, num_gpu_batches, num_gpu_batches == 1 ? "" : "es", 100.0 * weights_gpu,
-      100.0 * weights_cpu, 100.0 * weights_disk(), kv, activations_on_host ? "cpu" : "gpu",
-      prediction.tokens_per_second);
+  return fmt::format("block {} = {}, predicted {:.1f} tokens/s", block, placement.describe(),
+                     prediction.tokens_per_second);
 }
 
 std::vector<int> offloaded_per_gpu_batch(int block, const BlockShape& shape) {
@@ -103,30 +91,31 @@ std::uint64_t runner_pinned_bytes(const OptConfig& model, int block, int max_pro
   return bytes;
 }
 
-PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request, const Plan& plan) {
-  const WeightMemory weights = weight_memory(model, plan.weights_gpu, plan.weights_cpu);
-  const BlockShape shape = plan.shape();
-  const int capacity = request.kv_budget + 1;
+PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
+                       const Placement& placement, int block) {
+  const WeightMemory weights = weight_memory(model, placement.weights);
+  const BlockShape& shape = placement.block;
+  const int capacity = request.kv_tokens + 1;
   const KvFootprint kv = kv_footprint(model, capacity, request.scored_policy, request.prompt_len);
   std::uint64_t resident = 0;
-  for (const GpuBatch& g : split_block(plan.block, shape)) resident += g.resident;
+  for (const GpuBatch& g : split_block(block, shape)) resident += g.resident;
   const OffloadedKvBytes offloaded =
-      offloaded_kv_bytes(model, offloaded_per_gpu_batch(plan.block, shape), capacity,
-                         request.scored_policy, plan.cpu_attention);
+      offloaded_kv_bytes(model, offloaded_per_gpu_batch(block, shape), capacity,
+                         request.scored_policy, shape.cpu_attention);
   PlanMemory out;
-  out.gpu = weights.gpu + runner_scratch_bytes(model, plan.block, request.prompt_len,
-                                               plan.num_gpu_batches, plan.activations_on_host);
+  out.gpu = weights.gpu + runner_scratch_bytes(model, block, request.prompt_len,
+                                               shape.num_gpu_batches, shape.activations_on_host);
   // KV of the resident sequences; a score-keeping policy's state stays on the gpu tier for all.
   out.gpu += resident * kv.cache_bytes;
-  out.gpu += static_cast<std::uint64_t>(plan.block) * kv.policy_state_bytes;
+  out.gpu += static_cast<std::uint64_t>(block) * kv.policy_state_bytes;
   out.gpu += offloaded.gpu;
   std::uint64_t run_pinned =
-      runner_pinned_bytes(model, plan.block, request.prompt_len, plan.num_gpu_batches) +
+      runner_pinned_bytes(model, block, request.prompt_len, shape.num_gpu_batches) +
       offloaded.pinned;
-  if (plan.activations_on_host) {
-    run_pinned += host_activation_bytes(plan.block, request.prompt_len, plan.num_gpu_batches,
-                                        model.hidden_size)
-                      .pinned;
+  if (shape.activations_on_host) {
+    run_pinned +=
+        host_activation_bytes(block, request.prompt_len, shape.num_gpu_batches, model.hidden_size)
+            .pinned;
   }
   out.pinned = weights.pinned + std::max(weights.load_staging, run_pinned);
   out.disk = weights.disk;
@@ -138,11 +127,11 @@ RunShape plan_run_shape(const PlanRequest& request, const Plan& plan) {
   run.batch = plan.block;
   run.prompt_len = request.prompt_len;
   run.gen_len = request.gen_len;
-  run.kv_capacity = request.kv_budget + 1;
+  run.kv_capacity = request.kv_tokens + 1;
   run.scored = request.scored_policy;
-  run.weights_gpu = plan.weights_gpu;
-  run.weights_disk = plan.weights_disk();
-  run.block = plan.shape();
+  run.weights_gpu = plan.placement.weights.gpu;
+  run.weights_disk = plan.placement.weights_disk();
+  run.block = plan.placement.block;
   return run;
 }
 
@@ -179,11 +168,8 @@ std::optional<Plan> choose_plan(const OptConfig& model, const MachineProfile& pr
     bool gpu = false, pinned = false;
   };
   auto fit = [&](Plan& plan) {
-    const PlanMemory memory = plan_memory(model, request, plan);
-    plan.gpu_bytes = memory.gpu;
-    plan.pinned_bytes = memory.pinned;
-    plan.disk_bytes = memory.disk;
-    return Fit{memory.gpu <= request.gpu_bytes, memory.pinned <= request.pinned_bytes};
+    plan.memory = plan_memory(model, request, plan.placement, plan.block);
+    return Fit{plan.memory.gpu <= request.gpu_bytes, plan.memory.pinned <= request.pinned_bytes};
   };
   auto fits = [&](Plan& plan) {
     const Fit f = fit(plan);
@@ -201,7 +187,7 @@ std::optional<Plan> choose_plan(const OptConfig& model, const MachineProfile& pr
   if (request.block == 0 && request.max_sequences > 0) {
     resident.block = std::min(resident.block, request.max_sequences);
   }
-  resident.gpu_batch = resident.block;
+  resident.placement.gpu_batch = resident.block;
   if (fits(resident)) return predicted(resident);
 
   const bool disk = request.disk && profile.disk_read > 0;
@@ -214,26 +200,27 @@ std::optional<Plan> choose_plan(const OptConfig& model, const MachineProfile& pr
       const double kv_gpu = kv_percent / 100.0;
       Plan base;
       base.block = s.block;
-      base.gpu_batch = s.gpu_batch;
-      base.num_gpu_batches = s.num;
-      base.kv_gpu = kv_gpu;
+      base.placement.gpu_batch = s.gpu_batch;
+      base.placement.block.num_gpu_batches = s.num;
+      base.placement.block.kv_gpu_fraction = kv_gpu;
       // Shares that round to the same sequences per GPU batch are the same plan.
-      const std::vector<int> offloaded = offloaded_per_gpu_batch(s.block, base.shape());
+      const std::vector<int> offloaded = offloaded_per_gpu_batch(s.block, base.placement.block);
       if (std::find(seen_kv.begin(), seen_kv.end(), offloaded) != seen_kv.end()) continue;
       seen_kv.push_back(offloaded);
       const bool some_on_host =
           std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; });
       for (const bool cpu_attention : {false, true}) {
         if (cpu_attention && (!some_on_host || profile.cpu_attention <= 0)) continue;
-        base.cpu_attention = cpu_attention;
+        base.placement.block.cpu_attention = cpu_attention;
         for (const bool activations_on_host : {false, true}) {
-          base.activations_on_host = activations_on_host;
+          base.placement.block.activations_on_host = activations_on_host;
           // Most resident weights first: a share that needs no disk is never beaten by a smaller
           // one (those only move more), so the search stops there.
           for (int percent = 100; percent >= 0; percent -= 5) {
             Plan plan = base;
-            plan.weights_gpu = percent / 100.0;
-            plan.weights_cpu = 1.0 - plan.weights_gpu;
+            WeightPlacement& weights = plan.placement.weights;
+            weights.gpu = percent / 100.0;
+            weights.pinned = 1.0 - weights.gpu;
             bool on_disk = false;
             const Fit first = fit(plan);
             if (!first.gpu) continue;
@@ -241,8 +228,8 @@ std::optional<Plan> choose_plan(const OptConfig& model, const MachineProfile& pr
               if (!disk) continue;
               // The most pinned memory can hold, the rest on disk.
               bool found = false;
-              for (int cpu = 100 - percent - 5; cpu >= 0 && !found; cpu -= 5) {
-                plan.weights_cpu = cpu / 100.0;
+              for (int pinned = 100 - percent - 5; pinned >= 0 && !found; pinned -= 5) {
+                weights.pinned = pinned / 100.0;
                 found = fits(plan);
               }
               if (!found) continue;

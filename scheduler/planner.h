@@ -28,13 +28,14 @@
 #include "scheduler/block_shape.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/kv_footprint.h"
+#include "scheduler/placement.h"
 
 namespace offgen {
 
 struct PlanRequest {
   int prompt_len = 512;
   int gen_len = 32;
-  int kv_budget = 0;  // C, tokens kept per (layer, sequence, head)
+  int kv_tokens = 0;  // C: the tokens the KV budget keeps per (layer, sequence, head)
   bool scored_policy = false;
   std::uint64_t gpu_bytes = 0;     // budget of the gpu tier
   std::uint64_t pinned_bytes = 0;  // budget of pinned host memory
@@ -48,38 +49,31 @@ struct PlanRequest {
   int block = 0;
 };
 
-struct Plan {
-  int block = 1;      // sequences per block (all GPU batches)
-  int gpu_batch = 1;  // sequences per GPU batch (the engine's max_batch)
-  int num_gpu_batches = 1;
-  double weights_gpu = 1.0;  // shares of each layer's weights on the gpu tier, in pinned memory;
-  double weights_cpu = 0.0;  // the rest on disk
-  double kv_gpu = 1.0;       // share of each GPU batch's sequences whose KV stays on the gpu tier
-  bool cpu_attention = false;
-  bool activations_on_host = false;  // the block's hidden states in pinned memory
-  // What it needs on each tier (the peak: pinned memory also holds the weight store's load
-  // staging while the model loads).
-  std::uint64_t gpu_bytes = 0;
-  std::uint64_t pinned_bytes = 0;
-  std::uint64_t disk_bytes = 0;
-  Prediction prediction;
-
-  double weights_disk() const;
-  BlockShape shape() const { return {num_gpu_batches, kv_gpu, cpu_attention, activations_on_host}; }
-  // Everything on the gpu tier, in one GPU batch.
-  bool all_resident() const;
-  // "8 x 4 GPU batches, weights 40/60/0% gpu/cpu/disk, KV 50% gpu, cpu attention": for logs.
-  std::string describe() const;
-};
-
-// Bytes a placement puts on each tier. Only the placement fields of `plan` are read (block,
-// num_gpu_batches, weights, kv_gpu, cpu_attention, activations_on_host).
+// Bytes a placement puts on each tier.
 struct PlanMemory {
   std::uint64_t gpu = 0;
   std::uint64_t pinned = 0;  // the peak, load staging included
   std::uint64_t disk = 0;
 };
-PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request, const Plan& plan);
+
+struct Plan {
+  Placement placement;
+  // Sequences per block the plan is for: placement.block_size(), or fewer when the run has
+  // fewer sequences (PlanRequest::max_sequences) or its block is given (PlanRequest::block).
+  int block = 1;
+  // What it needs on each tier (the peak: pinned memory also holds the weight store's load
+  // staging while the model loads).
+  PlanMemory memory;
+  Prediction prediction;
+
+  // "block 32 = 8 x 4 GPU batches, weights 40/60/0% gpu/cpu/disk, KV 50% on the gpu tier (cpu
+  // attention), activations on the gpu, predicted 12.3 tokens/s": for logs.
+  std::string describe() const;
+};
+
+// What `placement` puts on each tier for blocks of `block` sequences.
+PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
+                       const Placement& placement, int block);
 
 // The runner's own pinned buffers (input staging, logits, picks) for a block: what
 // plan_memory adds to the weights' and the offloaded KV's.

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "engine/cli/commands.h"
+#include "engine/cli/flag_names.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
 #include "policies/kv_budget.h"
@@ -128,7 +129,7 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
                    profile.hidden_size > 0 ? fmt::format("hidden {}", profile.hidden_size)
                                            : std::string("unrecorded"));
     } catch (const Error& e) {
-      spdlog::warn("ignoring the cached profile: {}", e.what());
+      spdlog::warn("ignoring the cached profile: {}", flag_message(e));
     }
   }
   const QuickCalibration quick = quick_calibration(model, *opened.device);
@@ -160,10 +161,10 @@ PlanRequest plan_request(const EngineOptions& engine, const Device& device, int 
   request.prompt_len = prompt_len;
   request.gen_len = gen_len;
   // The last generated token is never fed back: gen_len - 1 decode positions.
-  request.kv_budget = policy_budget(engine.policy.kind, engine.kv_budget, prompt_len, gen_len - 1,
+  request.kv_tokens = policy_budget(engine.policy.kind, engine.kv_budget, prompt_len, gen_len - 1,
                                     total_len > 0 ? total_len : prompt_len + gen_len);
   request.scored_policy =
-      make_policy(effective_policy(engine.policy, request.kv_budget), request.kv_budget)
+      make_policy(effective_policy(engine.policy, request.kv_tokens), request.kv_tokens)
           ->needs_scores();
   request.gpu_bytes = device.usage(Tier::gpu).budget;
   request.pinned_bytes = device.usage(Tier::pinned).budget;
@@ -173,7 +174,7 @@ PlanRequest plan_request(const EngineOptions& engine, const Device& device, int 
 
 std::optional<Plan> plan_automatically(const CommonOptions& common, const RunLengths& lengths,
                                        EngineOptions& engine, MachineProfile* profile_out) {
-  if (common.placement != Placement::planned) return std::nullopt;
+  if (common.placement_source != PlacementSource::planned) return std::nullopt;
   const OptConfig model = model_config(engine.model);
   OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels);
   const MachineProfile profile = resolve_profile(common.profile, opened, model);
@@ -191,10 +192,10 @@ std::optional<Plan> plan_automatically(const CommonOptions& common, const RunLen
         lengths.gen_len);
     return plan;
   }
-  apply_plan(*plan, engine);
+  engine.placement = plan->placement;
   spdlog::info("planned for prompt {} + gen {}: {} (gpu {}, pinned {})", lengths.prompt_len,
-               lengths.gen_len, plan->describe(), format_bytes(plan->gpu_bytes),
-               format_bytes(plan->pinned_bytes));
+               lengths.gen_len, plan->describe(), format_bytes(plan->memory.gpu),
+               format_bytes(plan->memory.pinned));
   return plan;
 }
 

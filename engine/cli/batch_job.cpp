@@ -9,6 +9,7 @@
 
 #include "bench/rewritten_file.h"
 #include "engine/cli/batch_format.h"
+#include "engine/cli/flag_names.h"
 #include "engine/cli/progress.h"
 #include "engine/cli/request_fields.h"
 #include "engine/cli/signals.h"
@@ -110,7 +111,7 @@ void plan_with_clear_errors(const std::function<void()>& plan) {
         "the planner needs a machine profile, and the quick calibration that makes one does not "
         "fit the memory budgets ({}). Run `offgen calibrate` once without --gpu-mem / --cpu-mem "
         "(or give --profile FILE), or give placement flags (--batch-size, --weights-gpu, ...)",
-        e.what());
+        flag_message(e));
   }
 }
 
@@ -237,7 +238,7 @@ void check_one_sequence_fits(const std::function<void()>& make, const std::strin
         "placement ({}). Raise --gpu-mem / --cpu-mem, keep less on the gpu tier (--weights-gpu, "
         "--kv-gpu, --cpu-attention), shrink the KV cache (--policy with --kv-budget), or give no "
         "placement flags and let the planner choose",
-        what, e.what());
+        what, flag_message(e));
   }
 }
 
@@ -254,7 +255,7 @@ int run_guarded(Engine& engine, const std::function<void()>& work,
     return StopSignals::exit_code(signal);
   } catch (const Error& e) {
     engine.set_interrupt_check({});
-    throw Error(fmt::format("{}\n{}", e.what(), kept()));
+    throw Error(fmt::format("{}\n{}", flag_message(e), kept()));
   } catch (const std::bad_alloc&) {
     engine.set_interrupt_check({});
     throw Error(fmt::format("out of host memory\n{}", kept()));

@@ -103,7 +103,7 @@ int run_bench(const BenchOptions& options) {
   common.policy = policy_name(policies.front().first);
   common.kv_budget = policies.front().second;
   EngineOptions engine_options = common.engine_options();
-  if (common.placement == Placement::planned) {
+  if (common.placement_source == PlacementSource::planned) {
     // The engine's weight placement is fixed when it loads: plan once, for the sweep's largest
     // case (under its first policy), with every row a block of its --batch split the plan's way.
     RunLengths lengths;
@@ -133,7 +133,7 @@ int run_bench(const BenchOptions& options) {
   // every row will have: a prediction with a profile, host KV with a KV share off the gpu tier,
   // the copy overlap with streamed weights where the device measures it.
   bench::TableColumns columns;
-  columns.kv_offloaded = engine.block_shape().kv_gpu_fraction < 1.0;
+  columns.kv_offloaded = engine.placement().block.kv_gpu_fraction < 1.0;
   columns.predicted = profile.has_value();
   columns.overlap =
       engine.weight_offloaded_bytes() > 0 && engine.device().busy_seconds(StreamRole::compute) >= 0;
@@ -147,7 +147,7 @@ int run_bench(const BenchOptions& options) {
         for (const auto& [kind, budget] : policies) {
           PolicyOptions policy = engine_options.policy;
           policy.kind = kind;
-          engine.set_policy(policy, budget.empty() ? 0.0 : parse_kv_budget(budget));
+          engine.set_policy(policy, budget.empty() ? KvBudget{} : KvBudget::parse(budget));
           for (const bench::BenchCase& c : cases) {
             bench::BenchRow row =
                 bench::run_case(engine, c, options.seed, profile ? &*profile : nullptr);

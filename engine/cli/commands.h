@@ -25,7 +25,7 @@ extern const CLI::Validator kProbability;  // (0, 1]
 
 // Who chooses a run's placement (batch size, GPU batches, weight and KV shares, cpu attention):
 // the flags and --plan as given, or the planner (the CLI's choice when none of them was given).
-enum class Placement { as_given, planned };
+enum class PlacementSource { as_given, planned };
 
 // Flags every command shares: which model, where it runs, how big a batch.
 struct CommonOptions {
@@ -51,7 +51,7 @@ struct CommonOptions {
   std::string profile;  // calibrate profile for the planner; empty: the cached one (or calibrate)
   // Code that fills these options itself gets the placement it wrote; the CLI sets `planned` when
   // none of --plan and the placement flags was given (see plan_unless_placed).
-  Placement placement = Placement::as_given;
+  PlacementSource placement_source = PlacementSource::as_given;
   std::uint64_t dummy_seed = 0;
   std::string policy = "full";
   std::string kv_budget;  // empty: the whole sequence
@@ -65,7 +65,11 @@ struct CommonOptions {
   // What --model (with --dummy) names under this command's rule; throws offgen::Error saying
   // what to pass instead.
   ModelName model_name() const;
-  // The engine's options; their `model` is the resolved spelling (a directory or dummy:NAME).
+  // The placement the flags give (--batch-size, --num-gpu-batches, --kv-gpu, --cpu-attention,
+  // --activations-cpu, --weights-gpu, --weights-cpu).
+  Placement flag_placement() const;
+  // The engine's options; their `model` is the resolved spelling (a directory or dummy:NAME), and
+  // their placement is --plan's, else the flags'. Errors name flags (flag_names.h).
   EngineOptions engine_options() const;
 };
 // Registers the common flags; --model is required when a bare config name is refused. After
@@ -79,15 +83,15 @@ OptConfig model_config(const std::string& model);
 inline constexpr const char* kPlanKind = "offgen plan";
 // A plan file's "model_config": the sizes of `config` its memory depends on.
 nlohmann::ordered_json plan_model_config(const OptConfig& config);
-// Reads a plan file (`offgen plan --output`) into the placement: batch size, GPU batches, weight
-// and KV shares, cpu attention. A field the file lacks (files from older versions) leaves `out`'s
-// value; a bad one is an offgen::Error naming the file and the field. Also an error: a file that
-// is not a plan (a "kind" other than kPlanKind; neither "kind" nor "batch_size"), a plan made for
-// a model of another shape than out.model (its "model_config"), and a plan whose memory exceeds
-// out.budgets where they are set (--gpu-mem, --cpu-mem).
-void apply_plan_file(const std::string& path, EngineOptions& out);
-// Writes a plan's placement into engine options.
-void apply_plan(const Plan& plan, EngineOptions& out);
+// Reads the placement of a plan file (`offgen plan --output`): batch size, GPU batches, weight
+// and KV shares, cpu attention, activations (placement_from_json: a field the file lacks, in
+// files from older versions, keeps the default). A bad field is an offgen::Error naming the file
+// and the field. Also an error: a file that is not a plan (a "kind" other than kPlanKind;
+// neither "kind" nor "batch_size"), a plan made for a model of another shape than `model` (its
+// "model_config"), and a plan whose memory exceeds `budgets` where they are set (--gpu-mem,
+// --cpu-mem).
+Placement read_plan_file(const std::string& path, const std::string& model,
+                         const DeviceBudgets& budgets);
 
 // --resume (described by `resume_help`) and --overwrite, which exclude each other: what to do
 // with an --output that already holds results (existing_output() turns them into a mode).
@@ -101,7 +105,7 @@ void add_block_seconds_flag(CLI::App& cmd, double& block_seconds);
 // for every sequence).
 void add_sampling_flags(CLI::App& cmd, float& temperature, int& top_k, float& top_p);
 
-// After `app` is parsed, sets options.placement to `planned` when none of --plan,
+// After `app` is parsed, sets options.placement_source to `planned` when none of --plan,
 // --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu, --cpu-attention, --activations-cpu
 // and `also` (flags that place sequences for this command, e.g. --batch-size) was given. Like
 // add_common_options, refuses a placement flag given beside --plan (CLI::ValidationError).
@@ -129,10 +133,10 @@ struct RunLengths {
   int sequences = 0;  // > 0: blocks need not be bigger
   int block = 0;      // > 0: plan blocks of exactly this many sequences
 };
-// When common.placement is `planned`: chooses a plan for the run (from --profile or the cached
-// profile, see resolve_profile), writes its placement into `engine` and logs it in one line.
-// When nothing fits, warns and leaves `engine` as it is. `profile`, when not null, receives the
-// profile used. Returns the plan chosen, if any.
+// When common.placement_source is `planned`: chooses a plan for the run (from --profile or the
+// cached profile, see resolve_profile), sets engine.placement to its placement and logs it in one
+// line. When nothing fits, warns and leaves `engine` as it is. `profile`, when not null, receives
+// the profile used. Returns the plan chosen, if any.
 std::optional<Plan> plan_automatically(const CommonOptions& common, const RunLengths& lengths,
                                        EngineOptions& engine, MachineProfile* profile = nullptr);
 

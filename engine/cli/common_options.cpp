@@ -5,8 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <type_traits>
 
+#include "engine/cli/flag_names.h"
 #include "engine/core/error.h"
 #include "engine/core/json_integer.h"
 #include "engine/core/units.h"
@@ -76,36 +76,6 @@ ModelName CommonOptions::model_name() const {
 
 namespace {
 
-// Reads plan[field] with `read` when present; a wrong type or a value `valid` refuses is an error
-// naming the file and the field.
-template <typename T, typename Valid>
-void plan_field(const nlohmann::json& plan, const std::string& path, const char* field,
-                const char* expected, const Valid& valid, T& out) {
-  if (!plan.contains(field)) return;
-  const nlohmann::json& value = plan.at(field);
-  bool ok = false;
-  T parsed{};
-  if constexpr (std::is_same_v<T, bool>) {
-    ok = value.is_boolean();
-    if (ok) parsed = value.get<bool>();
-  } else if constexpr (std::is_integral_v<T>) {
-    const std::optional<T> number = json_integer<T>(value);
-    ok = number.has_value();
-    if (ok) parsed = *number;
-  } else {
-    ok = value.is_number();
-    if (ok) parsed = value.get<T>();
-  }
-  // An array or object is named by its type: printing one nested deeply would recurse as deep.
-  OFFGEN_CHECK(ok && valid(parsed), "--plan {}: '{}' must be {} (got {})", path, field, expected,
-               value.is_structured() ? std::string(value.type_name()) : value.dump());
-  out = parsed;
-}
-
-}  // namespace
-
-namespace {
-
 // "layers 24, hidden 2048, ..." from a plan's model_config, for messages.
 std::string describe_shape(const nlohmann::json& shape) {
   if (!shape.is_object()) return std::string(shape.type_name());
@@ -172,7 +142,8 @@ void check_plan_budgets(const nlohmann::json& plan, const std::string& path,
 
 }  // namespace
 
-void apply_plan_file(const std::string& path, EngineOptions& out) {
+Placement read_plan_file(const std::string& path, const std::string& model,
+                         const DeviceBudgets& budgets) {
   std::ifstream in(path);
   OFFGEN_CHECK(in.good(), "--plan {}: cannot read it (write one with `offgen plan --output`)",
                path);
@@ -197,50 +168,13 @@ void apply_plan_file(const std::string& path, EngineOptions& out) {
                  "with `offgen plan --output`; a machine profile goes to --profile)",
                  path);
   }
-  check_plan_model(plan, path, out.model);
-  check_plan_budgets(plan, path, out.budgets);
-  auto positive = [](auto v) { return v >= 1; };
-  auto percent = [](double v) { return v >= 0.0 && v <= 100.0; };
-  int batch = out.max_batch;
-  int gpu_batches = out.num_gpu_batches;
-  double gpu = 100.0 * out.weights_gpu_fraction;
-  double cpu = out.weights_cpu_fraction < 0.0 ? 100.0 - gpu : 100.0 * out.weights_cpu_fraction;
-  double kv = 100.0 * out.kv_gpu_fraction;
-  bool cpu_attention = out.cpu_attention;
-  bool activations_cpu = out.activations_on_host;
-  plan_field(plan, path, "batch_size", "an integer >= 1", positive, batch);
-  plan_field(plan, path, "num_gpu_batches", "an integer >= 1", positive, gpu_batches);
-  const bool has_gpu = plan.contains("weights_gpu_percent");
-  plan_field(plan, path, "weights_gpu_percent", "a percentage in [0, 100]", percent, gpu);
-  // A file with only the gpu share keeps the rest in pinned memory, as --weights-gpu alone does.
-  if (has_gpu && !plan.contains("weights_cpu_percent")) cpu = 100.0 - gpu;
-  plan_field(plan, path, "weights_cpu_percent", "a percentage in [0, 100]", percent, cpu);
-  plan_field(plan, path, "kv_gpu_percent", "a percentage in [0, 100]", percent, kv);
-  plan_field(
-      plan, path, "cpu_attention", "true or false", [](bool) { return true; }, cpu_attention);
-  plan_field(
-      plan, path, "activations_cpu", "true or false", [](bool) { return true; }, activations_cpu);
-  OFFGEN_CHECK(gpu + cpu <= 100.0 + 1e-9,
-               "--plan {}: 'weights_gpu_percent' + 'weights_cpu_percent' must be at most 100 (got "
-               "{} + {})",
-               path, gpu, cpu);
-  out.max_batch = batch;
-  out.num_gpu_batches = gpu_batches;
-  out.weights_gpu_fraction = gpu / 100.0;
-  out.weights_cpu_fraction = cpu / 100.0;
-  out.kv_gpu_fraction = kv / 100.0;
-  out.cpu_attention = cpu_attention;
-  out.activations_on_host = activations_cpu;
-}
-
-void apply_plan(const Plan& plan, EngineOptions& out) {
-  out.max_batch = plan.gpu_batch;
-  out.num_gpu_batches = plan.num_gpu_batches;
-  out.weights_gpu_fraction = plan.weights_gpu;
-  out.weights_cpu_fraction = plan.weights_cpu;
-  out.kv_gpu_fraction = plan.kv_gpu;
-  out.cpu_attention = plan.cpu_attention;
-  out.activations_on_host = plan.activations_on_host;
+  check_plan_model(plan, path, model);
+  check_plan_budgets(plan, path, budgets);
+  try {
+    return placement_from_json(plan);
+  } catch (const Error& e) {
+    fail("--plan {}: {}", path, e.what());
+  }
 }
 
 void add_output_mode_flags(CLI::App& cmd, bool& resume, bool& overwrite,
@@ -286,38 +220,47 @@ void plan_unless_placed(CLI::App& app, CommonOptions& options, std::vector<std::
     refuse_placement_beside_plan(app);
     std::size_t given = 0;
     for (const std::string& flag : flags) given += app.count(flag);
-    options.placement = given == 0 ? Placement::planned : Placement::as_given;
+    options.placement_source = given == 0 ? PlacementSource::planned : PlacementSource::as_given;
   });
 }
 
-EngineOptions CommonOptions::engine_options() const {
-  EngineOptions out;
-  out.model = model_name().spec();
-  out.tokenizer = tokenizer;
-  out.device = parse_device_choice(device);
-  out.max_batch = batch_size;
-  out.dummy_seed = dummy_seed;
-  if (!gpu_mem.empty()) out.budgets.gpu = parse_bytes(gpu_mem);
-  if (!cpu_mem.empty()) {
-    // One cap for host memory, pinned included: pinned is host memory the driver locked.
-    out.budgets.host = parse_bytes(cpu_mem);
-    out.budgets.pinned = out.budgets.host;
-  }
-  out.weights_gpu_fraction = weights_gpu_percent / 100.0;
-  if (weights_cpu_percent >= 0.0) out.weights_cpu_fraction = weights_cpu_percent / 100.0;
-  out.num_gpu_batches = num_gpu_batches;
-  out.kv_gpu_fraction = kv_gpu_percent / 100.0;
-  out.cpu_attention = cpu_attention;
-  out.activations_on_host = activations_cpu;
-  out.disk = disk;
-  out.block_seconds = block_seconds;
-  if (!plan.empty()) apply_plan_file(plan, out);
-  out.policy.kind = parse_policy(policy);
-  out.policy.recent_fraction = recent_fraction;
-  out.policy.sinks = sinks;
-  if (!kv_budget.empty()) out.kv_budget = parse_kv_budget(kv_budget);
-  validate_policy_budget(out.policy, out.kv_budget);  // before any planning or loading
+Placement CommonOptions::flag_placement() const {
+  Placement out;
+  out.gpu_batch = batch_size;
+  out.block.num_gpu_batches = num_gpu_batches;
+  out.block.kv_gpu_fraction = kv_gpu_percent / 100.0;
+  out.block.cpu_attention = cpu_attention;
+  out.block.activations_on_host = activations_cpu;
+  out.weights.gpu = weights_gpu_percent / 100.0;
+  // Without --weights-cpu, the weights not on the gpu tier are all in pinned memory.
+  out.weights.pinned =
+      weights_cpu_percent >= 0.0 ? weights_cpu_percent / 100.0 : 1.0 - out.weights.gpu;
   return out;
+}
+
+EngineOptions CommonOptions::engine_options() const {
+  return naming_flags([this] {
+    EngineOptions out;
+    out.model = model_name().spec();
+    out.tokenizer = tokenizer;
+    out.device = parse_device_choice(device);
+    out.dummy_seed = dummy_seed;
+    if (!gpu_mem.empty()) out.budgets.gpu = parse_bytes(gpu_mem);
+    if (!cpu_mem.empty()) {
+      // One cap for host memory, pinned included: pinned is host memory the driver locked.
+      out.budgets.host = parse_bytes(cpu_mem);
+      out.budgets.pinned = out.budgets.host;
+    }
+    out.placement = plan.empty() ? flag_placement() : read_plan_file(plan, out.model, out.budgets);
+    out.disk = disk;
+    out.block_seconds = block_seconds;
+    out.policy.kind = parse_policy(policy);
+    out.policy.recent_fraction = recent_fraction;
+    out.policy.sinks = sinks;
+    if (!kv_budget.empty()) out.kv_budget = KvBudget::parse(kv_budget);
+    validate_policy_budget(out.policy, out.kv_budget);  // before any planning or loading
+    return out;
+  });
 }
 
 void add_block_seconds_flag(CLI::App& cmd, double& block_seconds) {

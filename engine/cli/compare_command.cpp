@@ -157,7 +157,7 @@ int run_compare(const CompareCommandOptions& options) {
   for (const std::string& policy : options.policies) {
     compare.policies.push_back(parse_policy(policy));
   }
-  compare.budgets = options.budgets;
+  for (const double budget : options.budgets) compare.budgets.push_back(KvBudget::of(budget));
   compare.throughput = {options.batch, options.prompt_len, options.gen_len};
   compare.seed = options.seed;
   compare.prefill_tokens = options.prefill_tokens;
@@ -175,7 +175,7 @@ int run_compare(const CompareCommandOptions& options) {
             compare, engine, result,
             [&](std::size_t done, std::size_t total, const bench::CompareCell& cell) {
               spdlog::info("compare: {}/{} done ({} at budget {:g}{})", done, total,
-                           policy_name(cell.policy), cell.budget,
+                           policy_name(cell.policy), cell.budget.value(),
                            cell.error.empty() ? "" : ": " + cell.error);
               bench::write_compare_tables(result, compare, options.output);
             });

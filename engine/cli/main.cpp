@@ -8,6 +8,7 @@
 
 #include "engine/cli/commands.h"
 #include "engine/cli/compare_command.h"
+#include "engine/cli/flag_names.h"
 #include "engine/core/error.h"
 
 int main(int argc, char** argv) {
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("plan")) return offgen::cli::run_plan(plan);
     if (app.got_subcommand("compare")) return offgen::cli::run_compare(compare);
   } catch (const offgen::Error& e) {
-    spdlog::error("{}", e.what());
+    spdlog::error("{}", offgen::cli::flag_message(e));
     return 1;
   } catch (const std::bad_alloc&) {
     spdlog::error(

@@ -32,15 +32,16 @@ std::string run_command(const PlanOptions& options, const Plan& plan) {
   if (c.device != "auto") out += " --device " + c.device;
   out += fmt::format(" --batch {} --prompt-len {} --gen-len {}", plan.block, options.prompt_len,
                      options.gen_len);
-  out += fmt::format(" --batch-size {} --num-gpu-batches {}", plan.gpu_batch, plan.num_gpu_batches);
-  out += fmt::format(" --weights-gpu {:g} --weights-cpu {:g}", 100.0 * plan.weights_gpu,
-                     100.0 * plan.weights_cpu);
-  out += fmt::format(" --kv-gpu {:g}", 100.0 * plan.kv_gpu);
-  if (plan.cpu_attention) out += " --cpu-attention";
-  if (plan.activations_on_host) out += " --activations-cpu";
+  const Placement& p = plan.placement;
+  out += fmt::format(" --batch-size {} --num-gpu-batches {}", p.gpu_batch, p.block.num_gpu_batches);
+  out += fmt::format(" --weights-gpu {:g} --weights-cpu {:g}", 100.0 * p.weights.gpu,
+                     100.0 * p.weights.pinned);
+  out += fmt::format(" --kv-gpu {:g}", 100.0 * p.block.kv_gpu_fraction);
+  if (p.block.cpu_attention) out += " --cpu-attention";
+  if (p.block.activations_on_host) out += " --activations-cpu";
   if (!c.gpu_mem.empty()) out += " --gpu-mem " + c.gpu_mem;
   if (!c.cpu_mem.empty()) out += " --cpu-mem " + c.cpu_mem;
-  if (plan.weights_disk() > 1e-9) out += " --disk " + c.disk;
+  if (p.weights_disk() > 1e-9) out += " --disk " + c.disk;
   if (c.policy != "full") out += " --policy " + c.policy;
   if (!c.kv_budget.empty()) out += " --kv-budget " + c.kv_budget;
   return out;
@@ -82,14 +83,14 @@ int run_plan(const PlanOptions& options) {
   fmt::print("budgets: gpu {}   pinned {}   disk {}   prompt {}   gen {}   policy {} (C = {})\n",
              format_bytes(request.gpu_bytes), format_bytes(request.pinned_bytes),
              request.disk ? common.disk : std::string("none"), options.prompt_len, options.gen_len,
-             common.policy, request.kv_budget);
+             common.policy, request.kv_tokens);
   const auto plan = choose_plan(model, profile, request);
   if (!plan) {
-    Plan smallest;  // one sequence, every layer streamed, its KV on the host
-    smallest.weights_gpu = 0.0;
-    smallest.weights_cpu = 1.0;
-    smallest.kv_gpu = 0.0;
-    const PlanMemory least = plan_memory(model, request, smallest);
+    Placement smallest;  // one sequence, every layer streamed, its KV on the host
+    smallest.gpu_batch = 1;
+    smallest.weights = {0.0, 1.0};
+    smallest.block.kv_gpu_fraction = 0.0;
+    const PlanMemory least = plan_memory(model, request, smallest, 1);
     fail(
         "nothing fits: one sequence with every layer streamed and its KV in pinned memory needs "
         "{} on the gpu tier (budget {}) and {} of pinned memory (budget {}{}). Raise --gpu-mem "
@@ -99,18 +100,21 @@ int run_plan(const PlanOptions& options) {
         request.disk ? "" : ", or give --disk DIR for weights");
   }
   const Prediction& p = plan->prediction;
-  fmt::print("plan: block {} = GPU batch {} x {} GPU batch{}\n", plan->block, plan->gpu_batch,
-             plan->num_gpu_batches, plan->num_gpu_batches == 1 ? "" : "es");
+  const Placement& placement = plan->placement;
+  fmt::print("plan: block {} = GPU batch {} x {} GPU batch{}\n", plan->block, placement.gpu_batch,
+             placement.block.num_gpu_batches, placement.block.num_gpu_batches == 1 ? "" : "es");
   fmt::print("  weights  gpu {:.0f}%   cpu (pinned) {:.0f}%   disk {:.0f}%\n",
-             100.0 * plan->weights_gpu, 100.0 * plan->weights_cpu, 100.0 * plan->weights_disk());
+             100.0 * placement.weights.gpu, 100.0 * placement.weights.pinned,
+             100.0 * placement.weights_disk());
   fmt::print(
       "  KV       gpu {:.0f}% of each GPU batch's sequences, the rest pinned   cpu "
       "attention {}\n",
-      100.0 * plan->kv_gpu, plan->cpu_attention ? "on" : "off");
-  fmt::print("  activations on the {}\n",
-             plan->activations_on_host ? "cpu (pinned; two GPU batches on the gpu tier)" : "gpu");
-  fmt::print("  memory   gpu {}   pinned {}   disk {}\n", format_bytes(plan->gpu_bytes),
-             format_bytes(plan->pinned_bytes), format_bytes(plan->disk_bytes));
+      100.0 * placement.block.kv_gpu_fraction, placement.block.cpu_attention ? "on" : "off");
+  fmt::print("  activations on the {}\n", placement.block.activations_on_host
+                                              ? "cpu (pinned; two GPU batches on the gpu tier)"
+                                              : "gpu");
+  fmt::print("  memory   gpu {}   pinned {}   disk {}\n", format_bytes(plan->memory.gpu),
+             format_bytes(plan->memory.pinned), format_bytes(plan->memory.disk));
   fmt::print("{:>9} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "per layer",
              "weights in", "kv load", "kv store", "acts in+out", "disk", "gemm", "attention",
              "cpu attn", "layer");
@@ -139,28 +143,22 @@ int run_plan(const PlanOptions& options) {
                                    {"prompt_len", options.prompt_len},
                                    {"gen_len", options.gen_len},
                                    {"policy", common.policy},
-                                   {"kv_budget_tokens", request.kv_budget},
-                                   {"block_size", plan->block},
-                                   {"batch_size", plan->gpu_batch},
-                                   {"num_gpu_batches", plan->num_gpu_batches},
-                                   {"weights_gpu_percent", 100.0 * plan->weights_gpu},
-                                   {"weights_cpu_percent", 100.0 * plan->weights_cpu},
-                                   {"weights_disk_percent", 100.0 * plan->weights_disk()},
-                                   {"kv_gpu_percent", 100.0 * plan->kv_gpu},
-                                   {"cpu_attention", plan->cpu_attention},
-                                   {"activations_cpu", plan->activations_on_host},
-                                   {"gpu_budget_bytes", request.gpu_bytes},
-                                   {"pinned_budget_bytes", request.pinned_bytes},
-                                   {"gpu_bytes", plan->gpu_bytes},
-                                   {"pinned_bytes", plan->pinned_bytes},
-                                   {"disk_bytes", plan->disk_bytes},
-                                   {"prefill_layer_seconds", layer_json(p.prefill)},
-                                   {"decode_layer_seconds", layer_json(p.decode)},
-                                   {"prefill_layer_total_seconds", p.prefill.total()},
-                                   {"decode_layer_total_seconds", p.decode_layer},
-                                   {"lm_head_seconds_per_step", p.head_per_step},
-                                   {"predicted_seconds", p.seconds},
-                                   {"predicted_tokens_per_second", p.tokens_per_second}};
+                                   {"kv_budget_tokens", request.kv_tokens},
+                                   {"block_size", plan->block}};
+    // The placement's fields (batch_size ... activations_cpu), as --plan reads them back.
+    file.update(placement_json(placement));
+    file.update(nlohmann::ordered_json{{"gpu_budget_bytes", request.gpu_bytes},
+                                       {"pinned_budget_bytes", request.pinned_bytes},
+                                       {"gpu_bytes", plan->memory.gpu},
+                                       {"pinned_bytes", plan->memory.pinned},
+                                       {"disk_bytes", plan->memory.disk},
+                                       {"prefill_layer_seconds", layer_json(p.prefill)},
+                                       {"decode_layer_seconds", layer_json(p.decode)},
+                                       {"prefill_layer_total_seconds", p.prefill.total()},
+                                       {"decode_layer_total_seconds", p.decode_layer},
+                                       {"lm_head_seconds_per_step", p.head_per_step},
+                                       {"predicted_seconds", p.seconds},
+                                       {"predicted_tokens_per_second", p.tokens_per_second}});
     std::ofstream out(options.output);
     out << file.dump(2) << '\n';
     OFFGEN_CHECK(out.good(), "cannot write the plan to {}", options.output);

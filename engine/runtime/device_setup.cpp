@@ -1,6 +1,7 @@
 #include "engine/runtime/device_setup.h"
 
 #include "engine/core/error.h"
+#include "engine/core/parameter_error.h"
 #include "engine/device/cpu_device.h"
 #include "engine/device/cuda_probe.h"
 #include "engine/device/make_device.h"
@@ -17,12 +18,18 @@ OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
   }
   OpenedDevice opened;
   if (choice == DeviceChoice::cuda) {
-    OFFGEN_CHECK(built_with_cuda(),
-                 "--device cuda: this build of offgen has no CUDA support (the toolkit was not "
-                 "found at build time)");
-    OFFGEN_CHECK(!gpus.empty(),
-                 "--device cuda: no CUDA GPU is visible (driver missing, or "
-                 "CUDA_VISIBLE_DEVICES hides them); use --device cpu");
+    OFFGEN_CHECK_NAMING(built_with_cuda(), [](ParameterNamer name) {
+      return fmt::format(
+          "{} cuda: this build of offgen has no CUDA support (the toolkit was not found at build "
+          "time)",
+          name(Parameter::device));
+    });
+    OFFGEN_CHECK_NAMING(!gpus.empty(), [](ParameterNamer name) {
+      return fmt::format(
+          "{} cuda: no CUDA GPU is visible (driver missing, or CUDA_VISIBLE_DEVICES hides them); "
+          "use {} cpu",
+          name(Parameter::device), name(Parameter::device));
+    });
     opened.device = make_cuda_device(gpus.front().index, budgets);
     opened.ops = make_cuda_ops(*opened.device);
   } else {

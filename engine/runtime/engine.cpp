@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "engine/core/error.h"
+#include "engine/core/parameter_error.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/dummy_weights.h"
 #include "engine/model/model_name.h"
@@ -41,11 +42,7 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
-  OFFGEN_CHECK(options.max_batch > 0, "batch size must be positive (got {})", options.max_batch);
-  OFFGEN_CHECK(options.num_gpu_batches > 0, "the number of GPU batches must be positive (got {})",
-               options.num_gpu_batches);
-  OFFGEN_CHECK(options.kv_gpu_fraction >= 0.0 && options.kv_gpu_fraction <= 1.0,
-               "the KV share on the gpu tier must be in [0, 1] (got {})", options.kv_gpu_fraction);
+  options.placement.validate();
   validate_policy_budget(options.policy, options.kv_budget);
   namespace fs = std::filesystem;
   std::unique_ptr<WeightSource> source;
@@ -70,23 +67,25 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
 
   const WeightSource& weights =
       checkpoint ? static_cast<const WeightSource&>(*checkpoint) : *source;
-  placement_ = WeightPlacement::gpu_and_cpu(options.weights_gpu_fraction);
-  if (options.weights_cpu_fraction >= 0.0) placement_.cpu = options.weights_cpu_fraction;
-  placement_.disk = options.disk;
+  const WeightPlacement& shares = options.placement.weights;
   try {
-    weights_ = std::make_unique<WeightStore>(*device_, config_, weights, placement_);
+    weights_ = std::make_unique<WeightStore>(*device_, config_, weights, shares, options.disk);
     if (weights_->streamed()) {
       streamer_ = std::make_unique<WeightStreamer>(*device_, *weights_, config_.num_layers);
     }
   } catch (const OutOfMemoryError& e) {
-    // Say which placement did not fit and which flags move it.
-    throw OutOfMemoryError(fmt::format(
-        "the weights of {} do not fit with {:.0f}% of each layer on the gpu tier, {:.0f}% in "
-        "pinned memory and {:.0f}% on disk: {}. Lower --weights-gpu / --weights-cpu (with --disk "
-        "DIR for the rest), raise --gpu-mem / --cpu-mem, or give no placement flags and let the "
-        "planner choose",
-        model_description_, 100.0 * placement_.gpu, 100.0 * placement_.cpu,
-        100.0 * placement_.disk_share(), e.what()));
+    // Say which placement did not fit and which parameters move it.
+    fail_naming<OutOfMemoryError>([model = model_description_, shares,
+                                   cause = std::string(e.what())](ParameterNamer name_of) {
+      return fmt::format(
+          "the weights of {} do not fit with {:.0f}% of each layer on the gpu tier, {:.0f}% in "
+          "pinned memory and {:.0f}% on disk: {}. Lower {} / {} (with a {} folder for the rest), "
+          "raise {} / {}, or give no {} and let the planner choose",
+          model, 100.0 * shares.gpu, 100.0 * shares.pinned, 100.0 * shares.disk(), cause,
+          name_of(Parameter::weights_gpu_share), name_of(Parameter::weights_pinned_share),
+          name_of(Parameter::disk_folder), name_of(Parameter::gpu_budget),
+          name_of(Parameter::pinned_budget), name_of(Parameter::placement));
+    });
   }
 
   fs::path tokenizer_dir = options.tokenizer;
@@ -310,9 +309,9 @@ std::unique_ptr<BatchRunner> Engine::make_runner(int max_prompt, int max_new,
   for (const SequenceLengths& s : sequences) {
     policies.push_back(batch_policy(policy_budget(s.prompt, s.new_tokens, s.total)));
   }
-  auto runner =
-      std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(), max_prompt,
-                                    max_new, std::move(policies), streamer_.get(), block_shape());
+  auto runner = std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(),
+                                              max_prompt, max_new, std::move(policies),
+                                              streamer_.get(), options_.placement.block);
   if (sampleable_) runner->set_sampleable(sampleable_.as<const std::uint8_t>());
   return runner;
 }
@@ -324,7 +323,7 @@ std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int 
   return make_runner(max_prompt, max_new, sequences);
 }
 
-void Engine::set_policy(const PolicyOptions& policy, double kv_budget) {
+void Engine::set_policy(const PolicyOptions& policy, const KvBudget& kv_budget) {
   validate_policy_budget(policy, kv_budget);
   options_.policy = policy;
   options_.kv_budget = kv_budget;
@@ -332,11 +331,6 @@ void Engine::set_policy(const PolicyOptions& policy, double kv_budget) {
 
 bool Engine::scored_policy(int max_prompt, int max_new, int total_len) const {
   return batch_policy(policy_budget(max_prompt, max_new, total_len))->needs_scores();
-}
-
-BlockShape Engine::block_shape() const {
-  return {options_.num_gpu_batches, options_.kv_gpu_fraction, options_.cpu_attention,
-          options_.activations_on_host};
 }
 
 KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) const {
@@ -347,7 +341,8 @@ KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) con
 
 BlockSizer Engine::job_sizer() const {
   // Streamed weights make every pass cost about the same whatever the block: no small first one.
-  return BlockSizer(static_cast<std::size_t>(block_size()), options_.block_seconds,
+  return BlockSizer(static_cast<std::size_t>(options_.placement.block_size()),
+                    options_.block_seconds,
                     /*probe=*/streamer_ == nullptr);
 }
 
@@ -444,7 +439,9 @@ void Engine::generate_batch(std::span<const GenerationRequest> requests,
 
 std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, int prefill_tokens,
                                        const ScoreCallback& on_done) {
-  OFFGEN_CHECK(prefill_tokens >= 0, "--prefill-tokens must be >= 0 (got {})", prefill_tokens);
+  OFFGEN_CHECK_NAMING(prefill_tokens >= 0, [=](ParameterNamer name) {
+    return fmt::format("{} must be >= 0 (got {})", name(Parameter::prefill_tokens), prefill_tokens);
+  });
   BlockSizer sizer = job_sizer();
   return run_in_batches<ScoreResult>(
       requests, sizer, [&](const ScoreRequest& r) { return check(r); },

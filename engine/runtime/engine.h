@@ -18,10 +18,11 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/ops.h"
 #include "offload/weight_store.h"
+#include "policies/kv_budget.h"
 #include "policies/kv_policy.h"
-#include "scheduler/block_shape.h"
 #include "scheduler/block_sizer.h"
 #include "scheduler/kv_footprint.h"
+#include "scheduler/placement.h"
 
 namespace offgen {
 
@@ -41,26 +42,16 @@ struct EngineOptions {
   DeviceChoice device = DeviceChoice::automatic;
   CpuKernelSet cpu_kernels = CpuKernelSet::optimized;
   std::uint64_t dummy_seed = 0;
-  int max_batch = 8;  // sequences per GPU batch
-  // The block schedule: a block of max_batch x num_gpu_batches sequences shares each layer's
-  // weight load; the KV of each GPU batch is split by sequences between the gpu tier
-  // (kv_gpu_fraction of them) and pinned host memory, where --cpu-attention attends it on the CPU.
-  int num_gpu_batches = 1;
-  double kv_gpu_fraction = 1.0;
-  bool cpu_attention = false;
-  // The block's hidden states in pinned host memory (two GPU batches' worth on the gpu tier).
-  bool activations_on_host = false;
+  // Where the run's sequences, KV, hidden states and weights live (scheduler/placement.h): a
+  // block of gpu_batch x num_gpu_batches sequences shares each layer's weight load; the KV of
+  // each GPU batch is split by sequences between the gpu tier and pinned host memory, where cpu
+  // attention attends it on the CPU; weights not on the gpu tier stream in layer by layer.
+  Placement placement;
   DeviceBudgets budgets;
-  // KV eviction: the policy, and --kv-budget (0 = the whole sequence; < 1 a fraction of prompt +
-  // generation length; >= 1 tokens).
+  // KV eviction: the policy, and its budget (the whole sequence by default).
   PolicyOptions policy;
-  double kv_budget = 0.0;
-  // Share of each layer's weight bytes kept on the gpu tier; the rest sits in pinned host memory
-  // and streams in layer by layer while the previous layer computes.
-  double weights_gpu_fraction = 1.0;
-  // Share in pinned host memory; negative: all that is not on the gpu tier. What is left of the
-  // two goes to a file under `disk`.
-  double weights_cpu_fraction = -1.0;
+  KvBudget kv_budget;
+  // Folder of the disk tier, for the weights' disk share.
   std::string disk;
   // Batch jobs (generate, score) write results as each block finishes; blocks are kept near this
   // many seconds of work (learned from the blocks that ran; scheduler/block_sizer.h), so results
@@ -126,17 +117,13 @@ class Engine {
   // Weight bytes kept off the gpu tier (pinned), copied in by every pass over the layers.
   std::uint64_t weight_offloaded_bytes() const;
   std::uint64_t weight_disk_bytes() const;  // of those, on the disk tier
-  // The shares of each layer's weights on the gpu tier, in pinned memory and on disk.
-  const WeightPlacement& weight_placement() const { return placement_; }
   // Weight bytes copied host-to-device so far by layer streaming (0 when all resident).
   std::uint64_t weight_bytes_moved() const;
-  int max_batch() const { return options_.max_batch; }
-  // Sequences run together: max_batch x num_gpu_batches.
-  int block_size() const { return options_.max_batch * options_.num_gpu_batches; }
-  BlockShape block_shape() const;
+  // The placement it runs (EngineOptions::placement).
+  const Placement& placement() const { return options_.placement; }
   // The KV policy of runners made from now on (bench and compare sweep policies over one loaded
   // model). Throws offgen::Error as the constructor does for a policy without a budget.
-  void set_policy(const PolicyOptions& policy, double kv_budget);
+  void set_policy(const PolicyOptions& policy, const KvBudget& kv_budget);
   PolicyKind policy_kind() const { return options_.policy.kind; }
   bool scored_policy(int max_prompt, int max_new, int total_len = 0) const;
 
@@ -222,7 +209,6 @@ class Engine {
   std::unique_ptr<Device> device_;
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  WeightPlacement placement_;
   std::unique_ptr<WeightStore> weights_;
   std::unique_ptr<WeightStreamer> streamer_;  // when weights are offloaded
   // [vocab] bytes on the gpu tier, 0 for the ids sampling never draws (the head's rows without a

@@ -38,7 +38,7 @@ TEST(BenchSweep, EveryPolicyAndBudgetGetsARowAndARowThatCannotFitSaysWhatItNeeds
   options.common.device = "cpu";
   options.common.gpu_mem = "6MiB";
   options.common.weights_gpu_percent = 100;  // an explicit placement: no planning
-  options.common.placement = cli::Placement::as_given;
+  options.common.placement_source = cli::PlacementSource::as_given;
   options.batches = {2, 4096};
   options.prompt_lens = {16};
   options.gen_lens = {3};

@@ -497,43 +497,41 @@ TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
   EXPECT_LT(written["weights_gpu_percent"].get<double>(), 100.0);
   EXPECT_TRUE(written["decode_layer_seconds"].contains("cpu_attention"));
 
-  EngineOptions applied;
-  applied.model = "dummy:opt-125m";  // the plan's model
-  cli::apply_plan_file(plan.output, applied);
-  EXPECT_EQ(applied.max_batch, written["batch_size"].get<int>());
-  EXPECT_EQ(applied.num_gpu_batches, written["num_gpu_batches"].get<int>());
-  EXPECT_DOUBLE_EQ(applied.weights_gpu_fraction,
-                   written["weights_gpu_percent"].get<double>() / 100.0);
-  EXPECT_DOUBLE_EQ(applied.weights_cpu_fraction,
-                   written["weights_cpu_percent"].get<double>() / 100.0);
-  EXPECT_DOUBLE_EQ(applied.kv_gpu_fraction, written["kv_gpu_percent"].get<double>() / 100.0);
-  EXPECT_EQ(applied.cpu_attention, written["cpu_attention"].get<bool>());
+  // The plan's model; its budgets are checked against those given (none here).
+  const auto read = [](const auto& path) {
+    return cli::read_plan_file(path, "dummy:opt-125m", DeviceBudgets{});
+  };
+  const Placement applied = read(plan.output);
+  EXPECT_EQ(applied.gpu_batch, written["batch_size"].get<int>());
+  EXPECT_EQ(applied.block.num_gpu_batches, written["num_gpu_batches"].get<int>());
+  EXPECT_DOUBLE_EQ(applied.weights.gpu, written["weights_gpu_percent"].get<double>() / 100.0);
+  EXPECT_DOUBLE_EQ(applied.weights.pinned, written["weights_cpu_percent"].get<double>() / 100.0);
+  EXPECT_DOUBLE_EQ(applied.block.kv_gpu_fraction, written["kv_gpu_percent"].get<double>() / 100.0);
+  EXPECT_EQ(applied.block.cpu_attention, written["cpu_attention"].get<bool>());
 
   // Every field, by hand.
   const auto full = dir.path() / "full.json";
   test::write_file(full, R"({"batch_size": 3, "num_gpu_batches": 4, "weights_gpu_percent": 30,
                              "weights_cpu_percent": 50, "kv_gpu_percent": 25,
                              "cpu_attention": true})");
-  EngineOptions all;
-  cli::apply_plan_file(full.string(), all);
-  EXPECT_EQ(all.max_batch, 3);
-  EXPECT_EQ(all.num_gpu_batches, 4);
-  EXPECT_DOUBLE_EQ(all.weights_gpu_fraction, 0.3);
-  EXPECT_DOUBLE_EQ(all.weights_cpu_fraction, 0.5);
-  EXPECT_DOUBLE_EQ(all.kv_gpu_fraction, 0.25);
-  EXPECT_TRUE(all.cpu_attention);
+  const Placement all = read(full.string());
+  EXPECT_EQ(all.gpu_batch, 3);
+  EXPECT_EQ(all.block.num_gpu_batches, 4);
+  EXPECT_DOUBLE_EQ(all.weights.gpu, 0.3);
+  EXPECT_DOUBLE_EQ(all.weights.pinned, 0.5);
+  EXPECT_DOUBLE_EQ(all.block.kv_gpu_fraction, 0.25);
+  EXPECT_TRUE(all.block.cpu_attention);
 
   // A file from before the block schedule: the fields it lacks keep their defaults.
   const auto old = dir.path() / "old.json";
   test::write_file(old,
                    R"({"batch_size": 5, "weights_gpu_percent": 40, "weights_cpu_percent": 60})");
-  EngineOptions from_old;
-  cli::apply_plan_file(old.string(), from_old);
-  EXPECT_EQ(from_old.max_batch, 5);
-  EXPECT_DOUBLE_EQ(from_old.weights_gpu_fraction, 0.4);
-  EXPECT_EQ(from_old.num_gpu_batches, 1);
-  EXPECT_DOUBLE_EQ(from_old.kv_gpu_fraction, 1.0);
-  EXPECT_FALSE(from_old.cpu_attention);
+  const Placement from_old = read(old.string());
+  EXPECT_EQ(from_old.gpu_batch, 5);
+  EXPECT_DOUBLE_EQ(from_old.weights.gpu, 0.4);
+  EXPECT_EQ(from_old.block.num_gpu_batches, 1);
+  EXPECT_DOUBLE_EQ(from_old.block.kv_gpu_fraction, 1.0);
+  EXPECT_FALSE(from_old.block.cpu_attention);
 
   // A bad field is named, with the file.
   const std::pair<const char*, const char*> bad[] = {
@@ -550,8 +548,7 @@ TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
   for (const auto& [text, field] : bad) {
     const auto path = dir.path() / "bad.json";
     test::write_file(path, text);
-    EngineOptions ignored;
-    const std::string what = error_of([&] { cli::apply_plan_file(path.string(), ignored); });
+    const std::string what = error_of([&] { read(path.string()); });
     EXPECT_NE(what.find(path.string()), std::string::npos) << what;
     EXPECT_NE(what.find(field), std::string::npos) << what;
   }
@@ -559,8 +556,7 @@ TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
   const auto deep = dir.path() / "deep.json";
   test::write_file(deep,
                    "{\"batch_size\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
-  EngineOptions ignored;
-  const std::string what = error_of([&] { cli::apply_plan_file(deep.string(), ignored); });
+  const std::string what = error_of([&] { read(deep.string()); });
   EXPECT_NE(what.find("'batch_size' must be an integer >= 1 (got array)"), std::string::npos)
       << what;
 }
@@ -678,7 +674,7 @@ TEST(PlannedRuns, GenerateWithoutPlacementFlagsPlansAndMatchesTheResidentRun) {
 
   cli::GenerateOptions planned;
   planned.common = tiny_model();
-  planned.common.placement = cli::Placement::planned;
+  planned.common.placement_source = cli::PlacementSource::planned;
   planned.common.profile = write_profile(dir.path());
   planned.input = input.string();
   planned.max_tokens = max_tokens;
@@ -687,10 +683,10 @@ TEST(PlannedRuns, GenerateWithoutPlacementFlagsPlansAndMatchesTheResidentRun) {
   EngineOptions engine = planned.common.engine_options();
   OpenedDevice opened = open_device(DeviceChoice::cpu, engine.budgets);
   const PlanRequest request = cli::plan_request(engine, *opened.device, longest, max_tokens, 0);
-  Plan resident;
-  resident.block = resident.gpu_batch = 4;
+  Placement resident;
+  resident.gpu_batch = 4;
   const OptConfig config = cli::model_config(planned.common.model);
-  const std::uint64_t budget = plan_memory(config, request, resident).gpu - 1;
+  const std::uint64_t budget = plan_memory(config, request, resident, 4).gpu - 1;
   planned.common.gpu_mem = std::to_string(budget);
 
   cli::RunLengths lengths;
@@ -700,18 +696,16 @@ TEST(PlannedRuns, GenerateWithoutPlacementFlagsPlansAndMatchesTheResidentRun) {
   EngineOptions chosen = planned.common.engine_options();
   const auto plan = cli::plan_automatically(planned.common, lengths, chosen);
   ASSERT_TRUE(plan.has_value());
-  EXPECT_FALSE(plan->all_resident()) << plan->describe();
-  EXPECT_LE(plan->gpu_bytes, budget);
-  EXPECT_EQ(chosen.max_batch, plan->gpu_batch);
-  EXPECT_EQ(chosen.num_gpu_batches, plan->num_gpu_batches);
-  EXPECT_EQ(chosen.cpu_attention, plan->cpu_attention);
+  EXPECT_FALSE(plan->placement.all_resident()) << plan->describe();
+  EXPECT_LE(plan->memory.gpu, budget);
+  EXPECT_EQ(chosen.placement, plan->placement);
 
   planned.output = (dir.path() / "planned.jsonl").string();
   ASSERT_EQ(cli::run_generate(planned), 0);
 
   // The same blocks, every sequence resident, with room to spare.
   cli::GenerateOptions reference = planned;
-  reference.common.placement = cli::Placement::as_given;
+  reference.common.placement_source = cli::PlacementSource::as_given;
   reference.common.gpu_mem = "1GiB";
   reference.common.batch_size = plan->block;
   reference.output = (dir.path() / "resident.jsonl").string();
@@ -761,25 +755,28 @@ TEST(PlannedRuns, TheCliPlansOnlyWithoutPlanOrPlacementFlags) {
   auto placement = [](const std::string& command) {
     test::CliCommands commands;
     commands.parse(command);
-    if (commands.app.got_subcommand("generate")) return commands.generate.common.placement;
-    if (commands.app.got_subcommand("score")) return commands.score.common.placement;
-    return commands.bench.common.placement;
+    if (commands.app.got_subcommand("generate")) return commands.generate.common.placement_source;
+    if (commands.app.got_subcommand("score")) return commands.score.common.placement_source;
+    return commands.bench.common.placement_source;
   };
-  using cli::Placement;
-  EXPECT_EQ(placement("generate --model m --input a --output b"), Placement::planned);
+  using cli::PlacementSource;
+  EXPECT_EQ(placement("generate --model m --input a --output b"), PlacementSource::planned);
   EXPECT_EQ(placement("generate --model m --input a --output b --gpu-mem 1GiB --disk d"),
-            Placement::planned);
+            PlacementSource::planned);
   EXPECT_EQ(placement("generate --model m --input a --output b --batch-size 4"),
-            Placement::as_given);
+            PlacementSource::as_given);
   EXPECT_EQ(placement("generate --model m --input a --output b --plan p.json"),
-            Placement::as_given);
-  EXPECT_EQ(placement("score --model m --input a --output b --kv-gpu 50"), Placement::as_given);
-  EXPECT_EQ(placement("score --model m --input a --output b --cpu-attention"), Placement::as_given);
-  EXPECT_EQ(placement("bench"), Placement::planned);
-  EXPECT_EQ(placement("bench --batch 4 --batch-size 4"), Placement::planned);  // rows are blocks
-  EXPECT_EQ(placement("bench --num-gpu-batches 2"), Placement::as_given);
-  EXPECT_EQ(placement("bench --weights-gpu 50"), Placement::as_given);
-  EXPECT_EQ(placement("bench --weights-cpu 50"), Placement::as_given);
+            PlacementSource::as_given);
+  EXPECT_EQ(placement("score --model m --input a --output b --kv-gpu 50"),
+            PlacementSource::as_given);
+  EXPECT_EQ(placement("score --model m --input a --output b --cpu-attention"),
+            PlacementSource::as_given);
+  EXPECT_EQ(placement("bench"), PlacementSource::planned);
+  EXPECT_EQ(placement("bench --batch 4 --batch-size 4"),
+            PlacementSource::planned);  // rows are blocks
+  EXPECT_EQ(placement("bench --num-gpu-batches 2"), PlacementSource::as_given);
+  EXPECT_EQ(placement("bench --weights-gpu 50"), PlacementSource::as_given);
+  EXPECT_EQ(placement("bench --weights-cpu 50"), PlacementSource::as_given);
 }
 
 TEST(PlannedRuns, ScoreAndBenchPlanTooAndScoreAsTheResidentRunDoes) {
@@ -788,14 +785,14 @@ TEST(PlannedRuns, ScoreAndBenchPlanTooAndScoreAsTheResidentRunDoes) {
                    "{\"token_ids\": [2, 40, 50, 60, 70, 80, 90]}\n{\"text\": \"The quick fox\"}\n");
   cli::ScoreOptions planned;
   planned.common = tiny_model();
-  planned.common.placement = cli::Placement::planned;
+  planned.common.placement_source = cli::PlacementSource::planned;
   planned.common.profile = write_profile(dir.path());
   planned.input = (dir.path() / "in.jsonl").string();
   planned.output = (dir.path() / "planned.jsonl").string();
   planned.prefill_tokens = 3;
   ASSERT_EQ(cli::run_score(planned), 0);
   cli::ScoreOptions reference = planned;
-  reference.common.placement = cli::Placement::as_given;
+  reference.common.placement_source = cli::PlacementSource::as_given;
   reference.common.batch_size = 2;  // what the roomy default budget plans: both in one batch
   reference.output = (dir.path() / "resident.jsonl").string();
   ASSERT_EQ(cli::run_score(reference), 0);
@@ -808,7 +805,7 @@ TEST(PlannedRuns, ScoreAndBenchPlanTooAndScoreAsTheResidentRunDoes) {
 
   cli::BenchOptions bench;
   bench.common = tiny_model();
-  bench.common.placement = cli::Placement::planned;
+  bench.common.placement_source = cli::PlacementSource::planned;
   bench.common.profile = planned.common.profile;
   bench.common.gpu_mem = "2MiB";
   bench.batches = {1, 4};

@@ -22,11 +22,11 @@ namespace {
 constexpr double kLogprobTolerance = 0.02;
 
 EngineOptions options_for(const std::string& model, DeviceChoice device, PolicyKind policy,
-                          double budget) {
+                          KvBudget budget) {
   EngineOptions options;
   options.model = model;
   options.device = device;
-  options.max_batch = 4;
+  options.placement.gpu_batch = 4;
   options.policy.kind = policy;
   options.policy.sinks = 2;
   options.kv_budget = budget;
@@ -49,7 +49,7 @@ void expect_same_scores(const std::vector<ScoreResult>& cuda, const std::vector<
 struct ParityCase {
   const char* model;
   PolicyKind policy;
-  double budget;
+  KvBudget budget;
 };
 
 class CudaMatchesCpu : public ::testing::TestWithParam<ParityCase> {};
@@ -89,21 +89,22 @@ TEST_P(CudaMatchesCpu, GreedyGenerationGivesTheSameTokens) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Golden, CudaMatchesCpu,
-                         ::testing::Values(ParityCase{"tiny-preln", PolicyKind::full, 0.0},
-                                           ParityCase{"tiny-postln-proj", PolicyKind::full, 0.0},
-                                           ParityCase{"tiny-bf16-noprefix", PolicyKind::full, 0.0},
-                                           ParityCase{"tiny-preln", PolicyKind::local, 6},
-                                           ParityCase{"tiny-preln", PolicyKind::h2o, 6},
-                                           ParityCase{"tiny-preln", PolicyKind::streaming, 6}),
-                         [](const auto& param) {
-                           std::string name = std::string(param.param.model) + "_" +
-                                              std::string(policy_name(param.param.policy));
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Golden, CudaMatchesCpu,
+    ::testing::Values(ParityCase{"tiny-preln", PolicyKind::full, KvBudget{}},
+                      ParityCase{"tiny-postln-proj", PolicyKind::full, KvBudget{}},
+                      ParityCase{"tiny-bf16-noprefix", PolicyKind::full, KvBudget{}},
+                      ParityCase{"tiny-preln", PolicyKind::local, KvBudget::tokens(6)},
+                      ParityCase{"tiny-preln", PolicyKind::h2o, KvBudget::tokens(6)},
+                      ParityCase{"tiny-preln", PolicyKind::streaming, KvBudget::tokens(6)}),
+    [](const auto& param) {
+      std::string name =
+          std::string(param.param.model) + "_" + std::string(policy_name(param.param.policy));
+      for (char& ch : name) {
+        if (ch == '-') ch = '_';
+      }
+      return name;
+    });
 
 TEST(CudaMatchesCpuAtScale, DummyOpt1_3bScores) {
   if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
@@ -114,8 +115,8 @@ TEST(CudaMatchesCpuAtScale, DummyOpt1_3bScores) {
       texts[i].tokens.push_back(static_cast<std::int32_t>(4 + (i * 7919 + t * 104729) % 50000));
     }
   }
-  Engine cuda(options_for("dummy:opt-1.3b", DeviceChoice::cuda, PolicyKind::full, 0.0));
-  Engine cpu(options_for("dummy:opt-1.3b", DeviceChoice::cpu, PolicyKind::full, 0.0));
+  Engine cuda(options_for("dummy:opt-1.3b", DeviceChoice::cuda, PolicyKind::full, KvBudget{}));
+  Engine cpu(options_for("dummy:opt-1.3b", DeviceChoice::cpu, PolicyKind::full, KvBudget{}));
   // 24 layers of hidden 2048 accumulate more rounding differences than the tiny models.
   expect_same_scores(cuda.score(texts, 16), cpu.score(texts, 16), 0.05);
 }

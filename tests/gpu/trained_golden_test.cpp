@@ -29,7 +29,7 @@ EngineOptions cuda_options(int batch) {
   EngineOptions options;
   options.model = test::trained_model_dir().string();
   options.device = DeviceChoice::cuda;
-  options.max_batch = batch;
+  options.placement.gpu_batch = batch;
   return options;
 }
 

@@ -34,10 +34,10 @@ EngineOptions tiny(double gpu_fraction, PolicyKind policy = PolicyKind::full) {
   EngineOptions options;
   options.model = (test::data_dir() / "golden" / "tiny-preln").string();
   options.device = DeviceChoice::cpu;
-  options.max_batch = 4;
-  options.weights_gpu_fraction = gpu_fraction;
+  options.placement.gpu_batch = 4;
+  options.placement.weights = {gpu_fraction, 1.0 - gpu_fraction};
   options.policy.kind = policy;
-  options.kv_budget = policy == PolicyKind::full ? 0.0 : 6;
+  options.kv_budget = policy == PolicyKind::full ? KvBudget{} : KvBudget::tokens(6);
   return options;
 }
 
@@ -98,10 +98,10 @@ TEST(OffloadedWeights, LetAModelRunUnderAGpuBudgetItsWeightsExceed) {
   options.budgets.gpu = parse_bytes("200MiB");
   EXPECT_THROW(Engine{options}, OutOfMemoryError);
 
-  options.weights_gpu_fraction = 0.0;
+  options.placement.weights = {0.0, 1.0};
   Engine offloaded(options);
   options.budgets.gpu = 0;
-  options.weights_gpu_fraction = 1.0;
+  options.placement.weights = {1.0, 0.0};
   Engine resident(options);
   EXPECT_LT(offloaded.weight_gpu_bytes(), offloaded.weight_bytes() / 2);
 
@@ -139,7 +139,7 @@ namespace {
 TEST(DiskWeights, GiveExactlyTheResidentRunsOutputsAndLeaveNoFile) {
   test::TempDir disk;
   EngineOptions options = tiny(0.2);
-  options.weights_cpu_fraction = 0.3;  // the remaining half of each layer on disk
+  options.placement.weights.pinned = 0.3;  // the remaining half of each layer on disk
   options.disk = disk.path().string();
   Engine on_disk(options);
   Engine resident(tiny(1.0));
@@ -162,12 +162,13 @@ TEST(DiskWeights, GiveExactlyTheResidentRunsOutputsAndLeaveNoFile) {
 
 TEST(DiskWeights, ADiskShareWithoutAFolderIsAnError) {
   EngineOptions options = tiny(0.2);
-  options.weights_cpu_fraction = 0.3;
+  options.placement.weights.pinned = 0.3;
   try {
     Engine engine(options);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--disk"), std::string::npos) << e.what();
+    // Below the CLI the folder is the `disk` parameter (the CLI says --disk).
+    EXPECT_NE(std::string(e.what()).find("no disk folder"), std::string::npos) << e.what();
   }
   options.disk = "/nonexistent/offgen-disk";
   try {
@@ -211,7 +212,7 @@ TEST(DiskWeights, LoadingALayerNeverWaitsForTheDiskOnTheCallingThread) {
   const OptConfig& config = checkpoint->config();
   CpuDevice device;
   WeightStore resident(device, config, *checkpoint);
-  WeightStore on_disk(device, config, *checkpoint, {0.2, 0.3, disk.path()});
+  WeightStore on_disk(device, config, *checkpoint, {0.2, 0.3}, disk.path());
   ASSERT_GT(on_disk.disk_bytes(), 0u);
   const std::size_t layer_bytes = on_disk.largest_layer_elements() * sizeof(Half);
   const std::size_t disk_part = on_disk.disk_bytes() / static_cast<std::size_t>(config.num_layers);
@@ -249,7 +250,7 @@ TEST(DiskWeights, APassesFirstTwoLayersLoadWhileThePassBeforeEnds) {
   const OptConfig& config = checkpoint->config();
   ASSERT_GE(config.num_layers, 2);
   CpuDevice device;
-  WeightStore store(device, config, *checkpoint, {0.2, 0.3, disk.path()});
+  WeightStore store(device, config, *checkpoint, {0.2, 0.3}, disk.path());
   WeightStreamer streamer(device, store, config.num_layers);
   Stream& compute = device.stream(StreamRole::compute);
   streamer.begin_pass();
@@ -303,7 +304,7 @@ TEST(DiskWeights, AFailedReadIsAnErrorOfTheComputeStreamAndOfTheNextLoad) {
   auto checkpoint = Checkpoint::open(tiny_checkpoint());
   const OptConfig& config = checkpoint->config();
   CpuDevice device;
-  WeightStore store(device, config, *checkpoint, {0.2, 0.3, disk.path()});
+  WeightStore store(device, config, *checkpoint, {0.2, 0.3}, disk.path());
   WeightStreamer streamer(device, store, config.num_layers);
   Stream& compute = device.stream(StreamRole::compute);
   const auto pass = [&] {
@@ -330,7 +331,8 @@ TEST(DiskWeights, AFailedReadIsAnErrorOfTheComputeStreamAndOfTheNextLoad) {
       compute.synchronize();
     } catch (const Error& e) {
       failed = true;
-      EXPECT_NE(std::string(e.what()).find("--disk"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("disk " + disk.path().string()), std::string::npos)
+          << e.what();
     }
   }
   EXPECT_TRUE(failed) << "a pass ran on weights whose read failed";

@@ -20,20 +20,11 @@ namespace offgen {
 namespace {
 
 struct RandomPlan {
-  int gpu_batch = 4;
-  int num_gpu_batches = 1;
-  double kv_gpu = 1.0;
-  bool cpu_attention = false;
-  bool activations_on_host = false;
-  double weights_gpu = 1.0;
+  Placement placement{4, {}, {}};  // GPU batches of 4
   PolicyKind policy = PolicyKind::full;
 
   std::string describe() const {
-    return fmt::format(
-        "{} x {} GPU batches, kv gpu {}, {} attention, activations on the {}, weights gpu {}, "
-        "policy {}",
-        gpu_batch, num_gpu_batches, kv_gpu, cpu_attention ? "cpu" : "gpu",
-        activations_on_host ? "cpu" : "gpu", weights_gpu, policy_name(policy));
+    return fmt::format("{}, policy {}", placement.describe(), policy_name(policy));
   }
 };
 
@@ -41,14 +32,9 @@ EngineOptions tiny(const RandomPlan& plan) {
   EngineOptions options;
   options.model = (test::data_dir() / "golden" / "tiny-preln").string();
   options.device = DeviceChoice::cpu;
-  options.max_batch = plan.gpu_batch;
-  options.num_gpu_batches = plan.num_gpu_batches;
-  options.kv_gpu_fraction = plan.kv_gpu;
-  options.cpu_attention = plan.cpu_attention;
-  options.activations_on_host = plan.activations_on_host;
-  options.weights_gpu_fraction = plan.weights_gpu;
+  options.placement = plan.placement;
   options.policy.kind = plan.policy;
-  options.kv_budget = plan.policy == PolicyKind::full ? 0.0 : 6;
+  options.kv_budget = plan.policy == PolicyKind::full ? KvBudget{} : KvBudget::tokens(6);
   options.policy.sinks = 2;
   return options;
 }
@@ -56,7 +42,7 @@ EngineOptions tiny(const RandomPlan& plan) {
 // The same block, all resident, in one GPU batch: the reference outputs.
 EngineOptions resident_block(const RandomPlan& plan) {
   RandomPlan resident;
-  resident.gpu_batch = plan.gpu_batch * plan.num_gpu_batches;
+  resident.placement.gpu_batch = plan.placement.block_size();
   resident.policy = plan.policy;
   return tiny(resident);
 }
@@ -116,12 +102,13 @@ TEST(BlockSchedule, RandomPlansGiveExactlyTheResidentRunsOutputs) {
   const double weight_shares[] = {1.0, 0.5, 0.0};
   for (int trial = 0; trial < 16; ++trial) {
     RandomPlan plan;
-    plan.gpu_batch = 1 + static_cast<int>(rng() % 3);
-    plan.num_gpu_batches = 1 + static_cast<int>(rng() % 3);
-    plan.kv_gpu = kv_shares[rng() % 4];
-    plan.cpu_attention = rng() % 2 == 1;
-    plan.weights_gpu = weight_shares[rng() % 3];
-    plan.activations_on_host = rng() % 2 == 1;
+    plan.placement.gpu_batch = 1 + static_cast<int>(rng() % 3);
+    plan.placement.block.num_gpu_batches = 1 + static_cast<int>(rng() % 3);
+    plan.placement.block.kv_gpu_fraction = kv_shares[rng() % 4];
+    plan.placement.block.cpu_attention = rng() % 2 == 1;
+    const double weights_gpu = weight_shares[rng() % 3];
+    plan.placement.weights = {weights_gpu, 1.0 - weights_gpu};
+    plan.placement.block.activations_on_host = rng() % 2 == 1;
     plan.policy = policies[trial % 4];
     Engine offloaded(tiny(plan));
     Engine resident(resident_block(plan));
@@ -134,10 +121,10 @@ TEST(BlockSchedule, EveryPolicyWithAllKvOnTheHostAttendedOnEitherSide) {
        {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming}) {
     for (bool cpu_attention : {false, true}) {
       RandomPlan plan;
-      plan.gpu_batch = 2;
-      plan.num_gpu_batches = 2;
-      plan.kv_gpu = 0.0;
-      plan.cpu_attention = cpu_attention;
+      plan.placement.gpu_batch = 2;
+      plan.placement.block.num_gpu_batches = 2;
+      plan.placement.block.kv_gpu_fraction = 0.0;
+      plan.placement.block.cpu_attention = cpu_attention;
       plan.policy = policy;
       Engine offloaded(tiny(plan));
       Engine resident(resident_block(plan));
@@ -156,10 +143,11 @@ TEST(BlockSchedule, MemoryEqualsWhatThePlanArithmeticSays) {
   for (bool cpu_attention : {false, true}) {
     for (PolicyKind policy : {PolicyKind::full, PolicyKind::h2o}) {
       RandomPlan plan;
-      plan.gpu_batch = 3;
-      plan.num_gpu_batches = 2;
-      plan.kv_gpu = 0.34;  // one of each GPU batch's three sequences stays on the gpu tier
-      plan.cpu_attention = cpu_attention;
+      plan.placement.gpu_batch = 3;
+      plan.placement.block.num_gpu_batches = 2;
+      plan.placement.block.kv_gpu_fraction =
+          0.34;  // one of each GPU batch's three sequences stays on the gpu tier
+      plan.placement.block.cpu_attention = cpu_attention;
       plan.policy = policy;
       Engine engine(tiny(plan));
       const int batch = 6, prompt = 12, new_tokens = 5;
@@ -192,9 +180,9 @@ TEST(BlockSchedule, ActivationsOnTheHostTakeTwoGpuBatchesOfTheGpuTierAndMoveEver
   std::uint64_t gpu_taken[2] = {0, 0};
   for (const bool on_host : {false, true}) {
     RandomPlan plan;
-    plan.gpu_batch = 2;
-    plan.num_gpu_batches = 4;
-    plan.activations_on_host = on_host;
+    plan.placement.gpu_batch = 2;
+    plan.placement.block.num_gpu_batches = 4;
+    plan.placement.block.activations_on_host = on_host;
     Engine engine(tiny(plan));
     const std::uint64_t gpu_before = engine.device().usage(Tier::gpu).used;
     const std::uint64_t pinned_before = engine.device().usage(Tier::pinned).used;
@@ -229,9 +217,9 @@ TEST(BlockSchedule, OffloadedKvMovesTheCacheOnlyWithGpuAttention) {
   std::uint64_t loaded[2] = {0, 0};
   for (bool cpu_attention : {false, true}) {
     RandomPlan plan;
-    plan.gpu_batch = 2;
-    plan.kv_gpu = 0.0;
-    plan.cpu_attention = cpu_attention;
+    plan.placement.gpu_batch = 2;
+    plan.placement.block.kv_gpu_fraction = 0.0;
+    plan.placement.block.cpu_attention = cpu_attention;
     Engine engine(tiny(plan));
     auto runner = engine.make_runner(2, 8, 4);
     std::vector<std::vector<std::int32_t>> tokens = {{2, 40, 41, 42, 43, 44, 45, 46},
@@ -262,12 +250,12 @@ TEST(BlockSchedule, KvOnTheHostLetsABatchRunUnderAGpuBudgetItsKvExceeds) {
   options.device = DeviceChoice::cpu;
   options.budgets.gpu = parse_bytes("500MiB");
   options.budgets.pinned = parse_bytes("1GiB");
-  options.max_batch = 4;
-  options.num_gpu_batches = 2;
+  options.placement.gpu_batch = 4;
+  options.placement.block.num_gpu_batches = 2;
   Engine resident(options);
   EXPECT_THROW(resident.make_runner(8, 8, 992), OutOfMemoryError);
 
-  options.kv_gpu_fraction = 0.0;
+  options.placement.block.kv_gpu_fraction = 0.0;
   Engine offloaded(options);
   offloaded.device().reset_peaks();
   auto runner = offloaded.make_runner(8, 8, 992);

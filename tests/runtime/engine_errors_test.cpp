@@ -137,7 +137,7 @@ TEST(EngineBatches, ABatchThatDoesNotFitIsSplitAndGivesTheSameTokens) {
   EngineOptions roomy;
   roomy.model = (test::data_dir() / "golden" / "tiny-preln").string();
   roomy.device = DeviceChoice::cpu;
-  roomy.max_batch = 8;
+  roomy.placement.gpu_batch = 8;
   Engine reference(roomy);
   const auto expected = reference.generate(requests);
 
@@ -212,7 +212,7 @@ std::vector<GenerationRequest> numbered_requests(int n, int max_tokens) {
 // an uninterrupted run, nothing is reported twice, and the rest is not reported at all.
 TEST(EngineInterrupt, StopsBetweenStepsAndReportsOnlyFinishedRequestsOnce) {
   EngineOptions options = tiny_options();
-  options.max_batch = 2;
+  options.placement.gpu_batch = 2;
   Engine engine(options);
   const auto requests = numbered_requests(7, 6);
   const auto expected = engine.generate(requests);
@@ -256,7 +256,7 @@ TEST(EngineInterrupt, StopsBetweenStepsAndReportsOnlyFinishedRequestsOnce) {
 // and reports none twice.
 TEST(EngineInterrupt, ScoreReportsEachTextWhenItsLastTokenIsScored) {
   EngineOptions options = tiny_options();
-  options.max_batch = 4;
+  options.placement.gpu_batch = 4;
   options.block_seconds = 0;  // the planned block: all four texts together
   Engine engine(options);
   // One batch: lengths 3, 5, 7 and 9 after a 2-token prefill need 0, 2, 4 and 6 decode steps.
@@ -299,16 +299,16 @@ TEST(EnginePolicies, StreamingBudgetsBelowTheSinksFailEarlyOrRun) {
   EngineOptions options = tiny_options();
   options.policy.kind = PolicyKind::streaming;
   options.policy.sinks = 4;
-  options.kv_budget = 3;
+  options.kv_budget = KvBudget::tokens(3);
   try {
     Engine engine(options);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     const std::string what = e.what();
-    EXPECT_NE(what.find("--kv-budget 3"), std::string::npos) << what;
-    EXPECT_NE(what.find("--sinks 4"), std::string::npos) << what;
+    EXPECT_NE(what.find("kv_budget 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("sinks 4"), std::string::npos) << what;
   }
-  options.kv_budget = 5;
+  options.kv_budget = KvBudget::tokens(5);
   Engine engine(options);
   std::vector<GenerationRequest> short_ones = numbered_requests(2, 2);
   for (auto& r : short_ones) r.prompt = {2, 7};  // 3 tokens cached in all: fewer than the sinks
@@ -316,8 +316,9 @@ TEST(EnginePolicies, StreamingBudgetsBelowTheSinksFailEarlyOrRun) {
     EXPECT_TRUE(r.error.empty()) << r.error;
     EXPECT_EQ(r.tokens.size(), 2u);
   }
-  EXPECT_THROW(engine.set_policy(options.policy, 2), Error);
-  engine.set_policy(options.policy, 0.1);  // C = ceil(0.1 * 12) = 2 for the requests below
+  EXPECT_THROW(engine.set_policy(options.policy, KvBudget::tokens(2)), Error);
+  engine.set_policy(options.policy,
+                    KvBudget::fraction(0.1));  // C = ceil(0.1 * 12) = 2 for the requests below
   for (const auto& r : engine.generate(numbered_requests(3, 8))) {
     EXPECT_TRUE(r.error.empty()) << r.error;
     EXPECT_EQ(r.tokens.size(), 8u);
@@ -327,14 +328,14 @@ TEST(EnginePolicies, StreamingBudgetsBelowTheSinksFailEarlyOrRun) {
   h2o.kind = PolicyKind::h2o;
   for (double recent : {0.0, 0.5, 1.0}) {
     h2o.recent_fraction = recent;
-    engine.set_policy(h2o, 1);
+    engine.set_policy(h2o, KvBudget::tokens(1));
     for (const auto& r : engine.generate(numbered_requests(2, 5))) {
       EXPECT_TRUE(r.error.empty()) << r.error;
       EXPECT_EQ(r.tokens.size(), 5u);
     }
   }
   h2o.recent_fraction = 1.5;
-  EXPECT_THROW(engine.set_policy(h2o, 0.2), Error);
+  EXPECT_THROW(engine.set_policy(h2o, KvBudget::fraction(0.2)), Error);
 }
 
 }  // namespace

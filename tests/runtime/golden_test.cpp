@@ -34,7 +34,7 @@ class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernel
     options.model = (test::data_dir() / "golden" / model).string();
     options.device = DeviceChoice::cpu;
     options.cpu_kernels = std::get<1>(GetParam());
-    options.max_batch = batch;
+    options.placement.gpu_batch = batch;
     return options;
   }
 };

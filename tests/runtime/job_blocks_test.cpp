@@ -31,7 +31,7 @@ class JobBlocks : public ::testing::Test {
     EngineOptions options;
     options.model = dir_.path().string();
     options.device = DeviceChoice::cpu;
-    options.max_batch = 600;  // one planned block would hold the whole job
+    options.placement.gpu_batch = 600;  // one planned block would hold the whole job
     options.block_seconds = block_seconds;
     return Engine(options);
   }

@@ -160,7 +160,7 @@ TEST(LocalPolicy, ScoringThroughTheCacheEqualsABandMaskedForwardPass) {
       options.device = DeviceChoice::cpu;
       options.cpu_kernels = CpuKernelSet::reference;
       options.policy.kind = PolicyKind::local;
-      options.kv_budget = budget;
+      options.kv_budget = KvBudget::tokens(budget);
       Engine engine(options);
       for (const auto& item : expected["score"]) {
         const auto tokens = item["token_ids"].get<std::vector<std::int32_t>>();

@@ -14,13 +14,13 @@
 namespace offgen {
 namespace {
 
-std::vector<ScoreResult> score_with(PolicyKind kind, double budget, int prefill_tokens,
+std::vector<ScoreResult> score_with(PolicyKind kind, KvBudget budget, int prefill_tokens,
                                     CpuKernelSet kernels = CpuKernelSet::optimized) {
   EngineOptions options;
   options.model = (test::data_dir() / "golden" / "tiny-preln").string();
   options.device = DeviceChoice::cpu;
   options.cpu_kernels = kernels;
-  options.max_batch = 4;
+  options.placement.gpu_batch = 4;
   options.policy.kind = kind;
   options.policy.sinks = 2;
   options.kv_budget = budget;
@@ -31,8 +31,8 @@ std::vector<ScoreResult> score_with(PolicyKind kind, double budget, int prefill_
 class EveryPolicy : public ::testing::TestWithParam<PolicyKind> {};
 
 TEST_P(EveryPolicy, ABudgetAsLongAsTheTextGivesExactlyFullsLogprobs) {
-  const auto full = score_with(PolicyKind::full, 0.0, 3);
-  const auto policy = score_with(GetParam(), 64, 3);  // >= every text's length
+  const auto full = score_with(PolicyKind::full, KvBudget{}, 3);
+  const auto policy = score_with(GetParam(), KvBudget::tokens(64), 3);  // >= every text's length
   ASSERT_EQ(full.size(), policy.size());
   for (std::size_t r = 0; r < full.size(); ++r) {
     ASSERT_TRUE(policy[r].error.empty()) << policy[r].error;
@@ -49,8 +49,8 @@ class EvictingPolicy : public ::testing::TestWithParam<PolicyKind> {};
 TEST_P(EvictingPolicy, ASmallBudgetChangesLaterTokensOnlyAndStaysFinite) {
   const int budget = 6;
   const int prefill = 3;
-  const auto full = score_with(PolicyKind::full, 0.0, prefill);
-  const auto policy = score_with(GetParam(), budget, prefill);
+  const auto full = score_with(PolicyKind::full, KvBudget{}, prefill);
+  const auto policy = score_with(GetParam(), KvBudget::tokens(budget), prefill);
   bool any_different = false;
   for (std::size_t r = 0; r < full.size(); ++r) {
     const auto& got = policy[r].token_logprobs;
@@ -68,8 +68,8 @@ TEST_P(EvictingPolicy, ASmallBudgetChangesLaterTokensOnlyAndStaysFinite) {
 }
 
 TEST_P(EvictingPolicy, BothKernelSetsAgree) {
-  const auto optimized = score_with(GetParam(), 8, 2, CpuKernelSet::optimized);
-  const auto reference = score_with(GetParam(), 8, 2, CpuKernelSet::reference);
+  const auto optimized = score_with(GetParam(), KvBudget::tokens(8), 2, CpuKernelSet::optimized);
+  const auto reference = score_with(GetParam(), KvBudget::tokens(8), 2, CpuKernelSet::reference);
   for (std::size_t r = 0; r < optimized.size(); ++r) {
     for (std::size_t i = 1; i < optimized[r].token_logprobs.size(); ++i) {
       // Same tolerance as the golden tests: fp16 activations, different summation orders.
@@ -99,7 +99,7 @@ TEST(PolicyEngine, AFractionalBudgetShrinksTheKvCache) {
   Engine full(options);
   const std::uint64_t full_bytes = full.make_runner(2, 512, 511, 1024)->kv_bytes();
   options.policy.kind = PolicyKind::h2o;
-  options.kv_budget = 0.2;
+  options.kv_budget = KvBudget::fraction(0.2);
   Engine h2o(options);
   const std::uint64_t h2o_bytes = h2o.make_runner(2, 512, 511, 1024)->kv_bytes();
   // C = ceil(0.2 * 1024) = 205 (+1 spare slot) against 1023 (+1).

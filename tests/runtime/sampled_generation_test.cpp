@@ -44,13 +44,13 @@ std::vector<GenerationRequest> mixed_requests() {
 class SampledGeneration : public ::testing::Test {
  protected:
   void SetUp() override { test::write_real_vocab_model(dir_.path()); }
-  Engine engine(int batch, PolicyKind policy = PolicyKind::full, double kv_budget = 0.0,
+  Engine engine(int batch, PolicyKind policy = PolicyKind::full, KvBudget kv_budget = {},
                 CpuKernelSet kernels = CpuKernelSet::optimized) {
     EngineOptions options;
     options.cpu_kernels = kernels;
     options.model = dir_.path().string();
     options.device = DeviceChoice::cpu;
-    options.max_batch = batch;
+    options.placement.gpu_batch = batch;
     options.policy.kind = policy;
     options.policy.sinks = 2;
     options.kv_budget = kv_budget;
@@ -101,7 +101,7 @@ TEST_F(SampledGeneration, DifferentSeedsDrawDifferentTokens) {
 // request's cache, and so its tokens, are the same whatever it runs with.
 struct PolicyCase {
   PolicyKind policy;
-  double kv_budget;
+  KvBudget kv_budget;
 };
 
 class BatchMates : public SampledGeneration, public ::testing::WithParamInterface<PolicyCase> {};
@@ -155,15 +155,16 @@ TEST_P(BatchMates, ARequestsResultDoesNotDependOnItsBatchMates) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Policies, BatchMates,
-                         ::testing::Values(PolicyCase{PolicyKind::full, 0.0},
-                                           PolicyCase{PolicyKind::local, 0.3},
-                                           PolicyCase{PolicyKind::h2o, 0.3},
-                                           PolicyCase{PolicyKind::streaming, 0.4},
-                                           PolicyCase{PolicyKind::h2o, 6.0}),
+                         ::testing::Values(PolicyCase{PolicyKind::full, KvBudget{}},
+                                           PolicyCase{PolicyKind::local, KvBudget::fraction(0.3)},
+                                           PolicyCase{PolicyKind::h2o, KvBudget::fraction(0.3)},
+                                           PolicyCase{PolicyKind::streaming,
+                                                      KvBudget::fraction(0.4)},
+                                           PolicyCase{PolicyKind::h2o, KvBudget::tokens(6)}),
                          [](const auto& param_info) {
                            const PolicyCase& c = param_info.param;
                            return std::string(policy_name(c.policy)) + "_" +
-                                  std::to_string(static_cast<int>(c.kv_budget * 10));
+                                  std::to_string(static_cast<int>(c.kv_budget.value() * 10));
                          });
 
 }  // namespace

@@ -34,23 +34,13 @@ std::size_t open_file_descriptors() {
 }
 
 struct SoakPlan {
-  int gpu_batch = 1;
-  int num_gpu_batches = 1;
-  double kv_gpu = 1.0;
-  bool cpu_attention = false;
-  bool activations_on_host = false;
-  double weights_gpu = 1.0;
-  double weights_cpu = -1.0;  // < 0: all that is not on the gpu tier
+  Placement placement{1, {}, {}};  // GPU batches of 1
   PolicyKind policy = PolicyKind::full;
-  double kv_budget = 0.0;
+  KvBudget kv_budget;
 
   std::string describe() const {
-    return fmt::format(
-        "{} x {} GPU batches, kv gpu {}, {} attention, activations on the {}, weights gpu {} cpu "
-        "{}, {} budget {}",
-        gpu_batch, num_gpu_batches, kv_gpu, cpu_attention ? "cpu" : "gpu",
-        activations_on_host ? "cpu" : "gpu", weights_gpu, weights_cpu, policy_name(policy),
-        kv_budget);
+    return fmt::format("{}, {} budget {}", placement.describe(), policy_name(policy),
+                       kv_budget.value());
   }
 };
 
@@ -58,25 +48,26 @@ SoakPlan random_plan(std::mt19937& rng) {
   const PolicyKind policies[] = {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
                                  PolicyKind::streaming};
   const double kv_shares[] = {0.0, 0.25, 0.5, 1.0};
-  const double budgets[] = {0.3, 0.5, 7.0};
+  const KvBudget budgets[] = {KvBudget::fraction(0.3), KvBudget::fraction(0.5),
+                              KvBudget::tokens(7)};
   SoakPlan plan;
-  plan.gpu_batch = 1 + static_cast<int>(rng() % 4);
-  plan.num_gpu_batches = 1 + static_cast<int>(rng() % 3);
-  plan.kv_gpu = kv_shares[rng() % 4];
-  plan.cpu_attention = rng() % 2 == 1;
-  plan.activations_on_host = rng() % 2 == 1;
+  Placement& p = plan.placement;
+  p.gpu_batch = 1 + static_cast<int>(rng() % 4);
+  p.block.num_gpu_batches = 1 + static_cast<int>(rng() % 3);
+  p.block.kv_gpu_fraction = kv_shares[rng() % 4];
+  p.block.cpu_attention = rng() % 2 == 1;
+  p.block.activations_on_host = rng() % 2 == 1;
   switch (rng() % 4) {
     case 0:
       break;  // all resident
     case 1:
-      plan.weights_gpu = 0.5;
+      p.weights = {0.5, 0.5};
       break;
     case 2:
-      plan.weights_gpu = 0.0;
+      p.weights = {0.0, 1.0};
       break;
     default:  // a share on the disk tier
-      plan.weights_gpu = 0.25;
-      plan.weights_cpu = 0.25;
+      p.weights = {0.25, 0.25};
       break;
   }
   plan.policy = policies[rng() % 4];
@@ -88,14 +79,8 @@ EngineOptions options_for(const SoakPlan& plan, const std::string& disk) {
   EngineOptions options;
   options.model = (test::data_dir() / "golden" / "tiny-preln").string();
   options.device = DeviceChoice::cpu;
-  options.max_batch = plan.gpu_batch;
-  options.num_gpu_batches = plan.num_gpu_batches;
-  options.kv_gpu_fraction = plan.kv_gpu;
-  options.cpu_attention = plan.cpu_attention;
-  options.activations_on_host = plan.activations_on_host;
-  options.weights_gpu_fraction = plan.weights_gpu;
-  options.weights_cpu_fraction = plan.weights_cpu;
-  if (plan.weights_cpu >= 0.0) options.disk = disk;
+  options.placement = plan.placement;
+  if (plan.placement.weights_disk() > 1e-9) options.disk = disk;
   options.policy.kind = plan.policy;
   options.policy.sinks = 1;
   options.kv_budget = plan.kv_budget;
@@ -108,8 +93,8 @@ EngineOptions options_for(const SoakPlan& plan, const std::string& disk) {
 // soak checks is that placement changes nothing; BlockSchedule covers the split itself.)
 EngineOptions resident_options(const SoakPlan& plan) {
   SoakPlan resident;
-  resident.gpu_batch = plan.gpu_batch;
-  resident.num_gpu_batches = plan.num_gpu_batches;
+  resident.placement.gpu_batch = plan.placement.gpu_batch;
+  resident.placement.block.num_gpu_batches = plan.placement.block.num_gpu_batches;
   resident.policy = plan.policy;
   resident.kv_budget = plan.kv_budget;
   return options_for(resident, "");
@@ -169,8 +154,8 @@ TEST(Soak, RandomPlansAndPoliciesOverManyBlocksMatchTheResidentRunAndLeakNothing
 
     for (int job = 0; job < 3; ++job) {
       const std::vector<GenerationRequest> requests = requests_for(rng);
-      blocks += static_cast<int>((requests.size() + offloaded.block_size() - 1) /
-                                 static_cast<std::size_t>(offloaded.block_size()));
+      blocks += static_cast<int>((requests.size() + offloaded.placement().block_size() - 1) /
+                                 static_cast<std::size_t>(offloaded.placement().block_size()));
       const auto got = offloaded.generate(requests);
       const auto want = resident.generate(requests);
       ASSERT_EQ(got.size(), want.size());

@@ -35,7 +35,7 @@ EngineOptions options(int batch) {
   EngineOptions options;
   options.model = test::trained_model_dir().string();
   options.device = DeviceChoice::cpu;
-  options.max_batch = batch;
+  options.placement.gpu_batch = batch;
   return options;
 }
 

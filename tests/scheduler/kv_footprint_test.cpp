@@ -13,7 +13,7 @@
 namespace offgen {
 namespace {
 
-EngineOptions tiny_engine(PolicyKind kind, double budget) {
+EngineOptions tiny_engine(PolicyKind kind, KvBudget budget) {
   EngineOptions options;
   options.model = (test::data_dir() / "golden" / "tiny-preln").string();
   options.device = DeviceChoice::cpu;
@@ -26,7 +26,7 @@ EngineOptions tiny_engine(PolicyKind kind, double budget) {
 class FootprintOfEveryPolicy : public ::testing::TestWithParam<PolicyKind> {};
 
 TEST_P(FootprintOfEveryPolicy, EqualsWhatARunnerAllocatesPerSequence) {
-  const double budget = GetParam() == PolicyKind::full ? 0.0 : 0.25;
+  const KvBudget budget = GetParam() == PolicyKind::full ? KvBudget{} : KvBudget::fraction(0.25);
   Engine engine(tiny_engine(GetParam(), budget));
   const int batch = 3, prompt = 20, new_tokens = 12;
   const KvFootprint footprint = engine.kv_footprint(prompt, new_tokens);
@@ -38,7 +38,7 @@ TEST_P(FootprintOfEveryPolicy, EqualsWhatARunnerAllocatesPerSequence) {
 
 TEST(RunnerScratch, EqualsWhatARunnerTakesBesidesItsKv) {
   for (const char* model : {"tiny-preln", "tiny-postln-proj"}) {
-    EngineOptions options = tiny_engine(PolicyKind::h2o, 0.25);
+    EngineOptions options = tiny_engine(PolicyKind::h2o, KvBudget::fraction(0.25));
     options.model = (test::data_dir() / "golden" / model).string();
     Engine engine(options);
     for (const auto& [batch, prompt] : {std::pair{3, 20}, std::pair{70, 5}}) {
@@ -63,7 +63,7 @@ TEST(KvFootprint, H2oAtOneFifthOfA512By512RunNeedsAFifthOfTheMemoryAndFitsMoreTh
     const int prompt = 512, gen = 512;
     // As the engine sizes them: full caches every fed-back position, h2o 0.2 of the length.
     const KvFootprint full = kv_footprint(config, prompt + gen - 1 + 1, false, prompt);
-    const int h2o_budget = resolve_kv_budget(0.2, prompt + gen, 0);
+    const int h2o_budget = KvBudget::fraction(0.2).tokens_for(prompt + gen);
     EXPECT_EQ(h2o_budget, 205);
     const KvFootprint h2o = kv_footprint(config, h2o_budget + 1, true, prompt);
     const double ratio =
@@ -86,7 +86,7 @@ TEST(KvFootprint, Opt30bFullCacheIsTheKnown1_38MBPerToken) {
 
 TEST(KvTraffic, DecodeReadsEveryCachedRowAndWritesOne) {
   // local, budget 4: a 6-token prompt caches 4 tokens; each step attends the cache plus itself.
-  Engine engine(tiny_engine(PolicyKind::local, 4));
+  Engine engine(tiny_engine(PolicyKind::local, KvBudget::tokens(4)));
   const OptConfig& config = engine.config();
   auto runner = engine.make_runner(2, 6, 3);
   const std::vector<std::vector<std::int32_t>> texts = {{2, 10, 11, 12, 13, 14}, {2, 20, 21}};
@@ -108,7 +108,7 @@ TEST(KvTraffic, DecodeReadsEveryCachedRowAndWritesOne) {
 }
 
 TEST(BenchTable, ReportsTheKvComparisonWithFullAndTheLargestBatchInAKvMemory) {
-  Engine engine(tiny_engine(PolicyKind::h2o, 0.2));
+  Engine engine(tiny_engine(PolicyKind::h2o, KvBudget::fraction(0.2)));
   const bench::BenchRow row = bench::run_case(engine, {2, 24, 8}, 0);
   ASSERT_TRUE(row.error.empty()) << row.error;
   EXPECT_GT(row.kv_moved_per_step, 0.0);

@@ -25,23 +25,22 @@ MachineProfile pcie_like() {
   return p;
 }
 
-// A plan's placement (the fields plan_memory reads).
-Plan placement(int gpu_batch, int num_gpu_batches, double weights_gpu, double weights_cpu,
-               double kv_gpu, bool cpu_attention, bool activations_on_host = false) {
-  Plan plan;
-  plan.gpu_batch = gpu_batch;
-  plan.num_gpu_batches = num_gpu_batches;
-  plan.block = gpu_batch * num_gpu_batches;
-  plan.weights_gpu = weights_gpu;
-  plan.weights_cpu = weights_cpu;
-  plan.kv_gpu = kv_gpu;
-  plan.cpu_attention = cpu_attention;
-  plan.activations_on_host = activations_on_host;
-  return plan;
+Placement placement(int gpu_batch, int num_gpu_batches, double weights_gpu, double weights_pinned,
+                    double kv_gpu, bool cpu_attention, bool activations_on_host = false) {
+  Placement out;
+  out.gpu_batch = gpu_batch;
+  out.block = {num_gpu_batches, kv_gpu, cpu_attention, activations_on_host};
+  out.weights = {weights_gpu, weights_pinned};
+  return out;
+}
+
+// What plan_memory says of a placement's whole blocks.
+PlanMemory memory_of(const OptConfig& model, const PlanRequest& request, const Placement& p) {
+  return plan_memory(model, request, p, p.block_size());
 }
 
 struct MemoryCase {
-  Plan plan;
+  Placement placement;
   PolicyKind policy = PolicyKind::full;
   bool disk = false;
 };
@@ -63,30 +62,24 @@ TEST(Planner, MemoryEqualsWhatTheEngineAllocates) {
     EngineOptions options;
     options.model = (test::data_dir() / "golden" / "tiny-preln").string();
     options.device = DeviceChoice::cpu;
-    options.max_batch = c.plan.gpu_batch;
-    options.num_gpu_batches = c.plan.num_gpu_batches;
-    options.weights_gpu_fraction = c.plan.weights_gpu;
-    options.weights_cpu_fraction = c.plan.weights_cpu;
-    options.kv_gpu_fraction = c.plan.kv_gpu;
-    options.cpu_attention = c.plan.cpu_attention;
-    options.activations_on_host = c.plan.activations_on_host;
+    options.placement = c.placement;
     options.policy.kind = c.policy;
-    options.kv_budget = c.policy == PolicyKind::full ? 0.0 : 0.5;
+    options.kv_budget = c.policy == PolicyKind::full ? KvBudget{} : KvBudget::fraction(0.5);
     if (c.disk) options.disk = disk.path().string();
     Engine engine(options);
-    SCOPED_TRACE(c.plan.describe());
+    SCOPED_TRACE(c.placement.describe());
     // Loading peaks pinned memory with its staging; the run holds the runner's buffers instead.
     const std::uint64_t load_peak = engine.device().usage(Tier::pinned).peak;
-    auto runner = engine.make_runner(c.plan.block, prompt, gen - 1, prompt + gen);
+    auto runner = engine.make_runner(c.placement.block_size(), prompt, gen - 1, prompt + gen);
     const std::uint64_t gpu = engine.device().usage(Tier::gpu).used;
     const std::uint64_t pinned = std::max(load_peak, engine.device().usage(Tier::pinned).used);
 
     PlanRequest request;
     request.prompt_len = prompt;
     request.gen_len = gen;
-    request.kv_budget = engine.kv_capacity(prompt, gen - 1, prompt + gen) - 1;
+    request.kv_tokens = engine.kv_capacity(prompt, gen - 1, prompt + gen) - 1;
     request.scored_policy = c.policy == PolicyKind::h2o;
-    const PlanMemory memory = plan_memory(engine.config(), request, c.plan);
+    const PlanMemory memory = memory_of(engine.config(), request, c.placement);
     // The device accounts the bytes asked for (not its 256-byte rounding): exactly equal.
     EXPECT_EQ(gpu, memory.gpu);
     EXPECT_EQ(pinned, memory.pinned);
@@ -98,7 +91,7 @@ PlanRequest opt_request(const char* gpu, const char* pinned) {
   PlanRequest request;
   request.prompt_len = 512;
   request.gen_len = 32;
-  request.kv_budget = 512 + 31;
+  request.kv_tokens = 512 + 31;
   request.gpu_bytes = parse_bytes(gpu);
   request.pinned_bytes = parse_bytes(pinned);
   return request;
@@ -110,16 +103,16 @@ TEST(Planner, PrefersResidentWeightsAndBigBatchesAndStreamsWhenItMust) {
   request.max_sequences = 64;  // 13 GB of weights and 64 sequences' KV fit: nothing moves
   const auto roomy = choose_plan(model, pcie_like(), request);
   ASSERT_TRUE(roomy.has_value());
-  EXPECT_TRUE(roomy->all_resident());
+  EXPECT_TRUE(roomy->placement.all_resident());
   EXPECT_EQ(roomy->block, 64);
-  EXPECT_LE(roomy->gpu_bytes, request.gpu_bytes);
+  EXPECT_LE(roomy->memory.gpu, request.gpu_bytes);
 
   request.gpu_bytes = parse_bytes("8GiB");  // less than the weights: some must stream
   const auto tight = choose_plan(model, pcie_like(), request);
   ASSERT_TRUE(tight.has_value());
-  EXPECT_LT(tight->weights_gpu, 1.0);
-  EXPECT_LE(tight->gpu_bytes, request.gpu_bytes);
-  EXPECT_LE(tight->pinned_bytes, request.pinned_bytes);
+  EXPECT_LT(tight->placement.weights.gpu, 1.0);
+  EXPECT_LE(tight->memory.gpu, request.gpu_bytes);
+  EXPECT_LE(tight->memory.pinned, request.pinned_bytes);
   EXPECT_GT(tight->prediction.decode.weights_in, 0.0);
   EXPECT_LT(tight->prediction.tokens_per_second, roomy->prediction.tokens_per_second);
 
@@ -134,17 +127,17 @@ TEST(Planner, TightGpuStreamsWeightsOffloadsKvAndAddsGpuBatches) {
   const PlanRequest request = opt_request("16GiB", "200GiB");
   const auto plan = choose_plan(model, pcie_like(), request);
   ASSERT_TRUE(plan.has_value());
-  EXPECT_LT(plan->weights_gpu, 1.0);
-  EXPECT_LT(plan->kv_gpu, 1.0);
-  EXPECT_GT(plan->num_gpu_batches, 1);
+  EXPECT_LT(plan->placement.weights.gpu, 1.0);
+  EXPECT_LT(plan->placement.block.kv_gpu_fraction, 1.0);
+  EXPECT_GT(plan->placement.block.num_gpu_batches, 1);
   EXPECT_GE(plan->block, 32);
-  EXPECT_LE(plan->gpu_bytes, request.gpu_bytes);
-  EXPECT_LE(plan->pinned_bytes, request.pinned_bytes);
-  EXPECT_EQ(plan->weights_disk(), 0.0);
+  EXPECT_LE(plan->memory.gpu, request.gpu_bytes);
+  EXPECT_LE(plan->memory.pinned, request.pinned_bytes);
+  EXPECT_EQ(plan->placement.weights_disk(), 0.0);
   // What the planner reports is what plan_memory says of the same placement.
-  const PlanMemory memory = plan_memory(model, request, *plan);
-  EXPECT_EQ(memory.gpu, plan->gpu_bytes);
-  EXPECT_EQ(memory.pinned, plan->pinned_bytes);
+  const PlanMemory memory = plan_memory(model, request, plan->placement, plan->block);
+  EXPECT_EQ(memory.gpu, plan->memory.gpu);
+  EXPECT_EQ(memory.pinned, plan->memory.pinned);
 }
 
 // KV shares are not limited to quarters: with a gpu tier between what half and three quarters of
@@ -154,17 +147,16 @@ TEST(Planner, KeepsAsMuchKvOnTheGpuAsFitsNotJustQuarters) {
   PlanRequest request = opt_request("80GiB", "200GiB");
   request.block = 20;
   request.max_gpu_batches = 1;
-  const std::uint64_t half =
-      plan_memory(model, request, placement(20, 1, 1.0, 0.0, 0.5, false)).gpu;
+  const std::uint64_t half = memory_of(model, request, placement(20, 1, 1.0, 0.0, 0.5, false)).gpu;
   const std::uint64_t three_quarters =
-      plan_memory(model, request, placement(20, 1, 1.0, 0.0, 0.75, false)).gpu;
+      memory_of(model, request, placement(20, 1, 1.0, 0.0, 0.75, false)).gpu;
   request.gpu_bytes = (half + three_quarters) / 2;
   const auto plan = choose_plan(model, pcie_like(), request);
   ASSERT_TRUE(plan.has_value());
-  EXPECT_EQ(plan->weights_gpu, 1.0);
-  EXPECT_GT(plan->kv_gpu, 0.5);
-  EXPECT_LT(plan->kv_gpu, 0.75);
-  EXPECT_LE(plan->gpu_bytes, request.gpu_bytes);
+  EXPECT_EQ(plan->placement.weights.gpu, 1.0);
+  EXPECT_GT(plan->placement.block.kv_gpu_fraction, 0.5);
+  EXPECT_LT(plan->placement.block.kv_gpu_fraction, 0.75);
+  EXPECT_LE(plan->memory.gpu, request.gpu_bytes);
 }
 
 TEST(Planner, PicksCpuAttentionWhenPcieIsSlowAndStagingWhenItIsFast) {
@@ -174,22 +166,22 @@ TEST(Planner, PicksCpuAttentionWhenPcieIsSlowAndStagingWhenItIsFast) {
   slow.h2d = slow.d2h = 4e9;  // PCIe 3 x4: far below host memory bandwidth
   const auto on_cpu = choose_plan(model, slow, request);
   ASSERT_TRUE(on_cpu.has_value());
-  EXPECT_LT(on_cpu->kv_gpu, 1.0);
-  EXPECT_TRUE(on_cpu->cpu_attention);
+  EXPECT_LT(on_cpu->placement.block.kv_gpu_fraction, 1.0);
+  EXPECT_TRUE(on_cpu->placement.block.cpu_attention);
 
   MachineProfile fast = pcie_like();
   fast.h2d = fast.d2h = 200e9;  // a link faster than ...
   fast.cpu_attention = 2e9;     // ... a CPU that attends slowly
   const auto staged = choose_plan(model, fast, request);
   ASSERT_TRUE(staged.has_value());
-  EXPECT_LT(staged->kv_gpu, 1.0);
-  EXPECT_FALSE(staged->cpu_attention);
+  EXPECT_LT(staged->placement.block.kv_gpu_fraction, 1.0);
+  EXPECT_FALSE(staged->placement.block.cpu_attention);
 
   MachineProfile unmeasured = pcie_like();
   unmeasured.cpu_attention = 0;  // an old profile: cpu attention cannot be predicted
   const auto old = choose_plan(model, unmeasured, request);
   ASSERT_TRUE(old.has_value());
-  EXPECT_FALSE(old->cpu_attention);
+  EXPECT_FALSE(old->placement.block.cpu_attention);
 }
 
 TEST(Planner, DiskTakesTheWeightsPinnedMemoryCannotHold) {
@@ -199,11 +191,11 @@ TEST(Planner, DiskTakesTheWeightsPinnedMemoryCannotHold) {
   request.disk = true;
   const auto plan = choose_plan(model, pcie_like(), request);
   ASSERT_TRUE(plan.has_value());
-  EXPECT_GT(plan->weights_disk(), 0.0);
-  EXPECT_GT(plan->disk_bytes, 0u);
+  EXPECT_GT(plan->placement.weights_disk(), 0.0);
+  EXPECT_GT(plan->memory.disk, 0u);
   EXPECT_GT(plan->prediction.decode.disk, 0.0);
-  EXPECT_LE(plan->pinned_bytes, request.pinned_bytes);
-  EXPECT_LE(plan->gpu_bytes, request.gpu_bytes);
+  EXPECT_LE(plan->memory.pinned, request.pinned_bytes);
+  EXPECT_LE(plan->memory.gpu, request.gpu_bytes);
   // Without a disk measurement nothing on disk can be predicted.
   MachineProfile no_disk = pcie_like();
   no_disk.disk_read = 0;
@@ -215,7 +207,7 @@ TEST(Planner, TakesTheAllResidentPlanWhenTheWholeBlockFits) {
   PlanRequest request;
   request.prompt_len = 512;
   request.gen_len = 32;
-  request.kv_budget = 512 + 31;
+  request.kv_tokens = 512 + 31;
   request.gpu_bytes = parse_bytes("12GiB");
   request.pinned_bytes = parse_bytes("12GiB");
   request.block = 32;  // a bench row
@@ -223,45 +215,45 @@ TEST(Planner, TakesTheAllResidentPlanWhenTheWholeBlockFits) {
   cpu_like.cpu_attention = 1e15;  // even when attending on the host would look free
   const auto plan = choose_plan(model, cpu_like, request);
   ASSERT_TRUE(plan.has_value());
-  EXPECT_TRUE(plan->all_resident());
+  EXPECT_TRUE(plan->placement.all_resident());
   EXPECT_EQ(plan->block, 32);
-  EXPECT_EQ(plan->gpu_batch, 32);
+  EXPECT_EQ(plan->placement.gpu_batch, 32);
 
   // A block that does not fit resident is split and offloaded, still of the bench row's size.
-  request.gpu_bytes = plan->gpu_bytes - 1;
+  request.gpu_bytes = plan->memory.gpu - 1;
   const auto split = choose_plan(model, cpu_like, request);
   ASSERT_TRUE(split.has_value());
-  EXPECT_FALSE(split->all_resident());
+  EXPECT_FALSE(split->placement.all_resident());
   EXPECT_EQ(split->block, 32);
-  EXPECT_EQ(split->gpu_batch * split->num_gpu_batches, 32);
+  EXPECT_EQ(split->placement.gpu_batch * split->placement.block.num_gpu_batches, 32);
 }
 
 TEST(Planner, MovesTheHiddenStatesToTheHostWhenOnlyThatLetsTheBlockFit) {
   const OptConfig model = OptConfig::from_name("opt-30b").value();
   PlanRequest request = opt_request("80GiB", "400GiB");
   request.prompt_len = 2048;
-  request.kv_budget = 2048 + 31;
+  request.kv_tokens = 2048 + 31;
   request.block = 32;  // a bench row: the block is given
   // The least gpu memory a 32-sequence block can take, with the hidden states on either tier.
   std::uint64_t least[2] = {~0ull, ~0ull};
   for (const bool on_host : {false, true}) {
     for (int num = 1; num <= 16; num *= 2) {
-      Plan plan = placement(32 / num, num, 0.0, 1.0, 0.0, true, on_host);
-      least[on_host] = std::min(least[on_host], plan_memory(model, request, plan).gpu);
+      const Placement p = placement(32 / num, num, 0.0, 1.0, 0.0, true, on_host);
+      least[on_host] = std::min(least[on_host], plan_memory(model, request, p, 32).gpu);
     }
   }
   ASSERT_LT(least[true], least[false]);
   request.gpu_bytes = (least[true] + least[false]) / 2;
   const auto plan = choose_plan(model, pcie_like(), request);
   ASSERT_TRUE(plan.has_value());
-  EXPECT_TRUE(plan->activations_on_host) << plan->describe();
-  EXPECT_LE(plan->gpu_bytes, request.gpu_bytes);
-  EXPECT_EQ(plan->gpu_bytes, plan_memory(model, request, *plan).gpu);
+  EXPECT_TRUE(plan->placement.block.activations_on_host) << plan->describe();
+  EXPECT_LE(plan->memory.gpu, request.gpu_bytes);
+  EXPECT_EQ(plan->memory.gpu, plan_memory(model, request, plan->placement, plan->block).gpu);
   // With room for them, the hidden states stay on the gpu tier: moving them only costs.
   request.gpu_bytes = parse_bytes("80GiB");
   const auto roomy = choose_plan(model, pcie_like(), request);
   ASSERT_TRUE(roomy.has_value());
-  EXPECT_FALSE(roomy->activations_on_host) << roomy->describe();
+  EXPECT_FALSE(roomy->placement.block.activations_on_host) << roomy->describe();
 }
 
 TEST(Planner, BlocksStopAtTheSequencesThereAre) {
@@ -271,7 +263,7 @@ TEST(Planner, BlocksStopAtTheSequencesThereAre) {
   const auto plan = choose_plan(model, pcie_like(), request);
   ASSERT_TRUE(plan.has_value());
   EXPECT_LE(plan->block, 3);
-  EXPECT_LE(plan->gpu_batch * plan->num_gpu_batches, 4);
+  EXPECT_LE(plan->placement.gpu_batch * plan->placement.block.num_gpu_batches, 4);
 }
 
 }  // namespace

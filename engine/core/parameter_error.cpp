@@ -1,0 +1,41 @@
+#include "engine/core/parameter_error.h"
+
+namespace offgen {
+
+std::string api_name(Parameter parameter) {
+  switch (parameter) {
+    case Parameter::device:
+      return "device";
+    case Parameter::gpu_batch:
+      return "gpu_batch";
+    case Parameter::num_gpu_batches:
+      return "block.num_gpu_batches";
+    case Parameter::kv_gpu_fraction:
+      return "block.kv_gpu_fraction";
+    case Parameter::weights_gpu_share:
+      return "weights.gpu";
+    case Parameter::weights_pinned_share:
+      return "weights.pinned";
+    case Parameter::disk_folder:
+      return "disk";
+    case Parameter::gpu_budget:
+      return "budgets.gpu";
+    case Parameter::pinned_budget:
+      return "budgets.pinned";
+    case Parameter::placement:
+      return "placement";
+    case Parameter::policy:
+      return "policy";
+    case Parameter::kv_budget:
+      return "kv_budget";
+    case Parameter::recent_fraction:
+      return "recent_fraction";
+    case Parameter::sinks:
+      return "sinks";
+    case Parameter::prefill_tokens:
+      return "prefill_tokens";
+  }
+  return "?";
+}
+
+}  // namespace offgen
