@@ -90,8 +90,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     run.gen_len = config.gen_len;
     run.kv_capacity = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len);
     run.scored = engine.scored_policy(config.prompt_len, config.gen_len - 1, total_len);
-    run.weights_gpu = engine.placement().weights.gpu;
-    run.weights_disk = engine.placement().weights_disk();
+    run.weights = engine.placement().weights;
     run.block = engine.placement().block;
     row.predicted_tokens_per_second = predict(model, *profile, run).tokens_per_second;
   }

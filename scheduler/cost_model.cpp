@@ -119,13 +119,13 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
   weights_in.overlap = p.overlap;
   // Pinned and disk parts both cross PCIe; the disk part is also read from disk by its own
   // stream, ahead of the copies.
-  weights_in.weights_in = std::max(0.0, 1.0 - r.weights_gpu) * layer_bytes / p.h2d;
-  if (r.weights_disk > 0) {
+  weights_in.weights_in = std::max(0.0, 1.0 - r.weights.gpu) * layer_bytes / p.h2d;
+  if (r.weights.disk() > 0) {
     OFFGEN_CHECK_NAMING(p.disk_read > 0, [](ParameterNamer name) {
       return fmt::format("the profile has no disk measurement (calibrate with a {} folder)",
                          name(Parameter::disk_folder));
     });
-    weights_in.disk = r.weights_disk * layer_bytes / p.disk_read;
+    weights_in.disk = r.weights.disk() * layer_bytes / p.disk_read;
   }
 
   Prediction out;

@@ -28,6 +28,7 @@
 
 #include "engine/model/opt_config.h"
 #include "scheduler/block_shape.h"
+#include "scheduler/placement.h"
 
 namespace offgen {
 
@@ -69,11 +70,10 @@ struct RunShape {
   int batch = 1;  // sequences per block (all GPU batches together)
   int prompt_len = 512;
   int gen_len = 32;
-  int kv_capacity = 0;     // slots attended at most (budget + 1)
-  bool scored = false;     // a score-keeping policy (h2o): cpu attention also returns softmax rows
-  double weights_gpu = 1;  // shares of each layer's weight bytes
-  double weights_disk = 0;
-  BlockShape block;  // GPU batches, the KV share on the gpu tier, cpu attention, activations
+  int kv_capacity = 0;      // slots attended at most (budget + 1)
+  bool scored = false;      // a score-keeping policy (h2o): cpu attention also returns softmax rows
+  WeightPlacement weights;  // shares of each layer's weight bytes on each tier
+  BlockShape block;         // GPU batches, the KV share on the gpu tier, cpu attention, activations
 };
 
 // Seconds per layer (one pass, the whole block) of each resource. The layer costs the busiest

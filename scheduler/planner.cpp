@@ -129,8 +129,7 @@ RunShape plan_run_shape(const PlanRequest& request, const Plan& plan) {
   run.gen_len = request.gen_len;
   run.kv_capacity = request.kv_tokens + 1;
   run.scored = request.scored_policy;
-  run.weights_gpu = plan.placement.weights.gpu;
-  run.weights_disk = plan.placement.weights_disk();
+  run.weights = plan.placement.weights;
   run.block = plan.placement.block;
   return run;
 }

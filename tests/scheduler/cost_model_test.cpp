@@ -38,13 +38,13 @@ TEST(CostModel, StreamingWeightsCostsTheirTransferAndH2oCutsAttention) {
   const Prediction resident = predict(model, pcie_like(), run);
   EXPECT_EQ(resident.decode.weights_in, 0.0);
   EXPECT_EQ(resident.decode.kv_load, 0.0);
-  run.weights_gpu = 0.0;
+  run.weights = {0.0, 1.0};
   const Prediction streamed = predict(model, pcie_like(), run);
   // A layer of opt-30b is 2 (4h² + 2hf) = 1.23 GB: at 25 GB/s, 49 ms per layer.
   const double h = model.hidden_size, f = model.ffn_dim;
   EXPECT_NEAR(streamed.decode.weights_in, 2 * (4 * h * h + 2 * h * f) / 25e9, 1e-6);
   EXPECT_LT(streamed.tokens_per_second, resident.tokens_per_second);
-  run.weights_gpu = 1.0;
+  run.weights = {1.0, 0.0};
   run.kv_capacity = 206;
   const Prediction h2o = predict(model, pcie_like(), run);
   EXPECT_LT(h2o.decode.attention, resident.decode.attention);
@@ -55,8 +55,7 @@ TEST(CostModel, EachResourceCostsItsBytesOverItsBandwidth) {
   RunShape run = opt_run(8);
   run.gen_len = 2;  // one decode step, attending prompt + 1 slots
   run.kv_capacity = 600;
-  run.weights_gpu = 0.5;
-  run.weights_disk = 0.25;
+  run.weights = {0.5, 0.25};    // a quarter on disk
   run.block = {2, 0.5, false};  // 2 GPU batches of 4, 2 of each on the host
   const MachineProfile p = pcie_like();
   const Prediction got = predict(model, p, run);
@@ -82,7 +81,7 @@ TEST(CostModel, EachResourceCostsItsBytesOverItsBandwidth) {
 TEST(CostModel, CpuAttentionBeatsStagingWhenPcieIsSlow) {
   const OptConfig model = OptConfig::from_name("opt-30b").value();
   RunShape run = opt_run(64);
-  run.weights_gpu = 0.3;
+  run.weights = {0.3, 0.7};
   run.block = {4, 0.0, false};
   MachineProfile slow = pcie_like();
   slow.h2d = slow.d2h = 4e9;
@@ -114,7 +113,7 @@ TEST(CostModel, MoreGpuBatchesAmortizeTheWeightLoads) {
   double previous = 0;
   for (const int batches : {1, 2, 4, 8}) {
     RunShape run = opt_run(8 * batches);
-    run.weights_gpu = 0.0;
+    run.weights = {0.0, 1.0};
     run.block = {batches, 0.0, true};
     const Prediction p = predict(model, pcie_like(), run);
     EXPECT_GT(p.tokens_per_second, previous * 1.5) << batches << " GPU batches";
@@ -173,7 +172,7 @@ TEST(CostModel, ALayerCostsBetweenItsBusiestResourceAndTheSumByTheOverlap) {
 
   const OptConfig model = OptConfig::from_name("opt-1.3b").value();
   RunShape run = opt_run(8);
-  run.weights_gpu = 0.5;
+  run.weights = {0.5, 0.5};
   MachineProfile p = pcie_like();
   const Prediction overlapped = predict(model, p, run);
   p.overlap = 0;
