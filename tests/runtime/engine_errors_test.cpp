@@ -100,7 +100,25 @@ TEST(EngineLoad, WeightsLargerThanTheGpuBudgetSayWhatDidNotFit) {
     Engine engine(options);
     FAIL() << "expected an out-of-memory error";
   } catch (const OutOfMemoryError& e) {
-    EXPECT_NE(std::string(e.what()).find("gpu tier"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("gpu tier"), std::string::npos) << what;
+    // Below the CLI it names the parameters that move the weights, not flags.
+    EXPECT_NE(what.find("weights.gpu / weights.pinned"), std::string::npos) << what;
+    EXPECT_NE(what.find("budgets.gpu"), std::string::npos) << what;
+    EXPECT_EQ(what.find("--"), std::string::npos) << what;
+  }
+}
+
+TEST(EngineLoad, ABadPlacementNamesTheParameter) {
+  EngineOptions options;
+  options.model = "dummy:opt-125m";
+  options.device = DeviceChoice::cpu;
+  options.placement.block.num_gpu_batches = 0;
+  try {
+    Engine engine(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "block.num_gpu_batches must be positive (got 0)");
   }
 }
 

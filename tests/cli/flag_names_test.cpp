@@ -1,0 +1,70 @@
+// What the engine says of its parameters, the CLI says of the flags that set them: the same
+// message, worded with flag names (engine/cli/flag_names.h).
+#include "engine/cli/flag_names.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/cli/commands.h"
+#include "engine/core/error.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+cli::CommonOptions tiny() {
+  cli::CommonOptions options;
+  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.device = "cpu";
+  return options;
+}
+
+TEST(FlagNames, EngineOptionsNameTheFlags) {
+  cli::CommonOptions options = tiny();
+  options.policy = "h2o";
+  try {
+    options.engine_options();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--policy h2o needs --kv-budget (a fraction like 0.2 or a token count)");
+  }
+  options.kv_budget = "1.5";
+  try {
+    options.engine_options();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "--kv-budget 1.5 is neither a fraction below 1 nor a whole number of tokens");
+  }
+}
+
+TEST(FlagNames, AnEngineErrorIsWordedWithFlagsAtTheCli) {
+  cli::CommonOptions options = tiny();
+  options.weights_gpu_percent = 50;
+  options.weights_cpu_percent = 0;  // half of each layer to disk, and no --disk
+  const EngineOptions engine = options.engine_options();
+  try {
+    Engine loaded(engine);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "50% of the weights would go to disk, but no disk folder was given");
+    EXPECT_EQ(cli::flag_message(e),
+              "50% of the weights would go to disk, but no --disk folder was given");
+  }
+  // naming_flags rethrows the same type, worded with flags.
+  try {
+    cli::naming_flags([&] { Engine loaded(engine); });
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "50% of the weights would go to disk, but no --disk folder was given");
+  }
+}
+
+TEST(FlagNames, AnErrorThatNamesNoParameterIsItsOwnMessage) {
+  EXPECT_EQ(cli::flag_message(Error("plain")), "plain");
+}
+
+}  // namespace
+}  // namespace offgen
