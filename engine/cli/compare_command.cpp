@@ -12,6 +12,7 @@
 #include "bench/compare.h"
 #include "bench/report.h"
 #include "engine/cli/batch_job.h"
+#include "engine/cli/flag_names.h"
 #include "engine/cli/jsonl.h"
 #include "engine/cli/request_fields.h"
 #include "engine/core/error.h"
@@ -157,7 +158,16 @@ int run_compare(const CompareCommandOptions& options) {
   for (const std::string& policy : options.policies) {
     compare.policies.push_back(parse_policy(policy));
   }
-  for (const double budget : options.budgets) compare.budgets.push_back(KvBudget::of(budget));
+  for (const double budget : options.budgets) {
+    try {
+      compare.budgets.push_back(KvBudget::of(budget));
+    } catch (const ParameterError<Error>& e) {
+      // compare's flag for the budgets is --budgets.
+      throw Error(e.message([](Parameter parameter) {
+        return parameter == Parameter::kv_budget ? std::string("--budgets") : flag_name(parameter);
+      }));
+    }
+  }
   compare.throughput = {options.batch, options.prompt_len, options.gen_len};
   compare.seed = options.seed;
   compare.prefill_tokens = options.prefill_tokens;

@@ -126,6 +126,15 @@ TEST(CompareCommand, AnExistingReportFolderIsRefusedUnlessOverwriteIsGiven) {
 
 // The grid runs on one load of the model: the engine's load line appears once for five cells
 // (each cell once built an engine of its own).
+// A budget is a fraction below 1 or a whole number of tokens, named by compare's own flag.
+TEST(CompareCommand, ABudgetThatIsNeitherAFractionNorTokensNamesBudgets) {
+  test::TempDir dir;
+  cli::CompareCommandOptions options = small_grid(dir.path());
+  options.budgets = {0.5, 1.5};
+  const std::string what = test::error_of([&] { cli::run_compare(options); });
+  EXPECT_EQ(what, "--budgets 1.5 is neither a fraction below 1 nor a whole number of tokens");
+}
+
 TEST(CompareCommand, LoadsTheModelOnceForTheWholeGrid) {
   test::TempDir dir;
   const cli::CompareCommandOptions options = small_grid(dir.path());
