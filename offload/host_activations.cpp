@@ -80,7 +80,7 @@ void HostActivations::begin_pass(int rows_per_sequence) {
   for (Slot& s : slots_) s.loaded_task = -1;
 }
 
-void HostActivations::prefetch(const Task& task) {
+void HostActivations::prefetch(const BlockTask& task) {
   if (task.layer == 0) return;  // the embedding is computed into the slot
   // The rows come from this GPU batch's task of the layer before, which must have been released
   // (with one GPU batch, that is the task computing now: the load waits for acquire()).
@@ -88,15 +88,16 @@ void HostActivations::prefetch(const Task& task) {
   Slot& s = slot_of(task);
   if (s.loaded_task == task.index) return;
   s.saved->wait_on(h2d_);  // the slot's last store read it
-  batch_saved_[static_cast<std::size_t>(task.batch)]->wait_on(h2d_);  // the rows are on the host
-  const std::size_t bytes = batch_bytes(task.batch);
-  device_.copy_async(s.rows.data(), host_rows(task.batch), bytes, h2d_);
+  batch_saved_[static_cast<std::size_t>(task.gpu_batch)]->wait_on(
+      h2d_);  // the rows are on the host
+  const std::size_t bytes = batch_bytes(task.gpu_batch);
+  device_.copy_async(s.rows.data(), host_rows(task.gpu_batch), bytes, h2d_);
   s.loaded->record(h2d_);
   s.loaded_task = task.index;
   moved_bytes_ += bytes;
 }
 
-Half* HostActivations::acquire(const Task& task) {
+Half* HostActivations::acquire(const BlockTask& task) {
   Slot& s = slot_of(task);
   if (task.layer == 0) {
     s.saved->wait_on(compute_);  // the embedding overwrites the slot: its last store is done
@@ -107,16 +108,16 @@ Half* HostActivations::acquire(const Task& task) {
   return s.rows.as<Half>();
 }
 
-void HostActivations::release(const Task& task) {
+void HostActivations::release(const BlockTask& task) {
   Slot& s = slot_of(task);
   s.loaded_task = -1;
   released_through_ = task.index;
   computed_->record(compute_);
   computed_->wait_on(d2h_);
-  const std::size_t bytes = batch_bytes(task.batch);
-  device_.copy_async(host_rows(task.batch), s.rows.data(), bytes, d2h_);
+  const std::size_t bytes = batch_bytes(task.gpu_batch);
+  device_.copy_async(host_rows(task.gpu_batch), s.rows.data(), bytes, d2h_);
   s.saved->record(d2h_);
-  batch_saved_[static_cast<std::size_t>(task.batch)]->record(d2h_);
+  batch_saved_[static_cast<std::size_t>(task.gpu_batch)]->record(d2h_);
   moved_bytes_ += bytes;
 }
 

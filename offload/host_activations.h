@@ -23,6 +23,7 @@
 #include "engine/core/half.h"
 #include "engine/device/device.h"
 #include "scheduler/block_shape.h"
+#include "scheduler/block_task.h"
 
 namespace offgen {
 
@@ -37,23 +38,17 @@ class HostActivations {
   HostActivations& operator=(const HostActivations&) = delete;
   ~HostActivations();
 
-  struct Task {
-    int index = 0;  // issue order within the pass
-    int layer = 0;
-    int batch = 0;  // GPU batch
-  };
-
   // Starts a pass whose steps have `rows_per_sequence` rows per sequence (the prompt length for
   // a prefill, 1 for a decode step).
   void begin_pass(int rows_per_sequence);
   // Starts copying a task's rows into its slot (layer > 0; nothing for layer 0, or when already
   // started). Call for task i + 1 before enqueuing task i's compute.
-  void prefetch(const Task& task);
+  void prefetch(const BlockTask& task);
   // On compute, before the task's kernels: the slot holding the task's rows, [GPU batch rows,
   // hidden] (for layer 0: free for the embedding to be written into).
-  Half* acquire(const Task& task);
+  Half* acquire(const BlockTask& task);
   // On compute, after the task's kernels: queues the slot's copy back to the host.
-  void release(const Task& task);
+  void release(const BlockTask& task);
   // Makes compute wait for every store of the pass, and returns the block's hidden states,
   // [block rows, hidden], in pinned memory, for the output head.
   const Half* finish_pass();
@@ -66,7 +61,7 @@ class HostActivations {
     std::unique_ptr<Event> loaded, saved;
     int loaded_task = -1;
   };
-  Slot& slot_of(const Task& task) { return slots_[task.index % 2]; }
+  Slot& slot_of(const BlockTask& task) { return slots_[task.index % 2]; }
   Half* host_rows(int batch);
   std::size_t batch_bytes(int batch) const;
 

@@ -119,9 +119,9 @@ std::uint64_t OffloadedKv::gpu_bytes() const {
   return total;
 }
 
-std::size_t OffloadedKv::cache_index(const Task& task) const {
+std::size_t OffloadedKv::cache_index(const BlockTask& task) const {
   return static_cast<std::size_t>(task.layer) * offloaded_.size() +
-         static_cast<std::size_t>(task.batch);
+         static_cast<std::size_t>(task.gpu_batch);
 }
 
 std::size_t OffloadedKv::cache_elements(int batch) const {
@@ -133,9 +133,9 @@ void OffloadedKv::begin_pass() {
   for (Slot& s : slots_) s.loaded_task = -1;
 }
 
-void OffloadedKv::store_prefill(const Task& task, const Half* qkv, const std::int32_t* token_slot,
-                                int seq) {
-  const int n = offloaded(task.batch);
+void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
+                                const std::int32_t* token_slot, int seq) {
+  const int n = offloaded(task.gpu_batch);
   if (n == 0) return;
   Slot& s = slot_of(task);
   s.loaded_task = -1;
@@ -151,7 +151,7 @@ void OffloadedKv::store_prefill(const Task& task, const Half* qkv, const std::in
                          .capacity = capacity_});
   s.computed->record(compute_);
   s.computed->wait_on(d2h_);
-  const std::size_t bytes = cache_elements(task.batch) * sizeof(Half);
+  const std::size_t bytes = cache_elements(task.gpu_batch) * sizeof(Half);
   const std::size_t c = cache_index(task);
   device_.copy_async(k_host_[c].data(), s.k.data(), bytes, d2h_);
   device_.copy_async(v_host_[c].data(), s.v.data(), bytes, d2h_);
@@ -160,15 +160,15 @@ void OffloadedKv::store_prefill(const Task& task, const Half* qkv, const std::in
   stored_bytes_ += 2 * bytes;
 }
 
-void OffloadedKv::prefetch(const Task& task) {
-  if (cpu_attention_ || offloaded(task.batch) == 0) return;
+void OffloadedKv::prefetch(const BlockTask& task) {
+  if (cpu_attention_ || offloaded(task.gpu_batch) == 0) return;
   Slot& s = slot_of(task);
   if (s.loaded_task == task.index) return;
   const std::size_t c = cache_index(task);
   s.computed->wait_on(h2d_);        // compute is done with the slot's last task
   s.saved->wait_on(h2d_);           // and so is the last copy out of it
   cache_stored_[c]->wait_on(h2d_);  // the host cache has its last token
-  const std::size_t bytes = cache_elements(task.batch) * sizeof(Half);
+  const std::size_t bytes = cache_elements(task.gpu_batch) * sizeof(Half);
   device_.copy_async(s.k.data(), k_host_[c].data(), bytes, h2d_);
   device_.copy_async(s.v.data(), v_host_[c].data(), bytes, h2d_);
   s.loaded->record(h2d_);
@@ -176,9 +176,9 @@ void OffloadedKv::prefetch(const Task& task) {
   loaded_bytes_ += 2 * bytes;
 }
 
-void OffloadedKv::send_rows(const Task& task, Slot& s, const Half* qkv,
+void OffloadedKv::send_rows(const BlockTask& task, Slot& s, const Half* qkv,
                             const std::int32_t* write_slot) {
-  const auto n = static_cast<std::size_t>(offloaded(task.batch));
+  const auto n = static_cast<std::size_t>(offloaded(task.gpu_batch));
   const std::size_t row_bytes = n * 3 * heads_ * head_dim_ * sizeof(Half);
   const std::size_t slot_bytes = n * heads_ * sizeof(std::int32_t);
   s.rows_free->wait_on(compute_);
@@ -192,9 +192,9 @@ void OffloadedKv::send_rows(const Task& task, Slot& s, const Half* qkv,
   stored_bytes_ += row_bytes + slot_bytes;
 }
 
-void OffloadedKv::decode_gpu(const Task& task, const std::int32_t* write_slot,
+void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_slot,
                              kernels::DecodeAttentionArgs args) {
-  const int n = offloaded(task.batch);
+  const int n = offloaded(task.gpu_batch);
   if (n == 0) return;
   OFFGEN_CHECK(!cpu_attention_ && args.batch == n,
                "offloaded kv: gpu decode of {} sequences, {} "
@@ -230,10 +230,10 @@ void OffloadedKv::decode_gpu(const Task& task, const std::int32_t* write_slot,
   s.computed->record(compute_);
 }
 
-void OffloadedKv::decode_cpu(const Task& task, const std::int32_t* write_slot,
+void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_slot,
                              const std::int32_t* host_slot_count,
                              kernels::DecodeAttentionArgs args) {
-  const int n = offloaded(task.batch);
+  const int n = offloaded(task.gpu_batch);
   if (n == 0) return;
   OFFGEN_CHECK(cpu_attention_ && args.batch == n,
                "offloaded kv: cpu decode of {} sequences, {} offloaded", args.batch, n);
@@ -276,8 +276,8 @@ void OffloadedKv::decode_cpu(const Task& task, const std::int32_t* write_slot,
   s.out_ready->record(h2d_);
 }
 
-void OffloadedKv::finish_cpu(const Task& task) {
-  if (offloaded(task.batch) == 0) return;
+void OffloadedKv::finish_cpu(const BlockTask& task) {
+  if (offloaded(task.gpu_batch) == 0) return;
   slot_of(task).out_ready->wait_on(compute_);
 }
 

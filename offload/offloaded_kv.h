@@ -22,6 +22,7 @@
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
 #include "kernels/ops.h"
+#include "scheduler/block_task.h"
 
 namespace offgen {
 
@@ -39,40 +40,35 @@ class OffloadedKv {
   bool cpu_attention() const { return cpu_attention_; }
   int offloaded(int batch) const { return offloaded_[static_cast<std::size_t>(batch)]; }
 
-  // Where a task of a pass runs: tasks are numbered in issue order; task i uses staging slot i % 2.
-  struct Task {
-    int index = 0;
-    int layer = 0;
-    int batch = 0;  // GPU batch
-  };
-
-  // Starts a pass (a prefill or one decode step): task numbers start again at 0.
+  // Starts a pass (a prefill or one decode step): task numbers start again at 0. Task i of a pass
+  // uses staging slot i % 2.
   void begin_pass();
 
   // Prefill of `task`'s offloaded sequences, after their attention: stores their prompt tokens'
   // k, v (qkv rows [offloaded, seq], token_slot [offloaded, heads, seq], both device pointers of
   // the offloaded sequences) and copies the cache out to the host.
-  void store_prefill(const Task& task, const Half* qkv, const std::int32_t* token_slot, int seq);
+  void store_prefill(const BlockTask& task, const Half* qkv, const std::int32_t* token_slot,
+                     int seq);
 
   // Decode with gpu attention: starts copying `task`'s host cache into its staging slot (does
   // nothing if already started). Call for task i + 1 before enqueuing task i's compute.
-  void prefetch(const Task& task);
+  void prefetch(const BlockTask& task);
   // Decode with gpu attention, on compute, after the qkv projection: appends the new rows
   // (qkv [offloaded, 3·H·D], write_slot [offloaded, heads]) to the staged cache, queues their copy
   // back to the host cache, and runs decode attention over the staged cache (args: the offloaded
   // sequences' pointers; its caches are filled in here).
-  void decode_gpu(const Task& task, const std::int32_t* write_slot,
+  void decode_gpu(const BlockTask& task, const std::int32_t* write_slot,
                   kernels::DecodeAttentionArgs args);
 
   // Decode with cpu attention, on compute, after the qkv projection: sends the new rows down;
   // queues a host task that appends them and runs attention, and the copy of its output
   // (args.out, device) and softmax rows (args.probs, device, when scored) back up. slot_count is
   // a host pointer that stays valid until the step's streams are synchronized.
-  void decode_cpu(const Task& task, const std::int32_t* write_slot,
+  void decode_cpu(const BlockTask& task, const std::int32_t* write_slot,
                   const std::int32_t* host_slot_count, kernels::DecodeAttentionArgs args);
   // Makes compute wait for decode_cpu's output of `task` (call after enqueuing the gpu work that
   // can overlap it).
-  void finish_cpu(const Task& task);
+  void finish_cpu(const BlockTask& task);
 
   // Bytes of host cache (all layers, K and V) and of gpu staging this allocated.
   std::uint64_t host_cache_bytes() const;
@@ -91,12 +87,13 @@ class OffloadedKv {
     int loaded_task = -1;  // the task whose cache was copied in (prefetch)
   };
 
-  Slot& slot_of(const Task& task) { return slots_[task.index % 2]; }
-  std::size_t cache_index(const Task& task) const;
+  Slot& slot_of(const BlockTask& task) { return slots_[task.index % 2]; }
+  std::size_t cache_index(const BlockTask& task) const;
   std::size_t cache_elements(int batch) const;
   // Copies the task's new rows and write slots down to the slot's pinned buffers, after the
   // task's earlier compute; the d2h stream then holds them for the host task that follows.
-  void send_rows(const Task& task, Slot& slot, const Half* qkv, const std::int32_t* write_slot);
+  void send_rows(const BlockTask& task, Slot& slot, const Half* qkv,
+                 const std::int32_t* write_slot);
 
   Device& device_;
   Ops& ops_;

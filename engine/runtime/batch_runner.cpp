@@ -19,10 +19,10 @@ std::size_t bytes_of(std::int64_t count) {
   return static_cast<std::size_t>(count) * sizeof(T);
 }
 
-int largest_budget(const std::vector<std::unique_ptr<KvPolicy>>& policies) {
-  int largest = 0;
-  for (const auto& policy : policies) largest = std::max(largest, policy->budget());
-  return largest;
+std::vector<const KvPolicy*> policy_pointers(const std::vector<std::unique_ptr<KvPolicy>>& owned) {
+  std::vector<const KvPolicy*> out;
+  for (const auto& policy : owned) out.push_back(policy.get());
+  return out;
 }
 
 }  // namespace
@@ -36,28 +36,26 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
       config_(config),
       weights_(weights),
       compute_(device.stream(StreamRole::compute)),
-      batch_(static_cast<int>(policies.size())),
+      block_(static_cast<int>(policies.size())),
       max_prompt_(max_prompt),
-      capacity_(largest_budget(policies) + 1),
       policies_(std::move(policies)),
-      streamer_(streamer),
-      shape_(shape) {
+      streamer_(streamer) {
   (void)max_new;  // the policies' budgets already size the cache for the decode steps
-  const int batch = batch_;
-  OFFGEN_CHECK(batch > 0 && max_prompt > 0 && max_new >= 0,
-               "batch runner needs a positive batch and prompt length (got {} and {})", batch,
+  const int block = block_;
+  OFFGEN_CHECK(block > 0 && max_prompt > 0 && max_new >= 0,
+               "batch runner needs a positive block and prompt length (got {} and {})", block,
                max_prompt);
   for (const auto& policy : policies_) {
     OFFGEN_CHECK(policy->kind() == policies_.front()->kind(),
-                 "a batch runs one KV policy ({} and {} given)", policy_name(policy->kind()),
+                 "a block runs one KV policy ({} and {} given)", policy_name(policy->kind()),
                  policy_name(policies_.front()->kind()));
   }
-  gpu_batches_ = split_block(batch, shape);
-  const int lane_batch = gpu_batch_size(batch, shape.num_gpu_batches);
-  out_chunk_ = std::max(lane_batch, 64);
-  const std::int64_t rows = static_cast<std::int64_t>(batch) * max_prompt;
-  lane_rows_ = lane_batch * max_prompt;
-  const std::int64_t lane_rows = lane_rows_;
+  gpu_batches_ = split_block(block, shape);
+  tasks_ = pass_tasks(config.num_layers, gpu_batches_);
+  const int gpu_batch = gpu_batch_size(block, shape.num_gpu_batches);
+  out_chunk_ = std::max(gpu_batch, 64);
+  const std::int64_t rows = static_cast<std::int64_t>(block) * max_prompt;
+  const std::int64_t gpu_batch_rows = std::int64_t{gpu_batch} * max_prompt;
   const std::int64_t h = config.hidden_size;
   const std::int64_t p = config.word_embed_proj_dim;
   const std::int64_t f = config.ffn_dim;
@@ -67,23 +65,20 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   ids_ = device.allocate(gpu, bytes_of<std::int32_t>(rows));
   valid_ = device.allocate(gpu, bytes_of<std::uint8_t>(rows));
   positions_ = device.allocate(gpu, bytes_of<std::int32_t>(rows));
-  token_slot_ = device.allocate(gpu, bytes_of<std::int32_t>(rows * config.num_heads));
-  write_slot_ =
-      device.allocate(gpu, bytes_of<std::int32_t>(std::int64_t{batch} * config.num_heads));
-  slot_count_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
-  advancing_ = device.allocate(gpu, bytes_of<std::uint8_t>(batch));
-  picks_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
-  sample_params_ = device.allocate(gpu, bytes_of<kernels::SampleParams>(batch));
-  newest_ = device.allocate(gpu, bytes_of<std::int32_t>(batch));
-  host_picks_ = device.allocate(Tier::pinned, bytes_of<std::int32_t>(batch));
+  picks_ = device.allocate(gpu, bytes_of<std::int32_t>(block));
+  sample_params_ = device.allocate(gpu, bytes_of<kernels::SampleParams>(block));
+  newest_ = device.allocate(gpu, bytes_of<std::int32_t>(block));
+  host_picks_ = device.allocate(Tier::pinned, bytes_of<std::int32_t>(block));
   // Every step's inputs fit: ids + valid + positions + per-head token slots of a prefill, or the
   // arrays of a decode step, the newest row of each sequence, the sampling parameters (four
   // words a sequence), plus one chunk of output row ids and targets.
   const std::int64_t heads = config.num_heads;
   static_assert(sizeof(kernels::SampleParams) == 4 * sizeof(std::int32_t));
-  staging_ = device.allocate(
-      Tier::pinned,
-      bytes_of<std::int32_t>((3 + heads) * rows + (9 + heads) * batch + 2 * out_chunk_) + 1024);
+  staging_ = std::make_unique<StepStaging>(
+      device,
+      device.allocate(Tier::pinned, bytes_of<std::int32_t>((3 + heads) * rows +
+                                                           (9 + heads) * block + 2 * out_chunk_) +
+                                        1024));
 
   if (shape.activations_on_host) {
     host_activations_ =
@@ -91,11 +86,12 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   } else {
     x_ = device.allocate(gpu, bytes_of<Half>(rows * h));
   }
-  t_ = device.allocate(gpu, bytes_of<Half>(lane_rows * wide));
-  emb_ = config.has_projections() ? device.allocate(gpu, bytes_of<Half>(lane_rows * p)) : Buffer();
-  qkv_ = device.allocate(gpu, bytes_of<Half>(lane_rows * 3 * h));
-  attn_ = device.allocate(gpu, bytes_of<Half>(lane_rows * h));
-  ffn_ = device.allocate(gpu, bytes_of<Half>(lane_rows * f));
+  t_ = device.allocate(gpu, bytes_of<Half>(gpu_batch_rows * wide));
+  emb_ = config.has_projections() ? device.allocate(gpu, bytes_of<Half>(gpu_batch_rows * p))
+                                  : Buffer();
+  qkv_ = device.allocate(gpu, bytes_of<Half>(gpu_batch_rows * 3 * h));
+  attn_ = device.allocate(gpu, bytes_of<Half>(gpu_batch_rows * h));
+  ffn_ = device.allocate(gpu, bytes_of<Half>(gpu_batch_rows * f));
 
   out_rows_ = device.allocate(gpu, bytes_of<std::int32_t>(out_chunk_));
   gathered_ = device.allocate(gpu, bytes_of<Half>(out_chunk_ * h));
@@ -105,42 +101,11 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   logprobs_ = device.allocate(gpu, bytes_of<float>(out_chunk_));
   host_logprobs_ = device.allocate(Tier::pinned, bytes_of<float>(out_chunk_));
 
-  scored_ = policies_.front()->needs_scores();
-  std::vector<int> offloaded;
-  for (const GpuBatch& g : gpu_batches_) {
-    Lane lane;
-    lane.batch = g;
-    const std::int64_t kv_elements =
-        std::int64_t{g.resident} * config.num_heads * capacity_ * config.head_dim();
-    if (g.resident > 0) {
-      for (int l = 0; l < config.num_layers; ++l) {
-        lane.k_cache.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
-        lane.v_cache.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
-      }
-    }
-    if (scored_) {
-      std::vector<const KvPolicy*> lane_policies;
-      for (int b = g.first; b < g.first + g.size; ++b) {
-        lane_policies.push_back(policies_[static_cast<std::size_t>(b)].get());
-      }
-      lane.scored = std::make_unique<ScoredKvState>(device, ops, lane_policies, config.num_layers,
-                                                    config.num_heads, capacity_, max_prompt);
-    }
-    offloaded.push_back(g.offloaded());
-    lanes_.push_back(std::move(lane));
-  }
-  if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
-    offloaded_kv_ = std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded),
-                                                  capacity_, scored_, shape.cpu_attention);
-  }
-  if (offloaded_kv_ || host_activations_) {
+  kv_cache_ = std::make_unique<BlockKvCache>(device, ops, config, policy_pointers(policies_),
+                                             gpu_batches_, max_prompt, shape.cpu_attention);
+  if (kv_cache_->has_offloaded() || host_activations_) {
     kv_streams_[0] = &device.stream(StreamRole::h2d_kv);
     kv_streams_[1] = &device.stream(StreamRole::d2h_kv);
-  }
-  if (!scored_) {
-    std::vector<const KvPolicy*> all;
-    for (const auto& policy : policies_) all.push_back(policy.get());
-    slots_.emplace(std::move(all), capacity_);
   }
 }
 
@@ -153,54 +118,21 @@ BatchRunner::~BatchRunner() {
   }
 }
 
-std::uint64_t BatchRunner::kv_bytes() const {
-  std::uint64_t total = kv_host_bytes();
-  for (const Lane& lane : lanes_) {
-    for (const Buffer& b : lane.k_cache) total += b.bytes();
-    for (const Buffer& b : lane.v_cache) total += b.bytes();
-  }
-  return total;
-}
-
-std::uint64_t BatchRunner::policy_state_bytes() const {
-  std::uint64_t total = 0;
-  for (const Lane& lane : lanes_) total += lane.scored ? lane.scored->bytes() : 0;
-  return total;
-}
-
-BatchRunner::KvTraffic BatchRunner::kv_traffic() const {
-  KvTraffic traffic = traffic_;
-  if (offloaded_kv_) {
-    traffic.loaded_bytes = offloaded_kv_->loaded_bytes();
-    traffic.stored_bytes = offloaded_kv_->stored_bytes();
-  }
-  return traffic;
-}
-
-void BatchRunner::upload(void* device_dst, const void* host_src, std::size_t bytes) {
-  const std::size_t aligned = (bytes + 15) / 16 * 16;
-  OFFGEN_CHECK(staging_used_ + aligned <= staging_.bytes(), "batch runner: staging overflow");
-  auto* host = static_cast<std::byte*>(staging_.data()) + staging_used_;
-  std::memcpy(host, host_src, bytes);
-  staging_used_ += aligned;
-  device_.copy_async(device_dst, host, bytes, compute_);
-}
-
 void BatchRunner::sync() {
   compute_.synchronize();
   // The KV streams' host tasks read host arrays of the step (its slot counts).
   for (Stream* stream : kv_streams_) {
     if (stream != nullptr) stream->synchronize();
   }
-  staging_used_ = 0;  // every copy out of staging has run
+  staging_->reset();  // every copy out of staging has run
 }
 
-void BatchRunner::embed(const Lane& lane, Half* x) {
+void BatchRunner::embed(const GpuBatch& batch, Half* x) {
   const auto& w = weights_;
   const int h = config_.hidden_size;
   const int p = config_.word_embed_proj_dim;
-  const std::int64_t first = std::int64_t{lane.batch.first} * last_seq_;
-  const std::int64_t rows = std::int64_t{lane.batch.size} * last_seq_;
+  const std::int64_t first = std::int64_t{batch.first} * last_seq_;
+  const std::int64_t rows = std::int64_t{batch.size} * last_seq_;
   const std::int32_t* ids = ids_.as<std::int32_t>() + first;
   if (config_.has_projections()) {
     ops_.gather_rows({.table = w.embed_tokens,
@@ -231,82 +163,13 @@ void BatchRunner::embed(const Lane& lane, Half* x) {
                                 .offset = config_.position_offset});
 }
 
-void BatchRunner::attend_decode(int index, int lane_index, int task) {
-  Lane& lane = lanes_[static_cast<std::size_t>(lane_index)];
-  const GpuBatch& g = lane.batch;
-  const int h = config_.hidden_size;
-  const int heads = config_.num_heads;
-  const std::int64_t resident = g.resident;
-  const std::int32_t* write_slot =
-      lane.scored ? lane.scored->write_slots(index)
-                  : write_slot_.as<std::int32_t>() + std::int64_t{g.first} * heads;
-  kernels::DecodeAttentionArgs args;
-  args.qkv = qkv_.as<Half>();
-  args.slot_count = slot_count_.as<std::int32_t>() + g.first;
-  args.out = attn_.as<Half>();
-  args.batch = g.resident;
-  args.heads = heads;
-  args.head_dim = config_.head_dim();
-  args.capacity = capacity_;
-  args.scale = 1.0f / std::sqrt(static_cast<float>(args.head_dim));
-  if (lane.scored) args.probs = lane.scored->decode_probs();
-
-  // The host-resident sequences: the same arguments from their first row on.
-  kernels::DecodeAttentionArgs off = args;
-  off.qkv = args.qkv + resident * 3 * h;
-  off.slot_count = args.slot_count + resident;
-  off.out = args.out + resident * h;
-  off.batch = g.offloaded();
-  if (args.probs != nullptr) off.probs = args.probs + resident * heads * capacity_;
-  const std::int32_t* off_write_slot = write_slot + resident * heads;
-  const OffloadedKv::Task kv_task{task, index, lane_index};
-  const bool cpu_attention = offloaded_kv_ && offloaded_kv_->cpu_attention();
-
-  // CPU attention first, so the host works while the gpu attends the resident sequences.
-  if (g.offloaded() > 0 && cpu_attention) {
-    offloaded_kv_->decode_cpu(kv_task, off_write_slot, step_counts_.data() + g.first + g.resident,
-                              off);
-  }
-  if (g.resident > 0) {
-    Half* k_cache = lane.k_cache[static_cast<std::size_t>(index)].as<Half>();
-    Half* v_cache = lane.v_cache[static_cast<std::size_t>(index)].as<Half>();
-    ops_.append_kv({.qkv = args.qkv,
-                    .write_slot = write_slot,
-                    .k_cache = k_cache,
-                    .v_cache = v_cache,
-                    .batch = g.resident,
-                    .heads = heads,
-                    .head_dim = args.head_dim,
-                    .capacity = capacity_});
-    args.k_cache = k_cache;
-    args.v_cache = v_cache;
-    ops_.decode_attention(args);
-  }
-  if (g.offloaded() > 0) {
-    if (cpu_attention) {
-      offloaded_kv_->finish_cpu(kv_task);
-    } else {
-      offloaded_kv_->decode_gpu(kv_task, off_write_slot, off);
-    }
-  }
-  if (lane.scored) {
-    lane.scored->after_decode_attention(index, advancing_.as<std::uint8_t>() + g.first,
-                                        positions_.as<std::int32_t>() + g.first,
-                                        slot_count_.as<std::int32_t>() + g.first);
-  }
-}
-
-void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill, Half* x) {
-  const LayerWeights& w = weights_.layers[static_cast<std::size_t>(index)];
-  Lane& lane = lanes_[static_cast<std::size_t>(lane_index)];
-  const GpuBatch& g = lane.batch;
+void BatchRunner::compute(const BlockTask& task, bool is_prefill, Half* x) {
+  const LayerWeights& w = weights_.layers[static_cast<std::size_t>(task.layer)];
+  const GpuBatch& g = task.batch;
   const int h = config_.hidden_size;
   const int f = config_.ffn_dim;
-  const int heads = config_.num_heads;
-  const int head_dim = config_.head_dim();
   const float eps = config_.layer_norm_eps;
   const bool pre_ln = config_.do_layer_norm_before;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const std::int64_t seq = last_seq_;
   const std::int64_t rows = std::int64_t{g.size} * seq;
   Half* t = t_.as<Half>();
@@ -318,6 +181,7 @@ void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill, Ha
         {.x = x, .gamma = gamma, .beta = beta, .y = y, .rows = rows, .dim = h, .eps = eps});
   };
 
+  if (task.layer == 0) embed(g, x);
   // Self-attention block.
   const Half* attn_in = x;
   if (pre_ln) {
@@ -333,37 +197,9 @@ void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill, Ha
                .in_features = h});
   if (is_prefill) {
     const std::uint8_t* valid = valid_.as<std::uint8_t>() + std::int64_t{g.first} * seq;
-    std::int32_t* token_slot = token_slot_.as<std::int32_t>() + std::int64_t{g.first} * heads * seq;
-    kernels::PrefillAttentionArgs args;
-    args.qkv = qkv;
-    args.valid = valid;
-    args.out = attn;
-    args.batch = g.size;
-    args.seq = last_seq_;
-    args.heads = heads;
-    args.head_dim = head_dim;
-    args.scale = scale;
-    if (lane.scored) args.key_prob_sums = lane.scored->prefill_probs();
-    ops_.prefill_attention(args);
-    if (lane.scored) lane.scored->after_prefill_attention(index, last_seq_, valid, token_slot);
-    if (g.resident > 0) {
-      ops_.store_prefill_kv({.qkv = qkv,
-                             .token_slot = token_slot,
-                             .k_cache = lane.k_cache[static_cast<std::size_t>(index)].as<Half>(),
-                             .v_cache = lane.v_cache[static_cast<std::size_t>(index)].as<Half>(),
-                             .batch = g.resident,
-                             .seq = last_seq_,
-                             .heads = heads,
-                             .head_dim = head_dim,
-                             .capacity = capacity_});
-    }
-    if (g.offloaded() > 0) {
-      const std::int64_t resident = g.resident;
-      offloaded_kv_->store_prefill({task, index, lane_index}, qkv + resident * seq * 3 * h,
-                                   token_slot + resident * heads * seq, last_seq_);
-    }
+    kv_cache_->attend_prefill(task, qkv, valid, attn, last_seq_);
   } else {
-    attend_decode(index, lane_index, task);
+    kv_cache_->attend_decode(task, qkv, positions_.as<std::int32_t>(), attn);
   }
   ops_.linear({.x = attn,
                .weight = w.out_weight,
@@ -400,73 +236,45 @@ void BatchRunner::layer(int index, int lane_index, int task, bool is_prefill, Ha
   if (!pre_ln) norm(w.ffn_ln_weight, w.ffn_ln_bias, x);
 }
 
-void BatchRunner::layers(bool is_prefill) {
-  const int lanes = static_cast<int>(lanes_.size());
-  const int tasks = config_.num_layers * lanes;
-  const int h = config_.hidden_size;
-  if (offloaded_kv_) offloaded_kv_->begin_pass();
+void BatchRunner::pass(bool is_prefill) {
+  kv_cache_->begin_pass();
   if (host_activations_) host_activations_->begin_pass(last_seq_);
   if (streamer_ != nullptr) streamer_->begin_pass();
-  for (int l = 0; l < config_.num_layers; ++l) {
-    if (streamer_ != nullptr) streamer_->acquire(l, compute_);
-    for (int lane = 0; lane < lanes; ++lane) {
-      const int task = l * lanes + lane;
-      // The next task's host-resident KV and hidden states copy in while this one computes.
-      if (task + 1 < tasks) {
-        const int next_layer = (task + 1) / lanes, next_lane = (task + 1) % lanes;
-        if (offloaded_kv_ && !is_prefill)
-          offloaded_kv_->prefetch({task + 1, next_layer, next_lane});
-        if (host_activations_) host_activations_->prefetch({task + 1, next_layer, next_lane});
-      }
-      const Lane& current = lanes_[static_cast<std::size_t>(lane)];
-      Half* x = nullptr;
-      if (host_activations_) {
-        x = host_activations_->acquire({task, l, lane});
-      } else {
-        x = x_.as<Half>() + std::int64_t{current.batch.first} * last_seq_ * h;
-      }
-      if (l == 0) embed(current, x);
-      layer(l, lane, task, is_prefill, x);
-      if (host_activations_) host_activations_->release({task, l, lane});
+  for (std::size_t i = 0; i < tasks_.size(); ++i) {
+    const BlockTask& task = tasks_[i];
+    // Load weights: a layer's are brought in once, for its first GPU batch.
+    if (streamer_ != nullptr && task.first_of_layer()) streamer_->acquire(task.layer, compute_);
+    // Load cache and hidden states of the next task, while this one computes.
+    if (i + 1 < tasks_.size()) {
+      if (!is_prefill) kv_cache_->prefetch(tasks_[i + 1]);
+      if (host_activations_) host_activations_->prefetch(tasks_[i + 1]);
     }
-    if (streamer_ != nullptr) streamer_->release(l, compute_);
+    Half* x = host_activations_ ? host_activations_->acquire(task)
+                                : x_.as<Half>() + std::int64_t{task.batch.first} * last_seq_ *
+                                                      config_.hidden_size;
+    // Compute, storing the new K/V where the sequences keep their cache.
+    compute(task, is_prefill, x);
+    // Store hidden states.
+    if (host_activations_) host_activations_->release(task);
+    // Weights: free the slot for the layer two loads on, after the layer's last GPU batch.
+    if (streamer_ != nullptr && task.last_of_layer()) streamer_->release(task.layer, compute_);
   }
   hidden_states_ = host_activations_ ? host_activations_->finish_pass() : x_.as<const Half>();
 }
 
 void BatchRunner::prefill(const PaddedBatch& prompts) {
-  OFFGEN_CHECK(prompts.batch == batch_ && prompts.seq > 0 && prompts.seq <= max_prompt_,
+  OFFGEN_CHECK(prompts.batch == block_ && prompts.seq > 0 && prompts.seq <= max_prompt_,
                "prefill of a {}x{} batch does not fit a runner sized {}x{}", prompts.batch,
-               prompts.seq, batch_, max_prompt_);
+               prompts.seq, block_, max_prompt_);
   sync();
   const std::int64_t rows = std::int64_t{prompts.batch} * prompts.seq;
-  upload(ids_.data(), prompts.tokens.data(), bytes_of<std::int32_t>(rows));
-  upload(valid_.data(), prompts.valid.data(), bytes_of<std::uint8_t>(rows));
-  upload(positions_.data(), prompts.positions.data(), bytes_of<std::int32_t>(rows));
-  seen_.assign(prompts.lengths.begin(), prompts.lengths.end());
-  cached_.resize(prompts.lengths.size());
-  for (std::size_t b = 0; b < cached_.size(); ++b) {
-    cached_[b] = std::min(prompts.lengths[b], policies_[b]->budget());
-  }
-  if (slots_) {
-    // The policy picks the prompt tokens each cache keeps (the same in every layer and head).
-    slots_->start(prompts.lengths);
-    const int heads = config_.num_heads;
-    std::vector<std::int32_t> token_slot(static_cast<std::size_t>(rows * heads), -1);
-    for (int b = 0; b < prompts.batch; ++b) {
-      const int len = prompts.lengths[static_cast<std::size_t>(b)];
-      const int pad = prompts.seq - len;
-      const std::vector<std::int32_t> prompt = slots_->prompt_slots(b, len);
-      for (int h = 0; h < heads; ++h) {
-        std::copy(prompt.begin(), prompt.end(),
-                  token_slot.begin() + (std::int64_t{b} * heads + h) * prompts.seq + pad);
-      }
-    }
-    upload(token_slot_.data(), token_slot.data(), bytes_of<std::int32_t>(rows * heads));
-  }  // else each layer's policy step writes token_slot_ after its attention
+  staging_->upload(ids_.data(), prompts.tokens.data(), bytes_of<std::int32_t>(rows));
+  staging_->upload(valid_.data(), prompts.valid.data(), bytes_of<std::uint8_t>(rows));
+  staging_->upload(positions_.data(), prompts.positions.data(), bytes_of<std::int32_t>(rows));
+  kv_cache_->start_prefill(prompts, *staging_);
   last_was_prefill_ = true;
   last_seq_ = prompts.seq;
-  layers(/*is_prefill=*/true);
+  pass(/*is_prefill=*/true);
   prefilled_ = true;
 }
 
@@ -474,53 +282,17 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
                          std::span<const std::uint8_t> advancing) {
   OFFGEN_CHECK(prefilled_, "decode() needs a prefill() first");
   OFFGEN_CHECK(
-      tokens.size() == static_cast<std::size_t>(batch_) && advancing.size() == tokens.size(),
-      "decode needs one token per sequence ({} given for a batch of {})", tokens.size(), batch_);
+      tokens.size() == static_cast<std::size_t>(block_) && advancing.size() == tokens.size(),
+      "decode needs one token per sequence ({} given for a block of {})", tokens.size(), block_);
   // The step's inputs are staged in pinned memory that the previous step's copies read from.
   sync();
-  const std::size_t n = tokens.size();
-  step_positions_.resize(n);
-  step_counts_.resize(n);
-  for (std::size_t b = 0; b < n; ++b) {
-    // HF position of the new token: the number of real tokens before it (cached or evicted).
-    step_positions_[b] = seen_[b];
-    step_counts_[b] = cached_[b] + 1;  // the cache plus the new token itself
-  }
-  upload(ids_.data(), tokens.data(), bytes_of<std::int32_t>(batch_));
-  upload(positions_.data(), step_positions_.data(), bytes_of<std::int32_t>(batch_));
-  upload(slot_count_.data(), step_counts_.data(), bytes_of<std::int32_t>(batch_));
-  upload(advancing_.data(), advancing.data(), bytes_of<std::uint8_t>(batch_));
-  if (slots_) {
-    // Position-based policies keep the same tokens in every head: one slot per sequence.
-    const int heads = config_.num_heads;
-    step_sequence_slot_.resize(n);
-    step_slot_counts_.resize(n);
-    step_write_slot_.resize(n * static_cast<std::size_t>(heads));
-    slots_->plan_decode(step_sequence_slot_.data(), step_slot_counts_.data());
-    for (std::size_t b = 0; b < n; ++b) {
-      std::fill_n(step_write_slot_.begin() + static_cast<std::ptrdiff_t>(b * heads), heads,
-                  step_sequence_slot_[b]);
-    }
-    upload(write_slot_.data(), step_write_slot_.data(),
-           bytes_of<std::int32_t>(std::int64_t{batch_} * heads));
-  }  // else each layer's policy state holds its write slots
+  staging_->upload(ids_.data(), tokens.data(), bytes_of<std::int32_t>(block_));
+  const std::span<const std::int32_t> positions = kv_cache_->start_decode(advancing, *staging_);
+  staging_->upload(positions_.data(), positions.data(), bytes_of<std::int32_t>(block_));
   last_was_prefill_ = false;
   last_seq_ = 1;
-  layers(/*is_prefill=*/false);
-  if (slots_) slots_->commit(advancing, step_positions_);
-  // K and V of one token in one (layer, head); the step attends over step_counts_[b] of them.
-  const auto row_bytes = static_cast<std::uint64_t>(config_.num_layers) * config_.num_heads * 2 *
-                         config_.head_dim() * sizeof(Half);
-  for (std::size_t b = 0; b < n; ++b) {
-    traffic_.read_bytes += row_bytes * static_cast<std::uint64_t>(step_counts_[b]);
-  }
-  traffic_.written_bytes += row_bytes * n;
-  ++traffic_.decode_steps;
-  for (std::size_t b = 0; b < n; ++b) {
-    if (!advancing[b]) continue;
-    ++seen_[b];
-    cached_[b] = std::min(cached_[b] + 1, policies_[b]->budget());
-  }
+  pass(/*is_prefill=*/false);
+  kv_cache_->commit(advancing);
 }
 
 void BatchRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x) {
@@ -562,24 +334,24 @@ void BatchRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_
 
 template <typename Use>
 void BatchRunner::head_of_newest_tokens(const Use& use) {
-  newest_rows_.resize(static_cast<std::size_t>(batch_));
-  for (int b = 0; b < batch_; ++b) {
+  newest_rows_.resize(static_cast<std::size_t>(block_));
+  for (int b = 0; b < block_; ++b) {
     // Left padding puts every sequence's newest token in the last column.
     newest_rows_[static_cast<std::size_t>(b)] =
         last_was_prefill_ ? b * last_seq_ + last_seq_ - 1 : b;
   }
-  upload(newest_.data(), newest_rows_.data(), bytes_of<std::int32_t>(batch_));
-  for (int first = 0; first < batch_; first += out_chunk_) {
-    const int n = std::min(out_chunk_, batch_ - first);
-    head(n, newest_.as<std::int32_t>() + first, std::int64_t{batch_} * last_seq_);
+  staging_->upload(newest_.data(), newest_rows_.data(), bytes_of<std::int32_t>(block_));
+  for (int first = 0; first < block_; first += out_chunk_) {
+    const int n = std::min(out_chunk_, block_ - first);
+    head(n, newest_.as<std::int32_t>() + first, std::int64_t{block_} * last_seq_);
     use(first, n);
   }
 }
 
 std::span<const std::int32_t> BatchRunner::read_picks() {
-  device_.copy_async(host_picks_.data(), picks_.data(), bytes_of<std::int32_t>(batch_), compute_);
+  device_.copy_async(host_picks_.data(), picks_.data(), bytes_of<std::int32_t>(block_), compute_);
   sync();
-  return {host_picks_.as<const std::int32_t>(), static_cast<std::size_t>(batch_)};
+  return {host_picks_.as<const std::int32_t>(), static_cast<std::size_t>(block_)};
 }
 
 std::span<const std::int32_t> BatchRunner::greedy_tokens() {
@@ -594,14 +366,14 @@ std::span<const std::int32_t> BatchRunner::greedy_tokens() {
 
 std::span<const std::int32_t> BatchRunner::next_tokens(
     std::span<const kernels::SampleParams> params) {
-  OFFGEN_CHECK(params.size() == static_cast<std::size_t>(batch_),
+  OFFGEN_CHECK(params.size() == static_cast<std::size_t>(block_),
                "next_tokens needs one SampleParams per sequence ({} given for a batch of {})",
-               params.size(), batch_);
+               params.size(), block_);
   const bool all_greedy = std::all_of(params.begin(), params.end(), [](const auto& p) {
     return p.temperature == 0.0f || p.top_k == 1;
   });
   if (all_greedy) return greedy_tokens();
-  upload(sample_params_.data(), params.data(), bytes_of<kernels::SampleParams>(batch_));
+  staging_->upload(sample_params_.data(), params.data(), bytes_of<kernels::SampleParams>(block_));
   head_of_newest_tokens([&](int first, int n) {
     kernels::SampleRowsArgs args;
     args.logits = logits_.as<float>();
@@ -616,7 +388,7 @@ std::span<const std::int32_t> BatchRunner::next_tokens(
 }
 
 std::vector<float> BatchRunner::target_logprobs(std::span<const std::int32_t> targets) {
-  const std::int64_t rows_in_x = std::int64_t{batch_} * last_seq_;
+  const std::int64_t rows_in_x = std::int64_t{block_} * last_seq_;
   OFFGEN_CHECK(static_cast<std::int64_t>(targets.size()) == rows_in_x,
                "target_logprobs needs {} targets, got {}", rows_in_x, targets.size());
   std::vector<float> out(targets.size(), std::numeric_limits<float>::quiet_NaN());
@@ -633,10 +405,10 @@ std::vector<float> BatchRunner::target_logprobs(std::span<const std::int32_t> ta
       OFFGEN_CHECK(chunk_targets[i] < config_.vocab_size, "target token {} is outside the vocab",
                    chunk_targets[i]);
     }
-    upload(out_rows_.data(), wanted.data() + start,
-           bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
-    upload(targets_.data(), chunk_targets.data(),
-           bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
+    staging_->upload(out_rows_.data(), wanted.data() + start,
+                     bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
+    staging_->upload(targets_.data(), chunk_targets.data(),
+                     bytes_of<std::int32_t>(static_cast<std::int64_t>(n)));
     head(static_cast<int>(n), out_rows_.as<std::int32_t>(), rows_in_x);
     ops_.token_logprobs({.logits = logits_.as<float>(),
                          .targets = targets_.as<std::int32_t>(),

@@ -1,13 +1,14 @@
 // Runs one block of sequences through the OPT forward pass: a prefill of the left-padded prompts,
-// then decode steps of one token per sequence over the KV cache. It owns the block's KV cache and
-// activation scratch and issues every op through `Ops` on the compute stream; the host waits only
-// when it reads an output.
+// then decode steps of one token per sequence over the KV cache. It owns the block's KV cache
+// (block_kv_cache.h), its hidden states and activation scratch, and the output head, and issues
+// every op through `Ops` on the compute stream; the host waits only when it reads an output.
 //
 // The block schedule (design section 6): the block runs as GPU batches (block_shape.h); a pass
-// loops layer -> GPU batch, so each layer's streamed weights are loaded once and shared by every
-// GPU batch, while the next layer's weights and the next GPU batch's host-resident KV load behind
-// the compute (offloaded_kv.h). Each GPU batch keeps its hidden state between layers; the
-// per-layer scratch is sized for one GPU batch and shared.
+// runs its BlockTasks (block_task.h) layer by layer, GPU batch by GPU batch, so each layer's
+// streamed weights are loaded once and shared by every GPU batch, while the next layer's weights
+// and the next task's host-resident KV and hidden states load behind the compute. Each GPU batch
+// keeps its hidden state between layers; the per-layer scratch is sized for one GPU batch and
+// shared.
 //
 // Semantics are Hugging Face's OPTForCausalLM (design section 4): learned positions offset by 2
 // with position ids cumsum(mask) - 1, q scaled by head_dim^-0.5, ReLU MLP, pre- or post-LN,
@@ -23,15 +24,15 @@
 #include "engine/device/device.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/opt_config.h"
-#include "engine/runtime/scored_kv_state.h"
+#include "engine/runtime/block_kv_cache.h"
+#include "engine/runtime/step_staging.h"
 #include "kernels/ops.h"
 #include "offload/host_activations.h"
-#include "offload/offloaded_kv.h"
 #include "offload/weight_streamer.h"
-#include "policies/cache_slots.h"
 #include "policies/kv_policy.h"
 #include "scheduler/batch_formation.h"
 #include "scheduler/block_shape.h"
+#include "scheduler/block_task.h"
 
 namespace offgen {
 
@@ -51,7 +52,7 @@ class BatchRunner {
   BatchRunner& operator=(const BatchRunner&) = delete;
   ~BatchRunner();
 
-  // Runs the prompts (prompts.batch must equal this runner's batch, prompts.seq <= max_prompt).
+  // Runs the prompts (prompts.batch must equal this runner's block, prompts.seq <= max_prompt).
   void prefill(const PaddedBatch& prompts);
   // One decode step: tokens[b] is sequence b's next input token. advancing[b] = 0 marks a
   // sequence that is done (finished, or past the end of its text): its token is computed but not
@@ -72,49 +73,33 @@ class BatchRunner {
   // are b * seq + i, decode rows are b. Rows with targets[r] < 0 are skipped and come back NaN.
   std::vector<float> target_logprobs(std::span<const std::int32_t> targets);
 
-  int batch() const { return batch_; }
-  int kv_capacity() const { return capacity_; }
+  int block() const { return block_; }
+  int kv_capacity() const { return kv_cache_->capacity(); }
   const std::vector<GpuBatch>& gpu_batches() const { return gpu_batches_; }
   // Bytes of KV cache this runner allocated (all layers, K and V, every tier).
-  std::uint64_t kv_bytes() const;
+  std::uint64_t kv_bytes() const { return kv_cache_->bytes(); }
   // Of those, in pinned host memory.
-  std::uint64_t kv_host_bytes() const {
-    return offloaded_kv_ ? offloaded_kv_->host_cache_bytes() : 0;
-  }
-  // Bytes of score-keeping policy state it allocated (0 for position-based policies).
-  std::uint64_t policy_state_bytes() const;
+  std::uint64_t kv_host_bytes() const { return kv_cache_->host_bytes(); }
+  // Bytes of attention-score policy state it allocated (0 for position-based policies).
+  std::uint64_t policy_state_bytes() const { return kv_cache_->policy_state_bytes(); }
   // Bytes of hidden states copied between the gpu tier and pinned memory so far (0 unless the
   // activations live on the host).
   std::uint64_t activation_bytes_moved() const {
     return host_activations_ ? host_activations_->moved_bytes() : 0;
   }
 
-  // KV cache traffic of the decode steps so far: attention reads every cached K and V row of
-  // each (layer, sequence, head) it attends over, and each step writes one new row.
-  struct KvTraffic {
-    std::uint64_t read_bytes = 0;
-    std::uint64_t written_bytes = 0;
-    int decode_steps = 0;
-    // Of the host-resident KV: bytes copied host-to-device and device-to-host (prefill included).
-    std::uint64_t loaded_bytes = 0;
-    std::uint64_t stored_bytes = 0;
-    double moved_per_step() const {
-      return decode_steps > 0 ? static_cast<double>(read_bytes + written_bytes) / decode_steps
-                              : 0.0;
-    }
-  };
-  KvTraffic kv_traffic() const;
+  // KV cache traffic so far (block_kv_cache.h).
+  using KvTraffic = offgen::KvTraffic;
+  KvTraffic kv_traffic() const { return kv_cache_->traffic(); }
 
  private:
-  void upload(void* device_dst, const void* host_src, std::size_t bytes);
-  struct Lane;  // a GPU batch and its state
   // The embedding of a GPU batch's tokens into x, its hidden states.
-  void embed(const Lane& lane, Half* x);
-  void layer(int index, int lane, int task, bool is_prefill, Half* x);
-  void attend_decode(int index, int lane, int task);
-  // Every layer once, in order, each over every GPU batch, with streamed weights brought in
-  // around each layer.
-  void layers(bool is_prefill);
+  void embed(const GpuBatch& batch, Half* x);
+  // One layer over one GPU batch (the task's), its hidden states at x.
+  void compute(const BlockTask& task, bool is_prefill, Half* x);
+  // One pass (a prefill or a decode step): every task in the zig-zag order, with weights, KV and
+  // hidden states loaded ahead of the compute and stored behind it.
+  void pass(bool is_prefill);
   // Final norm, project_out and logits for `n` rows of the block's hidden states whose row ids
   // are at `row_ids`.
   void head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x);
@@ -131,44 +116,23 @@ class BatchRunner {
   const OptConfig& config_;
   const ModelWeights& weights_;
   Stream& compute_;
-  int batch_;
+  int block_;  // sequences of the block (every GPU batch)
   int max_prompt_;
-  int capacity_;
   int out_chunk_;
   std::vector<std::unique_ptr<KvPolicy>> policies_;  // one per sequence
   WeightStreamer* streamer_;
-  BlockShape shape_;
   std::vector<GpuBatch> gpu_batches_;
-  struct Lane {
-    GpuBatch batch;
-    // KV cache of its gpu-resident sequences, per layer: [resident, heads, capacity, head_dim].
-    std::vector<Buffer> k_cache, v_cache;
-    // Per-head state of a score-keeping policy (h2o), for all its sequences, on the gpu tier.
-    std::unique_ptr<ScoredKvState> scored;
-  };
-  std::vector<Lane> lanes_;
-  int lane_rows_ = 0;  // the largest GPU batch's rows (batch x max_prompt)
-  // The KV of the sequences kept in pinned memory (null when there are none).
-  std::unique_ptr<OffloadedKv> offloaded_kv_;
-  Stream* kv_streams_[2] = {nullptr, nullptr};  // h2d_kv and d2h_kv, when there is offloaded KV
-  // Position-based policies plan slots on the host (null for score-keeping ones, whose per-head
-  // state lives in each lane).
-  std::optional<CacheSlots> slots_;
-  bool scored_ = false;
-  std::vector<int> cached_;         // tokens held per sequence (the same in every layer and head)
-  std::vector<std::int32_t> seen_;  // real tokens of each sequence so far: the next HF position
-  // The current decode step's positions and attended slot counts (uploaded with its inputs).
-  std::vector<std::int32_t> step_positions_, step_counts_;
-  // Host arrays rebuilt every step, kept so a step allocates nothing: the position-based
-  // policies' slot plan and each sequence's newest row for the output head.
-  std::vector<std::int32_t> step_sequence_slot_, step_slot_counts_, step_write_slot_;
+  std::vector<BlockTask> tasks_;  // of every pass, in issue order
+  std::unique_ptr<BlockKvCache> kv_cache_;
+  Stream* kv_streams_[2] = {nullptr, nullptr};  // h2d_kv and d2h_kv, when KV or hidden states move
+  // Each sequence's newest row for the output head, rebuilt every step (kept so a step allocates
+  // nothing).
   std::vector<std::int32_t> newest_rows_;
 
-  // Inputs of the current step (device) and the pinned host staging they are copied from.
-  // Sized for the whole block; a GPU batch's part starts at its first sequence.
-  Buffer ids_, valid_, positions_, token_slot_, write_slot_, slot_count_, advancing_;
-  Buffer staging_;
-  std::size_t staging_used_ = 0;
+  // Inputs of the current step (device), for the whole block; a GPU batch's part starts at its
+  // first sequence. They, and the KV cache's, are copied from pinned staging.
+  Buffer ids_, valid_, positions_;
+  std::unique_ptr<StepStaging> staging_;
   // Activations: the block's hidden states (on the gpu tier, unless host_activations_ keeps them
   // in pinned memory), and one GPU batch's scratch.
   Buffer x_, t_, emb_, qkv_, attn_, ffn_;
@@ -179,10 +143,8 @@ class BatchRunner {
   Buffer newest_, out_rows_, gathered_, projected_, logits_, targets_, logprobs_;
   Buffer host_logprobs_;
   Buffer picks_, host_picks_;  // greedy or sampled ids: device and pinned host
-  Buffer sample_params_;       // [batch] SampleParams of the step being sampled
+  Buffer sample_params_;       // [block] SampleParams of the step being sampled
   const std::uint8_t* sampleable_ = nullptr;
-
-  KvTraffic traffic_;
 
   // Shape of the last step.
   bool prefilled_ = false;

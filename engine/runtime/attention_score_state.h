@@ -15,13 +15,13 @@
 
 namespace offgen {
 
-class ScoredKvState {
+class AttentionScoreState {
  public:
   // One policy per sequence (its own budget C and window R; capacity: the largest C + 1). Throws
   // offgen::Error for a policy without a recent window and OutOfMemoryError when the state does
   // not fit.
-  ScoredKvState(Device& device, Ops& ops, std::span<const KvPolicy* const> policies, int layers,
-                int heads, int capacity, int max_prompt);
+  AttentionScoreState(Device& device, Ops& ops, std::span<const KvPolicy* const> policies,
+                      int layers, int heads, int capacity, int max_prompt);
 
   // Where prefill attention writes its per-key probability sums ([batch, heads, seq]) and decode
   // attention its probability rows ([batch, heads, capacity]).

@@ -1,4 +1,4 @@
-#include "engine/runtime/scored_kv_state.h"
+#include "engine/runtime/attention_score_state.h"
 
 #include <algorithm>
 
@@ -6,8 +6,9 @@
 
 namespace offgen {
 
-ScoredKvState::ScoredKvState(Device& device, Ops& ops, std::span<const KvPolicy* const> policies,
-                             int layers, int heads, int capacity, int max_prompt)
+AttentionScoreState::AttentionScoreState(Device& device, Ops& ops,
+                                         std::span<const KvPolicy* const> policies, int layers,
+                                         int heads, int capacity, int max_prompt)
     : ops_(ops),
       batch_(static_cast<int>(policies.size())),
       heads_(heads),
@@ -43,19 +44,19 @@ ScoredKvState::ScoredKvState(Device& device, Ops& ops, std::span<const KvPolicy*
   stream.synchronize();  // the host vectors go out of scope
 }
 
-const std::int32_t* ScoredKvState::write_slots(int layer) const {
+const std::int32_t* AttentionScoreState::write_slots(int layer) const {
   return write_slot_[static_cast<std::size_t>(layer)].as<std::int32_t>();
 }
 
-const std::int32_t* ScoredKvState::positions(int layer) const {
+const std::int32_t* AttentionScoreState::positions(int layer) const {
   return position_[static_cast<std::size_t>(layer)].as<std::int32_t>();
 }
 
-const float* ScoredKvState::scores(int layer) const {
+const float* AttentionScoreState::scores(int layer) const {
   return score_[static_cast<std::size_t>(layer)].as<float>();
 }
 
-std::uint64_t ScoredKvState::bytes() const {
+std::uint64_t AttentionScoreState::bytes() const {
   std::uint64_t total =
       prefill_probs_.bytes() + decode_probs_.bytes() + budget_.bytes() + recent_.bytes();
   for (std::size_t l = 0; l < position_.size(); ++l) {
@@ -64,8 +65,8 @@ std::uint64_t ScoredKvState::bytes() const {
   return total;
 }
 
-void ScoredKvState::after_prefill_attention(int layer, int seq, const std::uint8_t* valid,
-                                            std::int32_t* token_slot) {
+void AttentionScoreState::after_prefill_attention(int layer, int seq, const std::uint8_t* valid,
+                                                  std::int32_t* token_slot) {
   OFFGEN_CHECK(seq <= max_prompt_, "prefill of {} tokens exceeds the {} this state was sized for",
                seq, max_prompt_);
   const auto l = static_cast<std::size_t>(layer);
@@ -85,9 +86,9 @@ void ScoredKvState::after_prefill_attention(int layer, int seq, const std::uint8
   ops_.h2o_prefill_keep(args);
 }
 
-void ScoredKvState::after_decode_attention(int layer, const std::uint8_t* advancing,
-                                           const std::int32_t* position,
-                                           const std::int32_t* count) {
+void AttentionScoreState::after_decode_attention(int layer, const std::uint8_t* advancing,
+                                                 const std::int32_t* position,
+                                                 const std::int32_t* count) {
   const auto l = static_cast<std::size_t>(layer);
   kernels::H2oDecodeArgs args;
   args.probs = decode_probs_.as<float>();

@@ -1,0 +1,289 @@
+#include "engine/runtime/block_kv_cache.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/core/error.h"
+
+namespace offgen {
+namespace {
+
+template <typename T>
+std::size_t bytes_of(std::int64_t count) {
+  return static_cast<std::size_t>(count) * sizeof(T);
+}
+
+int largest_budget(const std::vector<const KvPolicy*>& policies) {
+  int largest = 0;
+  for (const KvPolicy* policy : policies) largest = std::max(largest, policy->budget());
+  return largest;
+}
+
+}  // namespace
+
+BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
+                           std::vector<const KvPolicy*> policies,
+                           const std::vector<GpuBatch>& gpu_batches, int max_prompt,
+                           bool cpu_attention)
+    : config_(config),
+      ops_(ops),
+      policies_(std::move(policies)),
+      block_(static_cast<int>(policies_.size())),
+      max_prompt_(max_prompt),
+      capacity_(largest_budget(policies_) + 1),
+      keeps_attention_scores_(!policies_.empty() && policies_.front()->needs_scores()) {
+  OFFGEN_CHECK(block_ > 0, "a KV cache needs at least one sequence");
+  const std::int64_t heads = config.num_heads;
+  const std::int64_t rows = std::int64_t{block_} * max_prompt;
+  const Tier gpu = Tier::gpu;
+  token_slot_ = device.allocate(gpu, bytes_of<std::int32_t>(rows * heads));
+  write_slot_ = device.allocate(gpu, bytes_of<std::int32_t>(std::int64_t{block_} * heads));
+  slot_count_ = device.allocate(gpu, bytes_of<std::int32_t>(block_));
+  advancing_ = device.allocate(gpu, bytes_of<std::uint8_t>(block_));
+
+  std::vector<int> offloaded;
+  for (const GpuBatch& g : gpu_batches) {
+    GpuBatchCache cache;
+    const std::int64_t kv_elements =
+        std::int64_t{g.resident} * config.num_heads * capacity_ * config.head_dim();
+    if (g.resident > 0) {
+      for (int l = 0; l < config.num_layers; ++l) {
+        cache.k.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
+        cache.v.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
+      }
+    }
+    if (keeps_attention_scores_) {
+      const auto first = policies_.begin() + g.first;
+      const std::vector<const KvPolicy*> batch_policies(first, first + g.size);
+      cache.scores = std::make_unique<AttentionScoreState>(
+          device, ops, batch_policies, config.num_layers, config.num_heads, capacity_, max_prompt);
+    }
+    offloaded.push_back(g.offloaded());
+    gpu_batches_.push_back(std::move(cache));
+  }
+  if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
+    offloaded_ = std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded), capacity_,
+                                               keeps_attention_scores_, cpu_attention);
+  }
+  if (!keeps_attention_scores_) slots_.emplace(policies_, capacity_);
+}
+
+BlockKvCache::~BlockKvCache() = default;
+
+std::uint64_t BlockKvCache::host_bytes() const {
+  return offloaded_ ? offloaded_->host_cache_bytes() : 0;
+}
+
+std::uint64_t BlockKvCache::bytes() const {
+  std::uint64_t total = host_bytes();
+  for (const GpuBatchCache& cache : gpu_batches_) {
+    for (const Buffer& b : cache.k) total += b.bytes();
+    for (const Buffer& b : cache.v) total += b.bytes();
+  }
+  return total;
+}
+
+std::uint64_t BlockKvCache::policy_state_bytes() const {
+  std::uint64_t total = 0;
+  for (const GpuBatchCache& cache : gpu_batches_) total += cache.scores ? cache.scores->bytes() : 0;
+  return total;
+}
+
+KvTraffic BlockKvCache::traffic() const {
+  KvTraffic traffic = traffic_;
+  if (offloaded_) {
+    traffic.loaded_bytes = offloaded_->loaded_bytes();
+    traffic.stored_bytes = offloaded_->stored_bytes();
+  }
+  return traffic;
+}
+
+void BlockKvCache::start_prefill(const PaddedBatch& prompts, StepStaging& staging) {
+  OFFGEN_CHECK(prompts.batch == block_ && prompts.seq <= max_prompt_,
+               "KV cache: a prefill of {}x{} for a cache sized {}x{}", prompts.batch, prompts.seq,
+               block_, max_prompt_);
+  seen_.assign(prompts.lengths.begin(), prompts.lengths.end());
+  cached_.resize(prompts.lengths.size());
+  for (std::size_t b = 0; b < cached_.size(); ++b) {
+    cached_[b] = std::min(prompts.lengths[b], policies_[b]->budget());
+  }
+  if (!slots_) return;  // each layer's policy step writes token_slot_ after its attention
+  // The policy picks the prompt tokens each cache keeps (the same in every layer and head).
+  slots_->start(prompts.lengths);
+  const int heads = config_.num_heads;
+  const std::int64_t rows = std::int64_t{prompts.batch} * prompts.seq;
+  std::vector<std::int32_t> token_slot(static_cast<std::size_t>(rows * heads), -1);
+  for (int b = 0; b < prompts.batch; ++b) {
+    const int len = prompts.lengths[static_cast<std::size_t>(b)];
+    const int pad = prompts.seq - len;
+    const std::vector<std::int32_t> prompt = slots_->prompt_slots(b, len);
+    for (int h = 0; h < heads; ++h) {
+      std::copy(prompt.begin(), prompt.end(),
+                token_slot.begin() + (std::int64_t{b} * heads + h) * prompts.seq + pad);
+    }
+  }
+  staging.upload(token_slot_.data(), token_slot.data(), bytes_of<std::int32_t>(rows * heads));
+}
+
+std::span<const std::int32_t> BlockKvCache::start_decode(std::span<const std::uint8_t> advancing,
+                                                         StepStaging& staging) {
+  OFFGEN_CHECK(advancing.size() == static_cast<std::size_t>(block_) && !seen_.empty(),
+               "KV cache: a decode step of {} sequences needs a prefill of {} first",
+               advancing.size(), block_);
+  const std::size_t n = advancing.size();
+  step_positions_.resize(n);
+  step_counts_.resize(n);
+  for (std::size_t b = 0; b < n; ++b) {
+    // HF position of the new token: the number of real tokens before it (cached or evicted).
+    step_positions_[b] = seen_[b];
+    step_counts_[b] = cached_[b] + 1;  // the cache plus the new token itself
+  }
+  staging.upload(slot_count_.data(), step_counts_.data(), bytes_of<std::int32_t>(block_));
+  staging.upload(advancing_.data(), advancing.data(), bytes_of<std::uint8_t>(block_));
+  if (slots_) {
+    // Position-based policies keep the same tokens in every head: one slot per sequence.
+    const int heads = config_.num_heads;
+    step_sequence_slot_.resize(n);
+    step_slot_counts_.resize(n);
+    step_write_slot_.resize(n * static_cast<std::size_t>(heads));
+    slots_->plan_decode(step_sequence_slot_.data(), step_slot_counts_.data());
+    for (std::size_t b = 0; b < n; ++b) {
+      std::fill_n(step_write_slot_.begin() + static_cast<std::ptrdiff_t>(b * heads), heads,
+                  step_sequence_slot_[b]);
+    }
+    staging.upload(write_slot_.data(), step_write_slot_.data(),
+                   bytes_of<std::int32_t>(std::int64_t{block_} * heads));
+  }  // else each layer's policy state holds its write slots
+  return step_positions_;
+}
+
+void BlockKvCache::commit(std::span<const std::uint8_t> advancing) {
+  if (slots_) slots_->commit(advancing, step_positions_);
+  const std::size_t n = advancing.size();
+  // K and V of one token in one (layer, head); the step attends over step_counts_[b] of them.
+  const auto row_bytes = static_cast<std::uint64_t>(config_.num_layers) * config_.num_heads * 2 *
+                         config_.head_dim() * sizeof(Half);
+  for (std::size_t b = 0; b < n; ++b) {
+    traffic_.read_bytes += row_bytes * static_cast<std::uint64_t>(step_counts_[b]);
+  }
+  traffic_.written_bytes += row_bytes * n;
+  ++traffic_.decode_steps;
+  for (std::size_t b = 0; b < n; ++b) {
+    if (!advancing[b]) continue;
+    ++seen_[b];
+    cached_[b] = std::min(cached_[b] + 1, policies_[b]->budget());
+  }
+}
+
+void BlockKvCache::begin_pass() {
+  if (offloaded_) offloaded_->begin_pass();
+}
+
+void BlockKvCache::prefetch(const BlockTask& task) {
+  if (offloaded_) offloaded_->prefetch(task);
+}
+
+void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const std::uint8_t* valid,
+                                  Half* out, int seq) {
+  GpuBatchCache& cache = gpu_batches_[static_cast<std::size_t>(task.gpu_batch)];
+  const GpuBatch& g = task.batch;
+  const int heads = config_.num_heads;
+  const int head_dim = config_.head_dim();
+  std::int32_t* token_slot = token_slot_.as<std::int32_t>() + std::int64_t{g.first} * heads * seq;
+  kernels::PrefillAttentionArgs args;
+  args.qkv = qkv;
+  args.valid = valid;
+  args.out = out;
+  args.batch = g.size;
+  args.seq = seq;
+  args.heads = heads;
+  args.head_dim = head_dim;
+  args.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  if (cache.scores) args.key_prob_sums = cache.scores->prefill_probs();
+  ops_.prefill_attention(args);
+  if (cache.scores) cache.scores->after_prefill_attention(task.layer, seq, valid, token_slot);
+  if (g.resident > 0) {
+    ops_.store_prefill_kv({.qkv = qkv,
+                           .token_slot = token_slot,
+                           .k_cache = cache.k[static_cast<std::size_t>(task.layer)].as<Half>(),
+                           .v_cache = cache.v[static_cast<std::size_t>(task.layer)].as<Half>(),
+                           .batch = g.resident,
+                           .seq = seq,
+                           .heads = heads,
+                           .head_dim = head_dim,
+                           .capacity = capacity_});
+  }
+  if (g.offloaded() > 0) {
+    const std::int64_t resident = g.resident;
+    offloaded_->store_prefill(task, qkv + resident * seq * 3 * heads * head_dim,
+                              token_slot + resident * heads * seq, seq);
+  }
+}
+
+void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
+                                 const std::int32_t* positions, Half* out) {
+  GpuBatchCache& cache = gpu_batches_[static_cast<std::size_t>(task.gpu_batch)];
+  const GpuBatch& g = task.batch;
+  const int heads = config_.num_heads;
+  const int h = config_.hidden_size;
+  const std::int64_t resident = g.resident;
+  const std::int32_t* write_slot =
+      cache.scores ? cache.scores->write_slots(task.layer)
+                   : write_slot_.as<std::int32_t>() + std::int64_t{g.first} * heads;
+  kernels::DecodeAttentionArgs args;
+  args.qkv = qkv;
+  args.slot_count = slot_count_.as<std::int32_t>() + g.first;
+  args.out = out;
+  args.batch = g.resident;
+  args.heads = heads;
+  args.head_dim = config_.head_dim();
+  args.capacity = capacity_;
+  args.scale = 1.0f / std::sqrt(static_cast<float>(args.head_dim));
+  if (cache.scores) args.probs = cache.scores->decode_probs();
+
+  // The host-resident sequences: the same arguments from their first row on.
+  kernels::DecodeAttentionArgs off = args;
+  off.qkv = args.qkv + resident * 3 * h;
+  off.slot_count = args.slot_count + resident;
+  off.out = args.out + resident * h;
+  off.batch = g.offloaded();
+  if (args.probs != nullptr) off.probs = args.probs + resident * heads * capacity_;
+  const std::int32_t* off_write_slot = write_slot + resident * heads;
+  const bool cpu_attention = offloaded_ && offloaded_->cpu_attention();
+
+  // CPU attention first, so the host works while the gpu attends the resident sequences.
+  if (g.offloaded() > 0 && cpu_attention) {
+    offloaded_->decode_cpu(task, off_write_slot, step_counts_.data() + g.first + g.resident, off);
+  }
+  if (g.resident > 0) {
+    Half* k_cache = cache.k[static_cast<std::size_t>(task.layer)].as<Half>();
+    Half* v_cache = cache.v[static_cast<std::size_t>(task.layer)].as<Half>();
+    ops_.append_kv({.qkv = args.qkv,
+                    .write_slot = write_slot,
+                    .k_cache = k_cache,
+                    .v_cache = v_cache,
+                    .batch = g.resident,
+                    .heads = heads,
+                    .head_dim = args.head_dim,
+                    .capacity = capacity_});
+    args.k_cache = k_cache;
+    args.v_cache = v_cache;
+    ops_.decode_attention(args);
+  }
+  if (g.offloaded() > 0) {
+    if (cpu_attention) {
+      offloaded_->finish_cpu(task);
+    } else {
+      offloaded_->decode_gpu(task, off_write_slot, off);
+    }
+  }
+  if (cache.scores) {
+    cache.scores->after_decode_attention(task.layer, advancing_.as<std::uint8_t>() + g.first,
+                                         positions + g.first,
+                                         slot_count_.as<std::int32_t>() + g.first);
+  }
+}
+
+}  // namespace offgen

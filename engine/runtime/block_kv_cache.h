@@ -1,0 +1,135 @@
+// The KV cache of one block of sequences (design sections 5 and 6): for every GPU batch and layer,
+// K and V [resident, heads, capacity, head_dim] fp16 on the gpu tier for the batch's first
+// `resident` sequences, and the rest's in pinned memory (offloaded_kv.h), plus what decides which
+// tokens each cache keeps — the host slot plan of a position-based policy (cache_slots.h), or the
+// per-head state of a policy that keeps attention scores (attention_score_state.h) — and the
+// per-sequence counters both need (tokens cached, real tokens seen).
+//
+// A step has a host side and a device side. The host side runs once per step, before its pass:
+// start_prefill() / start_decode() plan the step's slots and upload them (through the runner's
+// staging); commit() after the pass advances the counters. The device side runs per BlockTask of
+// the pass, on the compute stream: attend_prefill() / attend_decode() run the task's attention over
+// its GPU batch and store the new K/V wherever its sequences keep them; prefetch() starts loading
+// the next task's host-resident cache while the current one computes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "engine/device/device.h"
+#include "engine/model/opt_config.h"
+#include "engine/runtime/attention_score_state.h"
+#include "engine/runtime/step_staging.h"
+#include "kernels/ops.h"
+#include "offload/offloaded_kv.h"
+#include "policies/cache_slots.h"
+#include "policies/kv_policy.h"
+#include "scheduler/batch_formation.h"
+#include "scheduler/block_task.h"
+
+namespace offgen {
+
+// KV cache traffic of the decode steps so far: attention reads every cached K and V row of each
+// (layer, sequence, head) it attends over, and each step writes one new row.
+struct KvTraffic {
+  std::uint64_t read_bytes = 0;
+  std::uint64_t written_bytes = 0;
+  int decode_steps = 0;
+  // Of the host-resident KV: bytes copied host-to-device and device-to-host (prefill included).
+  std::uint64_t loaded_bytes = 0;
+  std::uint64_t stored_bytes = 0;
+  double moved_per_step() const {
+    return decode_steps > 0 ? static_cast<double>(read_bytes + written_bytes) / decode_steps : 0.0;
+  }
+};
+
+class BlockKvCache {
+ public:
+  // policies: one per sequence of the block, all of one kind, each with its own budget C (they
+  // must outlive the cache); every cache has the largest C + 1 slots. gpu_batches: the block's
+  // split (block_shape.h). max_prompt: the longest prefill. cpu_attention: the host-resident
+  // sequences attend on the CPU. Throws OutOfMemoryError when a tier cannot hold the cache.
+  BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
+               std::vector<const KvPolicy*> policies, const std::vector<GpuBatch>& gpu_batches,
+               int max_prompt, bool cpu_attention);
+  BlockKvCache(const BlockKvCache&) = delete;
+  BlockKvCache& operator=(const BlockKvCache&) = delete;
+  ~BlockKvCache();
+
+  int capacity() const { return capacity_; }
+  // Whether the policy keeps attention scores (h2o): attention then emits probabilities.
+  bool keeps_attention_scores() const { return keeps_attention_scores_; }
+  // Whether some sequences keep their KV in pinned memory (the KV streams then carry work).
+  bool has_offloaded() const { return offloaded_ != nullptr; }
+
+  // Host side of a prefill of `prompts`: resets the counters and uploads the prompt tokens' slots.
+  void start_prefill(const PaddedBatch& prompts, StepStaging& staging);
+  // Host side of a decode step: uploads its slot counts, write slots and `advancing` (one per
+  // sequence: 0 = the token is not kept). Returns each sequence's new token's HF position, valid
+  // until commit().
+  std::span<const std::int32_t> start_decode(std::span<const std::uint8_t> advancing,
+                                             StepStaging& staging);
+  // After a decode step's pass is enqueued: advances the counters (evicting where a cache is over
+  // budget), counts the step's traffic.
+  void commit(std::span<const std::uint8_t> advancing);
+
+  // A pass (a prefill or one decode step) begins: task numbers restart at 0.
+  void begin_pass();
+  // Decode: starts copying `task`'s host-resident cache in (call for task i + 1 before enqueuing
+  // task i's compute; nothing to do for gpu-resident or cpu-attended sequences).
+  void prefetch(const BlockTask& task);
+  // Prefill of task's GPU batch, on compute: causal attention over qkv ([batch * seq, 3·H·D])
+  // with the prompts' mask valid ([batch * seq], device) into out, then the policy's choice of
+  // prompt tokens is stored in the task's layer.
+  void attend_prefill(const BlockTask& task, const Half* qkv, const std::uint8_t* valid, Half* out,
+                      int seq);
+  // Decode of task's GPU batch, on compute: appends each sequence's new k, v (qkv [batch, 3·H·D])
+  // and attends over its cache into out; positions: the step's new-token positions of the whole
+  // block (device, as uploaded from start_decode's answer).
+  void attend_decode(const BlockTask& task, const Half* qkv, const std::int32_t* positions,
+                     Half* out);
+
+  // Bytes of K/V cache (all layers, every tier), of it in pinned memory, and of the attention
+  // score state (0 for position-based policies).
+  std::uint64_t bytes() const;
+  std::uint64_t host_bytes() const;
+  std::uint64_t policy_state_bytes() const;
+  KvTraffic traffic() const;
+
+ private:
+  // One GPU batch's gpu-resident cache and policy state.
+  struct GpuBatchCache {
+    std::vector<Buffer> k, v;  // per layer: [resident, heads, capacity, head_dim]
+    std::unique_ptr<AttentionScoreState> scores;  // when the policy keeps attention scores
+  };
+
+  const OptConfig& config_;
+  Ops& ops_;
+  std::vector<const KvPolicy*> policies_;
+  int block_;
+  int max_prompt_;
+  int capacity_;
+  bool keeps_attention_scores_;
+  std::vector<GpuBatchCache> gpu_batches_;
+  std::unique_ptr<OffloadedKv> offloaded_;  // null when every sequence's KV is gpu-resident
+  std::optional<CacheSlots> slots_;         // position-based policies only
+
+  // The step's device inputs, for the whole block (a GPU batch's part starts at its first
+  // sequence): the prefill's token -> slot map [block, heads, seq], a decode step's write slots
+  // [block, heads], attended slot counts and advancing flags [block].
+  Buffer token_slot_, write_slot_, slot_count_, advancing_;
+
+  std::vector<int> cached_;         // tokens held per sequence (the same in every layer and head)
+  std::vector<std::int32_t> seen_;  // real tokens of each sequence so far: the next HF position
+  // The current decode step's positions and attended slot counts (uploaded with its inputs).
+  std::vector<std::int32_t> step_positions_, step_counts_;
+  // Host arrays rebuilt every step, kept so a step allocates nothing: the position-based
+  // policies' slot plan.
+  std::vector<std::int32_t> step_sequence_slot_, step_slot_counts_, step_write_slot_;
+  KvTraffic traffic_;
+};
+
+}  // namespace offgen
