@@ -81,15 +81,16 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
   const PaddedBatch padded = left_pad(prompts, model.pad_token_id);
   const int total_len = config.prompt_len + config.gen_len;
   row.kv_per_sequence = engine.kv_footprint(config.prompt_len, config.gen_len - 1, total_len);
-  row.full_kv_per_sequence =
-      kv_footprint(model, static_cast<int>(positions) + 1, /*scored=*/false, config.prompt_len);
+  row.full_kv_per_sequence = kv_footprint(model, static_cast<int>(positions) + 1,
+                                          /*keeps_attention_scores=*/false, config.prompt_len);
   if (profile != nullptr) {
     RunShape run;
     run.batch = config.batch;
     run.prompt_len = config.prompt_len;
     run.gen_len = config.gen_len;
     run.kv_capacity = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len);
-    run.scored = engine.scored_policy(config.prompt_len, config.gen_len - 1, total_len);
+    run.keeps_attention_scores =
+        engine.keeps_attention_scores(config.prompt_len, config.gen_len - 1, total_len);
     run.weights = engine.placement().weights;
     run.block = engine.placement().block;
     row.predicted_tokens_per_second = predict(model, *profile, run).tokens_per_second;
@@ -153,7 +154,8 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     request.prompt_len = config.prompt_len;
     request.gen_len = config.gen_len;
     request.kv_tokens = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len) - 1;
-    request.scored_policy = engine.scored_policy(config.prompt_len, config.gen_len - 1, total_len);
+    request.keeps_attention_scores =
+        engine.keeps_attention_scores(config.prompt_len, config.gen_len - 1, total_len);
     const PlanMemory needed = plan_memory(model, request, engine.placement(), config.batch);
     row.needed_gpu_bytes = needed.gpu;
     row.needed_pinned_bytes = needed.pinned;

@@ -29,7 +29,7 @@ Sizes sizes_of(const OptConfig& config, int capacity) {
 }  // namespace
 
 OffloadedKvBytes offloaded_kv_bytes(const OptConfig& config, const std::vector<int>& offloaded,
-                                    int capacity, bool scored, bool cpu_attention) {
+                                    int capacity, bool keeps_attention_scores, bool cpu_attention) {
   const Sizes z = sizes_of(config, capacity);
   const auto most = static_cast<std::uint64_t>(
       offloaded.empty() ? 0 : *std::max_element(offloaded.begin(), offloaded.end()));
@@ -44,7 +44,7 @@ OffloadedKvBytes offloaded_kv_bytes(const OptConfig& config, const std::vector<i
   std::uint64_t per_slot_pinned = most * (z.rows * sizeof(Half) + z.slots * sizeof(std::int32_t));
   if (cpu_attention) {
     per_slot_pinned += most * z.out * sizeof(Half);
-    if (scored) per_slot_pinned += most * z.probs * sizeof(float);
+    if (keeps_attention_scores) per_slot_pinned += most * z.probs * sizeof(float);
   }
   bytes.gpu = 2 * per_slot_gpu;
   bytes.pinned += 2 * per_slot_pinned;
@@ -52,7 +52,8 @@ OffloadedKvBytes offloaded_kv_bytes(const OptConfig& config, const std::vector<i
 }
 
 OffloadedKv::OffloadedKv(Device& device, Ops& ops, const OptConfig& config,
-                         std::vector<int> offloaded, int capacity, bool scored, bool cpu_attention)
+                         std::vector<int> offloaded, int capacity, bool keeps_attention_scores,
+                         bool cpu_attention)
     : device_(device),
       ops_(ops),
       compute_(device.stream(StreamRole::compute)),
@@ -61,7 +62,7 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const OptConfig& config,
       heads_(config.num_heads),
       head_dim_(config.head_dim()),
       capacity_(capacity),
-      scored_(scored),
+      keeps_attention_scores_(keeps_attention_scores),
       cpu_attention_(cpu_attention),
       offloaded_(std::move(offloaded)) {
   const Sizes z = sizes_of(config, capacity);
@@ -85,7 +86,8 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const OptConfig& config,
     s.host_slots = device.allocate(Tier::pinned, most * z.slots * sizeof(std::int32_t));
     if (cpu_attention) {
       s.host_out = device.allocate(Tier::pinned, most * z.out * sizeof(Half));
-      if (scored) s.host_probs = device.allocate(Tier::pinned, most * z.probs * sizeof(float));
+      if (keeps_attention_scores)
+        s.host_probs = device.allocate(Tier::pinned, most * z.probs * sizeof(float));
     }
     for (auto* event :
          {&s.loaded, &s.computed, &s.saved, &s.rows_ready, &s.rows_free, &s.out_ready}) {
@@ -247,7 +249,7 @@ void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_sl
   host.v_cache = v_host_[c].as<Half>();
   host.slot_count = host_slot_count;
   host.out = s.host_out.as<Half>();
-  host.probs = scored_ ? s.host_probs.as<float>() : nullptr;
+  host.probs = keeps_attention_scores_ ? s.host_probs.as<float>() : nullptr;
   const kernels::AppendKvArgs host_append{.qkv = host.qkv,
                                           .write_slot = s.host_slots.as<const std::int32_t>(),
                                           .k_cache = k_host_[c].as<Half>(),
@@ -266,8 +268,9 @@ void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_sl
   const std::size_t out_bytes = static_cast<std::size_t>(n) * heads_ * head_dim_ * sizeof(Half);
   device_.copy_async(args.out, s.host_out.data(), out_bytes, h2d_);
   loaded_bytes_ += out_bytes;
-  if (scored_) {
-    OFFGEN_CHECK(args.probs != nullptr, "offloaded kv: a scored policy needs the softmax rows");
+  if (keeps_attention_scores_) {
+    OFFGEN_CHECK(args.probs != nullptr,
+                 "offloaded kv: a policy keeping attention scores needs the softmax rows");
     const std::size_t probs_bytes =
         static_cast<std::size_t>(n) * heads_ * capacity_ * sizeof(float);
     device_.copy_async(args.probs, s.host_probs.data(), probs_bytes, h2d_);

@@ -29,10 +29,11 @@ namespace offgen {
 class OffloadedKv {
  public:
   // offloaded[g]: sequences of GPU batch g whose KV lives here (0 for a batch with none).
-  // capacity: slots per (layer, sequence, head). scored: the policy keeps scores, so cpu
-  // attention returns its softmax rows. Throws OutOfMemoryError when a tier cannot hold it.
+  // capacity: slots per (layer, sequence, head). keeps_attention_scores: the policy keeps attention
+  // scores, so cpu attention returns its softmax rows. Throws OutOfMemoryError when a tier cannot
+  // hold it.
   OffloadedKv(Device& device, Ops& ops, const OptConfig& config, std::vector<int> offloaded,
-              int capacity, bool scored, bool cpu_attention);
+              int capacity, bool keeps_attention_scores, bool cpu_attention);
   OffloadedKv(const OffloadedKv&) = delete;
   OffloadedKv& operator=(const OffloadedKv&) = delete;
   ~OffloadedKv();
@@ -62,8 +63,9 @@ class OffloadedKv {
 
   // Decode with cpu attention, on compute, after the qkv projection: sends the new rows down;
   // queues a host task that appends them and runs attention, and the copy of its output
-  // (args.out, device) and softmax rows (args.probs, device, when scored) back up. slot_count is
-  // a host pointer that stays valid until the step's streams are synchronized.
+  // (args.out, device) and softmax rows (args.probs, device, when the policy keeps attention
+  // scores) back up. slot_count is a host pointer that stays valid until the step's streams are
+  // synchronized.
   void decode_cpu(const BlockTask& task, const std::int32_t* write_slot,
                   const std::int32_t* host_slot_count, kernels::DecodeAttentionArgs args);
   // Makes compute wait for decode_cpu's output of `task` (call after enqueuing the gpu work that
@@ -103,7 +105,7 @@ class OffloadedKv {
   int heads_;
   int head_dim_;
   int capacity_;
-  bool scored_;
+  bool keeps_attention_scores_;
   bool cpu_attention_;
   std::vector<int> offloaded_;
   std::vector<Buffer> k_host_, v_host_;               // per (layer, batch): pinned
@@ -119,6 +121,6 @@ struct OffloadedKvBytes {
   std::uint64_t pinned = 0;
 };
 OffloadedKvBytes offloaded_kv_bytes(const OptConfig& config, const std::vector<int>& offloaded,
-                                    int capacity, bool scored, bool cpu_attention);
+                                    int capacity, bool keeps_attention_scores, bool cpu_attention);
 
 }  // namespace offgen

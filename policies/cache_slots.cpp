@@ -10,7 +10,7 @@ namespace offgen {
 CacheSlots::CacheSlots(std::vector<const KvPolicy*> policies, int capacity)
     : policies_(std::move(policies)), capacity_(capacity) {
   for (const KvPolicy* policy : policies_) {
-    OFFGEN_CHECK(!policy->needs_scores(),
+    OFFGEN_CHECK(!policy->needs_attention_scores(),
                  "the {} policy keeps per-head scores; host slot planning cannot serve it",
                  policy_name(policy->kind()));
     OFFGEN_CHECK(policy->budget() < capacity, "a KV budget of {} does not fit caches of {} slots",

@@ -8,7 +8,7 @@ namespace {
 class FullPolicy final : public KvPolicy {
  public:
   explicit FullPolicy(int budget) : KvPolicy(PolicyKind::full, budget) {}
-  bool needs_scores() const override { return false; }
+  bool needs_attention_scores() const override { return false; }
 
   std::vector<int> keep_after_prefill(int prompt_len, std::span<const float>) const override {
     OFFGEN_CHECK(prompt_len <= budget(),

@@ -15,7 +15,7 @@ class H2oPolicy final : public KvPolicy {
   H2oPolicy(int budget, double recent_fraction)
       : KvPolicy(PolicyKind::h2o, budget),
         recent_(std::clamp(static_cast<int>(std::lround(budget * recent_fraction)), 1, budget)) {}
-  bool needs_scores() const override { return true; }
+  bool needs_attention_scores() const override { return true; }
 
   // Keeps the R most recent prompt tokens and the H highest-scoring of the rest (on equal scores
   // the newer token stays, so the older one goes, as at decode).

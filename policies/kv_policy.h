@@ -35,11 +35,11 @@ class KvPolicy {
   int budget() const { return budget_; }
   // Whether the policy reads attention probabilities (column sums at prefill, the row at decode).
   // Policies that do not (full, local, streaming) cost the attention kernels nothing.
-  virtual bool needs_scores() const = 0;
+  virtual bool needs_attention_scores() const = 0;
 
   // After a prefill of `prompt_len` real tokens (positions 0 .. prompt_len-1): the positions to
   // keep, ascending, at most C. `scores[i]` is token i's summed attention probability over the
-  // prompt's queries (empty unless needs_scores()).
+  // prompt's queries (empty unless needs_attention_scores()).
   virtual std::vector<int> keep_after_prefill(int prompt_len,
                                               std::span<const float> scores) const = 0;
 

@@ -9,7 +9,7 @@ namespace {
 class StreamingPolicy final : public KvPolicy {
  public:
   StreamingPolicy(int budget, int sinks) : KvPolicy(PolicyKind::streaming, budget), sinks_(sinks) {}
-  bool needs_scores() const override { return false; }
+  bool needs_attention_scores() const override { return false; }
 
   std::vector<int> keep_after_prefill(int prompt_len, std::span<const float>) const override {
     std::vector<int> keep;

@@ -70,8 +70,9 @@ struct RunShape {
   int batch = 1;  // sequences per block (all GPU batches together)
   int prompt_len = 512;
   int gen_len = 32;
-  int kv_capacity = 0;      // slots attended at most (budget + 1)
-  bool scored = false;      // a score-keeping policy (h2o): cpu attention also returns softmax rows
+  int kv_capacity = 0;  // slots attended at most (budget + 1)
+  // The policy keeps attention scores (h2o): cpu attention also returns softmax rows.
+  bool keeps_attention_scores = false;
   WeightPlacement weights;  // shares of each layer's weight bytes on each tier
   BlockShape block;         // GPU batches, the KV share on the gpu tier, cpu attention, activations
 };

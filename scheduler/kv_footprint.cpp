@@ -11,14 +11,15 @@ std::uint64_t KvFootprint::largest_batch(std::uint64_t memory) const {
   return per_sequence() == 0 ? 0 : memory / per_sequence();
 }
 
-KvFootprint kv_footprint(const OptConfig& config, int capacity, bool scored, int max_prompt) {
+KvFootprint kv_footprint(const OptConfig& config, int capacity, bool keeps_attention_scores,
+                         int max_prompt) {
   const auto layers = static_cast<std::uint64_t>(config.num_layers);
   const auto heads = static_cast<std::uint64_t>(config.num_heads);
   const auto slots = heads * static_cast<std::uint64_t>(capacity);  // per layer
   KvFootprint footprint;
   footprint.cache_bytes =
       2 * layers * slots * static_cast<std::uint64_t>(config.head_dim()) * sizeof(Half);
-  if (scored) {
+  if (keeps_attention_scores) {
     // Per layer: each slot's position (int32) and score (fp32), each head's write slot (int32).
     // Once per batch: prefill key-probability sums [heads, prompt] and a decode row [heads, cap],
     // and the sequence's own budget and window (int32 each).

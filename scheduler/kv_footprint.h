@@ -19,9 +19,11 @@ struct KvFootprint {
   std::uint64_t largest_batch(std::uint64_t memory) const;
 };
 
-// capacity: slots per (layer, sequence, head), i.e. budget + 1. scored: the policy keeps scores.
-// max_prompt: the longest prompt a batch prefills (sizes the prefill probability sums).
-KvFootprint kv_footprint(const OptConfig& config, int capacity, bool scored, int max_prompt);
+// capacity: slots per (layer, sequence, head), i.e. budget + 1. keeps_attention_scores: the policy
+// keeps attention scores (h2o). max_prompt: the longest prompt a batch prefills (sizes the prefill
+// probability sums).
+KvFootprint kv_footprint(const OptConfig& config, int capacity, bool keeps_attention_scores,
+                         int max_prompt);
 
 // Gpu-tier bytes a BatchRunner allocates besides its KV cache and policy state: the step's inputs
 // and hidden states for batch x max_prompt rows, one GPU batch's activation scratch, and the

@@ -96,12 +96,13 @@ PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
   const WeightMemory weights = weight_memory(model, placement.weights);
   const BlockShape& shape = placement.block;
   const int capacity = request.kv_tokens + 1;
-  const KvFootprint kv = kv_footprint(model, capacity, request.scored_policy, request.prompt_len);
+  const KvFootprint kv =
+      kv_footprint(model, capacity, request.keeps_attention_scores, request.prompt_len);
   std::uint64_t resident = 0;
   for (const GpuBatch& g : split_block(block, shape)) resident += g.resident;
   const OffloadedKvBytes offloaded =
       offloaded_kv_bytes(model, offloaded_per_gpu_batch(block, shape), capacity,
-                         request.scored_policy, shape.cpu_attention);
+                         request.keeps_attention_scores, shape.cpu_attention);
   PlanMemory out;
   out.gpu = weights.gpu + runner_scratch_bytes(model, block, request.prompt_len,
                                                shape.num_gpu_batches, shape.activations_on_host);
@@ -128,7 +129,7 @@ RunShape plan_run_shape(const PlanRequest& request, const Plan& plan) {
   run.prompt_len = request.prompt_len;
   run.gen_len = request.gen_len;
   run.kv_capacity = request.kv_tokens + 1;
-  run.scored = request.scored_policy;
+  run.keeps_attention_scores = request.keeps_attention_scores;
   run.weights = plan.placement.weights;
   run.block = plan.placement.block;
   return run;

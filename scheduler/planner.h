@@ -36,7 +36,7 @@ struct PlanRequest {
   int prompt_len = 512;
   int gen_len = 32;
   int kv_tokens = 0;  // C: the tokens the KV budget keeps per (layer, sequence, head)
-  bool scored_policy = false;
+  bool keeps_attention_scores = false;
   std::uint64_t gpu_bytes = 0;     // budget of the gpu tier
   std::uint64_t pinned_bytes = 0;  // budget of pinned host memory
   bool disk = false;               // a disk folder can take the weights pinned memory cannot

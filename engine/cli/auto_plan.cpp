@@ -163,9 +163,9 @@ PlanRequest plan_request(const EngineOptions& engine, const Device& device, int 
   // The last generated token is never fed back: gen_len - 1 decode positions.
   request.kv_tokens = policy_budget(engine.policy.kind, engine.kv_budget, prompt_len, gen_len - 1,
                                     total_len > 0 ? total_len : prompt_len + gen_len);
-  request.scored_policy =
+  request.keeps_attention_scores =
       make_policy(effective_policy(engine.policy, request.kv_tokens), request.kv_tokens)
-          ->needs_scores();
+          ->needs_attention_scores();
   request.gpu_bytes = device.usage(Tier::gpu).budget;
   request.pinned_bytes = device.usage(Tier::pinned).budget;
   request.disk = !engine.disk.empty();

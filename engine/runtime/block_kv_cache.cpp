@@ -33,7 +33,7 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
       block_(static_cast<int>(policies_.size())),
       max_prompt_(max_prompt),
       capacity_(largest_budget(policies_) + 1),
-      keeps_attention_scores_(!policies_.empty() && policies_.front()->needs_scores()) {
+      keeps_attention_scores_(!policies_.empty() && policies_.front()->needs_attention_scores()) {
   OFFGEN_CHECK(block_ > 0, "a KV cache needs at least one sequence");
   const std::int64_t heads = config.num_heads;
   const std::int64_t rows = std::int64_t{block_} * max_prompt;

@@ -329,14 +329,14 @@ void Engine::set_policy(const PolicyOptions& policy, const KvBudget& kv_budget) 
   options_.kv_budget = kv_budget;
 }
 
-bool Engine::scored_policy(int max_prompt, int max_new, int total_len) const {
-  return batch_policy(policy_budget(max_prompt, max_new, total_len))->needs_scores();
+bool Engine::keeps_attention_scores(int max_prompt, int max_new, int total_len) const {
+  return batch_policy(policy_budget(max_prompt, max_new, total_len))->needs_attention_scores();
 }
 
 KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) const {
   const int budget = policy_budget(max_prompt, max_new, total_len);
-  const bool scored = batch_policy(budget)->needs_scores();
-  return offgen::kv_footprint(config_, budget + 1, scored, max_prompt);
+  const bool keeps_scores = batch_policy(budget)->needs_attention_scores();
+  return offgen::kv_footprint(config_, budget + 1, keeps_scores, max_prompt);
 }
 
 BlockSizer Engine::job_sizer() const {

@@ -125,7 +125,8 @@ class Engine {
   // model). Throws offgen::Error as the constructor does for a policy without a budget.
   void set_policy(const PolicyOptions& policy, const KvBudget& kv_budget);
   PolicyKind policy_kind() const { return options_.policy.kind; }
-  bool scored_policy(int max_prompt, int max_new, int total_len = 0) const;
+  // Whether the policy of runners made for these lengths keeps attention scores (h2o).
+  bool keeps_attention_scores(int max_prompt, int max_new, int total_len = 0) const;
 
   // Checks a request against the model (ids in the vocab, prompt + max_tokens within the
   // positions); returns the problem, or an empty string.

@@ -61,8 +61,9 @@ class CacheSimulator {
       for (std::size_t k = 0; k <= q; ++k) column_sums[k] += rows[q][k];
     }
     prefill_scores_ = column_sums;
-    const std::span<const float> passed =
-        policy_.needs_scores() ? std::span<const float>(column_sums) : std::span<const float>();
+    const std::span<const float> passed = policy_.needs_attention_scores()
+                                              ? std::span<const float>(column_sums)
+                                              : std::span<const float>();
     std::vector<int> keep = policy_.keep_after_prefill(prompt_len, passed);
     if (static_cast<int>(keep.size()) > policy_.budget()) {
       throw std::logic_error("keep_after_prefill kept more than the budget");
@@ -100,8 +101,9 @@ class CacheSimulator {
       step.evicted = true;
       step.slot_positions = positions_;
       step.slot_scores = scores_;
-      const std::span<const float> passed =
-          policy_.needs_scores() ? std::span<const float>(scores_) : std::span<const float>();
+      const std::span<const float> passed = policy_.needs_attention_scores()
+                                                ? std::span<const float>(scores_)
+                                                : std::span<const float>();
       step.victim_slot = policy_.victim(positions_, passed);
       if (step.victim_slot < 0 || step.victim_slot > policy_.budget()) {
         throw std::logic_error("victim() returned slot " + std::to_string(step.victim_slot));

@@ -294,7 +294,7 @@ TEST(PolicyFactory, KindBudgetAndNeedsScores) {
     const auto policy = make(kind, 7);
     EXPECT_EQ(policy->kind(), kind);
     EXPECT_EQ(policy->budget(), 7);
-    EXPECT_EQ(policy->needs_scores(), kind == PolicyKind::h2o) << policy_name(kind);
+    EXPECT_EQ(policy->needs_attention_scores(), kind == PolicyKind::h2o) << policy_name(kind);
   }
 }
 

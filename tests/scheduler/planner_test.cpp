@@ -78,7 +78,7 @@ TEST(Planner, MemoryEqualsWhatTheEngineAllocates) {
     request.prompt_len = prompt;
     request.gen_len = gen;
     request.kv_tokens = engine.kv_capacity(prompt, gen - 1, prompt + gen) - 1;
-    request.scored_policy = c.policy == PolicyKind::h2o;
+    request.keeps_attention_scores = c.policy == PolicyKind::h2o;
     const PlanMemory memory = memory_of(engine.config(), request, c.placement);
     // The device accounts the bytes asked for (not its 256-byte rounding): exactly equal.
     EXPECT_EQ(gpu, memory.gpu);
