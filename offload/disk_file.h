@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "engine/core/direct_io.h"
+
 namespace offgen {
 
 class DiskFile {
  public:
-  static constexpr std::size_t kAlignment = 4096;
+  static constexpr std::size_t kAlignment = kDirectIoAlignment;
 
   // Throws offgen::Error naming the folder when it cannot hold a file.
   explicit DiskFile(const std::filesystem::path& folder);
@@ -28,9 +30,7 @@ class DiskFile {
   // Concurrent reads are safe (positioned reads on one descriptor); not concurrent with append.
   void read(std::uint64_t offset, void* dst, std::size_t bytes) const;
 
-  static std::size_t padded(std::size_t bytes) {
-    return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  }
+  static std::size_t padded(std::size_t bytes) { return direct_io_padded(bytes); }
   bool direct() const { return direct_; }
   std::uint64_t size() const { return end_; }
   const std::filesystem::path& folder() const { return folder_; }

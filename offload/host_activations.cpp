@@ -5,19 +5,9 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "scheduler/runner_layout.h"
 
 namespace offgen {
-
-HostActivationBytes host_activation_bytes(int batch, int max_prompt, int num_gpu_batches,
-                                          int hidden) {
-  const auto row = static_cast<std::uint64_t>(hidden) * sizeof(Half);
-  const auto seq = static_cast<std::uint64_t>(max_prompt);
-  // Mirrors HostActivations' constructor.
-  HostActivationBytes bytes;
-  bytes.pinned = static_cast<std::uint64_t>(batch) * seq * row;
-  bytes.gpu = 2 * static_cast<std::uint64_t>(gpu_batch_size(batch, num_gpu_batches)) * seq * row;
-  return bytes;
-}
 
 HostActivations::HostActivations(Device& device, std::vector<GpuBatch> batches,
                                  int max_rows_per_sequence, int hidden)
@@ -30,16 +20,12 @@ HostActivations::HostActivations(Device& device, std::vector<GpuBatch> batches,
       hidden_(hidden) {
   OFFGEN_CHECK(!batches_.empty() && max_rows_per_sequence > 0 && hidden > 0,
                "host activations need GPU batches, rows and a hidden size");
-  int block = 0, largest = 0;
-  for (const GpuBatch& g : batches_) {
-    block += g.size;
-    largest = std::max(largest, g.size);
-  }
-  const auto row = static_cast<std::size_t>(hidden) * sizeof(Half);
-  const auto seq = static_cast<std::size_t>(max_rows_per_sequence);
-  host_ = device.allocate(Tier::pinned, static_cast<std::size_t>(block) * seq * row);
-  for (Slot& s : slots_) {
-    s.rows = device.allocate(Tier::gpu, static_cast<std::size_t>(largest) * seq * row);
+  const MemoryLayout layout = host_activations_layout(batches_, max_rows_per_sequence, hidden);
+  host_ = layout.allocate(device, "host hidden states");
+  std::vector<Buffer> slot_rows = layout.allocate_all(device, "hidden state slots");
+  for (std::size_t i = 0; i < 2; ++i) {
+    Slot& s = slots_[i];
+    s.rows = std::move(slot_rows[i]);
     s.loaded = device.create_event();
     s.saved = device.create_event();
   }

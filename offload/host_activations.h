@@ -30,8 +30,8 @@ namespace offgen {
 class HostActivations {
  public:
   // Hidden states of `batches` (a block's GPU batches) for up to `max_rows_per_sequence` rows
-  // (the prompt length) of `hidden` halves each. Throws OutOfMemoryError when a tier cannot hold
-  // them.
+  // (the prompt length) of `hidden` halves each, as host_activations_layout lays them out
+  // (scheduler/runner_layout.h). Throws OutOfMemoryError when a tier cannot hold them.
   HostActivations(Device& device, std::vector<GpuBatch> batches, int max_rows_per_sequence,
                   int hidden);
   HostActivations(const HostActivations&) = delete;
@@ -80,13 +80,5 @@ class HostActivations {
   std::vector<std::unique_ptr<Event>> batch_saved_;  // per GPU batch: its last store
   std::uint64_t moved_bytes_ = 0;
 };
-
-// Bytes HostActivations allocates on the gpu tier and in pinned memory (a test holds them equal).
-struct HostActivationBytes {
-  std::uint64_t gpu = 0;
-  std::uint64_t pinned = 0;
-};
-HostActivationBytes host_activation_bytes(int batch, int max_prompt, int num_gpu_batches,
-                                          int hidden);
 
 }  // namespace offgen

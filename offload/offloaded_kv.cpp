@@ -7,49 +7,9 @@
 #include "engine/core/error.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kv_cache.h"
+#include "scheduler/kv_cache_layout.h"
 
 namespace offgen {
-namespace {
-
-struct Sizes {
-  std::size_t cache = 0;  // halves of one (layer, batch) K or V cache, per offloaded sequence
-  std::size_t rows = 0;   // halves of one sequence's qkv row
-  std::size_t slots = 0;  // int32 write slots per sequence
-  std::size_t out = 0;    // halves of one sequence's attention output
-  std::size_t probs = 0;  // floats of one sequence's softmax rows
-};
-
-Sizes sizes_of(const OptConfig& config, int capacity) {
-  const auto heads = static_cast<std::size_t>(config.num_heads);
-  const auto hd = static_cast<std::size_t>(config.head_dim());
-  const auto cap = static_cast<std::size_t>(capacity);
-  return {heads * cap * hd, 3 * heads * hd, heads, heads * hd, heads * cap};
-}
-
-}  // namespace
-
-OffloadedKvBytes offloaded_kv_bytes(const OptConfig& config, const std::vector<int>& offloaded,
-                                    int capacity, bool keeps_attention_scores, bool cpu_attention) {
-  const Sizes z = sizes_of(config, capacity);
-  const auto most = static_cast<std::uint64_t>(
-      offloaded.empty() ? 0 : *std::max_element(offloaded.begin(), offloaded.end()));
-  OffloadedKvBytes bytes;
-  if (most == 0) return bytes;
-  // Mirrors OffloadedKv's constructor, buffer by buffer.
-  for (const int n : offloaded) {
-    bytes.pinned += static_cast<std::uint64_t>(config.num_layers) * 2 * n * z.cache * sizeof(Half);
-  }
-  const std::uint64_t per_slot_gpu =
-      most * (2 * z.cache * sizeof(Half) + z.rows * sizeof(Half) + z.slots * sizeof(std::int32_t));
-  std::uint64_t per_slot_pinned = most * (z.rows * sizeof(Half) + z.slots * sizeof(std::int32_t));
-  if (cpu_attention) {
-    per_slot_pinned += most * z.out * sizeof(Half);
-    if (keeps_attention_scores) per_slot_pinned += most * z.probs * sizeof(float);
-  }
-  bytes.gpu = 2 * per_slot_gpu;
-  bytes.pinned += 2 * per_slot_pinned;
-  return bytes;
-}
 
 OffloadedKv::OffloadedKv(Device& device, Ops& ops, const OptConfig& config,
                          std::vector<int> offloaded, int capacity, bool keeps_attention_scores,
@@ -65,30 +25,42 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const OptConfig& config,
       keeps_attention_scores_(keeps_attention_scores),
       cpu_attention_(cpu_attention),
       offloaded_(std::move(offloaded)) {
-  const Sizes z = sizes_of(config, capacity);
-  const auto most = static_cast<std::size_t>(
-      offloaded_.empty() ? 0 : *std::max_element(offloaded_.begin(), offloaded_.end()));
+  const auto most =
+      offloaded_.empty() ? 0 : *std::max_element(offloaded_.begin(), offloaded_.end());
   OFFGEN_CHECK(most > 0, "offloaded KV needs at least one offloaded sequence");
+  const MemoryLayout layout =
+      offloaded_kv_layout(config, offloaded_, capacity, keeps_attention_scores, cpu_attention);
+  const std::size_t batches = offloaded_.size();
+  std::vector<std::vector<Buffer>> k_host(batches), v_host(batches);
+  for (std::size_t g = 0; g < batches; ++g) {
+    k_host[g] = layout.allocate_all(device, "host k cache", static_cast<int>(g));
+    v_host[g] = layout.allocate_all(device, "host v cache", static_cast<int>(g));
+  }
   for (int l = 0; l < config.num_layers; ++l) {
-    for (const int n : offloaded_) {
-      const std::size_t bytes = static_cast<std::size_t>(n) * z.cache * sizeof(Half);
-      k_host_.push_back(n > 0 ? device.allocate(Tier::pinned, bytes) : Buffer());
-      v_host_.push_back(n > 0 ? device.allocate(Tier::pinned, bytes) : Buffer());
+    for (std::size_t g = 0; g < batches; ++g) {
+      k_host_.push_back(std::move(k_host[g][static_cast<std::size_t>(l)]));
+      v_host_.push_back(std::move(v_host[g][static_cast<std::size_t>(l)]));
       cache_stored_.push_back(device.create_event());
     }
   }
-  for (Slot& s : slots_) {
-    s.k = device.allocate(Tier::gpu, most * z.cache * sizeof(Half));
-    s.v = device.allocate(Tier::gpu, most * z.cache * sizeof(Half));
-    s.rows = device.allocate(Tier::gpu, most * z.rows * sizeof(Half));
-    s.slots = device.allocate(Tier::gpu, most * z.slots * sizeof(std::int32_t));
-    s.host_rows = device.allocate(Tier::pinned, most * z.rows * sizeof(Half));
-    s.host_slots = device.allocate(Tier::pinned, most * z.slots * sizeof(std::int32_t));
-    if (cpu_attention) {
-      s.host_out = device.allocate(Tier::pinned, most * z.out * sizeof(Half));
-      if (keeps_attention_scores)
-        s.host_probs = device.allocate(Tier::pinned, most * z.probs * sizeof(float));
-    }
+  const auto slot_buffers = [&](const char* name) { return layout.allocate_all(device, name); };
+  std::vector<Buffer> k = slot_buffers("staged k cache"), v = slot_buffers("staged v cache"),
+                      rows = slot_buffers("staged rows"),
+                      slots = slot_buffers("staged write slots"),
+                      host_rows = slot_buffers("host rows"),
+                      host_slots = slot_buffers("host write slots"),
+                      host_out = slot_buffers("host attention output"),
+                      host_probs = slot_buffers("host probabilities");
+  for (std::size_t i = 0; i < 2; ++i) {
+    Slot& s = slots_[i];
+    s.k = std::move(k[i]);
+    s.v = std::move(v[i]);
+    s.rows = std::move(rows[i]);
+    s.slots = std::move(slots[i]);
+    s.host_rows = std::move(host_rows[i]);
+    s.host_slots = std::move(host_slots[i]);
+    s.host_out = std::move(host_out[i]);
+    s.host_probs = std::move(host_probs[i]);
     for (auto* event :
          {&s.loaded, &s.computed, &s.saved, &s.rows_ready, &s.rows_free, &s.out_ready}) {
       *event = device.create_event();

@@ -30,8 +30,8 @@ class OffloadedKv {
  public:
   // offloaded[g]: sequences of GPU batch g whose KV lives here (0 for a batch with none).
   // capacity: slots per (layer, sequence, head). keeps_attention_scores: the policy keeps attention
-  // scores, so cpu attention returns its softmax rows. Throws OutOfMemoryError when a tier cannot
-  // hold it.
+  // scores, so cpu attention returns its softmax rows. Allocates offloaded_kv_layout
+  // (scheduler/kv_cache_layout.h); throws OutOfMemoryError when a tier cannot hold it.
   OffloadedKv(Device& device, Ops& ops, const OptConfig& config, std::vector<int> offloaded,
               int capacity, bool keeps_attention_scores, bool cpu_attention);
   OffloadedKv(const OffloadedKv&) = delete;
@@ -114,13 +114,5 @@ class OffloadedKv {
   std::uint64_t loaded_bytes_ = 0;
   std::uint64_t stored_bytes_ = 0;
 };
-
-// Gpu-tier and pinned bytes OffloadedKv allocates, for the planner (a test holds them equal).
-struct OffloadedKvBytes {
-  std::uint64_t gpu = 0;
-  std::uint64_t pinned = 0;
-};
-OffloadedKvBytes offloaded_kv_bytes(const OptConfig& config, const std::vector<int>& offloaded,
-                                    int capacity, bool keeps_attention_scores, bool cpu_attention);
 
 }  // namespace offgen

@@ -13,109 +13,9 @@
 
 #include "engine/core/error.h"
 #include "engine/core/parameter_error.h"
+#include "engine/model/weight_blocks.h"
 
 namespace offgen {
-namespace {
-
-// One contiguous block of device memory holding several tensors back to back (each 128-element
-// aligned so vector loads never straddle tensors). `bind` receives the block's base address and
-// publishes the tensors' pointers into ModelWeights once the block is on the device.
-struct BlockLayout {
-  struct Piece {
-    std::string name;
-    std::vector<std::int64_t> shape;
-    std::size_t offset = 0;  // elements
-  };
-  std::vector<Piece> pieces;
-  std::size_t elements = 0;
-  std::vector<std::function<void(const Half*)>> binders;
-
-  // Adds a tensor; returns its element offset inside the block.
-  std::size_t add(std::string name, std::vector<std::int64_t> shape) {
-    std::size_t numel = 1;
-    for (std::int64_t d : shape) numel *= static_cast<std::size_t>(d);
-    const std::size_t offset = elements;
-    pieces.push_back({std::move(name), std::move(shape), offset});
-    elements += (numel + 127) / 128 * 128;
-    return offset;
-  }
-
-  // Adds a tensor and remembers to point `slot` at it.
-  void add(std::string name, std::vector<std::int64_t> shape, const Half** slot) {
-    const std::size_t offset = add(std::move(name), std::move(shape));
-    binders.push_back([slot, offset](const Half* base) { *slot = base + offset; });
-  }
-
-  // q, k, v stacked into one [3·rows, cols] matrix (or [3·rows] bias) at consecutive offsets.
-  void add_fused_qkv(const std::string& prefix, const std::string& suffix,
-                     std::vector<std::int64_t> shape, const Half** slot) {
-    std::size_t numel = 1;
-    for (std::int64_t d : shape) numel *= static_cast<std::size_t>(d);
-    const std::size_t offset = elements;
-    for (const char* part : {"q_proj", "k_proj", "v_proj"}) {
-      pieces.push_back({prefix + part + suffix, shape, elements});
-      elements += numel;
-    }
-    elements = (elements + 127) / 128 * 128;
-    binders.push_back([slot, offset](const Half* base) { *slot = base + offset; });
-  }
-};
-
-BlockLayout global_layout(const OptConfig& c, ModelWeights& w) {
-  BlockLayout block;
-  block.add("decoder.embed_tokens.weight", {c.vocab_size, c.word_embed_proj_dim}, &w.embed_tokens);
-  block.add("decoder.embed_positions.weight",
-            {c.max_position_embeddings + c.position_offset, c.hidden_size}, &w.embed_positions);
-  if (c.has_projections()) {
-    block.add("decoder.project_in.weight", {c.hidden_size, c.word_embed_proj_dim}, &w.project_in);
-    block.add("decoder.project_out.weight", {c.word_embed_proj_dim, c.hidden_size}, &w.project_out);
-  }
-  if (c.has_final_layer_norm() && c.layer_norm_elementwise_affine) {
-    block.add("decoder.final_layer_norm.weight", {c.hidden_size}, &w.final_ln_weight);
-    block.add("decoder.final_layer_norm.bias", {c.hidden_size}, &w.final_ln_bias);
-  }
-  return block;
-}
-
-BlockLayout layer_layout(const OptConfig& c, int index, LayerWeights& l) {
-  BlockLayout block;
-  const std::string p = "decoder.layers." + std::to_string(index) + ".";
-  const std::int64_t h = c.hidden_size;
-  const std::int64_t f = c.ffn_dim;
-  const bool affine = c.layer_norm_elementwise_affine;
-  const bool bias = c.enable_bias;
-  if (affine) {
-    block.add(p + "self_attn_layer_norm.weight", {h}, &l.attn_ln_weight);
-    block.add(p + "self_attn_layer_norm.bias", {h}, &l.attn_ln_bias);
-  }
-  block.add_fused_qkv(p + "self_attn.", ".weight", {h, h}, &l.qkv_weight);
-  if (bias) block.add_fused_qkv(p + "self_attn.", ".bias", {h}, &l.qkv_bias);
-  block.add(p + "self_attn.out_proj.weight", {h, h}, &l.out_weight);
-  if (bias) block.add(p + "self_attn.out_proj.bias", {h}, &l.out_bias);
-  if (affine) {
-    block.add(p + "final_layer_norm.weight", {h}, &l.ffn_ln_weight);
-    block.add(p + "final_layer_norm.bias", {h}, &l.ffn_ln_bias);
-  }
-  block.add(p + "fc1.weight", {f, h}, &l.fc1_weight);
-  if (bias) block.add(p + "fc1.bias", {f}, &l.fc1_bias);
-  block.add(p + "fc2.weight", {h, f}, &l.fc2_weight);
-  if (bias) block.add(p + "fc2.bias", {h}, &l.fc2_bias);
-  return block;
-}
-
-}  // namespace
-
-WeightLayoutBytes weight_layout_bytes(const OptConfig& config) {
-  ModelWeights scratch;  // the layouts bind pointers into it; nothing is loaded
-  scratch.layers.resize(1);
-  return {global_layout(config, scratch).elements * sizeof(Half),
-          layer_layout(config, 0, scratch.layers[0]).elements * sizeof(Half)};
-}
-
-std::size_t layer_share_elements(std::size_t elements, double share) {
-  return std::min(elements,
-                  static_cast<std::size_t>(share * static_cast<double>(elements)) / 128 * 128);
-}
 
 WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSource& source,
                          const WeightPlacement& placement, const std::filesystem::path& disk_folder)
@@ -139,29 +39,23 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
                        100.0 * placement.disk(), name(Parameter::disk_folder));
   });
   if (on_disk) disk_ = std::make_unique<DiskFile>(disk_folder);
+  layout_ = weight_layout(config, placement);
   weights_.layers.resize(static_cast<std::size_t>(config.num_layers));
-  std::vector<BlockLayout> layouts;
-  layouts.push_back(global_layout(config, weights_));
+  std::vector<WeightBlock> blocks;
+  blocks.push_back(global_weight_block(config, weights_));
   for (int i = 0; i < config.num_layers; ++i) {
-    layouts.push_back(layer_layout(config, i, weights_.layers[static_cast<std::size_t>(i)]));
+    blocks.push_back(layer_weight_block(config, i, weights_.layers[static_cast<std::size_t>(i)]));
   }
-
-  std::size_t largest = 0;
-  std::size_t largest_disk = 0;  // elements of the largest disk part
-  for (const BlockLayout& layout : layouts) {
-    largest = std::max(largest, layout.elements);
-    bytes_ += layout.elements * sizeof(Half);
-  }
-  // Each layer's first resident elements stay on the gpu tier, the rest in pinned memory (split
-  // by bytes, not whole tensors; 128-element steps keep both parts aligned). The globals
-  // (embeddings, final norm) are always resident: every step reads them at both ends.
-  streamed_ = gpu_fraction < 1.0;
+  for (const WeightBlock& block : blocks) bytes_ += block.elements * sizeof(Half);
+  // Each layer's first resident elements stay on the gpu tier, the rest in pinned memory and on
+  // disk (weight_layout.h). The globals (embeddings, final norm) are always resident: every step
+  // reads them at both ends.
+  streamed_ = layout_.streamed;
   layers_.resize(static_cast<std::size_t>(config.num_layers));
 
   // Two staging buffers: block i converts into one while block i-1 copies out of the other.
   Stream& copies = device.stream(StreamRole::h2d_weights);
-  Buffer staging[2] = {device.allocate(Tier::pinned, largest * sizeof(Half)),
-                       device.allocate(Tier::pinned, largest * sizeof(Half))};
+  std::vector<Buffer> staging = layout_.loading.allocate_all(device, "load staging");
   std::unique_ptr<Event> copied[2] = {device.create_event(), device.create_event()};
 
   // A failure mid-load (a missing tensor) must not free staging memory a queued copy still reads.
@@ -176,8 +70,10 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     }
   } drain{copies};
 
-  for (std::size_t i = 0; i < layouts.size(); ++i) {
-    const BlockLayout& layout = layouts[i];
+  const Allocation& resident_part = layout_.held.at("resident layer weights");
+  const Allocation& pinned_part = layout_.held.at("pinned layer weights");
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const WeightBlock& layout = blocks[i];
     const std::size_t slot = i % 2;
     copied[slot]->synchronize();  // the copy that last read this staging buffer has finished
     Half* host = staging[slot].as<Half>();
@@ -185,7 +81,7 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     // that disagrees with its config always names the same tensor, whichever thread saw it first.
     std::vector<std::exception_ptr> failures(layout.pieces.size());
     tbb::parallel_for(std::size_t{0}, layout.pieces.size(), [&](std::size_t p) {
-      const BlockLayout::Piece& piece = layout.pieces[p];
+      const WeightBlock::Piece& piece = layout.pieces[p];
       try {
         source.read_f16(piece.name, piece.shape, host + piece.offset);
       } catch (...) {
@@ -196,7 +92,8 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
       if (failure) std::rethrow_exception(failure);
     }
     if (i == 0 || !streamed_) {
-      Buffer block = device.allocate(Tier::gpu, layout.elements * sizeof(Half));
+      Buffer block = i == 0 ? layout_.held.allocate(device, "global weights")
+                            : device.allocate(resident_part.tier, resident_part.bytes);
       device.copy_async(block.data(), host, layout.elements * sizeof(Half), copies);
       copied[slot]->record(copies);
       for (const auto& bind : layout.binders) bind(block.as<Half>());
@@ -210,22 +107,17 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     }
     LayerBlock& layer = layers_[i - 1];
     layer.binders = layout.binders;
-    const auto share_end = [&](double share) {
-      return layer_share_elements(layout.elements, share);
-    };
-    layer.resident_elements = share_end(gpu_fraction);
-    const std::size_t host_end =
-        on_disk ? std::max(layer.resident_elements, share_end(gpu_fraction + placement.pinned))
-                : layout.elements;
-    layer.pinned_elements = host_end - layer.resident_elements;
-    layer.disk_elements = layout.elements - host_end;
+    layer.resident_elements = layout_.resident_elements;
+    layer.pinned_elements = layout_.pinned_elements;
+    layer.disk_elements = layout_.disk_elements;
+    const std::size_t host_end = layer.resident_elements + layer.pinned_elements;
     if (layer.resident_elements > 0) {
-      layer.resident = device.allocate(Tier::gpu, layer.resident_elements * sizeof(Half));
+      layer.resident = device.allocate(resident_part.tier, resident_part.bytes);
       device.copy_async(layer.resident.data(), host, layer.resident_elements * sizeof(Half),
                         copies);
     }
     if (layer.pinned_elements > 0) {
-      layer.offloaded = device.allocate(Tier::pinned, layer.pinned_elements * sizeof(Half));
+      layer.offloaded = device.allocate(pinned_part.tier, pinned_part.bytes);
       device.copy_async(layer.offloaded.data(), host + layer.resident_elements,
                         layer.pinned_elements * sizeof(Half), copies);
     }
@@ -233,17 +125,15 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
       // The staging buffer holds the converted weights until the copies above are done with it;
       // the file write reads it now, on this thread.
       layer.disk_offset = disk_->append(host + host_end, layer.disk_elements * sizeof(Half));
-      largest_disk = std::max(largest_disk, layer.disk_elements);
     }
     copied[slot]->record(copies);
-    largest_layer_ = std::max(largest_layer_, layout.elements);
   }
   copies.synchronize();
-  if (largest_disk > 0) {
+  if (layout_.disk_elements > 0) {
     // Direct reads need block-aligned memory: room to align inside each pinned buffer.
-    const std::size_t bytes = DiskFile::padded(largest_disk * sizeof(Half)) + DiskFile::kAlignment;
+    std::vector<Buffer> disk_staging = layout_.held.allocate_all(device, "disk read staging");
     for (int k = 0; k < 2; ++k) {
-      disk_staging_[k] = device.allocate(Tier::pinned, bytes);
+      disk_staging_[k] = std::move(disk_staging[static_cast<std::size_t>(k)]);
       disk_staging_free_[k] = device.create_event();
       disk_read_done_[k] = device.create_event();
     }

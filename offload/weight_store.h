@@ -22,20 +22,9 @@
 #include "engine/model/weight_source.h"
 #include "offload/disk_file.h"
 #include "scheduler/placement.h"
+#include "scheduler/weight_layout.h"
 
 namespace offgen {
-
-// Bytes of the always-resident globals (embeddings, final norm) and of one decoder layer, as the
-// store lays them out (every OPT layer has the same shapes): what the planner sizes tiers with.
-struct WeightLayoutBytes {
-  std::uint64_t globals = 0;
-  std::uint64_t layer = 0;
-};
-WeightLayoutBytes weight_layout_bytes(const OptConfig& config);
-
-// Elements of a layer's first `share` kept together on one tier: rounded down to whole
-// 128-element steps so every part stays aligned.
-std::size_t layer_share_elements(std::size_t elements, double share);
 
 class WeightStore {
  public:
@@ -60,8 +49,8 @@ class WeightStore {
   std::uint64_t offloaded_bytes() const;  // weights off the gpu tier, copied in every pass
   std::uint64_t offloaded_bytes(int layer) const;
   std::uint64_t disk_bytes() const;  // of which on disk
-  // Elements of the largest layer: the size of one streaming slot.
-  std::size_t largest_layer_elements() const { return largest_layer_; }
+  // Where each tier holds the weights (the streamer's slots included).
+  const WeightLayout& layout() const { return layout_; }
   // Enqueues on `stream` the copies that assemble layer `layer` contiguously at dst (its resident
   // part device-to-device, its pinned part host-to-device). Its disk part is read by a host task
   // on the device's disk_read stream into one of two pinned staging buffers (after the copy that
@@ -103,11 +92,11 @@ class WeightStore {
   std::unique_ptr<Event> disk_read_done_[2];     // recorded on disk_read after the read
   std::shared_ptr<ReadFailure> read_failure_ = std::make_shared<ReadFailure>();
   int next_staging_ = 0;
+  WeightLayout layout_;
   Buffer globals_;  // embeddings, positions, projections, final norm: always resident
   std::vector<LayerBlock> layers_;
   ModelWeights weights_;
   std::uint64_t bytes_ = 0;
-  std::size_t largest_layer_ = 0;
   bool streamed_ = false;
 };
 

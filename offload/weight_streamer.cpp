@@ -11,9 +11,9 @@ WeightStreamer::WeightStreamer(Device& device, WeightStore& store, int layers)
       store_(store),
       layers_(layers),
       copies_(device.stream(StreamRole::h2d_weights)) {
-  const std::size_t bytes = store.largest_layer_elements() * sizeof(Half);
+  std::vector<Buffer> slots = store.layout().held.allocate_all(device, "streamed layer slots");
   for (int s = 0; s < 2; ++s) {
-    slots_[s] = device.allocate(Tier::gpu, bytes);
+    slots_[s] = std::move(slots[static_cast<std::size_t>(s)]);
     loaded_[s] = device.create_event();
     released_[s] = device.create_event();
   }

@@ -5,52 +5,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/core/half.h"
-#include "offload/disk_file.h"
-#include "offload/host_activations.h"
-#include "offload/offloaded_kv.h"
-#include "offload/weight_store.h"
+#include "scheduler/kv_cache_layout.h"
+#include "scheduler/runner_layout.h"
+#include "scheduler/weight_layout.h"
 
 namespace offgen {
 namespace {
-
-// Memory of the weights for a placement, as the WeightStore and WeightStreamer lay it out.
-struct WeightMemory {
-  std::uint64_t gpu = 0;
-  std::uint64_t pinned = 0;        // held for the whole run (the pinned parts, disk staging)
-  std::uint64_t load_staging = 0;  // pinned, only while the model loads
-  std::uint64_t disk = 0;
-};
-
-WeightMemory weight_memory(const OptConfig& model, const WeightPlacement& placement) {
-  const double gpu_share = placement.gpu;
-  const double pinned_share = placement.pinned;
-  const WeightLayoutBytes w = weight_layout_bytes(model);
-  const auto layers = static_cast<std::uint64_t>(model.num_layers);
-  const std::size_t elements = w.layer / sizeof(Half);
-  const bool streamed = gpu_share < 1.0;
-  const bool on_disk = placement.disk() > 1e-9;
-  std::size_t resident = elements;
-  std::size_t host_end = elements;
-  if (streamed) {
-    resident = layer_share_elements(elements, gpu_share);
-    if (on_disk)
-      host_end = std::max(resident, layer_share_elements(elements, gpu_share + pinned_share));
-  }
-  const std::size_t disk = elements - host_end;
-  WeightMemory out;
-  // The globals always stay resident; streamed layers run from two slots of a whole layer.
-  out.gpu = w.globals + layers * resident * sizeof(Half) + (streamed ? 2 * w.layer : 0);
-  out.pinned = layers * (host_end - resident) * sizeof(Half);
-  if (disk > 0) {
-    // Two staging buffers for direct reads, with room to align inside.
-    out.pinned += 2 * (DiskFile::padded(disk * sizeof(Half)) + DiskFile::kAlignment);
-  }
-  out.disk = layers * disk * sizeof(Half);
-  // Loading converts each block (the globals, then every layer) through two pinned buffers.
-  out.load_staging = 2 * std::max(w.globals, w.layer);
-  return out;
-}
 
 int next_power_of_two(int n) {
   int p = 1;
@@ -71,55 +31,25 @@ std::string Plan::describe() const {
 }
 
 std::vector<int> offloaded_per_gpu_batch(int block, const BlockShape& shape) {
-  std::vector<int> out;
-  for (const GpuBatch& g : split_block(block, shape)) out.push_back(g.offloaded());
-  return out;
-}
-
-std::uint64_t runner_pinned_bytes(const OptConfig& model, int block, int max_prompt,
-                                  int num_gpu_batches) {
-  const auto b = static_cast<std::uint64_t>(block);
-  const std::uint64_t rows = b * static_cast<std::uint64_t>(max_prompt);
-  const auto heads = static_cast<std::uint64_t>(model.num_heads);
-  const auto out_chunk =
-      static_cast<std::uint64_t>(std::max(gpu_batch_size(block, num_gpu_batches), 64));
-  constexpr std::uint64_t i32 = 4, f32 = 4;
-  // Mirrors BatchRunner's constructor: picked ids, the step-input staging, log-probs.
-  std::uint64_t bytes = b * i32;
-  bytes += i32 * ((3 + heads) * rows + (9 + heads) * b + 2 * out_chunk) + 1024;
-  bytes += out_chunk * f32;
-  return bytes;
+  return offloaded_per_gpu_batch(split_block(block, shape));
 }
 
 PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
                        const Placement& placement, int block) {
-  const WeightMemory weights = weight_memory(model, placement.weights);
-  const BlockShape& shape = placement.block;
-  const int capacity = request.kv_tokens + 1;
-  const KvFootprint kv =
-      kv_footprint(model, capacity, request.keeps_attention_scores, request.prompt_len);
-  std::uint64_t resident = 0;
-  for (const GpuBatch& g : split_block(block, shape)) resident += g.resident;
-  const OffloadedKvBytes offloaded =
-      offloaded_kv_bytes(model, offloaded_per_gpu_batch(block, shape), capacity,
-                         request.keeps_attention_scores, shape.cpu_attention);
+  const WeightLayout weights = weight_layout(model, placement.weights);
+  RunnerShape runner;
+  runner.block = block;
+  runner.max_prompt = request.prompt_len;
+  runner.kv_capacity = request.kv_tokens + 1;
+  runner.keeps_attention_scores = request.keeps_attention_scores;
+  runner.placement = placement.block;
+  const MemoryLayout layout = runner_layout(model, runner);
   PlanMemory out;
-  out.gpu = weights.gpu + runner_scratch_bytes(model, block, request.prompt_len,
-                                               shape.num_gpu_batches, shape.activations_on_host);
-  // KV of the resident sequences; a score-keeping policy's state stays on the gpu tier for all.
-  out.gpu += resident * kv.cache_bytes;
-  out.gpu += static_cast<std::uint64_t>(block) * kv.policy_state_bytes;
-  out.gpu += offloaded.gpu;
-  std::uint64_t run_pinned =
-      runner_pinned_bytes(model, block, request.prompt_len, shape.num_gpu_batches) +
-      offloaded.pinned;
-  if (shape.activations_on_host) {
-    run_pinned +=
-        host_activation_bytes(block, request.prompt_len, shape.num_gpu_batches, model.hidden_size)
-            .pinned;
-  }
-  out.pinned = weights.pinned + std::max(weights.load_staging, run_pinned);
-  out.disk = weights.disk;
+  out.gpu = weights.held.bytes(Tier::gpu) + layout.bytes(Tier::gpu);
+  // Loading's staging is freed before any runner is made.
+  out.pinned = weights.held.bytes(Tier::pinned) +
+               std::max(weights.loading.bytes(Tier::pinned), layout.bytes(Tier::pinned));
+  out.disk = weights.disk_bytes;
   return out;
 }
 

@@ -15,8 +15,8 @@
 // when the largest block the request allows fits entirely on the gpu tier in one GPU batch, that
 // plan is taken — at a given block, offloading only adds transfers.
 //
-// The memory arithmetic mirrors what the engine allocates, buffer by buffer (a test holds it
-// equal): the weight store and streamer, BatchRunner's scratch, KV and staging, OffloadedKv.
+// The memory it plans is the sum of the layouts the engine allocates from (weight_layout.h,
+// runner_layout.h, kv_cache_layout.h), so it is what the engine takes (a test holds it equal).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,6 @@
 #include "engine/model/opt_config.h"
 #include "scheduler/block_shape.h"
 #include "scheduler/cost_model.h"
-#include "scheduler/kv_footprint.h"
 #include "scheduler/placement.h"
 
 namespace offgen {
@@ -74,11 +73,6 @@ struct Plan {
 // What `placement` puts on each tier for blocks of `block` sequences.
 PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
                        const Placement& placement, int block);
-
-// The runner's own pinned buffers (input staging, logits, picks) for a block: what
-// plan_memory adds to the weights' and the offloaded KV's.
-std::uint64_t runner_pinned_bytes(const OptConfig& model, int block, int max_prompt,
-                                  int num_gpu_batches);
 
 // The offloaded sequences of each GPU batch of a block (as split_block gives them).
 std::vector<int> offloaded_per_gpu_batch(int block, const BlockShape& shape);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/core/error.h"
+#include "scheduler/kv_cache_layout.h"
 
 namespace offgen {
 
@@ -26,18 +27,15 @@ AttentionScoreState::AttentionScoreState(Device& device, Ops& ops,
     budgets.push_back(budget);
     recents.push_back(recent);
   }
-  const auto cells = static_cast<std::size_t>(batch_) * static_cast<std::size_t>(heads);
-  const auto slots = cells * static_cast<std::size_t>(capacity);
-  for (int l = 0; l < layers; ++l) {
-    position_.push_back(device.allocate(Tier::gpu, slots * sizeof(std::int32_t)));
-    score_.push_back(device.allocate(Tier::gpu, slots * sizeof(float)));
-    write_slot_.push_back(device.allocate(Tier::gpu, cells * sizeof(std::int32_t)));
-  }
-  prefill_probs_ =
-      device.allocate(Tier::gpu, cells * static_cast<std::size_t>(max_prompt) * sizeof(float));
-  decode_probs_ = device.allocate(Tier::gpu, slots * sizeof(float));
-  budget_ = device.allocate(Tier::gpu, budgets.size() * sizeof(std::int32_t));
-  recent_ = device.allocate(Tier::gpu, recents.size() * sizeof(std::int32_t));
+  const MemoryLayout layout =
+      attention_score_state_layout(batch_, layers, heads, capacity, max_prompt);
+  position_ = layout.allocate_all(device, "score positions");
+  score_ = layout.allocate_all(device, "scores");
+  write_slot_ = layout.allocate_all(device, "score write slots");
+  prefill_probs_ = layout.allocate(device, "prefill key probability sums");
+  decode_probs_ = layout.allocate(device, "decode probabilities");
+  budget_ = layout.allocate(device, "budgets");
+  recent_ = layout.allocate(device, "recent windows");
   Stream& stream = device.stream(StreamRole::compute);
   device.copy_async(budget_.data(), budgets.data(), budgets.size() * sizeof(std::int32_t), stream);
   device.copy_async(recent_.data(), recents.data(), recents.size() * sizeof(std::int32_t), stream);

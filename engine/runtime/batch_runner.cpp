@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/core/error.h"
+#include "scheduler/runner_layout.h"
 
 namespace offgen {
 namespace {
@@ -52,54 +53,37 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   }
   gpu_batches_ = split_block(block, shape);
   tasks_ = pass_tasks(config.num_layers, gpu_batches_);
-  const int gpu_batch = gpu_batch_size(block, shape.num_gpu_batches);
-  out_chunk_ = std::max(gpu_batch, 64);
-  const std::int64_t rows = static_cast<std::int64_t>(block) * max_prompt;
-  const std::int64_t gpu_batch_rows = std::int64_t{gpu_batch} * max_prompt;
-  const std::int64_t h = config.hidden_size;
-  const std::int64_t p = config.word_embed_proj_dim;
-  const std::int64_t f = config.ffn_dim;
-  const std::int64_t wide = std::max(h, p);
-  const Tier gpu = Tier::gpu;
-
-  ids_ = device.allocate(gpu, bytes_of<std::int32_t>(rows));
-  valid_ = device.allocate(gpu, bytes_of<std::uint8_t>(rows));
-  positions_ = device.allocate(gpu, bytes_of<std::int32_t>(rows));
-  picks_ = device.allocate(gpu, bytes_of<std::int32_t>(block));
-  sample_params_ = device.allocate(gpu, bytes_of<kernels::SampleParams>(block));
-  newest_ = device.allocate(gpu, bytes_of<std::int32_t>(block));
-  host_picks_ = device.allocate(Tier::pinned, bytes_of<std::int32_t>(block));
-  // Every step's inputs fit: ids + valid + positions + per-head token slots of a prefill, or the
-  // arrays of a decode step, the newest row of each sequence, the sampling parameters (four
-  // words a sequence), plus one chunk of output row ids and targets.
-  const std::int64_t heads = config.num_heads;
-  static_assert(sizeof(kernels::SampleParams) == 4 * sizeof(std::int32_t));
-  staging_ = std::make_unique<StepStaging>(
-      device,
-      device.allocate(Tier::pinned, bytes_of<std::int32_t>((3 + heads) * rows +
-                                                           (9 + heads) * block + 2 * out_chunk_) +
-                                        1024));
-
+  out_chunk_ = output_chunk_rows(block, shape.num_gpu_batches);
+  RunnerShape runner_shape;
+  runner_shape.block = block;
+  runner_shape.max_prompt = max_prompt;
+  runner_shape.placement = shape;
+  const MemoryLayout layout = runner_own_layout(config, runner_shape);
+  ids_ = layout.allocate(device, "token ids");
+  valid_ = layout.allocate(device, "valid mask");
+  positions_ = layout.allocate(device, "positions");
+  picks_ = layout.allocate(device, "picks");
+  sample_params_ = layout.allocate(device, "sampling parameters");
+  newest_ = layout.allocate(device, "newest rows");
+  host_picks_ = layout.allocate(device, "host picks");
+  staging_ = std::make_unique<StepStaging>(device, layout.allocate(device, "step staging"));
   if (shape.activations_on_host) {
     host_activations_ =
         std::make_unique<HostActivations>(device, gpu_batches_, max_prompt, config.hidden_size);
-  } else {
-    x_ = device.allocate(gpu, bytes_of<Half>(rows * h));
   }
-  t_ = device.allocate(gpu, bytes_of<Half>(gpu_batch_rows * wide));
-  emb_ = config.has_projections() ? device.allocate(gpu, bytes_of<Half>(gpu_batch_rows * p))
-                                  : Buffer();
-  qkv_ = device.allocate(gpu, bytes_of<Half>(gpu_batch_rows * 3 * h));
-  attn_ = device.allocate(gpu, bytes_of<Half>(gpu_batch_rows * h));
-  ffn_ = device.allocate(gpu, bytes_of<Half>(gpu_batch_rows * f));
-
-  out_rows_ = device.allocate(gpu, bytes_of<std::int32_t>(out_chunk_));
-  gathered_ = device.allocate(gpu, bytes_of<Half>(out_chunk_ * h));
-  projected_ = device.allocate(gpu, bytes_of<Half>(out_chunk_ * p));
-  logits_ = device.allocate(gpu, bytes_of<float>(std::int64_t{out_chunk_} * config.vocab_size));
-  targets_ = device.allocate(gpu, bytes_of<std::int32_t>(out_chunk_));
-  logprobs_ = device.allocate(gpu, bytes_of<float>(out_chunk_));
-  host_logprobs_ = device.allocate(Tier::pinned, bytes_of<float>(out_chunk_));
+  x_ = layout.allocate(device, "hidden states");
+  t_ = layout.allocate(device, "normed");
+  emb_ = layout.allocate(device, "embedded");
+  qkv_ = layout.allocate(device, "qkv");
+  attn_ = layout.allocate(device, "attention output");
+  ffn_ = layout.allocate(device, "ffn");
+  out_rows_ = layout.allocate(device, "output rows");
+  gathered_ = layout.allocate(device, "gathered");
+  projected_ = layout.allocate(device, "projected");
+  logits_ = layout.allocate(device, "logits");
+  targets_ = layout.allocate(device, "targets");
+  logprobs_ = layout.allocate(device, "log-probs");
+  host_logprobs_ = layout.allocate(device, "host log-probs");
 
   kv_cache_ = std::make_unique<BlockKvCache>(device, ops, config, policy_pointers(policies_),
                                              gpu_batches_, max_prompt, shape.cpu_attention);

@@ -41,8 +41,8 @@ class BatchRunner {
   // Sizes everything for policies.size() sequences of up to `max_prompt` prompt tokens and
   // `max_new` decode steps. Each sequence has its own policy (one kind, each with the sequence's
   // own budget C, so its tokens never depend on its batch-mates); the KV cache has the largest
-  // C + 1 slots per (layer, sequence, head). Throws OutOfMemoryError if the KV cache or scratch
-  // does not fit the gpu tier.
+  // C + 1 slots per (layer, sequence, head). Allocates what runner_layout says
+  // (scheduler/runner_layout.h), and nothing later; throws OutOfMemoryError if it does not fit.
   // streamer: where layer weights are offloaded, what brings them in per layer (else null).
   // shape: GPU batches and KV placement.
   BatchRunner(Device& device, Ops& ops, const OptConfig& config, const ModelWeights& weights,

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/core/error.h"
+#include "scheduler/kv_cache_layout.h"
 
 namespace offgen {
 namespace {
@@ -35,34 +36,32 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
       capacity_(largest_budget(policies_) + 1),
       keeps_attention_scores_(!policies_.empty() && policies_.front()->needs_attention_scores()) {
   OFFGEN_CHECK(block_ > 0, "a KV cache needs at least one sequence");
-  const std::int64_t heads = config.num_heads;
-  const std::int64_t rows = std::int64_t{block_} * max_prompt;
-  const Tier gpu = Tier::gpu;
-  token_slot_ = device.allocate(gpu, bytes_of<std::int32_t>(rows * heads));
-  write_slot_ = device.allocate(gpu, bytes_of<std::int32_t>(std::int64_t{block_} * heads));
-  slot_count_ = device.allocate(gpu, bytes_of<std::int32_t>(block_));
-  advancing_ = device.allocate(gpu, bytes_of<std::uint8_t>(block_));
+  KvCacheShape shape;
+  shape.gpu_batches = gpu_batches;
+  shape.capacity = capacity_;
+  shape.max_prompt = max_prompt;
+  shape.keeps_attention_scores = keeps_attention_scores_;
+  shape.cpu_attention = cpu_attention;
+  const MemoryLayout layout = block_kv_cache_own_layout(config, shape);
+  token_slot_ = layout.allocate(device, "token slots");
+  write_slot_ = layout.allocate(device, "write slots");
+  slot_count_ = layout.allocate(device, "slot counts");
+  advancing_ = layout.allocate(device, "advancing");
 
-  std::vector<int> offloaded;
-  for (const GpuBatch& g : gpu_batches) {
+  for (std::size_t i = 0; i < gpu_batches.size(); ++i) {
+    const GpuBatch& g = gpu_batches[i];
     GpuBatchCache cache;
-    const std::int64_t kv_elements =
-        std::int64_t{g.resident} * config.num_heads * capacity_ * config.head_dim();
-    if (g.resident > 0) {
-      for (int l = 0; l < config.num_layers; ++l) {
-        cache.k.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
-        cache.v.push_back(device.allocate(gpu, bytes_of<Half>(kv_elements)));
-      }
-    }
+    cache.k = layout.allocate_all(device, "k cache", static_cast<int>(i));
+    cache.v = layout.allocate_all(device, "v cache", static_cast<int>(i));
     if (keeps_attention_scores_) {
       const auto first = policies_.begin() + g.first;
       const std::vector<const KvPolicy*> batch_policies(first, first + g.size);
       cache.scores = std::make_unique<AttentionScoreState>(
           device, ops, batch_policies, config.num_layers, config.num_heads, capacity_, max_prompt);
     }
-    offloaded.push_back(g.offloaded());
     gpu_batches_.push_back(std::move(cache));
   }
+  std::vector<int> offloaded = offloaded_per_gpu_batch(gpu_batches);
   if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
     offloaded_ = std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded), capacity_,
                                                keeps_attention_scores_, cpu_attention);

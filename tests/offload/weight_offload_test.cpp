@@ -214,7 +214,7 @@ TEST(DiskWeights, LoadingALayerNeverWaitsForTheDiskOnTheCallingThread) {
   WeightStore resident(device, config, *checkpoint);
   WeightStore on_disk(device, config, *checkpoint, {0.2, 0.3}, disk.path());
   ASSERT_GT(on_disk.disk_bytes(), 0u);
-  const std::size_t layer_bytes = on_disk.largest_layer_elements() * sizeof(Half);
+  const std::size_t layer_bytes = on_disk.layout().layer_elements * sizeof(Half);
   const std::size_t disk_part = on_disk.disk_bytes() / static_cast<std::size_t>(config.num_layers);
   Buffer want = device.allocate(Tier::gpu, layer_bytes);
   Buffer got = device.allocate(Tier::gpu, layer_bytes);

@@ -12,7 +12,9 @@
 #include "engine/core/units.h"
 #include "engine/runtime/batch_runner.h"
 #include "engine/runtime/engine.h"
+#include "scheduler/kv_cache_layout.h"
 #include "scheduler/kv_footprint.h"
+#include "scheduler/runner_layout.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
@@ -159,18 +161,32 @@ TEST(BlockSchedule, MemoryEqualsWhatThePlanArithmeticSays) {
 
       const KvFootprint kv = engine.kv_footprint(prompt, new_tokens);
       const int capacity = engine.kv_capacity(prompt, new_tokens);
-      const std::vector<int> offloaded = {2, 2};
-      const OffloadedKvBytes off = offloaded_kv_bytes(engine.config(), offloaded, capacity,
-                                                      policy == PolicyKind::h2o, cpu_attention);
+      const bool keeps_scores = policy == PolicyKind::h2o;
+      const MemoryLayout off =
+          offloaded_kv_layout(engine.config(), {2, 2}, capacity, keeps_scores, cpu_attention);
       SCOPED_TRACE(plan.describe());
       EXPECT_EQ(runner->kv_host_bytes(), 4 * kv.cache_bytes);
       EXPECT_EQ(runner->kv_bytes(), 6 * kv.cache_bytes);
-      const std::uint64_t gpu = runner_scratch_bytes(engine.config(), batch, prompt, 2) +
-                                2 * kv.cache_bytes + 6 * kv.policy_state_bytes + off.gpu;
-      // Allocations are 256-byte aligned on the cpu device: allow that rounding per buffer.
-      EXPECT_GE(taken.gpu, gpu);
-      EXPECT_LE(taken.gpu, gpu + 256 * 128);
-      EXPECT_GE(taken.pinned, off.pinned);
+      RunnerShape shape;
+      shape.block = batch;
+      shape.max_prompt = prompt;
+      shape.kv_capacity = capacity;
+      shape.keeps_attention_scores = keeps_scores;
+      shape.placement = engine.placement().block;
+      const MemoryLayout layout = runner_layout(engine.config(), shape);
+      // The KV of the 2 resident sequences and everyone's policy state, the offloaded KV's
+      // staging, and the runner's own buffers.
+      EXPECT_EQ(layout.bytes(Tier::gpu),
+                runner_own_layout(engine.config(), shape).bytes(Tier::gpu) +
+                    block_kv_cache_own_layout(
+                        engine.config(), {split_block(batch, shape.placement), capacity, prompt,
+                                          keeps_scores, cpu_attention})
+                        .bytes(Tier::gpu) +
+                    6 * kv.policy_state_bytes + off.bytes(Tier::gpu));
+      // The device accounts the bytes asked for (not its 256-byte rounding): exactly equal.
+      EXPECT_EQ(taken.gpu, layout.bytes(Tier::gpu));
+      EXPECT_EQ(taken.pinned, layout.bytes(Tier::pinned));
+      EXPECT_GE(taken.pinned, off.bytes(Tier::pinned));
     }
   }
 }
@@ -189,10 +205,10 @@ TEST(BlockSchedule, ActivationsOnTheHostTakeTwoGpuBatchesOfTheGpuTierAndMoveEver
     auto runner = engine.make_runner(batch, prompt, new_tokens);
     gpu_taken[on_host] = engine.device().usage(Tier::gpu).used - gpu_before;
     const std::uint64_t pinned_taken = engine.device().usage(Tier::pinned).used - pinned_before;
-    const HostActivationBytes act =
-        host_activation_bytes(batch, prompt, 4, engine.config().hidden_size);
+    const MemoryLayout act =
+        host_activations_layout(runner->gpu_batches(), prompt, engine.config().hidden_size);
     if (on_host) {
-      EXPECT_GE(pinned_taken, act.pinned);
+      EXPECT_GE(pinned_taken, act.bytes(Tier::pinned));
     }
 
     std::vector<std::vector<std::int32_t>> tokens;

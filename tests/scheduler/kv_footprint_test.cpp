@@ -1,5 +1,6 @@
-// KV memory and traffic as budgets change: the footprint the planner and bench use matches what
-// a runner allocates, the 512/512 h2o 0.2 claim holds, and the traffic counters add up.
+// KV memory and traffic as budgets change: the footprint bench uses and the runner's layout match
+// what a runner allocates, the 512/512 h2o 0.2 claim holds, and the traffic counters add
+// up.
 #include <gtest/gtest.h>
 
 #include "bench/table.h"
@@ -8,6 +9,7 @@
 #include "engine/runtime/engine.h"
 #include "policies/kv_budget.h"
 #include "scheduler/kv_footprint.h"
+#include "scheduler/runner_layout.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -36,7 +38,7 @@ TEST_P(FootprintOfEveryPolicy, EqualsWhatARunnerAllocatesPerSequence) {
   EXPECT_EQ(footprint.policy_state_bytes > 0, GetParam() == PolicyKind::h2o);
 }
 
-TEST(RunnerScratch, EqualsWhatARunnerTakesBesidesItsKv) {
+TEST(RunnerLayout, EqualsWhatARunnerTakes) {
   for (const char* model : {"tiny-preln", "tiny-postln-proj"}) {
     EngineOptions options = tiny_engine(PolicyKind::h2o, KvBudget::fraction(0.25));
     options.model = (test::data_dir() / "golden" / model).string();
@@ -45,9 +47,17 @@ TEST(RunnerScratch, EqualsWhatARunnerTakesBesidesItsKv) {
       const std::uint64_t before = engine.device().usage(Tier::gpu).used;
       auto runner = engine.make_runner(batch, prompt, 4);
       const std::uint64_t taken = engine.device().usage(Tier::gpu).used - before;
-      EXPECT_EQ(taken - runner->kv_bytes() - runner->policy_state_bytes(),
-                runner_scratch_bytes(engine.config(), batch, prompt))
+      RunnerShape shape;
+      shape.block = batch;
+      shape.max_prompt = prompt;
+      shape.kv_capacity = runner->kv_capacity();
+      shape.keeps_attention_scores = true;
+      const MemoryLayout layout = runner_layout(engine.config(), shape);
+      EXPECT_EQ(taken, layout.bytes(Tier::gpu))
           << model << " batch " << batch << " prompt " << prompt;
+      // Besides its KV cache and policy state, the runner's own buffers and the step's slots.
+      EXPECT_GT(taken - runner->kv_bytes() - runner->policy_state_bytes(),
+                runner_own_layout(engine.config(), shape).bytes(Tier::gpu));
     }
   }
 }

@@ -1,0 +1,47 @@
+#include "engine/model/weight_blocks.h"
+
+namespace offgen {
+
+WeightBlock global_weight_block(const OptConfig& c, ModelWeights& w) {
+  WeightBlock block;
+  block.add("decoder.embed_tokens.weight", {c.vocab_size, c.word_embed_proj_dim}, &w.embed_tokens);
+  block.add("decoder.embed_positions.weight",
+            {c.max_position_embeddings + c.position_offset, c.hidden_size}, &w.embed_positions);
+  if (c.has_projections()) {
+    block.add("decoder.project_in.weight", {c.hidden_size, c.word_embed_proj_dim}, &w.project_in);
+    block.add("decoder.project_out.weight", {c.word_embed_proj_dim, c.hidden_size}, &w.project_out);
+  }
+  if (c.has_final_layer_norm() && c.layer_norm_elementwise_affine) {
+    block.add("decoder.final_layer_norm.weight", {c.hidden_size}, &w.final_ln_weight);
+    block.add("decoder.final_layer_norm.bias", {c.hidden_size}, &w.final_ln_bias);
+  }
+  return block;
+}
+
+WeightBlock layer_weight_block(const OptConfig& c, int index, LayerWeights& l) {
+  WeightBlock block;
+  const std::string p = "decoder.layers." + std::to_string(index) + ".";
+  const std::int64_t h = c.hidden_size;
+  const std::int64_t f = c.ffn_dim;
+  const bool affine = c.layer_norm_elementwise_affine;
+  const bool bias = c.enable_bias;
+  if (affine) {
+    block.add(p + "self_attn_layer_norm.weight", {h}, &l.attn_ln_weight);
+    block.add(p + "self_attn_layer_norm.bias", {h}, &l.attn_ln_bias);
+  }
+  block.add_fused_qkv(p + "self_attn.", ".weight", {h, h}, &l.qkv_weight);
+  if (bias) block.add_fused_qkv(p + "self_attn.", ".bias", {h}, &l.qkv_bias);
+  block.add(p + "self_attn.out_proj.weight", {h, h}, &l.out_weight);
+  if (bias) block.add(p + "self_attn.out_proj.bias", {h}, &l.out_bias);
+  if (affine) {
+    block.add(p + "final_layer_norm.weight", {h}, &l.ffn_ln_weight);
+    block.add(p + "final_layer_norm.bias", {h}, &l.ffn_ln_bias);
+  }
+  block.add(p + "fc1.weight", {f, h}, &l.fc1_weight);
+  if (bias) block.add(p + "fc1.bias", {f}, &l.fc1_bias);
+  block.add(p + "fc2.weight", {h, f}, &l.fc2_weight);
+  if (bias) block.add(p + "fc2.bias", {h}, &l.fc2_bias);
+  return block;
+}
+
+}  // namespace offgen

@@ -1,0 +1,112 @@
+#include "scheduler/kv_cache_layout.h"
+
+#include <algorithm>
+
+#include "engine/core/half.h"
+
+namespace offgen {
+namespace {
+
+constexpr std::uint64_t kI32 = sizeof(std::int32_t);
+constexpr std::uint64_t kF32 = sizeof(float);
+constexpr std::uint64_t kHalf = sizeof(Half);
+
+}  // namespace
+
+std::uint64_t kv_cache_bytes(const OptConfig& config, int sequences, int capacity) {
+  return static_cast<std::uint64_t>(sequences) * static_cast<std::uint64_t>(config.num_heads) *
+         static_cast<std::uint64_t>(capacity) * static_cast<std::uint64_t>(config.head_dim()) *
+         kHalf;
+}
+
+MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, int capacity,
+                                          int max_prompt) {
+  const std::uint64_t cells =
+      static_cast<std::uint64_t>(sequences) * static_cast<std::uint64_t>(heads);
+  const std::uint64_t slots = cells * static_cast<std::uint64_t>(capacity);
+  MemoryLayout layout;
+  layout.add("score positions", Tier::gpu, slots * kI32, layers);
+  layout.add("scores", Tier::gpu, slots * kF32, layers);
+  layout.add("score write slots", Tier::gpu, cells * kI32, layers);
+  layout.add("prefill key probability sums", Tier::gpu,
+             cells * static_cast<std::uint64_t>(max_prompt) * kF32);
+  layout.add("decode probabilities", Tier::gpu, slots * kF32);
+  layout.add("budgets", Tier::gpu, static_cast<std::uint64_t>(sequences) * kI32);
+  layout.add("recent windows", Tier::gpu, static_cast<std::uint64_t>(sequences) * kI32);
+  return layout;
+}
+
+MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>& offloaded,
+                                 int capacity, bool keeps_attention_scores, bool cpu_attention) {
+  const auto heads = static_cast<std::uint64_t>(config.num_heads);
+  const auto head_dim = static_cast<std::uint64_t>(config.head_dim());
+  const std::uint64_t most = static_cast<std::uint64_t>(
+      offloaded.empty() ? 0 : *std::max_element(offloaded.begin(), offloaded.end()));
+  MemoryLayout layout;
+  for (const int n : offloaded) {
+    layout.add("host k cache", Tier::pinned, kv_cache_bytes(config, n, capacity),
+               config.num_layers);
+    layout.add("host v cache", Tier::pinned, kv_cache_bytes(config, n, capacity),
+               config.num_layers);
+  }
+  // Per sequence: one qkv row, a write slot per head, an attention output row and softmax rows.
+  const std::uint64_t rows = most * 3 * heads * head_dim * kHalf;
+  const std::uint64_t slots = most * heads * kI32;
+  const std::uint64_t out = cpu_attention ? most * heads * head_dim * kHalf : 0;
+  const std::uint64_t probs = cpu_attention && keeps_attention_scores
+                                  ? most * heads * static_cast<std::uint64_t>(capacity) * kF32
+                                  : 0;
+  const std::uint64_t staged_cache =
+      most * heads * static_cast<std::uint64_t>(capacity) * head_dim * kHalf;
+  layout.add("staged k cache", Tier::gpu, staged_cache, 2);
+  layout.add("staged v cache", Tier::gpu, staged_cache, 2);
+  layout.add("staged rows", Tier::gpu, rows, 2);
+  layout.add("staged write slots", Tier::gpu, slots, 2);
+  layout.add("host rows", Tier::pinned, rows, 2);
+  layout.add("host write slots", Tier::pinned, slots, 2);
+  layout.add("host attention output", Tier::pinned, out, 2);
+  layout.add("host probabilities", Tier::pinned, probs, 2);
+  return layout;
+}
+
+MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheShape& shape) {
+  std::uint64_t block = 0;
+  for (const GpuBatch& g : shape.gpu_batches) block += static_cast<std::uint64_t>(g.size);
+  const auto heads = static_cast<std::uint64_t>(config.num_heads);
+  MemoryLayout layout;
+  layout.add("token slots", Tier::gpu,
+             block * static_cast<std::uint64_t>(shape.max_prompt) * heads * kI32);
+  layout.add("write slots", Tier::gpu, block * heads * kI32);
+  layout.add("slot counts", Tier::gpu, block * kI32);
+  layout.add("advancing", Tier::gpu, block * sizeof(std::uint8_t));
+  for (const GpuBatch& g : shape.gpu_batches) {
+    const std::uint64_t bytes = kv_cache_bytes(config, g.resident, shape.capacity);
+    layout.add("k cache", Tier::gpu, bytes, config.num_layers);
+    layout.add("v cache", Tier::gpu, bytes, config.num_layers);
+  }
+  return layout;
+}
+
+MemoryLayout block_kv_cache_layout(const OptConfig& config, const KvCacheShape& shape) {
+  MemoryLayout layout = block_kv_cache_own_layout(config, shape);
+  if (shape.keeps_attention_scores) {
+    for (const GpuBatch& g : shape.gpu_batches) {
+      layout.append(attention_score_state_layout(g.size, config.num_layers, config.num_heads,
+                                                 shape.capacity, shape.max_prompt));
+    }
+  }
+  const std::vector<int> offloaded = offloaded_per_gpu_batch(shape.gpu_batches);
+  if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
+    layout.append(offloaded_kv_layout(config, offloaded, shape.capacity,
+                                      shape.keeps_attention_scores, shape.cpu_attention));
+  }
+  return layout;
+}
+
+std::vector<int> offloaded_per_gpu_batch(const std::vector<GpuBatch>& gpu_batches) {
+  std::vector<int> out;
+  for (const GpuBatch& g : gpu_batches) out.push_back(g.offloaded());
+  return out;
+}
+
+}  // namespace offgen

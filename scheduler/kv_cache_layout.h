@@ -1,0 +1,55 @@
+// The memory of a block's KV cache (engine/runtime/block_kv_cache.h), as layouts
+// (memory_layout.h): the gpu-resident K/V of each GPU batch, the per-head state of a policy that
+// keeps attention scores, the KV of the sequences kept in pinned memory with its staging, and the
+// step's slot arrays. The cache and its parts allocate from these; the planner sums them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/model/opt_config.h"
+#include "scheduler/block_shape.h"
+#include "scheduler/memory_layout.h"
+
+namespace offgen {
+
+// Bytes of one layer's K (or V) cache of `sequences` sequences: [sequences, heads, capacity,
+// head_dim] fp16.
+std::uint64_t kv_cache_bytes(const OptConfig& config, int sequences, int capacity);
+
+// AttentionScoreState of `sequences` sequences: per layer each slot's position (int32) and score
+// (fp32) and each head's write slot (int32); once, the prefill's key-probability sums [sequences,
+// heads, max_prompt] and a decode step's probability rows [sequences, heads, capacity] (fp32),
+// and each sequence's budget and recent window (int32).
+MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, int capacity,
+                                          int max_prompt);
+
+// OffloadedKv: offloaded[g] sequences of GPU batch g keep their KV in pinned memory (a cache per
+// (layer, GPU batch)); two staging slots, each sized for the most offloaded sequences of any GPU
+// batch, hold a task's cache on the gpu tier and its new rows on both sides; with cpu attention,
+// its output (and the softmax rows of a policy keeping attention scores) come back through
+// pinned memory.
+MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>& offloaded,
+                                 int capacity, bool keeps_attention_scores, bool cpu_attention);
+
+// What sizes a block's KV cache.
+struct KvCacheShape {
+  std::vector<GpuBatch> gpu_batches;  // the block's split (split_block)
+  int capacity = 1;                   // slots per (layer, sequence, head): the largest C + 1
+  int max_prompt = 1;                 // the longest prefill
+  bool keeps_attention_scores = false;
+  bool cpu_attention = false;  // host-resident sequences attend on the CPU
+};
+
+// BlockKvCache's own buffers: the step's slot arrays and each GPU batch's resident K and V (one
+// buffer per layer each).
+MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheShape& shape);
+// Everything a BlockKvCache allocates: its own buffers, each GPU batch's AttentionScoreState
+// (when the policy keeps attention scores) and the OffloadedKv (when some KV lives in pinned
+// memory).
+MemoryLayout block_kv_cache_layout(const OptConfig& config, const KvCacheShape& shape);
+
+// The offloaded sequences of each GPU batch.
+std::vector<int> offloaded_per_gpu_batch(const std::vector<GpuBatch>& gpu_batches);
+
+}  // namespace offgen

@@ -1,0 +1,101 @@
+#include "scheduler/runner_layout.h"
+
+#include <algorithm>
+
+#include "engine/core/half.h"
+#include "kernels/sampling_args.h"
+#include "scheduler/kv_cache_layout.h"
+
+namespace offgen {
+namespace {
+
+constexpr std::uint64_t kI32 = sizeof(std::int32_t);
+constexpr std::uint64_t kF32 = sizeof(float);
+constexpr std::uint64_t kHalf = sizeof(Half);
+
+}  // namespace
+
+int output_chunk_rows(int block, int num_gpu_batches) {
+  return std::max(gpu_batch_size(block, num_gpu_batches), 64);
+}
+
+MemoryLayout runner_own_layout(const OptConfig& config, const RunnerShape& shape) {
+  const BlockShape& placement = shape.placement;
+  const auto block = static_cast<std::uint64_t>(shape.block);
+  const std::uint64_t rows = block * static_cast<std::uint64_t>(shape.max_prompt);
+  const std::uint64_t gpu_batch_rows =
+      static_cast<std::uint64_t>(gpu_batch_size(shape.block, placement.num_gpu_batches)) *
+      static_cast<std::uint64_t>(shape.max_prompt);
+  const auto out =
+      static_cast<std::uint64_t>(output_chunk_rows(shape.block, placement.num_gpu_batches));
+  const auto h = static_cast<std::uint64_t>(config.hidden_size);
+  const auto p = static_cast<std::uint64_t>(config.word_embed_proj_dim);
+  const auto f = static_cast<std::uint64_t>(config.ffn_dim);
+  const auto heads = static_cast<std::uint64_t>(config.num_heads);
+  const auto vocab = static_cast<std::uint64_t>(config.vocab_size);
+
+  MemoryLayout layout;
+  // The step's inputs.
+  layout.add("token ids", Tier::gpu, rows * kI32);
+  layout.add("valid mask", Tier::gpu, rows * sizeof(std::uint8_t));
+  layout.add("positions", Tier::gpu, rows * kI32);
+  layout.add("picks", Tier::gpu, block * kI32);
+  layout.add("sampling parameters", Tier::gpu, block * sizeof(kernels::SampleParams));
+  layout.add("newest rows", Tier::gpu, block * kI32);
+  layout.add("host picks", Tier::pinned, block * kI32);
+  // Every step's uploads fit: ids + valid + positions + per-head token slots of a prefill, or the
+  // arrays of a decode step, the newest row of each sequence, the sampling parameters (four
+  // words a sequence), plus one chunk of output row ids and targets, each rounded up to 16 bytes.
+  static_assert(sizeof(kernels::SampleParams) == 4 * kI32);
+  layout.add("step staging", Tier::pinned,
+             kI32 * ((3 + heads) * rows + (9 + heads) * block + 2 * out) + 1024);
+  // Activations: the block's hidden states, one GPU batch's scratch.
+  layout.add("hidden states", Tier::gpu, placement.activations_on_host ? 0 : rows * h * kHalf);
+  layout.add("normed", Tier::gpu, gpu_batch_rows * std::max(h, p) * kHalf);
+  layout.add("embedded", Tier::gpu, config.has_projections() ? gpu_batch_rows * p * kHalf : 0);
+  layout.add("qkv", Tier::gpu, gpu_batch_rows * 3 * h * kHalf);
+  layout.add("attention output", Tier::gpu, gpu_batch_rows * h * kHalf);
+  layout.add("ffn", Tier::gpu, gpu_batch_rows * f * kHalf);
+  // The output head's chunk.
+  layout.add("output rows", Tier::gpu, out * kI32);
+  layout.add("gathered", Tier::gpu, out * h * kHalf);
+  layout.add("projected", Tier::gpu, out * p * kHalf);
+  layout.add("logits", Tier::gpu, out * vocab * kF32);
+  layout.add("targets", Tier::gpu, out * kI32);
+  layout.add("log-probs", Tier::gpu, out * kF32);
+  layout.add("host log-probs", Tier::pinned, out * kF32);
+  return layout;
+}
+
+MemoryLayout host_activations_layout(const std::vector<GpuBatch>& gpu_batches,
+                                     int max_rows_per_sequence, int hidden) {
+  std::uint64_t block = 0, largest = 0;
+  for (const GpuBatch& g : gpu_batches) {
+    block += static_cast<std::uint64_t>(g.size);
+    largest = std::max(largest, static_cast<std::uint64_t>(g.size));
+  }
+  const std::uint64_t row = static_cast<std::uint64_t>(hidden) * kHalf;
+  const auto seq = static_cast<std::uint64_t>(max_rows_per_sequence);
+  MemoryLayout layout;
+  layout.add("host hidden states", Tier::pinned, block * seq * row);
+  layout.add("hidden state slots", Tier::gpu, largest * seq * row, 2);
+  return layout;
+}
+
+MemoryLayout runner_layout(const OptConfig& config, const RunnerShape& shape) {
+  const std::vector<GpuBatch> gpu_batches = split_block(shape.block, shape.placement);
+  MemoryLayout layout = runner_own_layout(config, shape);
+  if (shape.placement.activations_on_host) {
+    layout.append(host_activations_layout(gpu_batches, shape.max_prompt, config.hidden_size));
+  }
+  KvCacheShape kv;
+  kv.gpu_batches = gpu_batches;
+  kv.capacity = shape.kv_capacity;
+  kv.max_prompt = shape.max_prompt;
+  kv.keeps_attention_scores = shape.keeps_attention_scores;
+  kv.cpu_attention = shape.placement.cpu_attention;
+  layout.append(block_kv_cache_layout(config, kv));
+  return layout;
+}
+
+}  // namespace offgen

@@ -1,0 +1,42 @@
+// The memory of a BatchRunner (engine/runtime/batch_runner.h), as layouts (memory_layout.h): its
+// step inputs and their pinned staging, the block's hidden states, one GPU batch's activation
+// scratch, the output head's chunk, and — through kv_cache_layout.h — its KV cache. The runner
+// and its parts allocate from these; the planner sums them.
+#pragma once
+
+#include <vector>
+
+#include "engine/model/opt_config.h"
+#include "scheduler/block_shape.h"
+#include "scheduler/memory_layout.h"
+
+namespace offgen {
+
+// What sizes a runner's memory.
+struct RunnerShape {
+  int block = 1;        // sequences (every GPU batch)
+  int max_prompt = 1;   // the longest prefill
+  int kv_capacity = 1;  // slots per (layer, sequence, head): the largest budget C + 1
+  bool keeps_attention_scores = false;
+  BlockShape placement;  // GPU batches, KV placement, cpu attention, where hidden states live
+};
+
+// Rows of the output head's chunk: one GPU batch, at least 64.
+int output_chunk_rows(int block, int num_gpu_batches);
+
+// The runner's own buffers: the step inputs (ids, mask, positions) for block x max_prompt rows,
+// picks and sampling parameters, the pinned staging every step's inputs go through, the block's
+// hidden states (unless they live in pinned memory), one GPU batch's activation scratch, and the
+// output head's chunk (fp32 logits included).
+MemoryLayout runner_own_layout(const OptConfig& config, const RunnerShape& shape);
+
+// HostActivations: the block's hidden states [block x max_rows_per_sequence rows, hidden] in
+// pinned memory, and two gpu slots of the largest GPU batch's rows.
+MemoryLayout host_activations_layout(const std::vector<GpuBatch>& gpu_batches,
+                                     int max_rows_per_sequence, int hidden);
+
+// Everything a runner's construction allocates: its own buffers, its KV cache's, and its hidden
+// states' in pinned memory when the placement keeps them there.
+MemoryLayout runner_layout(const OptConfig& config, const RunnerShape& shape);
+
+}  // namespace offgen
