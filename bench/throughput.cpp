@@ -156,6 +156,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     request.kv_tokens = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len) - 1;
     request.keeps_attention_scores =
         engine.keeps_attention_scores(config.prompt_len, config.gen_len - 1, total_len);
+    request.multiprocessors = engine.device().multiprocessors();
     const PlanMemory needed = plan_memory(model, request, engine.placement(), config.batch);
     row.needed_gpu_bytes = needed.gpu;
     row.needed_pinned_bytes = needed.pinned;

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "engine/core/half.h"
+#include "kernels/decode_split.h"
 
 namespace offgen::kernels {
 
@@ -43,6 +44,12 @@ struct DecodeAttentionArgs {
   int head_dim = 0;
   int capacity = 0;
   float scale = 1.0f;
+  // The GPU kernel's split of each (sequence, head)'s slots (kernels/decode_split.h), planned by
+  // the caller for this batch, heads and capacity, and its scratch: device memory of
+  // decode_split_scratch_bytes(split, ...) bytes (null with one split). The cpu kernels ignore
+  // both.
+  DecodeSplit split = {};
+  float* split_scratch = nullptr;
 };
 
 }  // namespace offgen::kernels

@@ -216,7 +216,14 @@ void measure_attention(Device& device, Ops& ops, const OptConfig& m, const Calib
     Buffer staging = device.allocate(Tier::pinned, batch * sizeof(std::int32_t));
     std::fill_n(staging.as<std::int32_t>(), batch, capacity);
     device.copy_async(counts.data(), staging.data(), batch * sizeof(std::int32_t), compute);
+    // The split a runner would plan for this cache, and its scratch.
+    const kernels::DecodeSplit split =
+        kernels::plan_decode_split(batch, heads, capacity, device.multiprocessors());
+    Buffer scratch =
+        device.allocate(Tier::gpu, kernels::decode_split_scratch_bytes(split, batch, heads, dim));
     kernels::DecodeAttentionArgs args;
+    args.split = split;
+    args.split_scratch = scratch.as<float>();
     args.qkv = qkv.as<Half>();
     args.k_cache = k.as<Half>();
     args.v_cache = v.as<Half>();
@@ -310,8 +317,8 @@ void measure_disk(const CalibrateOptions& o, std::vector<Measurement>& out) {
 
 }  // namespace
 
-CalibrationFootprint calibration_footprint(const OptConfig& model,
-                                           const CalibrateOptions& options) {
+CalibrationFootprint calibration_footprint(const OptConfig& model, const CalibrateOptions& options,
+                                           int multiprocessors) {
   // Each allocation rounds up to the device's 256-byte alignment.
   const auto halves = [](std::uint64_t n) {
     return (std::max<std::uint64_t>(n, 1) * 2 + 255) / 256 * 256;
@@ -326,7 +333,12 @@ CalibrationFootprint calibration_footprint(const OptConfig& model,
                               static_cast<std::uint64_t>(model.head_dim());
   const std::uint64_t qkv =
       static_cast<std::uint64_t>(kAttentionBatch) * 3 * h;  // halves of q, k and v
-  const std::uint64_t attention = 2 * halves(cache) + halves(qkv) + halves(qkv / 3) + 256;
+  const kernels::DecodeSplit split = kernels::plan_decode_split(
+      kAttentionBatch, model.num_heads, kAttentionCapacity, multiprocessors);
+  const std::uint64_t scratch = kernels::decode_split_scratch_bytes(
+      split, kAttentionBatch, model.num_heads, model.head_dim());
+  const std::uint64_t attention =
+      2 * halves(cache) + halves(qkv) + halves(qkv / 3) + 256 + (scratch + 255) / 256 * 256;
   // measure_overlap: a 128-row GEMM and one copy's gpu side.
   const std::uint64_t overlap =
       halves(f * h) + halves(f) + halves(128 * h) + halves(128 * f) + copy;

@@ -31,13 +31,15 @@ struct CalibrateOptions {
 };
 
 // The most bytes of each device tier calibrate() holds at once with these shapes and options
-// (its cpu attention and disk buffers are plain host memory, outside the device's tiers).
+// (its cpu attention and disk buffers are plain host memory, outside the device's tiers), on a
+// device with `multiprocessors` (Device::multiprocessors: sizes decode attention's split scratch).
 struct CalibrationFootprint {
   std::uint64_t gpu = 0;
   std::uint64_t pinned = 0;
   std::uint64_t host = 0;
 };
-CalibrationFootprint calibration_footprint(const OptConfig& model, const CalibrateOptions& options);
+CalibrationFootprint calibration_footprint(const OptConfig& model, const CalibrateOptions& options,
+                                           int multiprocessors = 0);
 
 // Runs every measurement on the opened device, with GEMM and attention shapes of `model`.
 std::vector<Measurement> calibrate(OpenedDevice& device, const OptConfig& model,

@@ -69,6 +69,18 @@ MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>
   return layout;
 }
 
+DecodeSplits decode_splits(const OptConfig& config, const GpuBatch& batch,
+                           const KvCacheShape& shape) {
+  DecodeSplits splits;
+  splits.resident = kernels::plan_decode_split(batch.resident, config.num_heads, shape.capacity,
+                                               shape.multiprocessors);
+  if (!shape.cpu_attention) {
+    splits.offloaded = kernels::plan_decode_split(batch.offloaded(), config.num_heads,
+                                                  shape.capacity, shape.multiprocessors);
+  }
+  return splits;
+}
+
 MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheShape& shape) {
   std::uint64_t block = 0;
   for (const GpuBatch& g : shape.gpu_batches) block += static_cast<std::uint64_t>(g.size);
@@ -84,6 +96,17 @@ MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheSha
     layout.add("k cache", Tier::gpu, bytes, config.num_layers);
     layout.add("v cache", Tier::gpu, bytes, config.num_layers);
   }
+  std::uint64_t scratch = 0;
+  for (const GpuBatch& g : shape.gpu_batches) {
+    const DecodeSplits splits = decode_splits(config, g, shape);
+    const auto needs = [&](const kernels::DecodeSplit& split, int sequences) {
+      return kernels::decode_split_scratch_bytes(split, sequences, config.num_heads,
+                                                 config.head_dim());
+    };
+    scratch = std::max(
+        {scratch, needs(splits.resident, g.resident), needs(splits.offloaded, g.offloaded())});
+  }
+  layout.add("decode attention scratch", Tier::gpu, scratch);
   return layout;
 }
 

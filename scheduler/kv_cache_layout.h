@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/model/opt_config.h"
+#include "kernels/decode_split.h"
 #include "scheduler/block_shape.h"
 #include "scheduler/memory_layout.h"
 
@@ -39,10 +40,23 @@ struct KvCacheShape {
   int max_prompt = 1;                 // the longest prefill
   bool keeps_attention_scores = false;
   bool cpu_attention = false;  // host-resident sequences attend on the CPU
+  // Of the device (Device::multiprocessors): sizes decode attention's split; 0 = never splits.
+  int multiprocessors = 0;
 };
 
-// BlockKvCache's own buffers: the step's slot arrays and each GPU batch's resident K and V (one
-// buffer per layer each).
+// How decode attention splits one GPU batch's caches (kernels/decode_split.h): over its
+// gpu-resident sequences, and over its host-resident ones staged on the gpu tier (when they
+// attend there). Planned once per cache; every decode step reuses it.
+struct DecodeSplits {
+  kernels::DecodeSplit resident;
+  kernels::DecodeSplit offloaded;
+};
+DecodeSplits decode_splits(const OptConfig& config, const GpuBatch& batch,
+                           const KvCacheShape& shape);
+
+// BlockKvCache's own buffers: the step's slot arrays, each GPU batch's resident K and V (one
+// buffer per layer each), and the scratch of decode attention's largest split (one buffer: every
+// decode attention runs on the compute stream, one after another).
 MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheShape& shape);
 // Everything a BlockKvCache allocates: its own buffers, each GPU batch's AttentionScoreState
 // (when the policy keeps attention scores) and the OffloadedKv (when some KV lives in pinned

@@ -43,6 +43,7 @@ PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
   runner.kv_capacity = request.kv_tokens + 1;
   runner.keeps_attention_scores = request.keeps_attention_scores;
   runner.placement = placement.block;
+  runner.multiprocessors = request.multiprocessors;
   const MemoryLayout layout = runner_layout(model, runner);
   PlanMemory out;
   out.gpu = weights.held.bytes(Tier::gpu) + layout.bytes(Tier::gpu);

@@ -94,6 +94,7 @@ MemoryLayout runner_layout(const OptConfig& config, const RunnerShape& shape) {
   kv.max_prompt = shape.max_prompt;
   kv.keeps_attention_scores = shape.keeps_attention_scores;
   kv.cpu_attention = shape.placement.cpu_attention;
+  kv.multiprocessors = shape.multiprocessors;
   layout.append(block_kv_cache_layout(config, kv));
   return layout;
 }

@@ -18,7 +18,8 @@ struct RunnerShape {
   int max_prompt = 1;   // the longest prefill
   int kv_capacity = 1;  // slots per (layer, sequence, head): the largest budget C + 1
   bool keeps_attention_scores = false;
-  BlockShape placement;  // GPU batches, KV placement, cpu attention, where hidden states live
+  BlockShape placement;     // GPU batches, KV placement, cpu attention, where hidden states live
+  int multiprocessors = 0;  // of the device (Device::multiprocessors)
 };
 
 // Rows of the output head's chunk: one GPU batch, at least 64.

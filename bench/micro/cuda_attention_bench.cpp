@@ -165,6 +165,15 @@ void DecodeAttention(benchmark::State& state) {
   args.head_dim = kHeadDim;
   args.capacity = capacity;
   args.scale = 0.08838834764831845f;  // 128^-0.5
+  // The split a runner plans once for this cache, and its scratch.
+  args.split = offgen::kernels::cuda::plan_decode_attention(batch, kHeads, capacity);
+  DeviceBuffer scratch(
+      offgen::kernels::decode_split_scratch_bytes(args.split, batch, kHeads, kHeadDim));
+  if (args.split.splits > 1 && !scratch.ok()) {
+    state.SkipWithError("cudaMalloc failed");
+    return;
+  }
+  args.split_scratch = scratch.as<float>();
 
   Stream stream;
   EventTimer timer;

@@ -63,7 +63,8 @@ QuickCalibration quick_calibration(const OptConfig& model, const Device& device)
   const std::uint64_t pinned = free_bytes(Tier::pinned);
   const std::uint64_t host = free_bytes(Tier::host);
   const auto fits = [&](const OptConfig& shapes, const bench::CalibrateOptions& options) {
-    const bench::CalibrationFootprint need = bench::calibration_footprint(shapes, options);
+    const bench::CalibrationFootprint need =
+        bench::calibration_footprint(shapes, options, device.multiprocessors());
     return need.gpu <= gpu && need.pinned <= pinned && need.host <= host;
   };
   std::vector<OptConfig> candidates = {quick_shapes(model)};
@@ -83,7 +84,7 @@ QuickCalibration quick_calibration(const OptConfig& model, const Device& device)
   bench::CalibrateOptions smallest;
   smallest.copy_bytes = 4096;
   const bench::CalibrationFootprint need =
-      bench::calibration_footprint(candidates.back(), smallest);
+      bench::calibration_footprint(candidates.back(), smallest, device.multiprocessors());
   throw OutOfMemoryError(fmt::format(
       "it needs at least gpu {}, pinned {} and host {} free, and the budgets leave gpu {}, "
       "pinned {} and host {}",
@@ -169,6 +170,7 @@ PlanRequest plan_request(const EngineOptions& engine, const Device& device, int 
   request.gpu_bytes = device.usage(Tier::gpu).budget;
   request.pinned_bytes = device.usage(Tier::pinned).budget;
   request.disk = !engine.disk.empty();
+  request.multiprocessors = device.multiprocessors();
   return request;
 }
 

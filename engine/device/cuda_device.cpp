@@ -483,13 +483,7 @@ CudaDevice::CudaDevice(int gpu_index, const DeviceBudgets& budgets)
   cudaDeviceProp prop{};
   OFFGEN_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu_index_));
   name_ = fmt::format("{} (sm_{}{})", prop.name, prop.major, prop.minor);
-  // Kernels take small stream-ordered scratch (cudaMallocAsync, e.g. split decode attention's
-  // partial results) every step; keeping the pool's memory instead of returning it at each sync
-  // makes those allocations free after the first step.
-  cudaMemPool_t pool = nullptr;
-  OFFGEN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, gpu_index_));
-  std::uint64_t keep_all = UINT64_MAX;
-  OFFGEN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+  multiprocessors_ = prop.multiProcessorCount;
   for (int role = 0; role < kNumStreamRoles; ++role) {
     streams_[role] = std::make_unique<CudaStream>(static_cast<StreamRole>(role));
   }

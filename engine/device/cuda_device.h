@@ -192,6 +192,7 @@ class CudaDevice final : public Device {
   // "NVIDIA H100 80GB HBM3 (sm_90)".
   std::string name() const override { return name_; }
   int gpu_index() const { return gpu_index_; }
+  int multiprocessors() const override { return multiprocessors_; }
   // Makes this GPU the calling thread's current CUDA device (for kernel launches).
   void make_current() const;
 
@@ -228,6 +229,7 @@ class CudaDevice final : public Device {
  private:
   int gpu_index_;
   std::string name_;
+  int multiprocessors_ = 0;
   CudaBlockCache gpu_cache_;
   CudaBlockCache pinned_cache_;
   // Declared after the caches, so destroyed before them.

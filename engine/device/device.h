@@ -104,6 +104,9 @@ class Device {
   virtual DeviceKind kind() const = 0;
   // "cpu (2 threads)", "NVIDIA H100 80GB HBM3 (sm_90)".
   virtual std::string name() const = 0;
+  // Streaming multiprocessors of a GPU, which its kernels spread work over (decode attention plans
+  // its split by them: kernels/decode_split.h); 0 for a device whose kernels run on the host.
+  virtual int multiprocessors() const { return 0; }
 
   // Throws OutOfMemoryError naming the tier, the request and the budget when it does not fit.
   // Memory is 256-byte aligned and not initialised.

@@ -42,17 +42,20 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
   shape.max_prompt = max_prompt;
   shape.keeps_attention_scores = keeps_attention_scores_;
   shape.cpu_attention = cpu_attention;
+  shape.multiprocessors = device.multiprocessors();
   const MemoryLayout layout = block_kv_cache_own_layout(config, shape);
   token_slot_ = layout.allocate(device, "token slots");
   write_slot_ = layout.allocate(device, "write slots");
   slot_count_ = layout.allocate(device, "slot counts");
   advancing_ = layout.allocate(device, "advancing");
+  decode_scratch_ = layout.allocate(device, "decode attention scratch");
 
   for (std::size_t i = 0; i < gpu_batches.size(); ++i) {
     const GpuBatch& g = gpu_batches[i];
     GpuBatchCache cache;
     cache.k = layout.allocate_all(device, "k cache", static_cast<int>(i));
     cache.v = layout.allocate_all(device, "v cache", static_cast<int>(i));
+    cache.splits = decode_splits(config, g, shape);
     if (keeps_attention_scores_) {
       const auto first = policies_.begin() + g.first;
       const std::vector<const KvPolicy*> batch_policies(first, first + g.size);
@@ -241,9 +244,12 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
   args.capacity = capacity_;
   args.scale = 1.0f / std::sqrt(static_cast<float>(args.head_dim));
   if (cache.scores) args.probs = cache.scores->decode_probs();
+  args.split = cache.splits.resident;
+  args.split_scratch = decode_scratch_.as<float>();
 
   // The host-resident sequences: the same arguments from their first row on.
   kernels::DecodeAttentionArgs off = args;
+  off.split = cache.splits.offloaded;
   off.qkv = args.qkv + resident * 3 * h;
   off.slot_count = args.slot_count + resident;
   off.out = args.out + resident * h;

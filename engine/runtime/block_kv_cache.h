@@ -29,6 +29,7 @@
 #include "policies/kv_policy.h"
 #include "scheduler/batch_formation.h"
 #include "scheduler/block_task.h"
+#include "scheduler/kv_cache_layout.h"
 
 namespace offgen {
 
@@ -51,7 +52,9 @@ class BlockKvCache {
   // policies: one per sequence of the block, all of one kind, each with its own budget C (they
   // must outlive the cache); every cache has the largest C + 1 slots. gpu_batches: the block's
   // split (block_shape.h). max_prompt: the longest prefill. cpu_attention: the host-resident
-  // sequences attend on the CPU. Throws OutOfMemoryError when a tier cannot hold the cache.
+  // sequences attend on the CPU. Allocates block_kv_cache_layout (scheduler/kv_cache_layout.h),
+  // decode attention's split planned for the device; throws OutOfMemoryError when a tier cannot
+  // hold it.
   BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
                std::vector<const KvPolicy*> policies, const std::vector<GpuBatch>& gpu_batches,
                int max_prompt, bool cpu_attention);
@@ -104,6 +107,7 @@ class BlockKvCache {
   struct GpuBatchCache {
     std::vector<Buffer> k, v;  // per layer: [resident, heads, capacity, head_dim]
     std::unique_ptr<AttentionScoreState> scores;  // when the policy keeps attention scores
+    DecodeSplits splits;                          // of its decode attention, planned once
   };
 
   const OptConfig& config_;
@@ -121,6 +125,8 @@ class BlockKvCache {
   // sequence): the prefill's token -> slot map [block, heads, seq], a decode step's write slots
   // [block, heads], attended slot counts and advancing flags [block].
   Buffer token_slot_, write_slot_, slot_count_, advancing_;
+  // Decode attention's split scratch, sized for the largest split (gpu tier).
+  Buffer decode_scratch_;
 
   std::vector<int> cached_;         // tokens held per sequence (the same in every layer and head)
   std::vector<std::int32_t> seen_;  // real tokens of each sequence so far: the next HF position

@@ -11,6 +11,14 @@
 namespace offgen::kernels::cuda {
 
 void prefill_attention(const PrefillAttentionArgs& args, cudaStream_t stream);
+
+// The split decode_attention takes for `batch` sequences of `heads` heads over `capacity` slots
+// on the current device (kernels/decode_split.h; its scratch: decode_split_scratch_bytes). Plan
+// once per cache shape, not per call.
+DecodeSplit plan_decode_attention(int batch, int heads, int capacity);
+
+// args.split must cover args.capacity (plan_decode_attention) and, with several splits, bring
+// args.split_scratch.
 void decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream);
 
 }  // namespace offgen::kernels::cuda

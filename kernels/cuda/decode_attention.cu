@@ -2,8 +2,9 @@
 // per (sequence, head) over cache slots [0, slot_count[b]); fp32 scores, softmax and p·v.
 //
 // Memory-bound: each cached k and v row is read exactly once, with 16-byte loads. A block owns a
-// chunk of one (sequence, head)'s slots ("split"); chunks are sized on the host so that even batch
-// 1 launches several blocks per SM (flash-decoding). Within a block:
+// chunk of one (sequence, head)'s slots ("split"); the caller plans the chunks once per cache shape
+// (kernels/decode_split.h) so that even batch 1 launches several blocks per SM (flash-decoding).
+// Within a block:
 //   1. scores: a group of L lanes reads one k row (L = head_dim / 8 rounded up to a power of two,
 //      capped at 32; a lane holds up to two 8-half pieces of the row), dots it with the scaled q
 //      and sums over the group with shuffles; scores go to shared memory.
@@ -11,9 +12,9 @@
 //   3. p·v: the same lane groups read v rows and accumulate p·v per lane in fp32; the groups of a
 //      warp, then the warps, are summed in a fixed order.
 // With one split the block writes the output (and the probabilities) directly. With several, each
-// block writes (m, l, unnormalised p·v) to a scratch buffer and a combine kernel merges the splits
-// in split order — deterministic, no atomics. Probabilities then go out as raw scores first and
-// are normalised by the combine kernel, which alone knows the global max and sum.
+// block writes (m, l, unnormalised p·v) to the caller's scratch and a combine kernel merges the
+// splits in split order — deterministic, no atomics. Probabilities then go out as raw scores first
+// and are normalised by the combine kernel, which alone knows the global max and sum.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -37,13 +38,8 @@ constexpr int kMaxHeadDim = kWarp * kMaxPiecesPerLane * kPiece;
 // Rows each lane group loads before it uses any: four 16-byte loads in flight per lane and piece,
 // which is what keeps enough bytes in flight per SM for HBM.
 constexpr int kUnroll = 4;
-// Slots per block: their fp32 scores live in shared memory (16 KiB). 4096 covers every OPT context
-// (2048) in one split, so large batches need no scratch and no combine pass.
-constexpr int kMaxChunk = 4096;
-// Smallest split worth a block (64 rows of k and v: 32 KiB at head_dim 128), and the granule.
-constexpr int kMinChunk = 64;
-// Blocks per SM the split heuristic aims for (several resident blocks hide load latency).
-constexpr int kBlocksPerSm = 4;
+// Slots per block: their fp32 scores live in shared memory (16 KiB).
+constexpr int kMaxChunk = kDecodeMaxChunk;
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 // Eight halves: one 16-byte load.
@@ -94,7 +90,7 @@ __device__ float block_reduce(float v) {
 struct Plan {
   int pieces;         // head_dim / 8
   int lanes_per_row;  // L: a power of two >= pieces, at most 32
-  int chunk;          // slots per split
+  int chunk;          // slots per split (the caller's DecodeSplit)
   int splits;         // ceil(capacity / chunk)
 };
 
@@ -326,15 +322,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Frees the split scratch in stream order, also when a launch check throws.
-struct StreamScratch {
-  void* data = nullptr;
-  cudaStream_t stream = nullptr;
-  ~StreamScratch() {
-    if (data != nullptr) cudaFreeAsync(data, stream);
-  }
-};
-
 template <bool kAligned>
 void launch(const DecodeAttentionArgs& args, const Plan& plan, cudaStream_t stream) {
   const std::int64_t bh = std::int64_t{args.batch} * args.heads;
@@ -347,13 +334,10 @@ void launch(const DecodeAttentionArgs& args, const Plan& plan, cudaStream_t stre
     OFFGEN_CUDA_CHECK_LAUNCH();
     return;
   }
-  // (m, l) and head_dim partial sums per split: a few MB at most, since splits > 1 only when
-  // batch * heads is small or the capacity exceeds kMaxChunk.
+  // (m, l) and head_dim partial sums per split, in the caller's scratch
+  // (decode_split_scratch_bytes).
   const std::int64_t ml_floats = 2 * blocks;
-  const std::int64_t bytes = (ml_floats + blocks * args.head_dim) * std::int64_t{sizeof(float)};
-  StreamScratch scratch{nullptr, stream};
-  OFFGEN_CUDA_CHECK(cudaMallocAsync(&scratch.data, static_cast<std::size_t>(bytes), stream));
-  auto* part_ml = static_cast<float*>(scratch.data);
+  float* part_ml = args.split_scratch;
   float* part_acc = part_ml + ml_floats;
   decode_split_kernel<kAligned>
       <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args, plan, part_ml, part_acc);
@@ -368,6 +352,14 @@ bool aligned16(const void* p) {
 }
 
 }  // namespace
+
+DecodeSplit plan_decode_attention(int batch, int heads, int capacity) {
+  int device = 0;
+  int sms = 0;
+  OFFGEN_CUDA_CHECK(cudaGetDevice(&device));
+  OFFGEN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return plan_decode_split(batch, heads, capacity, sms);
+}
 
 void decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream) {
   if (args.batch <= 0 || args.heads <= 0) return;
@@ -386,21 +378,18 @@ void decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream) {
   plan.lanes_per_row = 1;
   while (plan.lanes_per_row < plan.pieces && plan.lanes_per_row < kWarp) plan.lanes_per_row *= 2;
 
-  // Splits: enough blocks for kBlocksPerSm per SM; chunks a multiple of kMinChunk in
-  // [kMinChunk, kMaxChunk]. Planned from the capacity (the counts live on the device), so a cache
-  // far from full leaves some split blocks with nothing to do; they exit at once.
-  int device = 0;
-  int sms = 0;
-  OFFGEN_CUDA_CHECK(cudaGetDevice(&device));
-  OFFGEN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::int64_t bh = std::int64_t{args.batch} * args.heads;
-  const std::int64_t target_blocks = std::int64_t{kBlocksPerSm} * sms;
-  const std::int64_t wanted_splits = std::max<std::int64_t>(1, (target_blocks + bh - 1) / bh);
-  std::int64_t chunk = (args.capacity + wanted_splits - 1) / wanted_splits;
-  chunk = (chunk + kMinChunk - 1) / kMinChunk * kMinChunk;
-  chunk = std::clamp<std::int64_t>(chunk, kMinChunk, kMaxChunk);
-  plan.chunk = static_cast<int>(chunk);
-  plan.splits = static_cast<int>((args.capacity + chunk - 1) / chunk);
+  // The caller's split must cover every slot with chunks that fit shared memory, and bring its
+  // scratch when there is more than one.
+  const DecodeSplit& split = args.split;
+  OFFGEN_CUDA_REQUIRE(split.splits >= 1 && split.chunk >= 1 && split.chunk <= kMaxChunk &&
+                          std::int64_t{split.chunk} * split.splits >= args.capacity &&
+                          std::int64_t{split.chunk} * (split.splits - 1) < args.capacity,
+                      "decode_attention: the split does not cover the capacity (plan it with "
+                      "plan_decode_attention)");
+  OFFGEN_CUDA_REQUIRE(split.splits == 1 || args.split_scratch != nullptr,
+                      "decode_attention: a split of several chunks needs its scratch");
+  plan.chunk = split.chunk;
+  plan.splits = split.splits;
 
   // head_dim % 8 == 0 makes every row start as aligned as the base pointers.
   if (aligned16(args.qkv) && aligned16(args.k_cache) && aligned16(args.v_cache)) {

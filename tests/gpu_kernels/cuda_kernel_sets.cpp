@@ -275,6 +275,15 @@ void decode_attention(const kernels::DecodeAttentionArgs& args) {
   auto d_count = device_copy(args.slot_count, args.batch);
   auto d_out = device_copy(args.out, std::int64_t{args.batch} * width);
   auto d_probs = device_copy(args.probs, std::int64_t{args.batch} * args.heads * args.capacity);
+  // The split a runner plans for this shape, and its scratch between guards (a write past the
+  // planned bytes fails the guard check).
+  const kernels::DecodeSplit split =
+      cuda::plan_decode_attention(args.batch, args.heads, args.capacity);
+  std::vector<float> scratch(
+      kernels::decode_split_scratch_bytes(split, args.batch, args.heads, args.head_dim) /
+      sizeof(float));
+  auto d_scratch = device_copy(scratch.empty() ? nullptr : scratch.data(),
+                               static_cast<std::int64_t>(scratch.size()));
   kernels::DecodeAttentionArgs d = args;
   d.qkv = d_qkv.data();
   d.k_cache = d_k.data();
@@ -282,10 +291,13 @@ void decode_attention(const kernels::DecodeAttentionArgs& args) {
   d.slot_count = d_count.data();
   d.out = d_out.data();
   d.probs = d_probs.data();
+  d.split = split;
+  d.split_scratch = d_scratch.data();
   cuda::decode_attention(d, test_stream());
   finish();
   d_out.copy_back(args.out, "decode_attention out");
   d_probs.copy_back(args.probs, "decode_attention probs");
+  d_scratch.copy_back(scratch.data(), "decode_attention split scratch");
 }
 
 void sample_rows(const kernels::SampleRowsArgs& args) {

@@ -48,10 +48,19 @@ TEST_P(DecodeAttentionParity, MatchesReference) {
       std::vector<Half> expected_out(out.size());
       std::vector<float> expected_probs(probs_size);
 
-      DecodeAttentionArgs args{qkv.data(),      k_cache.data(), v_cache.data(),
-                               c.counts.data(), out.data(),     with_probs ? probs.data() : nullptr,
-                               c.batch,         c.heads,        c.head_dim,
-                               c.capacity,      scale};
+      // No split: the cpu kernels ignore it, and the cuda set plans its own
+      // (cuda_kernel_sets.cpp).
+      DecodeAttentionArgs args{.qkv = qkv.data(),
+                               .k_cache = k_cache.data(),
+                               .v_cache = v_cache.data(),
+                               .slot_count = c.counts.data(),
+                               .out = out.data(),
+                               .probs = with_probs ? probs.data() : nullptr,
+                               .batch = c.batch,
+                               .heads = c.heads,
+                               .head_dim = c.head_dim,
+                               .capacity = c.capacity,
+                               .scale = scale};
       impl().decode_attention(args);
       args.out = expected_out.data();
       args.probs = with_probs ? expected_probs.data() : nullptr;
@@ -121,8 +130,16 @@ TEST_P(DecodeAttentionParity, DecodeOverStoredPrefillMatchesLastPrefillRow) {
       counts.push_back(c.seq - c.pads[b]);
     }
     Guarded<Half> decoded(std::size_t(c.batch) * hd, half_nan());
-    impl().decode_attention({last_qkv.data(), k.data(), v.data(), counts.data(), decoded.data(),
-                             nullptr, c.batch, c.heads, c.head_dim, capacity, scale});
+    impl().decode_attention({.qkv = last_qkv.data(),
+                             .k_cache = k.data(),
+                             .v_cache = v.data(),
+                             .slot_count = counts.data(),
+                             .out = decoded.data(),
+                             .batch = c.batch,
+                             .heads = c.heads,
+                             .head_dim = c.head_dim,
+                             .capacity = capacity,
+                             .scale = scale});
     EXPECT_TRUE(decoded.guards_intact());
     auto tol = attention_tolerance(c.head_dim, scale, c.seq);
     tol.abs *= 2;  // both sides carry their own error

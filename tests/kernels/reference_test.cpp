@@ -94,8 +94,17 @@ TEST(Reference, DecodeWithEqualScoresAveragesValues) {
   const std::vector<std::int32_t> count = {4};
   std::vector<Half> out(2);
   std::vector<float> probs(5, -1);
-  ref::decode_attention(
-      {qkv.data(), k.data(), v.data(), count.data(), out.data(), probs.data(), 1, 1, 2, 4, 0.7f});
+  ref::decode_attention({.qkv = qkv.data(),
+                         .k_cache = k.data(),
+                         .v_cache = v.data(),
+                         .slot_count = count.data(),
+                         .out = out.data(),
+                         .probs = probs.data(),
+                         .batch = 1,
+                         .heads = 1,
+                         .head_dim = 2,
+                         .capacity = 4,
+                         .scale = 0.7f});
   EXPECT_EQ(to_floats(out), (std::vector<float>{3, 1}));
   EXPECT_EQ(probs, (std::vector<float>{0.25f, 0.25f, 0.25f, 0.25f, -1}));  // capacity 4 only
 }
@@ -106,8 +115,17 @@ TEST(Reference, DecodeOfEmptyCacheIsZero) {
   const std::vector<std::int32_t> count = {0};
   std::vector<Half> out = halves({7});
   std::vector<float> probs = {7, 7};
-  ref::decode_attention(
-      {qkv.data(), kv.data(), kv.data(), count.data(), out.data(), probs.data(), 1, 1, 1, 2, 1.0f});
+  ref::decode_attention({.qkv = qkv.data(),
+                         .k_cache = kv.data(),
+                         .v_cache = kv.data(),
+                         .slot_count = count.data(),
+                         .out = out.data(),
+                         .probs = probs.data(),
+                         .batch = 1,
+                         .heads = 1,
+                         .head_dim = 1,
+                         .capacity = 2,
+                         .scale = 1.0f});
   EXPECT_EQ(to_floats(out), (std::vector<float>{0}));
   EXPECT_EQ(probs, (std::vector<float>{0, 0}));
 }
@@ -294,8 +312,16 @@ TEST(CpuKernels, CacheWritesRejectSlotsOutsideCapacity) {
                Error);
   const std::vector<std::int32_t> count = {2};
   std::vector<Half> out(1);
-  EXPECT_THROW(kernels::cpu::decode_attention({qkv.data(), k.data(), v.data(), count.data(),
-                                               out.data(), nullptr, 1, 1, 1, 1, 1.0f}),
+  EXPECT_THROW(kernels::cpu::decode_attention({.qkv = qkv.data(),
+                                               .k_cache = k.data(),
+                                               .v_cache = v.data(),
+                                               .slot_count = count.data(),
+                                               .out = out.data(),
+                                               .batch = 1,
+                                               .heads = 1,
+                                               .head_dim = 1,
+                                               .capacity = 1,
+                                               .scale = 1.0f}),
                Error);
 }
 
