@@ -9,18 +9,18 @@
 
 namespace offgen {
 
-HostActivations::HostActivations(Device& device, std::vector<GpuBatch> batches,
+HostActivations::HostActivations(Device& device, std::vector<GpuBatch> gpu_batches,
                                  int max_rows_per_sequence, int hidden)
     : device_(device),
       compute_(device.stream(StreamRole::compute)),
       h2d_(device.stream(StreamRole::h2d_kv)),
       d2h_(device.stream(StreamRole::d2h_kv)),
-      batches_(std::move(batches)),
+      gpu_batches_(std::move(gpu_batches)),
       max_rows_per_sequence_(max_rows_per_sequence),
       hidden_(hidden) {
-  OFFGEN_CHECK(!batches_.empty() && max_rows_per_sequence > 0 && hidden > 0,
+  OFFGEN_CHECK(!gpu_batches_.empty() && max_rows_per_sequence > 0 && hidden > 0,
                "host activations need GPU batches, rows and a hidden size");
-  const MemoryLayout layout = host_activations_layout(batches_, max_rows_per_sequence, hidden);
+  const MemoryLayout layout = host_activations_layout(gpu_batches_, max_rows_per_sequence, hidden);
   host_ = layout.allocate(device, "host hidden states");
   std::vector<Buffer> slot_rows = layout.allocate_all(device, "hidden state slots");
   for (std::size_t i = 0; i < 2; ++i) {
@@ -30,7 +30,8 @@ HostActivations::HostActivations(Device& device, std::vector<GpuBatch> batches,
     s.saved = device.create_event();
   }
   computed_ = device.create_event();
-  for (std::size_t g = 0; g < batches_.size(); ++g) batch_saved_.push_back(device.create_event());
+  for (std::size_t g = 0; g < gpu_batches_.size(); ++g)
+    gpu_batch_saved_.push_back(device.create_event());
 }
 
 HostActivations::~HostActivations() {
@@ -45,14 +46,13 @@ HostActivations::~HostActivations() {
   }
 }
 
-std::size_t HostActivations::batch_bytes(int batch) const {
-  return static_cast<std::size_t>(batches_[static_cast<std::size_t>(batch)].size) *
-         static_cast<std::size_t>(rows_per_sequence_) * static_cast<std::size_t>(hidden_) *
-         sizeof(Half);
+std::size_t HostActivations::batch_bytes(const GpuBatch& batch) const {
+  return static_cast<std::size_t>(batch.size) * static_cast<std::size_t>(rows_per_sequence_) *
+         static_cast<std::size_t>(hidden_) * sizeof(Half);
 }
 
-Half* HostActivations::host_rows(int batch) {
-  const auto first = static_cast<std::size_t>(batches_[static_cast<std::size_t>(batch)].first);
+Half* HostActivations::host_rows(const GpuBatch& batch) {
+  const auto first = static_cast<std::size_t>(batch.first);
   return host_.as<Half>() +
          first * static_cast<std::size_t>(rows_per_sequence_) * static_cast<std::size_t>(hidden_);
 }
@@ -70,14 +70,14 @@ void HostActivations::prefetch(const BlockTask& task) {
   if (task.layer == 0) return;  // the embedding is computed into the slot
   // The rows come from this GPU batch's task of the layer before, which must have been released
   // (with one GPU batch, that is the task computing now: the load waits for acquire()).
-  if (task.index - static_cast<int>(batches_.size()) > released_through_) return;
+  if (task.index - static_cast<int>(gpu_batches_.size()) > released_through_) return;
   Slot& s = slot_of(task);
   if (s.loaded_task == task.index) return;
   s.saved->wait_on(h2d_);  // the slot's last store read it
-  batch_saved_[static_cast<std::size_t>(task.gpu_batch)]->wait_on(
+  gpu_batch_saved_[static_cast<std::size_t>(task.gpu_batch)]->wait_on(
       h2d_);  // the rows are on the host
-  const std::size_t bytes = batch_bytes(task.gpu_batch);
-  device_.copy_async(s.rows.data(), host_rows(task.gpu_batch), bytes, h2d_);
+  const std::size_t bytes = batch_bytes(task.batch);
+  device_.copy_async(s.rows.data(), host_rows(task.batch), bytes, h2d_);
   s.loaded->record(h2d_);
   s.loaded_task = task.index;
   moved_bytes_ += bytes;
@@ -100,15 +100,15 @@ void HostActivations::release(const BlockTask& task) {
   released_through_ = task.index;
   computed_->record(compute_);
   computed_->wait_on(d2h_);
-  const std::size_t bytes = batch_bytes(task.gpu_batch);
-  device_.copy_async(host_rows(task.gpu_batch), s.rows.data(), bytes, d2h_);
+  const std::size_t bytes = batch_bytes(task.batch);
+  device_.copy_async(host_rows(task.batch), s.rows.data(), bytes, d2h_);
   s.saved->record(d2h_);
-  batch_saved_[static_cast<std::size_t>(task.gpu_batch)]->record(d2h_);
+  gpu_batch_saved_[static_cast<std::size_t>(task.gpu_batch)]->record(d2h_);
   moved_bytes_ += bytes;
 }
 
 const Half* HostActivations::finish_pass() {
-  for (const auto& saved : batch_saved_) saved->wait_on(compute_);
+  for (const auto& saved : gpu_batch_saved_) saved->wait_on(compute_);
   return host_.as<const Half>();
 }
 

@@ -29,10 +29,10 @@ namespace offgen {
 
 class HostActivations {
  public:
-  // Hidden states of `batches` (a block's GPU batches) for up to `max_rows_per_sequence` rows
+  // Hidden states of `gpu_batches` (a block's) for up to `max_rows_per_sequence` rows
   // (the prompt length) of `hidden` halves each, as host_activations_layout lays them out
   // (scheduler/runner_layout.h). Throws OutOfMemoryError when a tier cannot hold them.
-  HostActivations(Device& device, std::vector<GpuBatch> batches, int max_rows_per_sequence,
+  HostActivations(Device& device, std::vector<GpuBatch> gpu_batches, int max_rows_per_sequence,
                   int hidden);
   HostActivations(const HostActivations&) = delete;
   HostActivations& operator=(const HostActivations&) = delete;
@@ -62,14 +62,14 @@ class HostActivations {
     int loaded_task = -1;
   };
   Slot& slot_of(const BlockTask& task) { return slots_[task.index % 2]; }
-  Half* host_rows(int batch);
-  std::size_t batch_bytes(int batch) const;
+  Half* host_rows(const GpuBatch& batch);
+  std::size_t batch_bytes(const GpuBatch& batch) const;
 
   Device& device_;
   Stream& compute_;
   Stream& h2d_;
   Stream& d2h_;
-  std::vector<GpuBatch> batches_;
+  std::vector<GpuBatch> gpu_batches_;
   int max_rows_per_sequence_;
   int hidden_;
   int rows_per_sequence_ = 0;
@@ -77,7 +77,7 @@ class HostActivations {
   Buffer host_;                // pinned: [block rows, hidden]
   Slot slots_[2];
   std::unique_ptr<Event> computed_;
-  std::vector<std::unique_ptr<Event>> batch_saved_;  // per GPU batch: its last store
+  std::vector<std::unique_ptr<Event>> gpu_batch_saved_;  // per GPU batch: its last store
   std::uint64_t moved_bytes_ = 0;
 };
 

@@ -98,8 +98,8 @@ std::size_t OffloadedKv::cache_index(const BlockTask& task) const {
          static_cast<std::size_t>(task.gpu_batch);
 }
 
-std::size_t OffloadedKv::cache_elements(int batch) const {
-  return static_cast<std::size_t>(offloaded(batch)) * static_cast<std::size_t>(heads_) *
+std::size_t OffloadedKv::cache_elements(int gpu_batch) const {
+  return static_cast<std::size_t>(offloaded(gpu_batch)) * static_cast<std::size_t>(heads_) *
          static_cast<std::size_t>(capacity_) * static_cast<std::size_t>(head_dim_);
 }
 

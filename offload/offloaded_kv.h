@@ -39,7 +39,7 @@ class OffloadedKv {
   ~OffloadedKv();
 
   bool cpu_attention() const { return cpu_attention_; }
-  int offloaded(int batch) const { return offloaded_[static_cast<std::size_t>(batch)]; }
+  int offloaded(int gpu_batch) const { return offloaded_[static_cast<std::size_t>(gpu_batch)]; }
 
   // Starts a pass (a prefill or one decode step): task numbers start again at 0. Task i of a pass
   // uses staging slot i % 2.
@@ -91,7 +91,7 @@ class OffloadedKv {
 
   Slot& slot_of(const BlockTask& task) { return slots_[task.index % 2]; }
   std::size_t cache_index(const BlockTask& task) const;
-  std::size_t cache_elements(int batch) const;
+  std::size_t cache_elements(int gpu_batch) const;
   // Copies the task's new rows and write slots down to the slot's pinned buffers, after the
   // task's earlier compute; the d2h stream then holds them for the host task that follows.
   void send_rows(const BlockTask& task, Slot& slot, const Half* qkv,
@@ -108,8 +108,8 @@ class OffloadedKv {
   bool keeps_attention_scores_;
   bool cpu_attention_;
   std::vector<int> offloaded_;
-  std::vector<Buffer> k_host_, v_host_;               // per (layer, batch): pinned
-  std::vector<std::unique_ptr<Event>> cache_stored_;  // per (layer, batch): its last store
+  std::vector<Buffer> k_host_, v_host_;               // per (layer, GPU batch): pinned
+  std::vector<std::unique_ptr<Event>> cache_stored_;  // per (layer, GPU batch): its last store
   Slot slots_[2];
   std::uint64_t loaded_bytes_ = 0;
   std::uint64_t stored_bytes_ = 0;

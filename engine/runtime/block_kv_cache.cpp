@@ -1,7 +1,5 @@
 #include "engine/runtime/block_kv_cache.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cmath>
 
