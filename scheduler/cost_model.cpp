@@ -170,8 +170,8 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
     add_activations(layer, 1);
     if (cpu_attention) {
       layer.cpu_attention = host * kv_read / p.cpu_attention;
-      const double up =
-          row * 2 + (r.keeps_attention_scores ? heads * capacity * 4 : 0);  // output, softmax rows
+      // The output, and the softmax rows of a policy that keeps attention scores.
+      const double up = row * 2 + (r.keeps_attention_scores ? heads * capacity * 4 : 0);
       layer.kv_load = host * up / p.h2d;
     } else {
       layer.kv_load = host * cache_bytes / p.h2d;
