@@ -2,21 +2,12 @@
 
 #include <algorithm>
 
-#include "engine/core/half.h"
-
 namespace offgen {
-namespace {
-
-constexpr std::uint64_t kI32 = sizeof(std::int32_t);
-constexpr std::uint64_t kF32 = sizeof(float);
-constexpr std::uint64_t kHalf = sizeof(Half);
-
-}  // namespace
 
 std::uint64_t kv_cache_bytes(const OptConfig& config, int sequences, int capacity) {
   return static_cast<std::uint64_t>(sequences) * static_cast<std::uint64_t>(config.num_heads) *
          static_cast<std::uint64_t>(capacity) * static_cast<std::uint64_t>(config.head_dim()) *
-         kHalf;
+         kHalfBytes;
 }
 
 MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, int capacity,
@@ -25,14 +16,14 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
       static_cast<std::uint64_t>(sequences) * static_cast<std::uint64_t>(heads);
   const std::uint64_t slots = cells * static_cast<std::uint64_t>(capacity);
   MemoryLayout layout;
-  layout.add("score positions", Tier::gpu, slots * kI32, layers);
-  layout.add("scores", Tier::gpu, slots * kF32, layers);
-  layout.add("score write slots", Tier::gpu, cells * kI32, layers);
+  layout.add("score positions", Tier::gpu, slots * kInt32Bytes, layers);
+  layout.add("scores", Tier::gpu, slots * kFloatBytes, layers);
+  layout.add("score write slots", Tier::gpu, cells * kInt32Bytes, layers);
   layout.add("prefill key probability sums", Tier::gpu,
-             cells * static_cast<std::uint64_t>(max_prompt) * kF32);
-  layout.add("decode probabilities", Tier::gpu, slots * kF32);
-  layout.add("budgets", Tier::gpu, static_cast<std::uint64_t>(sequences) * kI32);
-  layout.add("recent windows", Tier::gpu, static_cast<std::uint64_t>(sequences) * kI32);
+             cells * static_cast<std::uint64_t>(max_prompt) * kFloatBytes);
+  layout.add("decode probabilities", Tier::gpu, slots * kFloatBytes);
+  layout.add("budgets", Tier::gpu, static_cast<std::uint64_t>(sequences) * kInt32Bytes);
+  layout.add("recent windows", Tier::gpu, static_cast<std::uint64_t>(sequences) * kInt32Bytes);
   return layout;
 }
 
@@ -50,14 +41,15 @@ MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>
                config.num_layers);
   }
   // Per sequence: one qkv row, a write slot per head, an attention output row and softmax rows.
-  const std::uint64_t rows = most * 3 * heads * head_dim * kHalf;
-  const std::uint64_t slots = most * heads * kI32;
-  const std::uint64_t out = cpu_attention ? most * heads * head_dim * kHalf : 0;
-  const std::uint64_t probs = cpu_attention && keeps_attention_scores
-                                  ? most * heads * static_cast<std::uint64_t>(capacity) * kF32
-                                  : 0;
+  const std::uint64_t rows = most * 3 * heads * head_dim * kHalfBytes;
+  const std::uint64_t slots = most * heads * kInt32Bytes;
+  const std::uint64_t out = cpu_attention ? most * heads * head_dim * kHalfBytes : 0;
+  const std::uint64_t probs =
+      cpu_attention && keeps_attention_scores
+          ? most * heads * static_cast<std::uint64_t>(capacity) * kFloatBytes
+          : 0;
   const std::uint64_t staged_cache =
-      most * heads * static_cast<std::uint64_t>(capacity) * head_dim * kHalf;
+      most * heads * static_cast<std::uint64_t>(capacity) * head_dim * kHalfBytes;
   layout.add("staged k cache", Tier::gpu, staged_cache, 2);
   layout.add("staged v cache", Tier::gpu, staged_cache, 2);
   layout.add("staged rows", Tier::gpu, rows, 2);
@@ -87,9 +79,9 @@ MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheSha
   const auto heads = static_cast<std::uint64_t>(config.num_heads);
   MemoryLayout layout;
   layout.add("token slots", Tier::gpu,
-             block * static_cast<std::uint64_t>(shape.max_prompt) * heads * kI32);
-  layout.add("write slots", Tier::gpu, block * heads * kI32);
-  layout.add("slot counts", Tier::gpu, block * kI32);
+             block * static_cast<std::uint64_t>(shape.max_prompt) * heads * kInt32Bytes);
+  layout.add("write slots", Tier::gpu, block * heads * kInt32Bytes);
+  layout.add("slot counts", Tier::gpu, block * kInt32Bytes);
   layout.add("advancing", Tier::gpu, block * sizeof(std::uint8_t));
   for (const GpuBatch& g : shape.gpu_batches) {
     const std::uint64_t bytes = kv_cache_bytes(config, g.resident, shape.capacity);

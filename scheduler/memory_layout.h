@@ -8,9 +8,15 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/core/half.h"
 #include "engine/device/device.h"
 
 namespace offgen {
+
+// Bytes of the elements layouts count in.
+inline constexpr std::uint64_t kInt32Bytes = sizeof(std::int32_t);
+inline constexpr std::uint64_t kFloatBytes = sizeof(float);
+inline constexpr std::uint64_t kHalfBytes = sizeof(Half);
 
 struct Allocation {
   const char* name = "";  // a string literal: what the buffer holds

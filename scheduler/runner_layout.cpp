@@ -2,18 +2,10 @@
 
 #include <algorithm>
 
-#include "engine/core/half.h"
 #include "kernels/sampling_args.h"
 #include "scheduler/kv_cache_layout.h"
 
 namespace offgen {
-namespace {
-
-constexpr std::uint64_t kI32 = sizeof(std::int32_t);
-constexpr std::uint64_t kF32 = sizeof(float);
-constexpr std::uint64_t kHalf = sizeof(Half);
-
-}  // namespace
 
 int output_chunk_rows(int block, int num_gpu_batches) {
   return std::max(gpu_batch_size(block, num_gpu_batches), 64);
@@ -36,34 +28,34 @@ MemoryLayout runner_own_layout(const OptConfig& config, const RunnerShape& shape
 
   MemoryLayout layout;
   // The step's inputs.
-  layout.add("token ids", Tier::gpu, rows * kI32);
+  layout.add("token ids", Tier::gpu, rows * kInt32Bytes);
   layout.add("valid mask", Tier::gpu, rows * sizeof(std::uint8_t));
-  layout.add("positions", Tier::gpu, rows * kI32);
-  layout.add("picks", Tier::gpu, block * kI32);
+  layout.add("positions", Tier::gpu, rows * kInt32Bytes);
+  layout.add("picks", Tier::gpu, block * kInt32Bytes);
   layout.add("sampling parameters", Tier::gpu, block * sizeof(kernels::SampleParams));
-  layout.add("newest rows", Tier::gpu, block * kI32);
-  layout.add("host picks", Tier::pinned, block * kI32);
+  layout.add("newest rows", Tier::gpu, block * kInt32Bytes);
+  layout.add("host picks", Tier::pinned, block * kInt32Bytes);
   // Every step's uploads fit: ids + valid + positions + per-head token slots of a prefill, or the
   // arrays of a decode step, the newest row of each sequence, the sampling parameters (four
   // words a sequence), plus one chunk of output row ids and targets, each rounded up to 16 bytes.
-  static_assert(sizeof(kernels::SampleParams) == 4 * kI32);
+  static_assert(sizeof(kernels::SampleParams) == 4 * kInt32Bytes);
   layout.add("step staging", Tier::pinned,
-             kI32 * ((3 + heads) * rows + (9 + heads) * block + 2 * out) + 1024);
+             kInt32Bytes * ((3 + heads) * rows + (9 + heads) * block + 2 * out) + 1024);
   // Activations: the block's hidden states, one GPU batch's scratch.
-  layout.add("hidden states", Tier::gpu, placement.activations_on_host ? 0 : rows * h * kHalf);
-  layout.add("normed", Tier::gpu, gpu_batch_rows * std::max(h, p) * kHalf);
-  layout.add("embedded", Tier::gpu, config.has_projections() ? gpu_batch_rows * p * kHalf : 0);
-  layout.add("qkv", Tier::gpu, gpu_batch_rows * 3 * h * kHalf);
-  layout.add("attention output", Tier::gpu, gpu_batch_rows * h * kHalf);
-  layout.add("ffn", Tier::gpu, gpu_batch_rows * f * kHalf);
+  layout.add("hidden states", Tier::gpu, placement.activations_on_host ? 0 : rows * h * kHalfBytes);
+  layout.add("normed", Tier::gpu, gpu_batch_rows * std::max(h, p) * kHalfBytes);
+  layout.add("embedded", Tier::gpu, config.has_projections() ? gpu_batch_rows * p * kHalfBytes : 0);
+  layout.add("qkv", Tier::gpu, gpu_batch_rows * 3 * h * kHalfBytes);
+  layout.add("attention output", Tier::gpu, gpu_batch_rows * h * kHalfBytes);
+  layout.add("ffn", Tier::gpu, gpu_batch_rows * f * kHalfBytes);
   // The output head's chunk.
-  layout.add("output rows", Tier::gpu, out * kI32);
-  layout.add("gathered", Tier::gpu, out * h * kHalf);
-  layout.add("projected", Tier::gpu, out * p * kHalf);
-  layout.add("logits", Tier::gpu, out * vocab * kF32);
-  layout.add("targets", Tier::gpu, out * kI32);
-  layout.add("log-probs", Tier::gpu, out * kF32);
-  layout.add("host log-probs", Tier::pinned, out * kF32);
+  layout.add("output rows", Tier::gpu, out * kInt32Bytes);
+  layout.add("gathered", Tier::gpu, out * h * kHalfBytes);
+  layout.add("projected", Tier::gpu, out * p * kHalfBytes);
+  layout.add("logits", Tier::gpu, out * vocab * kFloatBytes);
+  layout.add("targets", Tier::gpu, out * kInt32Bytes);
+  layout.add("log-probs", Tier::gpu, out * kFloatBytes);
+  layout.add("host log-probs", Tier::pinned, out * kFloatBytes);
   return layout;
 }
 
@@ -74,7 +66,7 @@ MemoryLayout host_activations_layout(const std::vector<GpuBatch>& gpu_batches,
     block += static_cast<std::uint64_t>(g.size);
     largest = std::max(largest, static_cast<std::uint64_t>(g.size));
   }
-  const std::uint64_t row = static_cast<std::uint64_t>(hidden) * kHalf;
+  const std::uint64_t row = static_cast<std::uint64_t>(hidden) * kHalfBytes;
   const auto seq = static_cast<std::uint64_t>(max_rows_per_sequence);
   MemoryLayout layout;
   layout.add("host hidden states", Tier::pinned, block * seq * row);

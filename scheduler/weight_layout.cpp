@@ -38,16 +38,15 @@ WeightLayout weight_layout(const OptConfig& config, const WeightPlacement& place
   w.disk_elements = elements - host_end;
 
   const int layers = config.num_layers;
-  constexpr std::uint64_t kHalf = sizeof(Half);
-  w.held.add("global weights", Tier::gpu, w.global_elements * kHalf);
-  w.held.add("resident layer weights", Tier::gpu, w.resident_elements * kHalf, layers);
-  w.held.add("pinned layer weights", Tier::pinned, w.pinned_elements * kHalf, layers);
+  w.held.add("global weights", Tier::gpu, w.global_elements * kHalfBytes);
+  w.held.add("resident layer weights", Tier::gpu, w.resident_elements * kHalfBytes, layers);
+  w.held.add("pinned layer weights", Tier::pinned, w.pinned_elements * kHalfBytes, layers);
   w.held.add("disk read staging", Tier::pinned,
-             w.disk_elements > 0 ? direct_io_buffer_bytes(w.disk_elements * kHalf) : 0, 2);
-  w.held.add("streamed layer slots", Tier::gpu, w.streamed ? elements * kHalf : 0, 2);
-  w.loading.add("load staging", Tier::pinned, std::max(w.global_elements, w.layer_elements) * kHalf,
-                2);
-  w.disk_bytes = static_cast<std::uint64_t>(layers) * w.disk_elements * kHalf;
+             w.disk_elements > 0 ? direct_io_buffer_bytes(w.disk_elements * kHalfBytes) : 0, 2);
+  w.held.add("streamed layer slots", Tier::gpu, w.streamed ? elements * kHalfBytes : 0, 2);
+  w.loading.add("load staging", Tier::pinned,
+                std::max(w.global_elements, w.layer_elements) * kHalfBytes, 2);
+  w.disk_bytes = static_cast<std::uint64_t>(layers) * w.disk_elements * kHalfBytes;
   return w;
 }
 
