@@ -145,7 +145,7 @@ void BatchRunner::embed(const GpuBatch& batch, Half* x) {
                                 .offset = config_.position_offset});
 }
 
-void BatchRunner::compute(const BlockTask& task, bool is_prefill, Half* x) {
+void BatchRunner::compute(const BlockTask& task, Step step, Half* x) {
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(task.layer)];
   const GpuBatch& g = task.batch;
   const int h = config_.hidden_size;
@@ -177,11 +177,14 @@ void BatchRunner::compute(const BlockTask& task, bool is_prefill, Half* x) {
                .rows = rows,
                .out_features = 3 * h,
                .in_features = h});
-  if (is_prefill) {
-    const std::uint8_t* valid = valid_.as<std::uint8_t>() + std::int64_t{g.first} * seq;
-    kv_cache_->attend_prefill(task, qkv, valid, attn, last_seq_);
-  } else {
-    kv_cache_->attend_decode(task, qkv, positions_.as<std::int32_t>(), attn);
+  switch (step) {
+    case Step::prefill:
+      kv_cache_->attend_prefill(task, qkv, valid_.as<std::uint8_t>() + std::int64_t{g.first} * seq,
+                                attn, last_seq_);
+      break;
+    case Step::decode:
+      kv_cache_->attend_decode(task, qkv, positions_.as<std::int32_t>(), attn);
+      break;
   }
   ops_.linear({.x = attn,
                .weight = w.out_weight,
@@ -218,7 +221,7 @@ void BatchRunner::compute(const BlockTask& task, bool is_prefill, Half* x) {
   if (!pre_ln) norm(w.ffn_ln_weight, w.ffn_ln_bias, x);
 }
 
-void BatchRunner::pass(bool is_prefill) {
+void BatchRunner::pass(Step step) {
   kv_cache_->begin_pass();
   if (host_activations_) host_activations_->begin_pass(last_seq_);
   if (streamer_ != nullptr) streamer_->begin_pass();
@@ -228,14 +231,14 @@ void BatchRunner::pass(bool is_prefill) {
     if (streamer_ != nullptr && task.first_of_layer()) streamer_->acquire(task.layer, compute_);
     // Load cache and hidden states of the next task, while this one computes.
     if (i + 1 < tasks_.size()) {
-      if (!is_prefill) kv_cache_->prefetch(tasks_[i + 1]);
+      if (step == Step::decode) kv_cache_->prefetch(tasks_[i + 1]);
       if (host_activations_) host_activations_->prefetch(tasks_[i + 1]);
     }
     Half* x = host_activations_ ? host_activations_->acquire(task)
                                 : x_.as<Half>() + std::int64_t{task.batch.first} * last_seq_ *
                                                       config_.hidden_size;
     // Compute, storing the new K/V where the sequences keep their cache.
-    compute(task, is_prefill, x);
+    compute(task, step, x);
     // Store hidden states.
     if (host_activations_) host_activations_->release(task);
     // Weights: free the slot for the layer two loads on, after the layer's last GPU batch.
@@ -256,7 +259,7 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   kv_cache_->start_prefill(prompts, *staging_);
   last_was_prefill_ = true;
   last_seq_ = prompts.seq;
-  pass(/*is_prefill=*/true);
+  pass(Step::prefill);
   prefilled_ = true;
 }
 
@@ -273,7 +276,7 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   staging_->upload(positions_.data(), positions.data(), bytes_of<std::int32_t>(block_));
   last_was_prefill_ = false;
   last_seq_ = 1;
-  pass(/*is_prefill=*/false);
+  pass(Step::decode);
   kv_cache_->commit(advancing);
 }
 

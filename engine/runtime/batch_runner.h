@@ -92,13 +92,15 @@ class BatchRunner {
   KvTraffic kv_traffic() const { return kv_cache_->traffic(); }
 
  private:
+  // What a pass runs: the prompts, or one new token per sequence.
+  enum class Step { prefill, decode };
   // The embedding of a GPU batch's tokens into x, its hidden states.
   void embed(const GpuBatch& batch, Half* x);
   // One layer over one GPU batch (the task's), its hidden states at x.
-  void compute(const BlockTask& task, bool is_prefill, Half* x);
+  void compute(const BlockTask& task, Step step, Half* x);
   // One pass (a prefill or a decode step): every task in the zig-zag order, with weights, KV and
   // hidden states loaded ahead of the compute and stored behind it.
-  void pass(bool is_prefill);
+  void pass(Step step);
   // Final norm, project_out and logits for `n` rows of the block's hidden states whose row ids
   // are at `row_ids`.
   void head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x);
