@@ -28,34 +28,12 @@ struct WeightBlock {
   std::vector<std::function<void(const Half*)>> binders;
 
   // Adds a tensor; returns its element offset inside the block.
-  std::size_t add(std::string name, std::vector<std::int64_t> shape) {
-    std::size_t numel = 1;
-    for (std::int64_t d : shape) numel *= static_cast<std::size_t>(d);
-    const std::size_t offset = elements;
-    pieces.push_back({std::move(name), std::move(shape), offset});
-    elements += (numel + 127) / 128 * 128;
-    return offset;
-  }
-
+  std::size_t add(std::string name, std::vector<std::int64_t> shape);
   // Adds a tensor and remembers to point `slot` at it.
-  void add(std::string name, std::vector<std::int64_t> shape, const Half** slot) {
-    const std::size_t offset = add(std::move(name), std::move(shape));
-    binders.push_back([slot, offset](const Half* base) { *slot = base + offset; });
-  }
-
+  void add(std::string name, std::vector<std::int64_t> shape, const Half** slot);
   // q, k, v stacked into one [3·rows, cols] matrix (or [3·rows] bias) at consecutive offsets.
   void add_fused_qkv(const std::string& prefix, const std::string& suffix,
-                     std::vector<std::int64_t> shape, const Half** slot) {
-    std::size_t numel = 1;
-    for (std::int64_t d : shape) numel *= static_cast<std::size_t>(d);
-    const std::size_t offset = elements;
-    for (const char* part : {"q_proj", "k_proj", "v_proj"}) {
-      pieces.push_back({prefix + part + suffix, shape, elements});
-      elements += numel;
-    }
-    elements = (elements + 127) / 128 * 128;
-    binders.push_back([slot, offset](const Half* base) { *slot = base + offset; });
-  }
+                     std::vector<std::int64_t> shape, const Half** slot);
 };
 
 // The globals' block; its binders point `w`'s global tensors into it.
