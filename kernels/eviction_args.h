@@ -1,4 +1,4 @@
-// Arguments of the score-keeping eviction ops (h2o, design section 5), shared by the cpu and cuda
+// Arguments of the attention-score eviction ops (h2o, design section 5), shared by the cpu and cuda
 // kernels. They update the per-(layer, sequence, head) state that lives beside the KV cache —
 // each slot's token position (-1 = free) and fp32 score, and the slot the next token goes to —
 // right after the attention that produced the probabilities, where the cache lives, so nothing

@@ -47,7 +47,7 @@ class Ops {
   virtual void argmax_rows(const kernels::ArgmaxRowsArgs& args) = 0;
   virtual void sample_rows(const kernels::SampleRowsArgs& args) = 0;
 
-  // Score-keeping eviction (h2o) where the cache lives, right after the attention that produced
+  // Attention-score eviction (h2o) where the cache lives, right after the attention that produced
   // the probabilities. Semantics: kernels/eviction_args.h.
   virtual void h2o_prefill_keep(const kernels::H2oPrefillArgs& args) = 0;
   virtual void h2o_decode_update(const kernels::H2oDecodeArgs& args) = 0;

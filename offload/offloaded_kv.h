@@ -8,7 +8,7 @@
 //             their write slots) come back, and a host task appends them to the host cache.
 //   decode, cpu attention   nothing of the cache crosses PCIe: the new rows go down, a host task
 //             appends them and runs decode attention on the CPU (TBB), and the output (plus the
-//             softmax rows a score-keeping policy needs) comes back up.
+//             softmax rows an attention-score policy needs) comes back up.
 //
 // Two staging slots and two sets of row buffers alternate between consecutive tasks, so task
 // i + 1's load overlaps task i's compute. Ordering is events only: every buffer is reused only

@@ -48,7 +48,7 @@ class KvPolicy {
   virtual int victim(std::span<const std::int32_t> positions,
                      std::span<const float> scores) const = 0;
 
-  // Score-keeping policies: the R most recent tokens, never evicted (h2o's window); 0 otherwise.
+  // Attention-score policies: the R most recent tokens, never evicted (h2o's window); 0 otherwise.
   virtual int recent_window() const { return 0; }
 
  protected:

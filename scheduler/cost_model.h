@@ -8,7 +8,7 @@
 //
 //   h2d   offloaded weights (the pinned and the disk part; once per layer, shared by every GPU
 //         batch) + the host KV staged in for gpu attention (K and V, every slot of each offloaded
-//         sequence, every step) + cpu attention's outputs (and a score-keeping policy's softmax
+//         sequence, every step) + cpu attention's outputs (and an attention-score policy's softmax
 //         rows), at the pinned host-to-device bandwidth
 //   d2h   the new q, k, v rows and write slots of the offloaded sequences (decode); their whole
 //         cache after the prefill; at the pinned device-to-host bandwidth

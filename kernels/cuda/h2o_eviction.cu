@@ -238,7 +238,8 @@ __global__ void __launch_bounds__(kDecodeThreads) h2o_decode_update_kernel(H2oDe
 void h2o_prefill_keep(const H2oPrefillArgs& args, cudaStream_t stream) {
   // seq == 0 still launches: as on the cpu, every (sequence, head) then gets an empty state.
   if (args.batch == 0 || args.heads == 0) return;
-  // The per-sequence budgets are device memory: ScoredKvState checks them when it uploads them.
+  // The per-sequence budgets are device memory: AttentionScoreState checks them when it uploads
+  // them.
   OFFGEN_CUDA_REQUIRE(args.budget != nullptr && args.recent != nullptr && args.capacity >= 2,
                       "h2o_prefill_keep: needs per-sequence budgets and capacity >= 2");
   const unsigned blocks = static_cast<unsigned>(args.batch) * static_cast<unsigned>(args.heads);

@@ -1,4 +1,4 @@
-// CUDA h2o eviction: the score-keeping state beside the cache is updated by kernels right after
+// CUDA h2o eviction: the attention-score state beside the cache is updated by kernels right after
 // the attention that produced the probabilities (no host round trip).
 #pragma once
 
