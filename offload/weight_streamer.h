@@ -22,6 +22,7 @@
 
 #include "engine/device/device.h"
 #include "offload/weight_store.h"
+#include "scheduler/block_task.h"
 
 namespace offgen {
 
@@ -40,6 +41,14 @@ class WeightStreamer {
   // After layer `layer`'s kernels are enqueued on `compute`: its slot is free once they ran, and
   // the layer two loads later (layer + 2, or the next pass's layer 0 or 1) starts copying into it.
   void release(int layer, Stream& compute);
+  // The same per task of a block's pass (block_task.h): every GPU batch of a layer runs from the
+  // layer's one slot, acquired for the layer's first GPU batch and released after its last.
+  void acquire(const BlockTask& task, Stream& compute) {
+    if (task.first_of_layer()) acquire(task.layer, compute);
+  }
+  void release(const BlockTask& task, Stream& compute) {
+    if (task.last_of_layer()) release(task.layer, compute);
+  }
 
   // Weight bytes copied host-to-device for the layers acquired so far (the offloaded parts;
   // resident parts move on the device only): exactly the offloaded bytes per pass.

@@ -228,7 +228,7 @@ void BatchRunner::pass(Step step) {
   for (std::size_t i = 0; i < tasks_.size(); ++i) {
     const BlockTask& task = tasks_[i];
     // Load weights: a layer's are brought in once, for its first GPU batch.
-    if (streamer_ != nullptr && task.first_of_layer()) streamer_->acquire(task.layer, compute_);
+    if (streamer_ != nullptr) streamer_->acquire(task, compute_);
     // Load cache and hidden states of the next task, while this one computes.
     if (i + 1 < tasks_.size()) {
       if (step == Step::decode) kv_cache_->prefetch(tasks_[i + 1]);
@@ -242,7 +242,7 @@ void BatchRunner::pass(Step step) {
     // Store hidden states.
     if (host_activations_) host_activations_->release(task);
     // Weights: free the slot for the layer two loads on, after the layer's last GPU batch.
-    if (streamer_ != nullptr && task.last_of_layer()) streamer_->release(task.layer, compute_);
+    if (streamer_ != nullptr) streamer_->release(task, compute_);
   }
   hidden_states_ = host_activations_ ? host_activations_->finish_pass() : x_.as<const Half>();
 }
