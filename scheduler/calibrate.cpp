@@ -20,7 +20,7 @@
 #include "engine/core/units.h"
 #include "kernels/cpu/attention.h"
 
-namespace offgen::bench {
+namespace offgen {
 namespace {
 
 // The decode attention measurement's shape: `batch` sequences over a full cache of `capacity`.
@@ -57,7 +57,7 @@ Buffer filled(Device& device, Tier tier, std::size_t halves, Stream& stream) {
   return buffer;
 }
 
-void measure_copies(Device& device, const CalibrateOptions& o, std::vector<Measurement>& out) {
+void measure_copies(Device& device, const CalibrationOptions& o, std::vector<Measurement>& out) {
   const std::size_t bytes = o.copy_bytes;
   const auto size_f = static_cast<double>(bytes);
   Buffer gpu = device.allocate(Tier::gpu, bytes);
@@ -133,7 +133,7 @@ class Fc1 {
   Buffer weight_, bias_, x_, y_;
 };
 
-void measure_gemm(Device& device, Ops& ops, const OptConfig& m, const CalibrateOptions& o,
+void measure_gemm(Device& device, Ops& ops, const OptConfig& m, const CalibrationOptions& o,
                   std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
   Fc1 fc1(device, m);
@@ -152,7 +152,7 @@ void measure_gemm(Device& device, Ops& ops, const OptConfig& m, const CalibrateO
 // the share of the shorter one hidden by the longer (1: together they take the longer's time; 0:
 // the sum). A GPU's copy engines overlap its kernels; the cpu device's copies and kernels share
 // its cores.
-void measure_overlap(Device& device, Ops& ops, const OptConfig& m, const CalibrateOptions& o,
+void measure_overlap(Device& device, Ops& ops, const OptConfig& m, const CalibrationOptions& o,
                      std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
   Stream& h2d = device.stream(StreamRole::h2d_weights);
@@ -194,7 +194,7 @@ void measure_overlap(Device& device, Ops& ops, const OptConfig& m, const Calibra
 }
 
 // One decode step's attention over a full cache: every K and V byte read once.
-void measure_attention(Device& device, Ops& ops, const OptConfig& m, const CalibrateOptions& o,
+void measure_attention(Device& device, Ops& ops, const OptConfig& m, const CalibrationOptions& o,
                        std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
   const int batch = kAttentionBatch;
@@ -266,7 +266,7 @@ void measure_attention(Device& device, Ops& ops, const OptConfig& m, const Calib
   });
 }
 
-void measure_disk(const CalibrateOptions& o, std::vector<Measurement>& out) {
+void measure_disk(const CalibrationOptions& o, std::vector<Measurement>& out) {
   namespace fs = std::filesystem;
   OFFGEN_CHECK_NAMING(fs::is_directory(o.disk), [folder = o.disk](ParameterNamer name) {
     return fmt::format("{} {}: not a directory", name(Parameter::disk_folder), folder.string());
@@ -317,8 +317,8 @@ void measure_disk(const CalibrateOptions& o, std::vector<Measurement>& out) {
 
 }  // namespace
 
-CalibrationFootprint calibration_footprint(const OptConfig& model, const CalibrateOptions& options,
-                                           int multiprocessors) {
+CalibrationFootprint calibration_footprint(const OptConfig& model,
+                                           const CalibrationOptions& options, int multiprocessors) {
   // Each allocation rounds up to the device's 256-byte alignment.
   const auto halves = [](std::uint64_t n) {
     return (std::max<std::uint64_t>(n, 1) * 2 + 255) / 256 * 256;
@@ -351,7 +351,7 @@ CalibrationFootprint calibration_footprint(const OptConfig& model, const Calibra
 }
 
 std::vector<Measurement> calibrate(OpenedDevice& opened, const OptConfig& model,
-                                   const CalibrateOptions& options) {
+                                   const CalibrationOptions& options) {
   OFFGEN_CHECK(options.copy_bytes >= 4096, "calibrate: copies of at least 4 KiB (got {} bytes)",
                options.copy_bytes);
   std::vector<Measurement> out;
@@ -376,4 +376,4 @@ nlohmann::json profile_json(const std::string& device_name, const std::string& m
   return profile;
 }
 
-}  // namespace offgen::bench
+}  // namespace offgen

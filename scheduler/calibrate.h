@@ -15,7 +15,7 @@
 #include "engine/model/opt_config.h"
 #include "engine/runtime/device_setup.h"
 
-namespace offgen::bench {
+namespace offgen {
 
 struct Measurement {
   std::string name;    // e.g. "h2d_pinned"
@@ -24,7 +24,7 @@ struct Measurement {
   std::string detail;  // what exactly was timed
 };
 
-struct CalibrateOptions {
+struct CalibrationOptions {
   std::uint64_t copy_bytes = std::uint64_t{256} << 20;  // per copy measurement
   int repeats = 3;                                      // best of
   std::filesystem::path disk;                           // empty: no disk measurement
@@ -38,16 +38,17 @@ struct CalibrationFootprint {
   std::uint64_t pinned = 0;
   std::uint64_t host = 0;
 };
-CalibrationFootprint calibration_footprint(const OptConfig& model, const CalibrateOptions& options,
+CalibrationFootprint calibration_footprint(const OptConfig& model,
+                                           const CalibrationOptions& options,
                                            int multiprocessors = 0);
 
 // Runs every measurement on the opened device, with GEMM and attention shapes of `model`.
 std::vector<Measurement> calibrate(OpenedDevice& device, const OptConfig& model,
-                                   const CalibrateOptions& options);
+                                   const CalibrationOptions& options);
 
 // The profile file: {"device": ..., "model": ..., "hidden_size": the shapes' hidden size,
 // "measurements": {name: {value, unit, detail}}}.
 nlohmann::json profile_json(const std::string& device_name, const std::string& model_name,
                             int hidden_size, const std::vector<Measurement>& measurements);
 
-}  // namespace offgen::bench
+}  // namespace offgen

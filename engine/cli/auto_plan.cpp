@@ -51,7 +51,7 @@ OptConfig quick_shapes(const OptConfig& model) {
 // naming the budgets when not even opt-125m's shapes and 4 KiB copies fit.
 struct QuickCalibration {
   OptConfig shapes;
-  bench::CalibrateOptions options;
+  CalibrationOptions options;
 };
 
 QuickCalibration quick_calibration(const OptConfig& model, const Device& device) {
@@ -62,9 +62,9 @@ QuickCalibration quick_calibration(const OptConfig& model, const Device& device)
   const std::uint64_t gpu = free_bytes(Tier::gpu);
   const std::uint64_t pinned = free_bytes(Tier::pinned);
   const std::uint64_t host = free_bytes(Tier::host);
-  const auto fits = [&](const OptConfig& shapes, const bench::CalibrateOptions& options) {
-    const bench::CalibrationFootprint need =
-        bench::calibration_footprint(shapes, options, device.multiprocessors());
+  const auto fits = [&](const OptConfig& shapes, const CalibrationOptions& options) {
+    const CalibrationFootprint need =
+        calibration_footprint(shapes, options, device.multiprocessors());
     return need.gpu <= gpu && need.pinned <= pinned && need.host <= host;
   };
   std::vector<OptConfig> candidates = {quick_shapes(model)};
@@ -81,10 +81,10 @@ QuickCalibration quick_calibration(const OptConfig& model, const Device& device)
       if (fits(shapes, quick.options)) return quick;
     }
   }
-  bench::CalibrateOptions smallest;
+  CalibrationOptions smallest;
   smallest.copy_bytes = 4096;
-  const bench::CalibrationFootprint need =
-      bench::calibration_footprint(candidates.back(), smallest, device.multiprocessors());
+  const CalibrationFootprint need =
+      calibration_footprint(candidates.back(), smallest, device.multiprocessors());
   throw OutOfMemoryError(fmt::format(
       "it needs at least gpu {}, pinned {} and host {} free, and the budgets leave gpu {}, "
       "pinned {} and host {}",
@@ -139,9 +139,9 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
       "calibrate` measures more carefully)",
       device, quick.shapes.name, format_bytes(quick.options.copy_bytes));
   const auto start = std::chrono::steady_clock::now();
-  const auto measurements = bench::calibrate(opened, quick.shapes, quick.options);
+  const auto measurements = calibrate(opened, quick.shapes, quick.options);
   const nlohmann::json profile =
-      bench::profile_json(device, quick.shapes.name, quick.shapes.hidden_size, measurements);
+      profile_json(device, quick.shapes.name, quick.shapes.hidden_size, measurements);
   std::filesystem::path file = cached;
   if (!file.empty()) {
     write_profile(file, profile);

@@ -38,15 +38,15 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& options) {
 int run_calibrate(const CalibrateOptions& options) {
   // Only the shapes matter here, so a bare config name is as good as dummy:NAME.
   const OptConfig model = resolve_model_name(options.model, BareConfigName::dummy_weights).config();
-  bench::CalibrateOptions calibrate;
-  calibrate.copy_bytes = parse_bytes(options.copy_size);
-  calibrate.repeats = options.repeats;
-  calibrate.disk = options.disk;
+  CalibrationOptions settings;
+  settings.copy_bytes = parse_bytes(options.copy_size);
+  settings.repeats = options.repeats;
+  settings.disk = options.disk;
   OpenedDevice opened = open_device(parse_device_choice(options.device), DeviceBudgets{});
   const std::string device_name = opened.device->name();
   fmt::print("device: {}   shapes of: {}\n", device_name, options.model);
-  const auto measurements = bench::calibrate(opened, model, calibrate);
-  for (const bench::Measurement& m : measurements) {
+  const auto measurements = calibrate(opened, model, settings);
+  for (const Measurement& m : measurements) {
     fmt::print("{:<26} {:>10.2f} {:<8} {}\n", m.name, m.value, m.unit, m.detail);
   }
   std::filesystem::path output = options.output;
@@ -60,8 +60,7 @@ int run_calibrate(const CalibrateOptions& options) {
   }
   std::ofstream out(output);
   OFFGEN_CHECK(out.good(), "cannot write the profile to {}", output.string());
-  out << bench::profile_json(device_name, options.model, model.hidden_size, measurements).dump(2)
-      << '\n';
+  out << profile_json(device_name, options.model, model.hidden_size, measurements).dump(2) << '\n';
   OFFGEN_CHECK(out.good(), "writing the profile to {} failed", output.string());
   fmt::print("profile written to {}\n", output.string());
   return 0;

@@ -16,11 +16,11 @@ TEST(Calibrate, MeasuresEveryQuantityWithPositiveFiniteValues) {
   OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
   const OptConfig model =
       OptConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json");
-  bench::CalibrateOptions options;
+  CalibrationOptions options;
   options.copy_bytes = 1 << 20;
   options.repeats = 1;
   options.disk = disk.path();
-  const auto measurements = bench::calibrate(opened, model, options);
+  const auto measurements = calibrate(opened, model, options);
   std::set<std::string> names;
   for (const auto& m : measurements) {
     names.insert(m.name);
@@ -40,7 +40,7 @@ TEST(Calibrate, MeasuresEveryQuantityWithPositiveFiniteValues) {
   // The temporary file is gone.
   EXPECT_TRUE(std::filesystem::is_empty(disk.path()));
 
-  const auto profile = bench::profile_json(opened.device->name(), "tiny", 64, measurements);
+  const auto profile = profile_json(opened.device->name(), "tiny", 64, measurements);
   EXPECT_EQ(profile["measurements"].size(), measurements.size());
   EXPECT_DOUBLE_EQ(profile["measurements"]["h2d_pinned"]["value"].get<double>(),
                    measurements.front().value);
@@ -50,12 +50,12 @@ TEST(Calibrate, AMissingDiskFolderIsAnErrorNamingIt) {
   OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
   const OptConfig model =
       OptConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json");
-  bench::CalibrateOptions options;
+  CalibrationOptions options;
   options.copy_bytes = 1 << 20;
   options.repeats = 1;
   options.disk = "/nonexistent/offgen-disk";
   try {
-    bench::calibrate(opened, model, options);
+    calibrate(opened, model, options);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/offgen-disk"), std::string::npos);
