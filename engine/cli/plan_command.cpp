@@ -134,7 +134,7 @@ int run_plan(const PlanOptions& options) {
       p.seconds, 1e3 * p.head_per_step, p.tokens_per_second);
   if (!options.output.empty()) {
     // "kind", "model_config" and the budgets let --plan check the file against the run
-    // (apply_plan_file).
+    // (read_plan_file).
     nlohmann::ordered_json file = {{"kind", kPlanKind},
                                    {"model", common.model},
                                    {"model_config", plan_model_config(model)},
