@@ -8,7 +8,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/units.h"
-#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/block_runner.h"
 #include "scheduler/batch_formation.h"
 #include "scheduler/planner.h"
 
@@ -123,14 +123,14 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     runner->prefill(padded);
     pick();
     const auto prefilled = Clock::now();
-    const BatchRunner::KvTraffic after_prefill = runner->kv_traffic();
+    const BlockRunner::KvTraffic after_prefill = runner->kv_traffic();
     for (int step = 1; step < config.gen_len; ++step) {
       engine.check_interrupt();
       runner->decode(next, advancing);
       pick();
     }
     const auto done = Clock::now();
-    const BatchRunner::KvTraffic traffic = runner->kv_traffic();
+    const BlockRunner::KvTraffic traffic = runner->kv_traffic();
     row.kv_moved_per_step = traffic.moved_per_step();
     if (traffic.decode_steps > 0) {
       row.kv_pcie_per_step =

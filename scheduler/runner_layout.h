@@ -1,4 +1,4 @@
-// The memory of a BatchRunner (engine/runtime/batch_runner.h), as layouts (memory_layout.h): its
+// The memory of a BlockRunner (engine/runtime/block_runner.h), as layouts (memory_layout.h): its
 // step inputs and their pinned staging, the block's hidden states, one GPU batch's activation
 // scratch, the output head's chunk, and — through kv_cache_layout.h — its KV cache. The runner
 // and its parts allocate from these; the planner sums them.

@@ -1,7 +1,7 @@
 // The memory of a model's weights under a placement (offload/weight_store.h,
 // offload/weight_streamer.h), as layouts (memory_layout.h): the globals always on the gpu tier;
-// each layer's first `gpu` share there too, the next `pinned` share in pinned memory and the rest on
-// disk (split by bytes at 128-element steps, engine/model/weight_blocks.h lays the tensors out);
+// each layer's first `gpu` share there too, the next `pinned` share in pinned memory and the rest
+// on disk (split by bytes at 128-element steps, engine/model/weight_blocks.h lays the tensors out);
 // when layers stream, two gpu slots of a whole layer and, with a disk part, two pinned buffers for
 // its direct reads. Loading converts each block through two pinned staging buffers, held only
 // while the model loads. The store and streamer allocate from this; the planner sums it.

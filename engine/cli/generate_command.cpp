@@ -15,7 +15,7 @@
 #include "engine/cli/jsonl.h"
 #include "engine/cli/request_fields.h"
 #include "engine/core/error.h"
-#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/block_runner.h"
 
 namespace offgen::cli {
 namespace {

@@ -14,7 +14,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/dummy_weights.h"
 #include "engine/model/model_name.h"
-#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/block_runner.h"
 #include "engine/runtime/device_setup.h"
 #include "offload/weight_store.h"
 #include "offload/weight_streamer.h"
@@ -144,9 +144,9 @@ std::uint64_t Engine::weight_bytes_moved() const {
 
 namespace {
 
-// Runs one batch; if its runner does not fit the memory budgets, splits it in two and retries,
-// down to single requests, which then fail alone. Safe because a batch's only allocation is its
-// runner, made before anything is reported (run_in_batches retries only batches that reported
+// Runs one block; if its runner does not fit the memory budgets, splits it in two and retries,
+// down to single requests, which then fail alone. Safe because a block's only allocation is its
+// runner, made before anything is reported (run_in_blocks retries only blocks that reported
 // nothing, so no request is ever reported twice).
 template <typename Run, typename FailOne>
 void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& run,
@@ -159,7 +159,7 @@ void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& ru
       return;
     }
     const auto middle = indices.begin() + static_cast<std::ptrdiff_t>(indices.size() / 2);
-    spdlog::info("a batch of {} does not fit; retrying as {} + {}", indices.size(),
+    spdlog::info("a block of {} does not fit; retrying as {} + {}", indices.size(),
                  indices.size() / 2, indices.size() - indices.size() / 2);
     run_splitting_on_oom(std::vector<std::size_t>(indices.begin(), middle), run, fail_one);
     run_splitting_on_oom(std::vector<std::size_t>(middle, indices.end()), run, fail_one);
@@ -169,14 +169,14 @@ void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& ru
 // What generate and score share: each request is checked (a bad one is reported at once and
 // skipped), the good ones run in blocks of similar length whose size the sizer keeps near the
 // time target, and a request that does not fit even alone gets its own "does not fit" error.
-// `before_batch(n)` runs before each block of n requests (the interrupt check, progress);
-// run_batch(batch, results, report) reports each request it finishes through `report`.
+// `before_block(n)` runs before each block of n requests (the interrupt check, progress);
+// run_block(block, results, report) reports each request it finishes through `report`.
 template <typename Result, typename Request, typename Check, typename Length, typename Work,
-          typename RunBatch, typename Callback, typename BeforeBatch>
-std::vector<Result> run_in_batches(std::span<const Request> requests, BlockSizer& sizer,
-                                   const Check& check, const Length& length, const Work& work,
-                                   const RunBatch& run_batch, const Callback& on_done,
-                                   const BeforeBatch& before_batch) {
+          typename RunBlock, typename Callback, typename BeforeBlock>
+std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer& sizer,
+                                  const Check& check, const Length& length, const Work& work,
+                                  const RunBlock& run_block, const Callback& on_done,
+                                  const BeforeBlock& before_block) {
   std::vector<Result> results(requests.size());
   std::size_t reported = 0;
   const std::function<void(std::size_t, const Result&)> report = [&](std::size_t index,
@@ -202,24 +202,24 @@ std::vector<Result> run_in_batches(std::span<const Request> requests, BlockSizer
   using Clock = std::chrono::steady_clock;
   for (std::size_t start = 0; start < good.size();) {
     const std::size_t n = sizer.next(std::span(upcoming).subspan(start));
-    before_batch(n);
+    before_block(n);
     const std::vector<std::size_t> indices(good.begin() + static_cast<std::ptrdiff_t>(start),
                                            good.begin() + static_cast<std::ptrdiff_t>(start + n));
     const auto began = Clock::now();
     run_splitting_on_oom(
         indices,
-        [&](std::span<const std::size_t> batch) {
+        [&](std::span<const std::size_t> block) {
           const std::size_t before = reported;
           try {
-            run_batch(batch, results, report);
+            run_block(block, results, report);
           } catch (const OutOfMemoryError& e) {
-            // An allocation failing after some of the batch was reported (a device's own
+            // An allocation failing after some of the block was reported (a device's own
             // workspace, not the runner) cannot be retried without answering a request twice.
             if (reported != before) {
               throw Error(
-                  fmt::format("the device ran out of memory while running a batch: {}", e.what()));
+                  fmt::format("the device ran out of memory while running a block: {}", e.what()));
             }
-            for (std::size_t index : batch) results[index] = Result{};  // a retry starts afresh
+            for (std::size_t index : block) results[index] = Result{};  // a retry starts afresh
             throw;
           }
         },
@@ -295,7 +295,7 @@ int Engine::policy_budget(int max_prompt, int max_new, int total_len) const {
                                total_len);
 }
 
-std::unique_ptr<KvPolicy> Engine::batch_policy(int budget) const {
+std::unique_ptr<KvPolicy> Engine::block_policy(int budget) const {
   return make_policy(effective_policy(options_.policy, budget), budget);
 }
 
@@ -303,22 +303,22 @@ void Engine::check_interrupt() const {
   if (interrupted_ && interrupted_()) throw Interrupted("interrupted");
 }
 
-std::unique_ptr<BatchRunner> Engine::make_runner(int max_prompt, int max_new,
+std::unique_ptr<BlockRunner> Engine::make_runner(int max_prompt, int max_new,
                                                  std::span<const SequenceLengths> sequences) {
   std::vector<std::unique_ptr<KvPolicy>> policies;
   for (const SequenceLengths& s : sequences) {
-    policies.push_back(batch_policy(policy_budget(s.prompt, s.new_tokens, s.total)));
+    policies.push_back(block_policy(policy_budget(s.prompt, s.new_tokens, s.total)));
   }
-  auto runner = std::make_unique<BatchRunner>(*device_, *ops_, config_, weights_->weights(),
+  auto runner = std::make_unique<BlockRunner>(*device_, *ops_, config_, weights_->weights(),
                                               max_prompt, max_new, std::move(policies),
                                               streamer_.get(), options_.placement.block);
   if (sampleable_) runner->set_sampleable(sampleable_.as<const std::uint8_t>());
   return runner;
 }
 
-std::unique_ptr<BatchRunner> Engine::make_runner(int batch, int max_prompt, int max_new,
+std::unique_ptr<BlockRunner> Engine::make_runner(int block, int max_prompt, int max_new,
                                                  int total_len) {
-  const std::vector<SequenceLengths> sequences(static_cast<std::size_t>(batch),
+  const std::vector<SequenceLengths> sequences(static_cast<std::size_t>(block),
                                                {max_prompt, max_new, total_len});
   return make_runner(max_prompt, max_new, sequences);
 }
@@ -330,12 +330,12 @@ void Engine::set_policy(const PolicyOptions& policy, const KvBudget& kv_budget) 
 }
 
 bool Engine::keeps_attention_scores(int max_prompt, int max_new, int total_len) const {
-  return batch_policy(policy_budget(max_prompt, max_new, total_len))->needs_attention_scores();
+  return block_policy(policy_budget(max_prompt, max_new, total_len))->needs_attention_scores();
 }
 
 KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) const {
   const int budget = policy_budget(max_prompt, max_new, total_len);
-  const bool keeps_scores = batch_policy(budget)->needs_attention_scores();
+  const bool keeps_scores = block_policy(budget)->needs_attention_scores();
   return offgen::kv_footprint(config_, budget + 1, keeps_scores, max_prompt);
 }
 
@@ -358,18 +358,18 @@ void Engine::before_block(std::size_t requests) const {
 std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest> requests,
                                                const GenerationCallback& on_done) {
   BlockSizer sizer = job_sizer();
-  return run_in_batches<GenerationResult>(
+  return run_in_blocks<GenerationResult>(
       requests, sizer, [&](const GenerationRequest& r) { return check(r); },
       [](const GenerationRequest& r) { return r.prompt.size(); },
       [](const GenerationRequest& r) {
         return SequenceWork{static_cast<double>(r.prompt.size()) + r.max_tokens, r.max_tokens};
       },
-      [&](std::span<const std::size_t> batch, std::vector<GenerationResult>& results,
-          const GenerationCallback& report) { generate_batch(requests, batch, results, report); },
+      [&](std::span<const std::size_t> block, std::vector<GenerationResult>& results,
+          const GenerationCallback& report) { generate_block(requests, block, results, report); },
       on_done, [&](std::size_t n) { before_block(n); });
 }
 
-void Engine::generate_batch(std::span<const GenerationRequest> requests,
+void Engine::generate_block(std::span<const GenerationRequest> requests,
                             std::span<const std::size_t> indices,
                             std::vector<GenerationResult>& results,
                             const GenerationCallback& on_done) {
@@ -443,7 +443,7 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
     return fmt::format("{} must be >= 0 (got {})", name(Parameter::prefill_tokens), prefill_tokens);
   });
   BlockSizer sizer = job_sizer();
-  return run_in_batches<ScoreResult>(
+  return run_in_blocks<ScoreResult>(
       requests, sizer, [&](const ScoreRequest& r) { return check(r); },
       [](const ScoreRequest& r) { return r.tokens.size(); },
       [&](const ScoreRequest& r) {
@@ -451,17 +451,17 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
         const int prefix = prefix_length(prefill_tokens, len);
         return SequenceWork{static_cast<double>(len), std::max(1, len - prefix)};
       },
-      [&](std::span<const std::size_t> batch, std::vector<ScoreResult>& results,
+      [&](std::span<const std::size_t> block, std::vector<ScoreResult>& results,
           const ScoreCallback& report) {
-        score_batch(requests, batch, prefill_tokens, results, report);
+        score_block(requests, block, prefill_tokens, results, report);
       },
       on_done, [&](std::size_t n) { before_block(n); });
 }
 
-void Engine::score_batch(std::span<const ScoreRequest> requests,
+void Engine::score_block(std::span<const ScoreRequest> requests,
                          std::span<const std::size_t> indices, int prefill_tokens,
                          std::vector<ScoreResult>& results, const ScoreCallback& on_done) {
-  const int batch = static_cast<int>(indices.size());
+  const int block = static_cast<int>(indices.size());
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<std::vector<std::int32_t>> prefixes;
   std::vector<int> lengths;
@@ -489,7 +489,7 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
 
   // Prefill rows: row (b, column) holds token i = column - padding; its target is token i + 1.
   std::vector<std::int32_t> targets(padded.tokens.size(), -1);
-  for (int b = 0; b < batch; ++b) {
+  for (int b = 0; b < block; ++b) {
     const auto& tokens = requests[indices[static_cast<std::size_t>(b)]].tokens;
     const int prefix = padded.lengths[static_cast<std::size_t>(b)];
     const int pad = padded.seq - prefix;
@@ -500,7 +500,7 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
   }
   std::vector<float> lp = runner->target_logprobs(targets);
   report_tokens(scored_rows(targets));
-  for (int b = 0; b < batch; ++b) {
+  for (int b = 0; b < block; ++b) {
     const int prefix = padded.lengths[static_cast<std::size_t>(b)];
     const int pad = padded.seq - prefix;
     auto& out = results[indices[static_cast<std::size_t>(b)]].token_logprobs;
@@ -508,7 +508,7 @@ void Engine::score_batch(std::span<const ScoreRequest> requests,
       out[static_cast<std::size_t>(i + 1)] = lp[static_cast<std::size_t>(b * padded.seq + pad + i)];
     }
   }
-  // Each text is reported as soon as its last token is scored, so an interrupted batch keeps
+  // Each text is reported as soon as its last token is scored, so an interrupted block keeps
   // the texts that finished before it stopped.
   auto report_finished = [&](int last_step) {
     if (!on_done) return;

@@ -1,5 +1,5 @@
 // The Engine API: load a model onto a device, then generate completions or score texts in
-// batches. The CLI, the bench drivers and the tests all go through it.
+// blocks. The CLI, the bench drivers and the tests all go through it.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +26,7 @@
 
 namespace offgen {
 
-class BatchRunner;
+class BlockRunner;
 class WeightSource;
 class WeightStreamer;
 
@@ -91,7 +91,7 @@ struct ScoreResult {
 
 // Thrown by Engine::generate and Engine::score when the interrupt check (set_interrupt_check)
 // asks them to stop: every request reported through on_done before it is complete; the others
-// did not run, or were dropped unfinished from the batch in flight.
+// did not run, or were dropped unfinished from the block in flight.
 class Interrupted : public Error {
  public:
   using Error::Error;
@@ -133,11 +133,11 @@ class Engine {
   std::string check(const GenerationRequest& request) const;
   std::string check(const ScoreRequest& request) const;
 
-  // Checked before each batch and each step of a batch (the prefill, every decode step): when
+  // Checked before each block and each step of a block (the prefill, every decode step): when
   // it returns true, generate and score stop there and throw Interrupted. Empty: never. Called
   // on the thread that runs generate / score; a signal handler's flag is the usual source.
   void set_interrupt_check(std::function<bool()> check) { interrupted_ = std::move(check); }
-  // Throws Interrupted when the interrupt check says stop. Drivers that run a BatchRunner
+  // Throws Interrupted when the interrupt check says stop. Drivers that run a BlockRunner
   // themselves (bench's cases) call it between steps as generate and score do.
   void check_interrupt() const;
 
@@ -152,7 +152,7 @@ class Engine {
   void set_job_progress(JobProgress progress) { progress_ = std::move(progress); }
 
   // Runs every request; bad requests get `error` set and the rest still run. `on_done(index,
-  // result)` is called as each request finishes (batch by batch, not in input order).
+  // result)` is called as each request finishes (block by block, not in input order).
   using GenerationCallback = std::function<void(std::size_t, const GenerationResult&)>;
   std::vector<GenerationResult> generate(std::span<const GenerationRequest> requests,
                                          const GenerationCallback& on_done = {});
@@ -174,11 +174,11 @@ class Engine {
   // A runner for one sequence per entry, of up to max_prompt prompt tokens and max_new decode
   // steps, each with the engine's policy at the budget its own lengths give; the KV cache is
   // sized for the largest, split into the engine's GPU batches and KV placement.
-  std::unique_ptr<BatchRunner> make_runner(int max_prompt, int max_new,
+  std::unique_ptr<BlockRunner> make_runner(int max_prompt, int max_new,
                                            std::span<const SequenceLengths> sequences);
-  // The same for `batch` sequences of equal lengths (benchmarks drive it directly): max_prompt
-  // prompt tokens, max_new decode steps, `total_len` tokens (0 = max_prompt + max_new).
-  std::unique_ptr<BatchRunner> make_runner(int batch, int max_prompt, int max_new,
+  // The same for a block of `block` sequences of equal lengths (benchmarks drive it directly):
+  // max_prompt prompt tokens, max_new decode steps, `total_len` tokens (0 = max_prompt + max_new).
+  std::unique_ptr<BlockRunner> make_runner(int block, int max_prompt, int max_new,
                                            int total_len = 0);
   // Slots per (layer, sequence, head) make_runner's KV cache would have (the policy's C + 1).
   int kv_capacity(int max_prompt, int max_new, int total_len = 0) const {
@@ -188,17 +188,17 @@ class Engine {
   KvFootprint kv_footprint(int max_prompt, int max_new, int total_len = 0) const;
 
  private:
-  void generate_batch(std::span<const GenerationRequest> requests,
+  void generate_block(std::span<const GenerationRequest> requests,
                       std::span<const std::size_t> indices, std::vector<GenerationResult>& results,
                       const GenerationCallback& on_done);
-  void score_batch(std::span<const ScoreRequest> requests, std::span<const std::size_t> indices,
+  void score_block(std::span<const ScoreRequest> requests, std::span<const std::size_t> indices,
                    int prefill_tokens, std::vector<ScoreResult>& results,
                    const ScoreCallback& on_done);
 
   // The policy's budget C for sequences of total_len tokens, at most what they ever cache.
   int policy_budget(int max_prompt, int max_new, int total_len) const;
-  // The policy a batch with budget C runs (see effective_policy in policies/kv_budget.h).
-  std::unique_ptr<KvPolicy> batch_policy(int budget) const;
+  // The policy a sequence with budget C runs (see effective_policy in policies/kv_budget.h).
+  std::unique_ptr<KvPolicy> block_policy(int budget) const;
   // The block sizes of one job (scheduler/block_sizer.h).
   BlockSizer job_sizer() const;
   // Before each block of a job: the interrupt check, then progress_.block_started.

@@ -10,7 +10,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/units.h"
-#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/block_runner.h"
 #include "engine/runtime/engine.h"
 #include "scheduler/kv_cache_layout.h"
 #include "scheduler/kv_footprint.h"

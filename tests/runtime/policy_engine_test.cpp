@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/block_runner.h"
 #include "engine/runtime/engine.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"

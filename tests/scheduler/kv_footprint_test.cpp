@@ -5,7 +5,7 @@
 
 #include "bench/table.h"
 #include "bench/throughput.h"
-#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/block_runner.h"
 #include "engine/runtime/engine.h"
 #include "policies/kv_budget.h"
 #include "scheduler/kv_footprint.h"
@@ -110,7 +110,7 @@ TEST(KvTraffic, DecodeReadsEveryCachedRowAndWritesOne) {
   const std::uint64_t row =
       std::uint64_t{2} * config.num_layers * config.num_heads * config.head_dim() * sizeof(Half);
   // Sequence 0 attends 5, 5, 5 rows; sequence 1 (3 prompt tokens) attends 4, 5, 5.
-  const BatchRunner::KvTraffic& traffic = runner->kv_traffic();
+  const BlockRunner::KvTraffic& traffic = runner->kv_traffic();
   EXPECT_EQ(traffic.decode_steps, 3);
   EXPECT_EQ(traffic.read_bytes, row * (5 + 5 + 5 + 4 + 5 + 5));
   EXPECT_EQ(traffic.written_bytes, row * 2 * 3);

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/units.h"
-#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/block_runner.h"
 #include "engine/runtime/engine.h"
 #include "scheduler/planner.h"
 #include "tests/support/test_support.h"

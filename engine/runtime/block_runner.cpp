@@ -1,4 +1,4 @@
-#include "engine/runtime/batch_runner.h"
+#include "engine/runtime/block_runner.h"
 
 #include <spdlog/spdlog.h>
 
@@ -26,7 +26,7 @@ std::vector<const KvPolicy*> policy_pointers(const std::vector<std::unique_ptr<K
 
 }  // namespace
 
-BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
+BlockRunner::BlockRunner(Device& device, Ops& ops, const OptConfig& config,
                          const ModelWeights& weights, int max_prompt, int max_new,
                          std::vector<std::unique_ptr<KvPolicy>> policies, WeightStreamer* streamer,
                          const BlockShape& shape)
@@ -91,7 +91,7 @@ BatchRunner::BatchRunner(Device& device, Ops& ops, const OptConfig& config,
   }
 }
 
-BatchRunner::~BatchRunner() {
+BlockRunner::~BlockRunner() {
   // Queued kernels still reference this runner's buffers.
   try {
     sync();
@@ -100,7 +100,7 @@ BatchRunner::~BatchRunner() {
   }
 }
 
-void BatchRunner::sync() {
+void BlockRunner::sync() {
   compute_.synchronize();
   // The KV streams' host tasks read host arrays of the step (its slot counts).
   for (Stream* stream : kv_streams_) {
@@ -109,7 +109,7 @@ void BatchRunner::sync() {
   staging_->reset();  // every copy out of staging has run
 }
 
-void BatchRunner::embed(const GpuBatch& batch, Half* x) {
+void BlockRunner::embed(const GpuBatch& batch, Half* x) {
   const auto& w = weights_;
   const int h = config_.hidden_size;
   const int p = config_.word_embed_proj_dim;
@@ -145,7 +145,7 @@ void BatchRunner::embed(const GpuBatch& batch, Half* x) {
                                 .offset = config_.position_offset});
 }
 
-void BatchRunner::compute(const BlockTask& task, Step step, Half* x) {
+void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(task.layer)];
   const GpuBatch& g = task.batch;
   const int h = config_.hidden_size;
@@ -221,7 +221,7 @@ void BatchRunner::compute(const BlockTask& task, Step step, Half* x) {
   if (!pre_ln) norm(w.ffn_ln_weight, w.ffn_ln_bias, x);
 }
 
-void BatchRunner::pass(Step step) {
+void BlockRunner::pass(Step step) {
   kv_cache_->begin_pass();
   if (host_activations_) host_activations_->begin_pass(last_seq_);
   if (streamer_ != nullptr) streamer_->begin_pass();
@@ -247,7 +247,7 @@ void BatchRunner::pass(Step step) {
   hidden_states_ = host_activations_ ? host_activations_->finish_pass() : x_.as<const Half>();
 }
 
-void BatchRunner::prefill(const PaddedBatch& prompts) {
+void BlockRunner::prefill(const PaddedBatch& prompts) {
   OFFGEN_CHECK(prompts.batch == block_ && prompts.seq > 0 && prompts.seq <= max_prompt_,
                "prefill of a {}x{} batch does not fit a runner sized {}x{}", prompts.batch,
                prompts.seq, block_, max_prompt_);
@@ -263,7 +263,7 @@ void BatchRunner::prefill(const PaddedBatch& prompts) {
   prefilled_ = true;
 }
 
-void BatchRunner::decode(std::span<const std::int32_t> tokens,
+void BlockRunner::decode(std::span<const std::int32_t> tokens,
                          std::span<const std::uint8_t> advancing) {
   OFFGEN_CHECK(prefilled_, "decode() needs a prefill() first");
   OFFGEN_CHECK(
@@ -280,7 +280,7 @@ void BatchRunner::decode(std::span<const std::int32_t> tokens,
   kv_cache_->commit(advancing);
 }
 
-void BatchRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x) {
+void BlockRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x) {
   const int h = config_.hidden_size;
   const int p = config_.word_embed_proj_dim;
   Half* g = gathered_.as<Half>();
@@ -318,7 +318,7 @@ void BatchRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_
 }
 
 template <typename Use>
-void BatchRunner::head_of_newest_tokens(const Use& use) {
+void BlockRunner::head_of_newest_tokens(const Use& use) {
   newest_rows_.resize(static_cast<std::size_t>(block_));
   for (int b = 0; b < block_; ++b) {
     // Left padding puts every sequence's newest token in the last column.
@@ -333,13 +333,13 @@ void BatchRunner::head_of_newest_tokens(const Use& use) {
   }
 }
 
-std::span<const std::int32_t> BatchRunner::read_picks() {
+std::span<const std::int32_t> BlockRunner::read_picks() {
   device_.copy_async(host_picks_.data(), picks_.data(), bytes_of<std::int32_t>(block_), compute_);
   sync();
   return {host_picks_.as<const std::int32_t>(), static_cast<std::size_t>(block_)};
 }
 
-std::span<const std::int32_t> BatchRunner::greedy_tokens() {
+std::span<const std::int32_t> BlockRunner::greedy_tokens() {
   head_of_newest_tokens([&](int first, int n) {
     ops_.argmax_rows({.logits = logits_.as<float>(),
                       .out = picks_.as<std::int32_t>() + first,
@@ -349,7 +349,7 @@ std::span<const std::int32_t> BatchRunner::greedy_tokens() {
   return read_picks();
 }
 
-std::span<const std::int32_t> BatchRunner::next_tokens(
+std::span<const std::int32_t> BlockRunner::next_tokens(
     std::span<const kernels::SampleParams> params) {
   OFFGEN_CHECK(params.size() == static_cast<std::size_t>(block_),
                "next_tokens needs one SampleParams per sequence ({} given for a batch of {})",
@@ -372,7 +372,7 @@ std::span<const std::int32_t> BatchRunner::next_tokens(
   return read_picks();
 }
 
-std::vector<float> BatchRunner::target_logprobs(std::span<const std::int32_t> targets) {
+std::vector<float> BlockRunner::target_logprobs(std::span<const std::int32_t> targets) {
   const std::int64_t rows_in_x = std::int64_t{block_} * last_seq_;
   OFFGEN_CHECK(static_cast<std::int64_t>(targets.size()) == rows_in_x,
                "target_logprobs needs {} targets, got {}", rows_in_x, targets.size());

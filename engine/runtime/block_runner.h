@@ -35,7 +35,7 @@
 
 namespace offgen {
 
-class BatchRunner {
+class BlockRunner {
  public:
   // Sizes everything for policies.size() sequences of up to `max_prompt` prompt tokens and
   // `max_new` decode steps. Each sequence has its own policy (one kind, each with the sequence's
@@ -44,12 +44,12 @@ class BatchRunner {
   // (scheduler/runner_layout.h), and nothing later; throws OutOfMemoryError if it does not fit.
   // streamer: where layer weights are offloaded, what brings them in per layer (else null).
   // shape: GPU batches and KV placement.
-  BatchRunner(Device& device, Ops& ops, const OptConfig& config, const ModelWeights& weights,
+  BlockRunner(Device& device, Ops& ops, const OptConfig& config, const ModelWeights& weights,
               int max_prompt, int max_new, std::vector<std::unique_ptr<KvPolicy>> policies,
               WeightStreamer* streamer = nullptr, const BlockShape& shape = {});
-  BatchRunner(const BatchRunner&) = delete;
-  BatchRunner& operator=(const BatchRunner&) = delete;
-  ~BatchRunner();
+  BlockRunner(const BlockRunner&) = delete;
+  BlockRunner& operator=(const BlockRunner&) = delete;
+  ~BlockRunner();
 
   // Runs the prompts (prompts.batch must equal this runner's block, prompts.seq <= max_prompt).
   void prefill(const PaddedBatch& prompts);
