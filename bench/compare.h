@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/long_context_tasks.h"
+#include "bench/task_eval.h"
 #include "bench/throughput.h"
 #include "engine/runtime/engine.h"
 #include "policies/kv_budget.h"
@@ -20,6 +22,7 @@ struct CompareOptions {
   std::vector<PolicyKind> policies;  // `full` is always added as the reference
   std::vector<KvBudget> budgets;     // the budgets of every policy but full
   BenchCase throughput{8, 512, 32};  // the throughput case each cell runs
+  int repeats = 3;  // timed runs of the throughput case per cell (median and spread reported)
   std::uint64_t seed = 0;
   // Quality: texts scored with the first `prefill_tokens` as one prefill and the rest
   // teacher-forced through the (evicting) cache; greedy continuations of their first
@@ -28,6 +31,11 @@ struct CompareOptions {
   int prefill_tokens = 64;
   int prompt_tokens = 64;
   int generated_tokens = 32;
+  // Long-context task samples (long_context_tasks.h), built once so every cell answers the same
+  // prompts; the grid they came from, for the report.
+  std::vector<TaskSample> task_samples;
+  std::vector<LongContextTask> tasks;
+  TaskGrid task_grid;
   // Memory the "largest batch" column sizes against: KV bytes available (0 = what the gpu tier
   // has left after the weights).
   std::uint64_t kv_memory = 0;
@@ -35,11 +43,12 @@ struct CompareOptions {
 
 struct CompareCell {
   PolicyKind policy = PolicyKind::full;
-  KvBudget budget;        // the whole sequence for full
-  int budget_tokens = 0;  // C at the throughput case's lengths
-  BenchRow throughput;
-  std::uint64_t kv_per_sequence = 0;  // KV cache + policy state at the throughput lengths
-  std::uint64_t largest_batch = 0;    // sequences whose KV fits in the KV memory
+  KvBudget budget;                        // the whole sequence for full
+  int budget_tokens = 0;                  // C at the throughput case's lengths
+  BenchRow throughput;                    // the run with the median generated tokens/s
+  std::vector<double> tokens_per_second;  // generated tokens/s of every timed run, as measured
+  std::uint64_t kv_per_sequence = 0;      // KV cache + policy state at the throughput lengths
+  std::uint64_t largest_batch = 0;        // sequences whose KV fits in the KV memory
   // Quality over the continuation tokens (those predicted through the cache: index >
   // prefill_tokens); NaN when there are no eval texts.
   double mean_logprob = 0.0;
@@ -47,7 +56,8 @@ struct CompareCell {
   std::uint64_t scored_tokens = 0;
   // Share of greedy continuation tokens equal to full's at the same position.
   double agreement = 0.0;
-  std::string error;  // the cell could not run (the others still did)
+  std::vector<TaskScore> tasks;  // per (task, length, depth), in the samples' order
+  std::string error;             // the cell could not run (the others still did)
 };
 
 struct CompareResult {

@@ -5,9 +5,11 @@
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "bench/compare_answer.h"
 #include "bench/rewritten_file.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
@@ -65,6 +67,76 @@ std::string html_escape(const std::string& text) {
   return out;
 }
 
+std::vector<std::string> task_names(const CompareOptions& options) {
+  std::vector<std::string> names;
+  for (const LongContextTask task : options.tasks) names.emplace_back(task_name(task));
+  return names;
+}
+
+// "12.3 (11.9-12.8)": the median run and the spread of all runs.
+std::string speed_with_spread(const CompareCell& cell) {
+  const BenchRow& t = cell.throughput;
+  if (!t.error.empty()) return "does not fit";
+  if (cell.tokens_per_second.size() < 2) return fixed(t.generated_tokens_per_second(), 1);
+  const auto [low, high] =
+      std::minmax_element(cell.tokens_per_second.begin(), cell.tokens_per_second.end());
+  return fmt::format("{:.1f} ({:.1f}-{:.1f})", t.generated_tokens_per_second(), *low, *high);
+}
+
+// A pooled task result for the main table: "95% (88-98)" or a copy log-prob.
+std::string pooled_text(const PooledTask& t) {
+  if (t.task == LongContextTask::copy) return fixed(t.mean_logprob, 3);
+  const Interval ci = wilson_interval(t.correct, t.samples);
+  return fmt::format("{:.0f}% ({:.0f}-{:.0f})", 100.0 * t.correct / t.samples, 100 * ci.low,
+                     100 * ci.high);
+}
+
+// One table per task: a row per cell, a column per depth (pooled over lengths) and per length
+// (pooled over depths).
+std::string task_table(const CompareResult& result, const CompareOptions& options,
+                       LongContextTask task) {
+  const TaskGrid& g = options.task_grid;
+  const bool copy = task == LongContextTask::copy;
+  std::string md = fmt::format("\n## {}: {} by depth and by length\n\n", task_name(task),
+                               copy ? "mean log-probability of the repeated span" : "accuracy");
+  md += "| policy | budget |";
+  std::string rule = "|---|---|";
+  for (const double d : g.depths) {
+    md += fmt::format(" depth {:g} |", d);
+    rule += "---|";
+  }
+  for (const int l : g.lengths) {
+    md += fmt::format(" length {} |", l);
+    rule += "---|";
+  }
+  md += "\n" + rule + "\n";
+  for (const CompareCell& cell : result.cells) {
+    if (!cell.error.empty()) continue;
+    md += fmt::format("| {} | {} |", policy_name(cell.policy), budget_label(cell));
+    auto pooled = [&](auto&& match) {
+      int samples = 0, correct = 0;
+      double logprob = 0.0;
+      std::uint64_t scored = 0;
+      for (const TaskScore& t : cell.tasks) {
+        if (t.task != task || !match(t)) continue;
+        samples += t.samples;
+        correct += t.correct;
+        if (t.scored_tokens > 0) {
+          logprob += t.mean_logprob * static_cast<double>(t.scored_tokens);
+          scored += t.scored_tokens;
+        }
+      }
+      if (samples == 0) return std::string(" - |");
+      if (copy) return fmt::format(" {} |", fixed(logprob / static_cast<double>(scored), 3));
+      return fmt::format(" {:.0f}% |", 100.0 * correct / samples);
+    };
+    for (const double d : g.depths) md += pooled([&](const TaskScore& t) { return t.depth == d; });
+    for (const int l : g.lengths) md += pooled([&](const TaskScore& t) { return t.length == l; });
+    md += "\n";
+  }
+  return md;
+}
+
 }  // namespace
 
 nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOptions& options) {
@@ -88,12 +160,32 @@ nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOp
                           {"generated_tokens_per_second", t.generated_tokens_per_second()},
                           {"kv_moved_per_step_bytes", t.kv_moved_per_step},
                           {"peak_gpu_bytes", t.peak_gpu_bytes}};
+    cell["throughput"]["generated_tokens_per_second_runs"] = c.tokens_per_second;
     cell["kv_per_sequence_bytes"] = c.kv_per_sequence;
     cell["largest_batch"] = c.largest_batch;
     cell["quality"] = {{"mean_logprob", number(c.mean_logprob)},
                        {"perplexity", number(c.perplexity)},
                        {"scored_tokens", c.scored_tokens},
                        {"greedy_agreement_with_full", number(c.agreement)}};
+    nlohmann::ordered_json tasks = nlohmann::ordered_json::array();
+    for (const TaskScore& score : c.tasks) {
+      nlohmann::ordered_json task = {{"task", task_name(score.task)},
+                                     {"length", score.length},
+                                     {"depth", score.depth},
+                                     {"mean_distance", score.mean_distance},
+                                     {"samples", score.samples}};
+      if (score.task == LongContextTask::copy) {
+        task["mean_logprob"] = number(score.mean_logprob);
+        task["scored_tokens"] = score.scored_tokens;
+      } else {
+        const Interval ci = wilson_interval(score.correct, score.samples);
+        task["correct"] = score.correct;
+        task["accuracy"] = score.accuracy();
+        task["accuracy_95"] = {ci.low, ci.high};
+      }
+      tasks.push_back(task);
+    }
+    cell["tasks"] = tasks;
     cells.push_back(cell);
   }
   return {{"model", result.model},
@@ -105,6 +197,14 @@ nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOp
           {"kv_memory_bytes", result.kv_memory},
           {"complete", result.complete()},
           {"cells_planned", result.cells_planned},
+          {"answer", compare_answer(result, options)},
+          {"throughput_repeats", options.repeats},
+          {"tasks",
+           {{"names", task_names(options)},
+            {"lengths", options.task_grid.lengths},
+            {"depths", options.task_grid.depths},
+            {"samples", options.task_grid.samples},
+            {"seed", options.task_grid.seed}}},
           {"quality",
            {{"texts", options.eval.size()},
             {"prefill_tokens", options.prefill_tokens},
@@ -116,10 +216,13 @@ nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOp
 std::string compare_markdown(const CompareResult& result, const CompareOptions& options) {
   const BenchCase& c = options.throughput;
   std::string md = fmt::format("# KV policy comparison: {}\n\n", result.model);
+  md += compare_answer(result, options) + "\n\n";
   md += fmt::format(
       "Device: {}. Throughput case: batch {}, prompt {}, gen {} (synthetic prompts, EOS "
-      "ignored). Largest batch: sequences whose KV cache fits in {}.\n",
-      result.device, c.batch, c.prompt_len, c.gen_len, format_bytes(result.kv_memory));
+      "ignored), run {} times per cell: the median generated tokens/s, the spread of the runs in "
+      "brackets. Largest batch: sequences whose KV cache fits in {}.\n",
+      result.device, c.batch, c.prompt_len, c.gen_len, std::max(1, options.repeats),
+      format_bytes(result.kv_memory));
   if (!options.eval.empty()) {
     md += fmt::format(
         "Quality: {} evaluation texts; log-probability of the tokens after the first {} (those "
@@ -128,32 +231,54 @@ std::string compare_markdown(const CompareResult& result, const CompareOptions& 
         options.eval.size(), options.prefill_tokens + 1, options.prefill_tokens,
         options.generated_tokens, options.prompt_tokens);
   }
+  if (!options.tasks.empty()) {
+    const TaskGrid& g = options.task_grid;
+    md += fmt::format(
+        "Tasks: {} samples per length ({}) and depth ({}), seed {}; accuracy with its 95% "
+        "(Wilson) interval in brackets, so two cells differ where their intervals part. The "
+        "budget is a share of each sample's own prompt and answer.\n",
+        g.samples, fmt::join(g.lengths, ", "), fmt::join(g.depths, ", "), g.seed);
+  }
   if (!result.complete()) {
     md += fmt::format("\n**Incomplete**: {} of {} cells finished (the run was stopped).\n",
                       result.cells.size(), result.cells_planned);
   }
   md +=
       "\n| policy | budget | C | total tok/s | decode tok/s | KV/seq | largest batch | KV "
-      "moved/step "
-      "| mean logprob | perplexity | agreement |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "moved/step | mean logprob | perplexity | agreement |";
+  std::string rule = "|---|---|---|---|---|---|---|---|---|---|---|";
+  for (const LongContextTask task : options.tasks) {
+    md += fmt::format(" {} |", task_name(task));
+    rule += "---|";
+  }
+  md += "\n" + rule + "\n";
   for (const CompareCell& cell : result.cells) {
     if (!cell.error.empty()) {
-      md += fmt::format("| {} | {} | {} | error: {} | | | | | | | |\n", policy_name(cell.policy),
+      md += fmt::format("| {} | {} | {} | error: {} | | | | | | | |", policy_name(cell.policy),
                         budget_label(cell), cell.budget_tokens, cell.error);
+      for (std::size_t i = 0; i < options.tasks.size(); ++i) md += " |";
+      md += "\n";
       continue;
     }
     const BenchRow& t = cell.throughput;
-    const std::string speed =
-        t.error.empty() ? fixed(t.generated_tokens_per_second(), 1) : "does not fit";
     const std::string decode = t.error.empty() ? fixed(t.decode_tokens_per_second(), 1) : "-";
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                      policy_name(cell.policy), budget_label(cell), cell.budget_tokens, speed,
-                      decode, format_bytes(cell.kv_per_sequence), cell.largest_batch,
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                      policy_name(cell.policy), budget_label(cell), cell.budget_tokens,
+                      speed_with_spread(cell), decode, format_bytes(cell.kv_per_sequence),
+                      cell.largest_batch,
                       format_bytes(static_cast<std::uint64_t>(t.kv_moved_per_step)),
                       fixed(cell.mean_logprob, 4), fixed(cell.perplexity, 3),
                       std::isfinite(cell.agreement) ? fmt::format("{:.1f}%", 100 * cell.agreement)
                                                     : std::string("-"));
+    const std::vector<PooledTask> pooled = pool_tasks(cell);
+    for (const LongContextTask task : options.tasks) {
+      const auto it = std::find_if(pooled.begin(), pooled.end(),
+                                   [&](const PooledTask& p) { return p.task == task; });
+      md += it == pooled.end() ? std::string(" - |") : fmt::format(" {} |", pooled_text(*it));
+    }
+    md += "\n";
   }
+  for (const LongContextTask task : options.tasks) md += task_table(result, options, task);
   return md;
 }
 

@@ -3,10 +3,16 @@
 
 Usage: plot_report.py RESULTS_JSON REPORT_HTML
 
-Reads results.json (written by `offgen compare`), draws four charts against the KV budget with
-matplotlib — generated tokens/s, largest batch whose KV fits, KV bytes moved per decode step, and
-quality (perplexity of the continuation tokens, greedy agreement with full) — and writes one
-self-contained HTML file with the charts inlined as PNG and the results table.
+Reads results.json (written by `offgen compare`), draws charts against the KV budget with
+matplotlib — generated tokens/s (median of the repeated runs, their spread as error bars),
+largest batch whose KV fits, KV bytes moved per decode step, quality (perplexity of the
+continuation tokens, greedy agreement with full) and each long-context task's score — plus, per
+task, a heatmap of every cell's accuracy by context length and depth (copy: loss of the repeated
+span against its distance), and writes one self-contained HTML file: the report's answer first,
+then the charts inlined as PNG and the results table.
+
+Every axis that measures an amount starts at zero; each policy has its own marker and line style,
+so lines that coincide stay distinguishable.
 
 Exit status: 0 written; 2 bad arguments or input; 3 matplotlib is not installed.
 """
@@ -80,20 +86,123 @@ def agreement(c):
     return None if a is None else 100.0 * a
 
 
-def chart(plt, cells, value, title, ylabel,
+# (marker, line style) per policy, in order of appearance: coinciding lines stay visible.
+STYLES = [("o", "-"), ("s", "--"), ("^", "-."), ("D", ":"), ("v", "-"), ("P", "--"), ("X", "-.")]
+
+
+def throughput_spread(c):
+    """(low, high) of the timed runs' generated tokens/s, or None."""
+    runs = c.get("throughput", {}).get("generated_tokens_per_second_runs") or []
+    return (min(runs), max(runs)) if len(runs) > 1 else None
+
+
+def png(plt, fig):
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def chart(plt, cells, value, title, ylabel, spread=None,
           xlabel="KV budget C as a share of full's cache (prompt + generation)"):
+    if not series(cells, value) and full_value(cells, value) is None:
+        return None  # nothing measured (e.g. no --eval texts)
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
-    for policy, (xs, ys) in sorted(series(cells, value).items()):
-        ax.plot(xs, ys, marker="o", linewidth=2, label=policy)
+    x_of = budget_share(cells)
+    for i, (policy, (xs, ys)) in enumerate(sorted(series(cells, value).items())):
+        marker, style = STYLES[i % len(STYLES)]
+        ax.plot(xs, ys, marker=marker, linestyle=style, linewidth=2, markersize=7 - i % 3,
+                label=policy)
+        if spread:
+            for c in cells:
+                if c["policy"] != policy or "error" in c:
+                    continue
+                lo_hi, v = spread(c), value(c)
+                if lo_hi and v is not None:
+                    ax.errorbar([x_of(c)], [v], yerr=[[v - lo_hi[0]], [lo_hi[1] - v]],
+                                color="gray", capsize=3, linewidth=1)
     full = full_value(cells, value)
     if full is not None:
         ax.axhline(full, color="black", linestyle="--", linewidth=1.2, label="full")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
+    return png(plt, fig)
+
+
+def task_names(results):
+    return results.get("tasks", {}).get("names", [])
+
+
+def pooled_task(c, name):
+    """A cell's task pooled over lengths and depths: accuracy in % or the copy loss in nats."""
+    rows = [t for t in c.get("tasks", []) if t["task"] == name]
+    if not rows:
+        return None
+    if name == "copy":
+        scored = sum(t.get("scored_tokens", 0) for t in rows)
+        if not scored:
+            return None
+        return -sum(t["mean_logprob"] * t["scored_tokens"] for t in rows
+                    if t.get("mean_logprob") is not None) / scored
+    samples = sum(t["samples"] for t in rows)
+    return 100.0 * sum(t["correct"] for t in rows) / samples if samples else None
+
+
+def cell_label(c):
+    return "full" if c["policy"] == "full" else f"{c['policy']} {c['kv_budget']:g}"
+
+
+def heatmaps(plt, results, name):
+    """One small heatmap per cell: accuracy (%) by length (rows) and depth (columns); for copy,
+    the loss of the repeated span (nats)."""
+    cells = [c for c in results["cells"] if "error" not in c and c.get("tasks")]
+    lengths = results["tasks"]["lengths"]
+    depths = results["tasks"]["depths"]
+    if not cells or not lengths or not depths:
+        return None
+    cols = min(4, len(cells))
+    rows = (len(cells) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.4 * rows + 0.6), dpi=100,
+                             squeeze=False)
+    copy = name == "copy"
+    top = 100.0
+    if copy:
+        losses = [-t["mean_logprob"] for c in cells for t in c["tasks"]
+                  if t["task"] == "copy" and t.get("mean_logprob") is not None]
+        top = max(losses) if losses else 1.0
+    image = None
+    for k, c in enumerate(cells):
+        ax = axes[k // cols][k % cols]
+        grid = [[float("nan")] * len(depths) for _ in lengths]
+        for t in c["tasks"]:
+            if t["task"] != name:
+                continue
+            i, j = lengths.index(t["length"]), depths.index(t["depth"])
+            if copy:
+                grid[i][j] = -t["mean_logprob"] if t.get("mean_logprob") is not None else math.nan
+            else:
+                grid[i][j] = 100.0 * t["accuracy"]
+        image = ax.imshow(grid, vmin=0, vmax=top, cmap="viridis_r" if copy else "viridis",
+                          aspect="auto", origin="lower")
+        ax.set_title(cell_label(c), fontsize=9)
+        ax.set_xticks(range(len(depths)), [f"{d:g}" for d in depths], fontsize=7)
+        ax.set_yticks(range(len(lengths)), [str(n) for n in lengths], fontsize=7)
+        if k % cols == 0:
+            ax.set_ylabel("length", fontsize=8)
+        if k // cols == rows - 1:
+            ax.set_xlabel("depth", fontsize=8)
+    for k in range(len(cells), rows * cols):
+        axes[k // cols][k % cols].axis("off")
+    fig.suptitle(f"{name}: " + ("loss of the repeated span (nats, lower is better)" if copy
+                                else "accuracy (%) by context length and depth"), fontsize=10)
+    fig.colorbar(image, ax=axes, shrink=0.8)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     plt.close(fig)
@@ -107,15 +216,18 @@ def fmt(value, digits):
 
 
 def table(cells):
-    head = ("<tr><th>policy</th><th>budget</th><th>C</th><th>total tok/s</th>"
+    names = sorted({t["task"] for c in cells for t in c.get("tasks", [])})
+    head = ("<tr><th>policy</th><th>budget</th><th>C</th><th>total tok/s (median)</th>"
             "<th>decode tok/s</th><th>KV/seq MiB</th><th>largest batch</th>"
             "<th>KV moved/step MiB</th><th>mean logprob</th><th>perplexity</th>"
-            "<th>agreement %</th></tr>")
+            "<th>agreement %</th>"
+            + "".join(f"<th>{html.escape(n)}{' loss' if n == 'copy' else ' %'}</th>"
+                      for n in names) + "</tr>")
     rows = []
     for c in cells:
         budget = "whole" if c["policy"] == "full" else f"{c['kv_budget']:g}"
         if "error" in c:
-            rows.append(f"<tr><td>{c['policy']}</td><td>{budget}</td><td colspan=9>"
+            rows.append(f"<tr><td>{c['policy']}</td><td>{budget}</td><td colspan={9 + len(names)}>"
                         f"{html.escape(c['error'])}</td></tr>")
             continue
         t = c["throughput"]
@@ -128,7 +240,7 @@ def table(cells):
                 fmt(c["kv_per_sequence_bytes"] / 2**20, 2), c["largest_batch"],
                 fmt(kv_moved_mib(c), 2), fmt(q.get("mean_logprob"), 4),
                 fmt(q.get("perplexity"), 3), fmt(agreement(c), 1)
-            ]) + "</tr>")
+            ] + [fmt(pooled_task(c, n), 3 if n == "copy" else 1) for n in names]) + "</tr>")
     return "<table>" + head + "".join(rows) + "</table>"
 
 
@@ -151,7 +263,8 @@ def main(argv):
         return 2
     case = results["throughput_case"]
     charts = [
-        chart(plt, cells, throughput, "Throughput", "generated tokens/s"),
+        chart(plt, cells, throughput, "Throughput (median of the runs, bars: their spread)",
+              "generated tokens/s", spread=throughput_spread),
         chart(plt, cells, largest_batch,
               f"Largest batch whose KV fits in {results['kv_memory_bytes'] / 2**30:.1f} GiB",
               "sequences"),
@@ -161,12 +274,21 @@ def main(argv):
     if any(agreement(c) is not None for c in cells):
         charts.append(chart(plt, cells, agreement, "Quality: greedy agreement with full",
                             "% of tokens"))
+    for name in task_names(results):
+        charts.append(chart(plt, cells, lambda c, n=name: pooled_task(c, n),
+                            f"{name}: " + ("loss of the repeated span" if name == "copy"
+                                           else "accuracy over all lengths and depths"),
+                            "nats" if name == "copy" else "% correct"))
+    charts = [c for c in charts if c]
+    maps = [m for m in (heatmaps(plt, results, name) for name in task_names(results)) if m]
     images = "".join(f'<img alt="chart" src="data:image/png;base64,{c}">' for c in charts)
     incomplete = ""
     if not results.get("complete", True):
         incomplete = (f"<p><strong>Incomplete:</strong> {len(cells)} of "
                       f"{results.get('cells_planned', '?')} cells finished (the run was "
                       "stopped).</p>")
+    answer = html.escape(results.get("answer", ""))
+    answer = answer.replace("**", "<strong>", 1).replace("**", "</strong>", 1)
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>offgen compare: {html.escape(results['model'])}</title>
 <style>
@@ -180,7 +302,9 @@ td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
 <p>Model: {html.escape(results['model'])}<br>Device: {html.escape(results['device'])}<br>
 Throughput case: batch {case['batch']}, prompt {case['prompt_len']}, gen {case['gen_len']}</p>
 {incomplete}
+<p>{answer}</p>
 <div class="charts">{images}</div>
+{"".join(f'<p><img alt="heatmap" src="data:image/png;base64,{m}"></p>' for m in maps)}
 {table(cells)}
 </body></html>
 """

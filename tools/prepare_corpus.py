@@ -193,6 +193,9 @@ def main() -> int:
     ap.add_argument("--out", default="out/train", help="output folder (default out/train)")
     ap.add_argument("--vocab-size", type=int, default=8192)
     ap.add_argument("--install", action="store_true", help="apt-get install the packages first")
+    ap.add_argument("--tokenizer", default=None,
+                    help="a folder with vocab.json and merges.txt (e.g. a shipped model's) to "
+                         "tokenize with, instead of training a new one: for continued training")
     args = ap.parse_args()
 
     if args.install:
@@ -220,17 +223,22 @@ def main() -> int:
         print(f"{split}: {len(items)} documents, {sum(len(d['text']) for d in items):,} characters",
               flush=True)
 
-    # Tokenizer: byte-level BPE on the training split only.
+    # Tokenizer: byte-level BPE on the training split only (or a given one).
     from tokenizers import ByteLevelBPETokenizer
-    tok = ByteLevelBPETokenizer(add_prefix_space=False)
+    if args.tokenizer:
+        given = pathlib.Path(args.tokenizer)
+        tok = ByteLevelBPETokenizer(str(given / "vocab.json"), str(given / "merges.txt"),
+                                    add_prefix_space=False)
+    else:
+        tok = ByteLevelBPETokenizer(add_prefix_space=False)
 
-    def text_iter():
-        for d in docs["train"]:
-            yield d["text"]
+        def text_iter():
+            for d in docs["train"]:
+                yield d["text"]
 
-    tok.train_from_iterator(text_iter(), vocab_size=args.vocab_size, min_frequency=2,
-                            special_tokens=SPECIAL_TOKENS, show_progress=False,
-                            length=len(docs["train"]))
+        tok.train_from_iterator(text_iter(), vocab_size=args.vocab_size, min_frequency=2,
+                                special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                length=len(docs["train"]))
     for i, t in enumerate(SPECIAL_TOKENS):
         assert tok.token_to_id(t) == i, (t, tok.token_to_id(t))
     (out / "tokenizer").mkdir(exist_ok=True)

@@ -48,6 +48,9 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="out/train", help="folder written by prepare_corpus.py")
     ap.add_argument("--out", default="out/train/run", help="checkpoints and log go here")
+    ap.add_argument("--init-from", default=None,
+                    help="a Hugging Face OPT directory to start from (its sizes replace --hidden "
+                         "and the others): continued training of a shipped model")
     ap.add_argument("--resume", action="store_true",
                     help="continue from OUT/ckpt/last.pt (model sizes and schedule come from it)")
     ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
@@ -66,6 +69,10 @@ def parse_args(argv=None):
     ap.add_argument("--grad-accum", type=int, default=1, help="micro-batches per step")
     ap.add_argument("--doc-start-frac", type=float, default=0.25,
                     help="share of windows that start at a document's </s>")
+    ap.add_argument("--copy-frac", type=float, default=0.0,
+                    help="share of windows in which 1-3 spans recur later in the window "
+                         "(half random tokens, half the window's own text), so the model "
+                         "learns to copy and retrieve over long distances")
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--min-lr-ratio", type=float, default=0.1)
@@ -88,7 +95,7 @@ def parse_args(argv=None):
 
 # Arguments that define the run; --resume takes them from the checkpoint.
 RUN_KEYS = ["hidden", "layers", "heads", "ffn", "positions", "seq_len", "batch_size", "grad_accum",
-            "doc_start_frac", "steps", "lr", "min_lr_ratio", "warmup", "weight_decay", "beta2",
+            "doc_start_frac", "copy_frac", "init_from", "steps", "lr", "min_lr_ratio", "warmup", "weight_decay", "beta2",
             "clip", "seed"]
 
 
@@ -138,6 +145,25 @@ def lr_at(step: int, run: dict) -> float:
     return floor + 0.5 * (lr - floor) * (1.0 + math.cos(math.pi * progress))
 
 
+def plant_repeats(window: np.ndarray, rng: np.random.Generator, vocab_size: int,
+                  min_distance: int = 8) -> list[tuple[int, int]]:
+    """Makes 1-3 spans of `window` recur later in it, in place: a span of 4-48 tokens (random
+    non-special ids, or the window's own text) is written at a source position and again at a
+    later one, the gap uniform over what the window allows. Returns (start, length) of each
+    second copy: those tokens can only be predicted by looking back at the first."""
+    t = len(window)
+    copies = []
+    for _ in range(int(rng.integers(1, 4))):
+        length = int(rng.integers(4, 49))
+        src = int(rng.integers(0, t - 2 * length - min_distance))
+        dst = int(rng.integers(src + length + min_distance, t - length + 1))
+        if rng.random() < 0.5:
+            window[src:src + length] = rng.integers(4, vocab_size, size=length)
+        window[dst:dst + length] = window[src:src + length]
+        copies.append((dst, length))
+    return copies
+
+
 def batch_for_step(step: int, micro: int, tokens: np.ndarray, doc_starts: np.ndarray,
                    run: dict) -> torch.Tensor:
     """The same windows for the same (seed, step, micro), so a resumed run sees the same data."""
@@ -149,7 +175,42 @@ def batch_for_step(step: int, micro: int, tokens: np.ndarray, doc_starts: np.nda
     if from_doc.any():
         usable = doc_starts[doc_starts < limit]
         starts[from_doc] = usable[rng.integers(0, len(usable), size=int(from_doc.sum()))]
-    return torch.from_numpy(np.stack([tokens[s:s + t].astype(np.int64) for s in starts]))
+    windows = np.stack([tokens[s:s + t].astype(np.int64) for s in starts])
+    planted = rng.random(n) < run.get("copy_frac", 0.0)
+    for i in np.flatnonzero(planted):
+        plant_repeats(windows[i], rng, run["vocab_size"])
+    return torch.from_numpy(windows)
+
+
+def copy_eval_windows(windows: torch.Tensor, vocab_size: int):
+    """Held-out windows with one span of 16 random tokens recurring ~seq_len/2 later: the loss on
+    its second copy (first token left out) measures long-distance copying. ln(vocab) is chance."""
+    rng = np.random.default_rng(4321)
+    out, targets = windows.clone().numpy(), []
+    t = out.shape[1]
+    for w in out:
+        src = int(rng.integers(8, t // 4))
+        dst = src + t // 2
+        w[src:src + 16] = rng.integers(4, vocab_size, size=16)
+        w[dst:dst + 16] = w[src:src + 16]
+        targets.append((dst + 1, dst + 16))
+    return torch.from_numpy(out), targets
+
+
+@torch.no_grad()
+def evaluate_copy(model, windows: torch.Tensor, targets, device, batch_size: int) -> float:
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(windows), batch_size):
+        x = windows[i:i + batch_size].to(device)
+        logp = torch.log_softmax(model(input_ids=x).logits.float(), dim=-1)
+        for j, (a, b) in enumerate(targets[i:i + batch_size]):
+            # the token at position p is predicted by the logits at p - 1
+            pos = torch.arange(a, b)
+            total -= logp[j, pos - 1, x[j, pos]].sum().item()
+            count += b - a
+    model.train()
+    return total / count
 
 
 def eval_windows(tokens: np.ndarray, seq_len: int, count: int) -> torch.Tensor:
@@ -219,6 +280,16 @@ def main(argv=None) -> int:
     else:
         run = {k: getattr(args, k) for k in RUN_KEYS}
         run["vocab_size"] = vocab_size
+        if args.init_from:
+            from transformers import OPTConfig
+            base = OPTConfig.from_pretrained(args.init_from)
+            run.update(hidden=base.hidden_size, layers=base.num_hidden_layers,
+                       heads=base.num_attention_heads, ffn=base.ffn_dim,
+                       positions=base.max_position_embeddings)
+            if base.vocab_size != vocab_size:
+                raise SystemExit(f"--init-from {args.init_from} has a vocabulary of "
+                                 f"{base.vocab_size}, the corpus {vocab_size}: tokenize the "
+                                 f"corpus with its tokenizer (prepare_corpus.py --tokenizer)")
     if run["seq_len"] > run["positions"]:
         raise SystemExit(f"--seq-len {run['seq_len']} exceeds --positions {run['positions']}")
 
@@ -231,6 +302,11 @@ def main(argv=None) -> int:
         (decay if p.dim() >= 2 and "embed_positions" not in name else no_decay).append(p)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
+    elif run.get("init_from"):
+        from transformers import OPTForCausalLM
+        base = OPTForCausalLM.from_pretrained(run["init_from"], torch_dtype=torch.float32)
+        model.load_state_dict(base.state_dict())
+        del base
     model.to(device)
     model.train()
     optimizer = torch.optim.AdamW(
@@ -258,11 +334,15 @@ def main(argv=None) -> int:
         f"device {device}, dtype {args.dtype}, threads {torch.get_num_threads()}")
     log("run " + json.dumps(run, sort_keys=True))
 
+    copy_windows, copy_targets = copy_eval_windows(windows, vocab_size)
+
     def do_eval():
         t = time.time()
         loss = evaluate(model, windows, device, autocast_dtype, run["batch_size"])
-        state["last_eval"] = {"step": state["step"], "loss": loss}
+        copy_loss = evaluate_copy(model, copy_windows, copy_targets, device, run["batch_size"])
+        state["last_eval"] = {"step": state["step"], "loss": loss, "copy_loss": copy_loss}
         log(f"eval step {state['step']} heldout_loss {loss:.4f} ppl {math.exp(loss):.2f} "
+            f"copy_loss {copy_loss:.4f} (chance {math.log(vocab_size):.2f}) "
             f"({time.time() - t:.1f} s)")
 
     def save():

@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "bench/compare.h"
+#include "bench/long_context_tasks.h"
 #include "bench/report.h"
 #include "engine/cli/batch_job.h"
 #include "engine/cli/flag_names.h"
@@ -33,14 +36,20 @@ fs::path plot_script() {
   return exe.parent_path().parent_path() / "share" / "offgen" / "plot_report.py";
 }
 
+// --tokenizer, else the model directory's own; empty when there is neither.
+fs::path tokenizer_folder(const CompareCommandOptions& options, const std::string& model) {
+  fs::path dir = options.common.tokenizer;
+  if (dir.empty() && fs::exists(fs::path(model) / "vocab.json")) dir = model;
+  return dir;
+}
+
 // Evaluation texts: {"text": ...} (needs a tokenizer) or {"token_ids": [...]} per line. A curated
 // file, so a bad line stops the run before anything is measured. `model` is the resolved --model.
 std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options,
                                     const std::string& model) {
   const OptConfig config = model_config(model);
   std::unique_ptr<Tokenizer> tokenizer;
-  fs::path tokenizer_dir = options.common.tokenizer;
-  if (tokenizer_dir.empty() && fs::exists(fs::path(model) / "vocab.json")) tokenizer_dir = model;
+  const fs::path tokenizer_dir = tokenizer_folder(options, model);
   std::vector<ScoreRequest> texts;
   for (const JsonlLine& line : read_jsonl(options.eval)) {
     OFFGEN_CHECK(line.error.empty(), "--eval {}: {}", options.eval, line.error);
@@ -75,6 +84,60 @@ std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options,
   }
   OFFGEN_CHECK(!texts.empty(), "--eval {} has no texts", options.eval);
   return texts;
+}
+
+// The text the task samples take their filler from: --task-text (plain text, or JSONL whose
+// "text" fields are joined), else the --eval texts.
+std::string read_task_text(const CompareCommandOptions& options) {
+  const std::string path = options.task_text.empty() ? options.eval : options.task_text;
+  OFFGEN_CHECK(!path.empty(),
+               "--tasks needs a text to build its samples from: --task-text FILE (any text), or "
+               "--eval texts");
+  if (path.size() > 6 && path.ends_with(".jsonl")) {
+    std::string text;
+    for (const JsonlLine& line : read_jsonl(path)) {
+      OFFGEN_CHECK(line.error.empty(), "{}: {}", path, line.error);
+      OFFGEN_CHECK(line.value.contains("text") && line.value["text"].is_string(),
+                   "{} line {}: the line has no 'text' string", path, line.line_number);
+      text += line.value["text"].get_ref<const std::string&>() + "\n\n";
+    }
+    return text;
+  }
+  std::ifstream in(path, std::ios::binary);
+  OFFGEN_CHECK(in.good(), "cannot read the task text {}", path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Every cell answers the same samples, built here once from the task text.
+void build_task_samples(const CompareCommandOptions& options, const std::string& model,
+                        bench::CompareOptions& compare) {
+  if (options.tasks.empty()) return;
+  const OptConfig config = model_config(model);
+  const fs::path tokenizer_dir = tokenizer_folder(options, model);
+  OFFGEN_CHECK(!tokenizer_dir.empty(),
+               "--tasks needs a tokenizer (--tokenizer DIR, or a model directory with vocab.json)");
+  const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::load(tokenizer_dir);
+  for (const std::string& name : options.tasks) compare.tasks.push_back(bench::parse_task(name));
+  compare.task_grid.lengths = options.task_lengths;
+  compare.task_grid.depths = options.task_depths;
+  compare.task_grid.samples = options.task_samples;
+  compare.task_grid.seed = options.seed;
+  // The answers are at most a few tokens: 8 positions are left for them.
+  for (const int length : options.task_lengths) {
+    OFFGEN_CHECK(length + 8 <= config.max_position_embeddings,
+                 "--task-lengths {} leaves no room for an answer within the model's {} positions "
+                 "(at most {})",
+                 length, config.max_position_embeddings, config.max_position_embeddings - 8);
+  }
+  const std::vector<std::int32_t> filler = bench::filler_tokens(
+      *tokenizer, read_task_text(options), bench::filler_needed(compare.task_grid));
+  for (const bench::LongContextTask task : compare.tasks) {
+    auto samples =
+        bench::make_task_samples(task, compare.task_grid, filler, *tokenizer, config.bos_token_id);
+    compare.task_samples.insert(compare.task_samples.end(),
+                                std::make_move_iterator(samples.begin()),
+                                std::make_move_iterator(samples.end()));
+  }
 }
 
 // An --output folder that holds anything is refused unless --overwrite, before any work: a
@@ -139,6 +202,32 @@ void add_compare_command(CLI::App& app, CompareCommandOptions& options) {
                   "quality: greedy tokens generated per text")
       ->check(kPositiveInteger)
       ->capture_default_str();
+  cmd->add_option("--tasks", options.tasks,
+                  "long-context tasks run on every cell: passkey, kv-recall, copy (e.g. "
+                  "passkey,copy)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"passkey", "kv-recall", "copy"}));
+  cmd->add_option("--task-text", options.task_text,
+                  "text the task samples take their filler from: any text file, or JSONL of "
+                  "{\"text\": ...} (default: the --eval texts)");
+  cmd->add_option("--task-lengths", options.task_lengths,
+                  "tasks: prompt lengths in tokens, BOS included")
+      ->delimiter(',')
+      ->check(kPositiveInteger)
+      ->capture_default_str();
+  cmd->add_option("--task-depths", options.task_depths,
+                  "tasks: where the needle sits between the start (0) and the question (1)")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--task-samples", options.task_samples, "tasks: samples per length and depth")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
+  cmd->add_option("--repeats", options.repeats,
+                  "timed runs of the throughput case per cell (the table shows the median and "
+                  "the spread)")
+      ->check(kPositiveInteger)
+      ->capture_default_str();
   cmd->add_option("--kv-mem", options.kv_mem,
                   "KV memory the largest-batch column sizes against, e.g. 16GiB (default: the "
                   "gpu tier left after the weights)");
@@ -170,11 +259,13 @@ int run_compare(const CompareCommandOptions& options) {
   }
   compare.throughput = {options.batch, options.prompt_len, options.gen_len};
   compare.seed = options.seed;
+  compare.repeats = options.repeats;
   compare.prefill_tokens = options.prefill_tokens;
   compare.prompt_tokens = options.prompt_tokens;
   compare.generated_tokens = options.generated_tokens;
   if (!options.kv_mem.empty()) compare.kv_memory = parse_bytes(options.kv_mem);
   if (!options.eval.empty()) compare.eval = read_eval(options, compare.base.model);
+  build_task_samples(options, compare.base.model, compare);
 
   Engine engine(compare.base);  // the whole grid runs on this one load of the model
   bench::CompareResult result;

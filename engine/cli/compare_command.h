@@ -23,6 +23,12 @@ struct CompareCommandOptions {
   int prefill_tokens = 64;
   int prompt_tokens = 64;
   int generated_tokens = 32;
+  std::vector<std::string> tasks;  // long-context tasks: passkey, kv-recall, copy
+  std::string task_text;           // filler text file (plain, or JSONL of {"text": ...})
+  std::vector<int> task_lengths = {256, 512, 1000};
+  std::vector<double> task_depths = {0.0, 0.25, 0.5, 0.75, 1.0};
+  int task_samples = 8;
+  int repeats = 3;
   std::string kv_mem;
   std::string output = "compare-report";
   bool overwrite = false;  // write into an --output folder that already holds something
