@@ -70,9 +70,11 @@ def parse_args(argv=None):
     ap.add_argument("--doc-start-frac", type=float, default=0.25,
                     help="share of windows that start at a document's </s>")
     ap.add_argument("--copy-frac", type=float, default=0.0,
-                    help="share of windows in which 1-3 spans recur later in the window "
-                         "(half random tokens, half the window's own text), so the model "
-                         "learns to copy and retrieve over long distances")
+                    help="share of windows in which spans recur later in the window "
+                         "(three in four of random tokens, the others the window's own text), so "
+                         "the model learns to copy and retrieve over long distances")
+    ap.add_argument("--copy-spans", type=int, default=3,
+                    help="at most this many recurring spans per such window (at least one)")
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--min-lr-ratio", type=float, default=0.1)
@@ -95,7 +97,7 @@ def parse_args(argv=None):
 
 # Arguments that define the run; --resume takes them from the checkpoint.
 RUN_KEYS = ["hidden", "layers", "heads", "ffn", "positions", "seq_len", "batch_size", "grad_accum",
-            "doc_start_frac", "copy_frac", "init_from", "steps", "lr", "min_lr_ratio", "warmup", "weight_decay", "beta2",
+            "doc_start_frac", "copy_frac", "copy_spans", "init_from", "steps", "lr", "min_lr_ratio", "warmup", "weight_decay", "beta2",
             "clip", "seed"]
 
 
@@ -146,18 +148,18 @@ def lr_at(step: int, run: dict) -> float:
 
 
 def plant_repeats(window: np.ndarray, rng: np.random.Generator, vocab_size: int,
-                  min_distance: int = 8) -> list[tuple[int, int]]:
-    """Makes 1-3 spans of `window` recur later in it, in place: a span of 4-48 tokens (random
-    non-special ids, or the window's own text) is written at a source position and again at a
-    later one, the gap uniform over what the window allows. Returns (start, length) of each
+                  max_spans: int = 3, min_distance: int = 8) -> list[tuple[int, int]]:
+    """Makes 1..max_spans spans of `window` recur later in it, in place: a span of 4-64 tokens
+    (random non-special ids, or the window's own text) is written at a source position and again
+    at a later one, the gap uniform over what the window allows. Returns (start, length) of each
     second copy: those tokens can only be predicted by looking back at the first."""
     t = len(window)
     copies = []
-    for _ in range(int(rng.integers(1, 4))):
-        length = int(rng.integers(4, 49))
+    for _ in range(int(rng.integers(1, max_spans + 1))):
+        length = int(rng.integers(4, 65))
         src = int(rng.integers(0, t - 2 * length - min_distance))
         dst = int(rng.integers(src + length + min_distance, t - length + 1))
-        if rng.random() < 0.5:
+        if rng.random() < 0.75:
             window[src:src + length] = rng.integers(4, vocab_size, size=length)
         window[dst:dst + length] = window[src:src + length]
         copies.append((dst, length))
@@ -178,7 +180,7 @@ def batch_for_step(step: int, micro: int, tokens: np.ndarray, doc_starts: np.nda
     windows = np.stack([tokens[s:s + t].astype(np.int64) for s in starts])
     planted = rng.random(n) < run.get("copy_frac", 0.0)
     for i in np.flatnonzero(planted):
-        plant_repeats(windows[i], rng, run["vocab_size"])
+        plant_repeats(windows[i], rng, run["vocab_size"], run.get("copy_spans", 3))
     return torch.from_numpy(windows)
 
 

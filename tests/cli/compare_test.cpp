@@ -149,6 +149,83 @@ TEST(CompareCommand, LoadsTheModelOnceForTheWholeGrid) {
   EXPECT_EQ(results["cells"].size(), 5u);
 }
 
+// --tasks on the shipped checkpoint: every cell answers the same samples, results.json holds a
+// score per (task, length, depth), report.md opens with its answer and has a table per task, and
+// the throughput case ran --repeats times.
+TEST(CompareCommand, TasksRunOnEveryCellAndTheReportLeadsWithItsAnswer) {
+  const std::filesystem::path model =
+      test::data_dir().parent_path().parent_path() / "models" / "opt-tiny-kjv-docs";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model;
+  test::TempDir dir;
+  cli::CompareCommandOptions options;
+  options.common.model = model.string();
+  options.common.device = "cpu";
+  options.policies = {"local"};
+  options.budgets = {0.5};
+  options.batch = 2;
+  options.prompt_len = 16;
+  options.gen_len = 4;
+  options.repeats = 2;
+  options.tasks = {"passkey", "kv-recall", "copy"};
+  options.task_text = (model / "eval.jsonl").string();
+  options.task_lengths = {128, 300};
+  options.task_depths = {0.0, 1.0};
+  options.task_samples = 2;
+  options.output = (dir.path() / "report").string();
+  ASSERT_EQ(cli::run_compare(options), 0);
+
+  const auto results = nlohmann::json::parse(read_all(dir.path() / "report" / "results.json"));
+  EXPECT_EQ(results["tasks"]["names"], nlohmann::json({"passkey", "kv-recall", "copy"}));
+  ASSERT_EQ(results["cells"].size(), 2u);
+  for (const auto& cell : results["cells"]) {
+    SCOPED_TRACE(cell.dump());
+    EXPECT_EQ(cell["throughput"]["generated_tokens_per_second_runs"].size(), 2u);
+    ASSERT_EQ(cell["tasks"].size(), 3u * 2u * 2u);  // task x length x depth
+    for (const auto& t : cell["tasks"]) {
+      EXPECT_EQ(t["samples"], 2);
+      if (t["task"] == "copy") {
+        EXPECT_LT(t["mean_logprob"].get<double>(), 0.0);
+        EXPECT_EQ(t["scored_tokens"], 2 * 31);
+      } else {
+        EXPECT_GE(t["correct"].get<int>(), 0);
+        EXPECT_LE(t["accuracy_95"][0].get<double>(), t["accuracy"].get<double>());
+      }
+    }
+  }
+  const std::string markdown = read_all(dir.path() / "report" / "report.md");
+  const std::string answer = results["answer"];
+  EXPECT_EQ(markdown.find(answer), markdown.find('\n') + 2) << markdown;
+  EXPECT_NE(markdown.find("## passkey: accuracy by depth and by length"), std::string::npos);
+  EXPECT_NE(markdown.find("## copy: mean log-probability"), std::string::npos);
+}
+
+TEST(CompareCommand, TasksNeedATextAndLengthsTheModelHolds) {
+  const std::filesystem::path model =
+      test::data_dir().parent_path().parent_path() / "models" / "opt-tiny-kjv-docs";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model;
+  test::TempDir dir;
+  cli::CompareCommandOptions options;
+  options.common.model = model.string();
+  options.common.device = "cpu";
+  options.tasks = {"passkey"};
+  options.output = (dir.path() / "report").string();
+  EXPECT_NE(test::error_of([&] { cli::run_compare(options); }).find("--tasks needs a text"),
+            std::string::npos);
+  options.task_text = (model / "eval.jsonl").string();
+  options.task_lengths = {1020};
+  EXPECT_NE(test::error_of([&] { cli::run_compare(options); })
+                .find("--task-lengths 1020 leaves no room for an answer within the model's 1024 "
+                      "positions"),
+            std::string::npos);
+  const auto short_text = dir.path() / "short.txt";
+  test::write_file(short_text, "Only a few words.");
+  options.task_text = short_text.string();
+  options.task_lengths = {256};
+  EXPECT_NE(test::error_of([&] { cli::run_compare(options); }).find("give a longer text"),
+            std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "report"));  // nothing ran
+}
+
 // Ctrl-C in the middle of the grid: results.json and report.md hold the cells that finished
 // (rewritten after each one, whole at every moment), marked incomplete; the run exits 130.
 TEST(CompareCommand, AnInterruptKeepsTheFinishedCellsMarkedIncomplete) {
