@@ -280,6 +280,20 @@ def write_readme(out, args, manifest, run, state, config, n_params, eval_texts, 
         f"learning rate {run['lr']:g} with {run['warmup']} warmup steps and cosine decay to "
         f"{run['lr'] * run['min_lr_ratio']:g}, gradient clipping at {run['clip']}, fp32, no "
         "dropout.",
+    ]
+    if run.get("init_from"):
+        lines += [
+            "",
+            f"Continued from `{run['init_from']}` (its weights as the start, the same tokenizer) "
+            "with long-distance copying in the data: "
+            f"{run.get('copy_frac', 0):.0%} of the windows have 1 to {run.get('copy_spans', 3)} "
+            "spans of 4-64 tokens (three in four random token ids, the others the window's own "
+            "text) written again later in the window, at a distance drawn uniformly from what "
+            f"the window allows, and {run.get('repeat_frac', 0):.0%} of the windows are a "
+            "random sequence of 8-256 token ids repeated to the window's end, so induction "
+            "(copy) heads form.",
+        ]
+    lines += [
         "",
         "| | |",
         "| --- | --- |",

@@ -73,6 +73,15 @@ def parse_args(argv=None):
                     help="share of windows in which spans recur later in the window "
                          "(three in four of random tokens, the others the window's own text), so "
                          "the model learns to copy and retrieve over long distances")
+    ap.add_argument("--repeat-frac", type=float, default=0.0,
+                    help="share of windows that are a random token sequence of 8-256 tokens "
+                         "repeated to the window's end: every token after its first period is a "
+                         "copy, the densest signal for forming induction heads")
+    ap.add_argument("--task-frac", type=float, default=0.0,
+                    help="share of windows filled with pass-key and key-value documents in the "
+                         "format of `offgen compare --tasks` (training-split filler, other random "
+                         "numbers), one after another, each 48 to seq-len tokens long "
+                         "(log-uniform)")
     ap.add_argument("--copy-spans", type=int, default=3,
                     help="at most this many recurring spans per such window (at least one)")
     ap.add_argument("--steps", type=int, default=1500)
@@ -97,7 +106,7 @@ def parse_args(argv=None):
 
 # Arguments that define the run; --resume takes them from the checkpoint.
 RUN_KEYS = ["hidden", "layers", "heads", "ffn", "positions", "seq_len", "batch_size", "grad_accum",
-            "doc_start_frac", "copy_frac", "copy_spans", "init_from", "steps", "lr", "min_lr_ratio", "warmup", "weight_decay", "beta2",
+            "doc_start_frac", "copy_frac", "copy_spans", "repeat_frac", "task_frac", "init_from", "steps", "lr", "min_lr_ratio", "warmup", "weight_decay", "beta2",
             "clip", "seed"]
 
 
@@ -147,7 +156,15 @@ def lr_at(step: int, run: dict) -> float:
     return floor + 0.5 * (lr - floor) * (1.0 + math.cos(math.pi * progress))
 
 
-def plant_repeats(window: np.ndarray, rng: np.random.Generator, vocab_size: int,
+def frequent_tokens(tokens: np.ndarray, count: int = 1024) -> np.ndarray:
+    """The `count` most frequent non-special ids of the training stream: random spans are drawn
+    from them, whose embeddings training has shaped, rather than from rare ids."""
+    counts = np.bincount(np.asarray(tokens[:5_000_000]), minlength=4)
+    counts[:4] = 0
+    return np.argsort(-counts, kind="stable")[:count]
+
+
+def plant_repeats(window: np.ndarray, rng: np.random.Generator, vocab: np.ndarray,
                   max_spans: int = 3, min_distance: int = 8) -> list[tuple[int, int]]:
     """Makes 1..max_spans spans of `window` recur later in it, in place: a span of 4-64 tokens
     (random non-special ids, or the window's own text) is written at a source position and again
@@ -160,14 +177,67 @@ def plant_repeats(window: np.ndarray, rng: np.random.Generator, vocab_size: int,
         src = int(rng.integers(0, t - 2 * length - min_distance))
         dst = int(rng.integers(src + length + min_distance, t - length + 1))
         if rng.random() < 0.75:
-            window[src:src + length] = rng.integers(4, vocab_size, size=length)
+            window[src:src + length] = rng.choice(vocab, size=length)
         window[dst:dst + length] = window[src:src + length]
         copies.append((dst, length))
     return copies
 
 
+class TaskDocuments:
+    """Pass-key and key-value documents in the text format of offgen's long-context tasks
+    (bench/long_context_tasks.h), with filler from the training stream: a pass key hidden at a
+    random depth and asked for at the end, or a list of " 70412 55130." pairs ending with one
+    key and its value. The answer follows the question, so the loss teaches retrieving it."""
+
+    def __init__(self, data: pathlib.Path):
+        from tokenizers import ByteLevelBPETokenizer
+        self.tok = ByteLevelBPETokenizer(str(data / "tokenizer" / "vocab.json"),
+                                         str(data / "tokenizer" / "merges.txt"),
+                                         add_prefix_space=False)
+        self.question = self.encode(" What is the pass key? The pass key is")
+        self.period = self.encode(".")
+
+    def encode(self, text: str) -> list[int]:
+        return self.tok.encode(text).ids
+
+    def passkey(self, rng, length: int, filler: np.ndarray) -> list[int]:
+        key = int(rng.integers(10000, 100000))
+        needle = self.encode(f" The pass key is {key}. Remember it. {key} is the pass key.")
+        answer = self.encode(f" {key}") + self.period
+        room = max(0, length - len(needle) - len(self.question) - len(answer))
+        at = int(rng.integers(0, room + 1))
+        return (list(filler[:at]) + needle + list(filler[at:room]) + self.question + answer)
+
+    def kv_recall(self, rng, length: int, filler: np.ndarray) -> list[int]:
+        pairs, used = [], 0
+        while True:
+            p = (self.encode(f" {int(rng.integers(10000, 100000))}"),
+                 self.encode(f" {int(rng.integers(10000, 100000))}"))
+            size = len(p[0]) + len(p[1]) + len(self.period)
+            if used + size > length - 12 and pairs:
+                break
+            pairs.append(p)
+            used += size
+        asked = pairs[int(rng.integers(0, len(pairs)))]
+        out = list(filler[:max(0, length - used - 12)])
+        for k, v in pairs:
+            out += k + v + self.period
+        return out + asked[0] + asked[1] + self.period
+
+    def window(self, rng, t: int, filler: np.ndarray) -> np.ndarray:
+        out: list[int] = []
+        while len(out) < t:
+            # log-uniform: many short documents (more answers per step), some as long as t
+            length = int(np.exp(rng.uniform(np.log(48), np.log(t))))
+            make = self.passkey if rng.random() < 0.6 else self.kv_recall
+            start = int(rng.integers(0, len(filler) - t))
+            out += make(rng, length, np.asarray(filler[start:start + t], dtype=np.int64))
+        return np.asarray(out[:t], dtype=np.int64)
+
+
 def batch_for_step(step: int, micro: int, tokens: np.ndarray, doc_starts: np.ndarray,
-                   run: dict) -> torch.Tensor:
+                   run: dict, vocab: np.ndarray | None = None,
+                   tasks: TaskDocuments | None = None) -> torch.Tensor:
     """The same windows for the same (seed, step, micro), so a resumed run sees the same data."""
     rng = np.random.default_rng([run["seed"], step, micro])
     n, t = run["batch_size"], run["seq_len"]
@@ -180,20 +250,27 @@ def batch_for_step(step: int, micro: int, tokens: np.ndarray, doc_starts: np.nda
     windows = np.stack([tokens[s:s + t].astype(np.int64) for s in starts])
     planted = rng.random(n) < run.get("copy_frac", 0.0)
     for i in np.flatnonzero(planted):
-        plant_repeats(windows[i], rng, run["vocab_size"], run.get("copy_spans", 3))
+        plant_repeats(windows[i], rng, vocab, run.get("copy_spans", 3))
+    repeated = rng.random(n) < run.get("repeat_frac", 0.0)
+    for i in np.flatnonzero(repeated):
+        period = rng.choice(vocab, size=int(rng.integers(8, 257)))
+        windows[i] = np.resize(period, t)
+    task_windows = rng.random(n) < run.get("task_frac", 0.0)
+    for i in np.flatnonzero(task_windows):
+        windows[i] = tasks.window(rng, t, tokens)
     return torch.from_numpy(windows)
 
 
-def copy_eval_windows(windows: torch.Tensor, vocab_size: int):
-    """Held-out windows with one span of 16 random tokens recurring ~seq_len/2 later: the loss on
-    its second copy (first token left out) measures long-distance copying. ln(vocab) is chance."""
+def copy_eval_windows(windows: torch.Tensor, vocab: np.ndarray):
+    """Held-out windows with one span of 16 random frequent tokens recurring ~seq_len/2 later: the
+    loss on its second copy (first token left out) measures long-distance copying."""
     rng = np.random.default_rng(4321)
     out, targets = windows.clone().numpy(), []
     t = out.shape[1]
     for w in out:
         src = int(rng.integers(8, t // 4))
         dst = src + t // 2
-        w[src:src + 16] = rng.integers(4, vocab_size, size=16)
+        w[src:src + 16] = rng.choice(vocab, size=16)
         w[dst:dst + 16] = w[src:src + 16]
         targets.append((dst + 1, dst + 16))
     return torch.from_numpy(out), targets
@@ -213,6 +290,26 @@ def evaluate_copy(model, windows: torch.Tensor, targets, device, batch_size: int
             count += b - a
     model.train()
     return total / count
+
+
+@torch.no_grad()
+def evaluate_passkey(model, tasks: "TaskDocuments", heldout: np.ndarray, device,
+                     length: int = 1000, count: int = 16) -> float:
+    """Share of held-out pass-key documents (filler from the held-out stream, depth spread from
+    start to end) whose answer the model predicts token for token (greedy, teacher-forced)."""
+    model.eval()
+    rng = np.random.default_rng(99)
+    right = 0
+    for i in range(count):
+        start = int(rng.integers(0, len(heldout) - length))
+        doc = tasks.passkey(rng, length, np.asarray(heldout[start:start + length], dtype=np.int64))
+        answer = len(tasks.period) + len(tasks.encode(" 12345"))
+        x = torch.tensor([doc], device=device)
+        pred = model(input_ids=x).logits[0].argmax(-1)
+        right += int(all(pred[j - 1].item() == doc[j]
+                         for j in range(len(doc) - answer, len(doc) - len(tasks.period))))
+    model.train()
+    return right / count
 
 
 def eval_windows(tokens: np.ndarray, seq_len: int, count: int) -> torch.Tensor:
@@ -266,6 +363,8 @@ def main(argv=None) -> int:
     train_tokens = load_tokens(data / "train.bin", manifest["dtype"])
     heldout_tokens = load_tokens(data / "heldout.bin", manifest["dtype"])
     doc_starts = np.flatnonzero(np.asarray(train_tokens) == manifest["bos_id"])
+    vocab = frequent_tokens(train_tokens)
+    tasks = TaskDocuments(data) if args.task_frac > 0 or args.resume else None
 
     ckpt_path = out / "ckpt" / "last.pt"
     ckpt = None
@@ -282,7 +381,10 @@ def main(argv=None) -> int:
     else:
         run = {k: getattr(args, k) for k in RUN_KEYS}
         run["vocab_size"] = vocab_size
-        if args.init_from:
+        if args.init_from and args.init_from.endswith(".pt"):
+            base_run = torch.load(args.init_from, map_location="cpu", weights_only=False)["run"]
+            run.update({k: base_run[k] for k in ("hidden", "layers", "heads", "ffn", "positions")})
+        elif args.init_from:
             from transformers import OPTConfig
             base = OPTConfig.from_pretrained(args.init_from)
             run.update(hidden=base.hidden_size, layers=base.num_hidden_layers,
@@ -304,6 +406,9 @@ def main(argv=None) -> int:
         (decay if p.dim() >= 2 and "embed_positions" not in name else no_decay).append(p)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
+    elif (run.get("init_from") or "").endswith(".pt"):
+        model.load_state_dict(torch.load(run["init_from"], map_location="cpu",
+                                         weights_only=False)["model"])
     elif run.get("init_from"):
         from transformers import OPTForCausalLM
         base = OPTForCausalLM.from_pretrained(run["init_from"], torch_dtype=torch.float32)
@@ -336,15 +441,19 @@ def main(argv=None) -> int:
         f"device {device}, dtype {args.dtype}, threads {torch.get_num_threads()}")
     log("run " + json.dumps(run, sort_keys=True))
 
-    copy_windows, copy_targets = copy_eval_windows(windows, vocab_size)
+    copy_windows, copy_targets = copy_eval_windows(windows, vocab)
 
     def do_eval():
         t = time.time()
         loss = evaluate(model, windows, device, autocast_dtype, run["batch_size"])
         copy_loss = evaluate_copy(model, copy_windows, copy_targets, device, run["batch_size"])
         state["last_eval"] = {"step": state["step"], "loss": loss, "copy_loss": copy_loss}
+        copy_text = f"{copy_loss:.4f}"
+        if tasks is not None:
+            state["last_eval"]["passkey"] = evaluate_passkey(model, tasks, heldout_tokens, device)
+            copy_text += f" passkey {state['last_eval']['passkey']:.2f}"
         log(f"eval step {state['step']} heldout_loss {loss:.4f} ppl {math.exp(loss):.2f} "
-            f"copy_loss {copy_loss:.4f} (chance {math.log(vocab_size):.2f}) "
+            f"copy_loss {copy_text} (uniform {math.log(len(vocab)):.2f}) "
             f"({time.time() - t:.1f} s)")
 
     def save():
@@ -364,7 +473,8 @@ def main(argv=None) -> int:
             group["lr"] = lr
         step_loss = 0.0
         for micro in range(run["grad_accum"]):
-            x = batch_for_step(step, micro, train_tokens, doc_starts, run).to(device)
+            x = batch_for_step(step, micro, train_tokens, doc_starts, run, vocab,
+                               tasks).to(device)
             with torch.autocast(device_type=device.type, dtype=autocast_dtype,
                                 enabled=autocast_dtype is not None):
                 out_ = model(input_ids=x, labels=x)
