@@ -29,6 +29,10 @@ struct PrefillAttentionArgs {
   int heads = 0;
   int head_dim = 0;
   float scale = 1.0f;
+  // Which queries key_prob_sums sums over: 0 = all; N > 0 = only the last N rows, i >= seq - N
+  // (prompts are left-padded, so these are each sequence's last N real tokens, or all of a shorter
+  // one's) — tova scores the prompt by its last query, snapkv by its observation window.
+  int key_sum_queries = 0;
 };
 
 struct DecodeAttentionArgs {

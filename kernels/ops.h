@@ -49,8 +49,8 @@ class Ops {
 
   // Attention-score eviction (h2o) where the cache lives, right after the attention that produced
   // the probabilities. Semantics: kernels/eviction_args.h.
-  virtual void h2o_prefill_keep(const kernels::H2oPrefillArgs& args) = 0;
-  virtual void h2o_decode_update(const kernels::H2oDecodeArgs& args) = 0;
+  virtual void score_prefill_keep(const kernels::ScorePrefillArgs& args) = 0;
+  virtual void score_decode_update(const kernels::ScoreDecodeArgs& args) = 0;
 };
 
 }  // namespace offgen

@@ -54,7 +54,8 @@ int policy_budget(PolicyKind kind, const KvBudget& budget, int max_prompt, int m
 
 // Checks the policy options and the budget together before any work: recent_fraction in [0, 1],
 // sinks >= 0, a budget for every policy but full, and that a token budget holds what the policy
-// always keeps — streaming: its sinks plus one recent token. Throws ParameterError naming them.
+// always keeps — streaming: its sinks plus one recent token; snapkv: its observation window plus
+// one token (and its options, validate_snapkv_options). Throws ParameterError naming them.
 void validate_policy_budget(const PolicyOptions& policy, const KvBudget& budget);
 
 // The policy a batch whose budget resolved to C runs: `policy` as given, except streaming with

@@ -16,16 +16,44 @@ std::string_view policy_name(PolicyKind kind) {
       return "h2o";
     case PolicyKind::streaming:
       return "streaming";
+    case PolicyKind::tova:
+      return "tova";
+    case PolicyKind::snapkv:
+      return "snapkv";
   }
   return "?";
 }
 
+namespace {
+
+constexpr PolicyKind kPolicies[] = {PolicyKind::full,      PolicyKind::local, PolicyKind::h2o,
+                                    PolicyKind::streaming, PolicyKind::tova,  PolicyKind::snapkv};
+
+}  // namespace
+
+std::vector<std::string> policy_names() {
+  std::vector<std::string> names;
+  for (PolicyKind kind : kPolicies) names.emplace_back(policy_name(kind));
+  return names;
+}
+
 PolicyKind parse_policy(std::string_view text) {
-  for (PolicyKind kind :
-       {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming}) {
+  for (PolicyKind kind : kPolicies) {
     if (text == policy_name(kind)) return kind;
   }
-  fail("unknown KV policy '{}' (expected full, local, h2o or streaming)", text);
+  fail("unknown KV policy '{}' (expected full, local, h2o, streaming, tova or snapkv)", text);
+}
+
+void validate_snapkv_options(const PolicyOptions& options) {
+  OFFGEN_CHECK_NAMING(options.observation_window >= 1, [=](ParameterNamer name) {
+    return fmt::format("{} must be >= 1 (got {})", name(Parameter::observation_window),
+                       options.observation_window);
+  });
+  OFFGEN_CHECK_NAMING(options.pool_kernel >= 1 && options.pool_kernel % 2 == 1,
+                      [=](ParameterNamer name) {
+                        return fmt::format("{} must be an odd number >= 1 (got {})",
+                                           name(Parameter::pool_kernel), options.pool_kernel);
+                      });
 }
 
 std::unique_ptr<KvPolicy> make_policy(const PolicyOptions& options, int budget) {
@@ -54,6 +82,11 @@ std::unique_ptr<KvPolicy> make_policy(const PolicyOptions& options, int budget) 
             budget, options.sinks, name(Parameter::kv_budget), name(Parameter::sinks));
       });
       return policies::make_streaming(budget, options.sinks);
+    case PolicyKind::tova:
+      return policies::make_tova(budget);
+    case PolicyKind::snapkv:
+      validate_snapkv_options(options);
+      return policies::make_snapkv(budget, options.observation_window, options.pool_kernel);
   }
   fail("unknown KV policy");
 }

@@ -15,17 +15,29 @@
 
 namespace offgen {
 
-enum class PolicyKind { full, local, h2o, streaming };
+enum class PolicyKind { full, local, h2o, streaming, tova, snapkv };
 
 std::string_view policy_name(PolicyKind kind);
-// "full", "local", "h2o", "streaming"; throws offgen::Error naming the choices otherwise.
+// Every policy's name, in PolicyKind order: what --policy accepts.
+std::vector<std::string> policy_names();
+// "full", "local", "h2o", "streaming", "tova", "snapkv"; throws offgen::Error naming the choices
+// otherwise.
 PolicyKind parse_policy(std::string_view text);
 
 struct PolicyOptions {
   PolicyKind kind = PolicyKind::full;
   double recent_fraction = 0.5;  // h2o: R = max(1, round(C * recent_fraction))
   int sinks = 4;                 // streaming: S attention-sink tokens kept from the start
+  int observation_window = 32;   // snapkv: w, the last prompt queries that score the prompt
+  int pool_kernel = 5;           // snapkv: odd width k of the average pooling of those scores
 };
+
+// Whose scores rank a head's tokens: its own (h2o, snapkv), or the mean over the heads of its
+// layer (tova), so that every head of a layer keeps the same tokens.
+enum class HeadScores { per_head, layer_mean };
+// What a decode step does to a cached token's score: adds the step's probability (h2o: the score
+// is the attention accumulated so far) or replaces it (tova: only the current query counts).
+enum class DecodeScores { accumulate, replace };
 
 class KvPolicy {
  public:
@@ -39,17 +51,27 @@ class KvPolicy {
 
   // After a prefill of `prompt_len` real tokens (positions 0 .. prompt_len-1): the positions to
   // keep, ascending, at most C. `scores[i]` is token i's summed attention probability over the
-  // prompt's queries (empty unless needs_attention_scores()).
+  // prompt's last prefill_score_queries() queries (all of them for 0), averaged over the heads of
+  // the layer for HeadScores::layer_mean (empty unless needs_attention_scores()).
   virtual std::vector<int> keep_after_prefill(int prompt_len,
                                               std::span<const float> scores) const = 0;
 
   // A decode step filled the cache to C + 1 tokens. `positions[s]` / `scores[s]` describe slot s
-  // (scores already include this step's row). Returns the slot to free. Ties: the older token.
+  // (scores already include this step's row, as decode_scores() says, averaged over the layer's
+  // heads for HeadScores::layer_mean). Returns the slot to free. Ties: the older token.
   virtual int victim(std::span<const std::int32_t> positions,
                      std::span<const float> scores) const = 0;
 
-  // Attention-score policies: the R most recent tokens, never evicted (h2o's window); 0 otherwise.
+  // Attention-score policies: the R most recent tokens, never evicted (h2o's window, snapkv's
+  // observation window); 0 otherwise (tova protects none).
   virtual int recent_window() const { return 0; }
+  // How many of the prompt's last queries the prefill scores sum over; 0 = all of them.
+  virtual int prefill_score_queries() const { return 0; }
+  // The width of the average pooling keep_after_prefill applies to the scores of the tokens
+  // outside the recent window before it ranks them (1 = none).
+  virtual int pool_kernel() const { return 1; }
+  virtual HeadScores head_scores() const { return HeadScores::per_head; }
+  virtual DecodeScores decode_scores() const { return DecodeScores::accumulate; }
 
  protected:
   KvPolicy(PolicyKind kind, int budget) : kind_(kind), budget_(budget) {}
@@ -60,7 +82,11 @@ class KvPolicy {
 };
 
 // Throws offgen::Error when the budget cannot hold what the policy always keeps (streaming: more
-// than its sinks; any policy: at least one token).
+// than its sinks; any policy: at least one token) or an option is out of range.
 std::unique_ptr<KvPolicy> make_policy(const PolicyOptions& options, int budget);
+
+// snapkv's options: observation_window >= 1, pool_kernel odd and >= 1. Throws ParameterError
+// naming them.
+void validate_snapkv_options(const PolicyOptions& options);
 
 }  // namespace offgen

@@ -11,5 +11,7 @@ std::unique_ptr<KvPolicy> make_full(int budget);
 std::unique_ptr<KvPolicy> make_local(int budget);
 std::unique_ptr<KvPolicy> make_h2o(int budget, double recent_fraction);
 std::unique_ptr<KvPolicy> make_streaming(int budget, int sinks);
+std::unique_ptr<KvPolicy> make_tova(int budget);
+std::unique_ptr<KvPolicy> make_snapkv(int budget, int observation_window, int pool_kernel);
 
 }  // namespace offgen::policies

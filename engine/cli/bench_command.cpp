@@ -33,7 +33,7 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
   cmd->add_option("--policy", options.policies,
                   "KV eviction policies, e.g. full,h2o (default full)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"full", "local", "h2o", "streaming"}));
+      ->check(CLI::IsMember(policy_names()));
   cmd->add_option("--kv-budget", options.kv_budgets,
                   "KV budgets swept for every policy but full: fractions < 1 of prompt + "
                   "generation, or token counts >= 1, e.g. 0.1,0.2,0.5")

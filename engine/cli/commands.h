@@ -57,6 +57,8 @@ struct CommonOptions {
   std::string kv_budget;  // empty: the whole sequence
   double recent_fraction = 0.5;
   int sinks = 4;
+  int observation_window = 32;
+  int pool_kernel = 5;
   // Batch jobs: blocks kept near this much work, so results are written at least this often.
   double block_seconds = 30.0;
 

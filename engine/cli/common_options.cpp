@@ -257,6 +257,8 @@ EngineOptions CommonOptions::engine_options() const {
     out.policy.kind = parse_policy(policy);
     out.policy.recent_fraction = recent_fraction;
     out.policy.sinks = sinks;
+    out.policy.observation_window = observation_window;
+    out.policy.pool_kernel = pool_kernel;
     if (!kv_budget.empty()) out.kv_budget = KvBudget::parse(kv_budget);
     validate_policy_budget(out.policy, out.kv_budget);  // before any planning or loading
     return out;
@@ -352,7 +354,7 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
   app.add_option("--dummy-seed", options.dummy_seed, "seed of dummy weights")
       ->capture_default_str();
   app.add_option("--policy", options.policy, "KV eviction policy")
-      ->check(CLI::IsMember({"full", "local", "h2o", "streaming"}))
+      ->check(CLI::IsMember(policy_names()))
       ->capture_default_str();
   app.add_option("--kv-budget", options.kv_budget,
                  "cached tokens per (layer, sequence, head): a fraction < 1 of prompt + generation "
@@ -363,6 +365,14 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       ->capture_default_str();
   app.add_option("--sinks", options.sinks, "streaming: attention-sink tokens kept from the start")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--observation-window", options.observation_window,
+                 "snapkv: the last prompt queries whose attention scores the prompt, kept whole")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--pool-kernel", options.pool_kernel,
+                 "snapkv: width (odd) of the average pooling of the prompt's scores")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   // plan_unless_placed replaces this callback with one that refuses the same.
   app.callback([&app] { refuse_placement_beside_plan(app); });

@@ -21,6 +21,7 @@
 #include "engine/core/error.h"
 #include "engine/core/units.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "policies/kv_policy.h"
 
 namespace offgen::cli {
 namespace {
@@ -169,7 +170,7 @@ void add_compare_command(CLI::App& app, CompareCommandOptions& options) {
   add_common_options(*cmd, options.common);
   cmd->add_option("--policies", options.policies, "policies compared with full, e.g. h2o,local")
       ->delimiter(',')
-      ->check(CLI::IsMember({"full", "local", "h2o", "streaming"}))
+      ->check(CLI::IsMember(policy_names()))
       ->capture_default_str();
   cmd->add_option("--budgets", options.budgets,
                   "KV budgets: fractions < 1 of prompt + generation, or token counts >= 1")

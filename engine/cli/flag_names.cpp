@@ -32,6 +32,10 @@ std::string flag_name(Parameter parameter) {
       return "--recent-fraction";
     case Parameter::sinks:
       return "--sinks";
+    case Parameter::observation_window:
+      return "--observation-window";
+    case Parameter::pool_kernel:
+      return "--pool-kernel";
     case Parameter::prefill_tokens:
       return "--prefill-tokens";
   }

@@ -32,6 +32,10 @@ std::string api_name(Parameter parameter) {
       return "recent_fraction";
     case Parameter::sinks:
       return "sinks";
+    case Parameter::observation_window:
+      return "observation_window";
+    case Parameter::pool_kernel:
+      return "pool_kernel";
     case Parameter::prefill_tokens:
       return "prefill_tokens";
   }

@@ -28,6 +28,8 @@ enum class Parameter {
   kv_budget,
   recent_fraction,
   sinks,
+  observation_window,
+  pool_kernel,
   prefill_tokens,
 };
 

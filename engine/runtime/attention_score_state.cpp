@@ -16,11 +16,27 @@ AttentionScoreState::AttentionScoreState(Device& device, Ops& ops,
       capacity_(capacity),
       max_prompt_(max_prompt) {
   std::vector<std::int32_t> budgets, recents;
+  if (!policies.empty()) {
+    const KvPolicy& first = *policies.front();
+    prefill_score_queries_ = first.prefill_score_queries();
+    pool_kernel_ = first.pool_kernel();
+    heads_mode_ = first.head_scores() == HeadScores::layer_mean ? kernels::ScoreHeads::layer_mean
+                                                                : kernels::ScoreHeads::per_head;
+    update_ = first.decode_scores() == DecodeScores::replace ? kernels::ScoreUpdate::replace
+                                                             : kernels::ScoreUpdate::accumulate;
+  }
   for (const KvPolicy* policy : policies) {
     const int budget = policy->budget();
     const int recent = policy->recent_window();
-    OFFGEN_CHECK(recent >= 1 && recent <= budget,
-                 "the {} policy keeps scores but has no recent window the eviction ops can use",
+    OFFGEN_CHECK(recent >= 0 && recent <= budget,
+                 "the {} policy's recent window of {} does not fit its budget of {}",
+                 policy_name(policy->kind()), recent, budget);
+    // One prefill attention serves the whole batch, and the eviction ops take one mode each.
+    OFFGEN_CHECK(policy->prefill_score_queries() == prefill_score_queries_ &&
+                     policy->pool_kernel() == pool_kernel_ &&
+                     policy->head_scores() == policies.front()->head_scores() &&
+                     policy->decode_scores() == policies.front()->decode_scores(),
+                 "the sequences of a batch must score their caches alike ({} policy)",
                  policy_name(policy->kind()));
     OFFGEN_CHECK(budget < capacity, "a KV budget of {} does not fit caches of {} slots", budget,
                  capacity);
@@ -68,7 +84,7 @@ void AttentionScoreState::after_prefill_attention(int layer, int seq, const std:
   OFFGEN_CHECK(seq <= max_prompt_, "prefill of {} tokens exceeds the {} this state was sized for",
                seq, max_prompt_);
   const auto l = static_cast<std::size_t>(layer);
-  kernels::H2oPrefillArgs args;
+  kernels::ScorePrefillArgs args;
   args.key_prob_sums = prefill_probs_.as<float>();
   args.valid = valid;
   args.token_slot = token_slot;
@@ -81,14 +97,16 @@ void AttentionScoreState::after_prefill_attention(int layer, int seq, const std:
   args.capacity = capacity_;
   args.budget = budget_.as<const std::int32_t>();
   args.recent = recent_.as<const std::int32_t>();
-  ops_.h2o_prefill_keep(args);
+  args.heads_mode = heads_mode_;
+  args.pool_kernel = pool_kernel_;
+  ops_.score_prefill_keep(args);
 }
 
 void AttentionScoreState::after_decode_attention(int layer, const std::uint8_t* advancing,
                                                  const std::int32_t* position,
                                                  const std::int32_t* count) {
   const auto l = static_cast<std::size_t>(layer);
-  kernels::H2oDecodeArgs args;
+  kernels::ScoreDecodeArgs args;
   args.probs = decode_probs_.as<float>();
   args.advancing = advancing;
   args.new_position = position;
@@ -101,7 +119,9 @@ void AttentionScoreState::after_decode_attention(int layer, const std::uint8_t* 
   args.capacity = capacity_;
   args.budget = budget_.as<const std::int32_t>();
   args.recent = recent_.as<const std::int32_t>();
-  ops_.h2o_decode_update(args);
+  args.heads_mode = heads_mode_;
+  args.update = update_;
+  ops_.score_decode_update(args);
 }
 
 }  // namespace offgen

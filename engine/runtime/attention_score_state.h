@@ -1,5 +1,5 @@
-// Per-(layer, sequence, head) state of a policy that keeps attention scores (h2o): each slot's
-// token position and accumulated probability, and the slot the next token goes to. Unlike the
+// Per-(layer, sequence, head) state of a policy that keeps attention scores (h2o, tova, snapkv):
+// each slot's token position and score, and the slot the next token goes to. Unlike the
 // position-based policies (policies/cache_slots.h), heads keep different tokens, so the choice is
 // made after each layer's attention, in stream order, by eviction ops on the device where the
 // cache lives (kernels/eviction_args.h) — nothing goes back to the host.
@@ -17,15 +17,17 @@ namespace offgen {
 
 class AttentionScoreState {
  public:
-  // One policy per sequence (its own budget C and window R; capacity: the largest C + 1). Throws
-  // offgen::Error for a policy without a recent window and OutOfMemoryError when the state does
-  // not fit.
+  // One policy per sequence (its own budget C and window R; capacity: the largest C + 1), all of
+  // one kind and options. Throws offgen::Error for a window outside [0, C] or policies that score
+  // differently, and OutOfMemoryError when the state does not fit.
   AttentionScoreState(Device& device, Ops& ops, std::span<const KvPolicy* const> policies,
                       int layers, int heads, int capacity, int max_prompt);
 
   // Where prefill attention writes its per-key probability sums ([batch, heads, seq]) and decode
   // attention its probability rows ([batch, heads, capacity]).
   float* prefill_probs() { return prefill_probs_.as<float>(); }
+  // How many of the prompt's last queries the prefill sums cover (PrefillAttentionArgs).
+  int prefill_score_queries() const { return prefill_score_queries_; }
   float* decode_probs() { return decode_probs_.as<float>(); }
   // [batch * heads]: where each (sequence, head) writes its next token in `layer`.
   const std::int32_t* write_slots(int layer) const;
@@ -54,6 +56,10 @@ class AttentionScoreState {
   int heads_;
   int capacity_;
   int max_prompt_;
+  int prefill_score_queries_ = 0;
+  int pool_kernel_ = 1;
+  kernels::ScoreHeads heads_mode_ = kernels::ScoreHeads::per_head;
+  kernels::ScoreUpdate update_ = kernels::ScoreUpdate::accumulate;
   std::vector<Buffer> position_, score_, write_slot_;  // per layer
   Buffer prefill_probs_, decode_probs_;
   Buffer budget_, recent_;  // [batch] int32: each sequence's C and R

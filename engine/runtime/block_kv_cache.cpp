@@ -201,7 +201,10 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
   args.heads = heads;
   args.head_dim = head_dim;
   args.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  if (cache.scores) args.key_prob_sums = cache.scores->prefill_probs();
+  if (cache.scores) {
+    args.key_prob_sums = cache.scores->prefill_probs();
+    args.key_sum_queries = cache.scores->prefill_score_queries();
+  }
   ops_.prefill_attention(args);
   if (cache.scores) cache.scores->after_prefill_attention(task.layer, seq, valid, token_slot);
   if (g.resident > 0) {

@@ -4,11 +4,11 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
-#include "kernels/cpu/h2o_eviction.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/sampling.h"
+#include "kernels/cpu/score_eviction.h"
 #include "kernels/cpu/softmax.h"
 #include "kernels/reference/reference.h"
 
@@ -73,14 +73,14 @@ void CpuOps::sample_rows(const kernels::SampleRowsArgs& args) {
   enqueue<cpu::sample_rows, ref::sample_rows>(args);
 }
 
-// The policy code (policies/h2o_policy.cpp) is the reference these kernels are tested against,
+// The policy code (policies/*_policy.cpp) is the reference these kernels are tested against,
 // so both kernel sets run the same eviction kernels.
-void CpuOps::h2o_prefill_keep(const kernels::H2oPrefillArgs& args) {
-  stream_.enqueue([=] { cpu::h2o_prefill_keep(args); });
+void CpuOps::score_prefill_keep(const kernels::ScorePrefillArgs& args) {
+  stream_.enqueue([=] { cpu::score_prefill_keep(args); });
 }
 
-void CpuOps::h2o_decode_update(const kernels::H2oDecodeArgs& args) {
-  stream_.enqueue([=] { cpu::h2o_decode_update(args); });
+void CpuOps::score_decode_update(const kernels::ScoreDecodeArgs& args) {
+  stream_.enqueue([=] { cpu::score_decode_update(args); });
 }
 
 }  // namespace offgen

@@ -30,8 +30,8 @@ class CpuOps final : public Ops {
   void token_logprobs(const kernels::TokenLogprobsArgs& args) override;
   void argmax_rows(const kernels::ArgmaxRowsArgs& args) override;
   void sample_rows(const kernels::SampleRowsArgs& args) override;
-  void h2o_prefill_keep(const kernels::H2oPrefillArgs& args) override;
-  void h2o_decode_update(const kernels::H2oDecodeArgs& args) override;
+  void score_prefill_keep(const kernels::ScorePrefillArgs& args) override;
+  void score_decode_update(const kernels::ScoreDecodeArgs& args) override;
 
  private:
   // Enqueues Optimized(args...) or Reference(args...); arguments are copied into the task.

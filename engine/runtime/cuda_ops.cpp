@@ -6,10 +6,10 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
-#include "kernels/cuda/h2o_eviction.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/sampling.h"
+#include "kernels/cuda/score_eviction.h"
 #include "kernels/cuda/softmax.h"
 
 namespace offgen {
@@ -75,12 +75,12 @@ void CudaOps::sample_rows(const kernels::SampleRowsArgs& args) {
   cuda::sample_rows(args, stream_);
 }
 
-void CudaOps::h2o_prefill_keep(const kernels::H2oPrefillArgs& args) {
-  cuda::h2o_prefill_keep(args, stream_);
+void CudaOps::score_prefill_keep(const kernels::ScorePrefillArgs& args) {
+  cuda::score_prefill_keep(args, stream_);
 }
 
-void CudaOps::h2o_decode_update(const kernels::H2oDecodeArgs& args) {
-  cuda::h2o_decode_update(args, stream_);
+void CudaOps::score_decode_update(const kernels::ScoreDecodeArgs& args) {
+  cuda::score_decode_update(args, stream_);
 }
 
 std::unique_ptr<Ops> make_cuda_ops(Device& device) {

@@ -152,7 +152,7 @@ template <int kChunks>
 #pragma omp simd
       for (int j = 0; j <= i; ++j) p[j] *= inv;
       std::fill(p + i + 1, p + n, 0.0f);
-      if (key_sums != nullptr) {
+      if (key_sums != nullptr && (a.key_sum_queries == 0 || i >= a.seq - a.key_sum_queries)) {
 #pragma omp simd
         for (int j = 0; j <= i; ++j) key_sums[j] += p[j];
       }

@@ -358,7 +358,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// key_prob_sums[b, h, j] = sum over real queries i >= j of exp(s_ij - lse_i), where lse_i is what
+// key_prob_sums[b, h, j] = sum over real queries i >= j (and i >= seq - key_sum_queries when that
+// is set) of exp(s_ij - lse_i), where lse_i is what
 // the attention kernel left in key_prob_sums[b, h, i]. One block per (sequence, head): key tiles
 // in increasing order; a key tile reads the lse of queries at or after its first key (k0 is a
 // multiple of kQTile), then overwrites its own entries, which later key tiles never read.
@@ -400,11 +401,14 @@ __global__ void __launch_bounds__(kThreads)
     if (__syncthreads_or(real_key) != 0) {
       load_rows(k_tile, l.ld_h, kKeyTile, x.q + x.hd, x.stride, k0, k_ok, a.head_dim, l.dim_pad,
                 aligned);
-      for (int q0 = k0; q0 < seq; q0 += kQTile) {
+      // Queries before first_query do not count (key_sum_queries); whole tiles of them are
+      // skipped.
+      const int first_query = a.key_sum_queries > 0 ? max(0, seq - a.key_sum_queries) : 0;
+      for (int q0 = max(k0, first_query / kQTile * kQTile); q0 < seq; q0 += kQTile) {
         bool real_query = false;
         if (tid < kQTile) {
           const int i = q0 + tid;
-          real_query = i < seq && x.valid[i] != 0;
+          real_query = i < seq && i >= first_query && x.valid[i] != 0;
           q_ok[tid] = real_query ? 1 : 0;
           row_lse[tid] = real_query ? sums[i] : 0.0f;
         }

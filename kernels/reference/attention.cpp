@@ -65,7 +65,9 @@ void prefill_attention(const PrefillAttentionArgs& a) {
           }
           out[d] = float_to_half(static_cast<float>(acc));
         }
-        for (int j = 0; j <= i; ++j) key_sums_acc[j] += p[j];
+        if (a.key_sum_queries == 0 || i >= a.seq - a.key_sum_queries) {
+          for (int j = 0; j <= i; ++j) key_sums_acc[j] += p[j];
+        }
       }
       if (key_sums != nullptr) {
         for (int j = 0; j < a.seq; ++j) key_sums[j] = static_cast<float>(key_sums_acc[j]);

@@ -15,10 +15,10 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/h2o_eviction.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/sampling.h"
+#include "kernels/cuda/score_eviction.h"
 #include "kernels/cuda/softmax.h"
 #include "tests/kernels/parity.h"
 
@@ -326,7 +326,7 @@ void argmax_rows(const kernels::ArgmaxRowsArgs& args) {
   d_out.copy_back(args.out, "argmax_rows");
 }
 
-void h2o_prefill_keep(const kernels::H2oPrefillArgs& args) {
+void score_prefill_keep(const kernels::ScorePrefillArgs& args) {
   const std::int64_t cells = std::int64_t{args.batch} * args.heads;
   auto d_sums = device_copy(args.key_prob_sums, cells * args.seq);
   auto d_valid = device_copy(args.valid, std::int64_t{args.batch} * args.seq);
@@ -336,7 +336,7 @@ void h2o_prefill_keep(const kernels::H2oPrefillArgs& args) {
   auto d_write_slot = device_copy(args.write_slot, cells);
   auto d_budget = device_copy(args.budget, args.batch);
   auto d_recent = device_copy(args.recent, args.batch);
-  kernels::H2oPrefillArgs d = args;
+  kernels::ScorePrefillArgs d = args;
   d.key_prob_sums = d_sums.data();
   d.valid = d_valid.data();
   d.token_slot = d_token_slot.data();
@@ -345,15 +345,15 @@ void h2o_prefill_keep(const kernels::H2oPrefillArgs& args) {
   d.write_slot = d_write_slot.data();
   d.budget = d_budget.data();
   d.recent = d_recent.data();
-  cuda::h2o_prefill_keep(d, test_stream());
+  cuda::score_prefill_keep(d, test_stream());
   finish();
-  d_token_slot.copy_back(args.token_slot, "h2o_prefill_keep token_slot");
-  d_position.copy_back(args.position, "h2o_prefill_keep position");
-  d_score.copy_back(args.score, "h2o_prefill_keep score");
-  d_write_slot.copy_back(args.write_slot, "h2o_prefill_keep write_slot");
+  d_token_slot.copy_back(args.token_slot, "score_prefill_keep token_slot");
+  d_position.copy_back(args.position, "score_prefill_keep position");
+  d_score.copy_back(args.score, "score_prefill_keep score");
+  d_write_slot.copy_back(args.write_slot, "score_prefill_keep write_slot");
 }
 
-void h2o_decode_update(const kernels::H2oDecodeArgs& args) {
+void score_decode_update(const kernels::ScoreDecodeArgs& args) {
   const std::int64_t cells = std::int64_t{args.batch} * args.heads;
   auto d_probs = device_copy(args.probs, cells * args.capacity);
   auto d_advancing = device_copy(args.advancing, args.batch);
@@ -364,7 +364,7 @@ void h2o_decode_update(const kernels::H2oDecodeArgs& args) {
   auto d_write_slot = device_copy(args.write_slot, cells);
   auto d_budget = device_copy(args.budget, args.batch);
   auto d_recent = device_copy(args.recent, args.batch);
-  kernels::H2oDecodeArgs d = args;
+  kernels::ScoreDecodeArgs d = args;
   d.probs = d_probs.data();
   d.advancing = d_advancing.data();
   d.new_position = d_new_position.data();
@@ -374,11 +374,11 @@ void h2o_decode_update(const kernels::H2oDecodeArgs& args) {
   d.write_slot = d_write_slot.data();
   d.budget = d_budget.data();
   d.recent = d_recent.data();
-  cuda::h2o_decode_update(d, test_stream());
+  cuda::score_decode_update(d, test_stream());
   finish();
-  d_position.copy_back(args.position, "h2o_decode_update position");
-  d_score.copy_back(args.score, "h2o_decode_update score");
-  d_write_slot.copy_back(args.write_slot, "h2o_decode_update write_slot");
+  d_position.copy_back(args.position, "score_decode_update position");
+  d_score.copy_back(args.score, "score_decode_update score");
+  d_write_slot.copy_back(args.write_slot, "score_decode_update write_slot");
 }
 
 }  // namespace
@@ -400,8 +400,8 @@ std::vector<const KernelSet*> kernel_sets_under_test() {
                                   decode_attention,
                                   sample_rows,
                                   argmax_rows,
-                                  h2o_prefill_keep,
-                                  h2o_decode_update,
+                                  score_prefill_keep,
+                                  score_decode_update,
                                   /*exact_sampling=*/false};
   return {&cuda_set};
 }

@@ -5,11 +5,11 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
-#include "kernels/cpu/h2o_eviction.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/sampling.h"
+#include "kernels/cpu/score_eviction.h"
 #include "kernels/cpu/softmax.h"
 #include "tests/kernels/parity.h"
 
@@ -34,8 +34,8 @@ KernelSet cpu_set(std::string name, std::string isa) {
           cpu::decode_attention,
           cpu::sample_rows,
           cpu::argmax_rows,
-          cpu::h2o_prefill_keep,
-          cpu::h2o_decode_update,
+          cpu::score_prefill_keep,
+          cpu::score_decode_update,
           /*exact_sampling=*/true};
 }
 

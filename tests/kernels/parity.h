@@ -57,8 +57,8 @@ struct KernelSet {
   Fn<void(const kernels::DecodeAttentionArgs&)> decode_attention;
   Fn<void(const kernels::SampleRowsArgs&)> sample_rows;
   Fn<void(const kernels::ArgmaxRowsArgs&)> argmax_rows;
-  Fn<void(const kernels::H2oPrefillArgs&)> h2o_prefill_keep;
-  Fn<void(const kernels::H2oDecodeArgs&)> h2o_decode_update;
+  Fn<void(const kernels::ScorePrefillArgs&)> score_prefill_keep;
+  Fn<void(const kernels::ScoreDecodeArgs&)> score_decode_update;
   // Whether the set's sampler computes exp and its sums as the reference does, so every pick
   // equals the reference's (the CPU kernels); otherwise picks may differ where a running sum
   // lands within rounding of a threshold (kernels/sampling_args.h).

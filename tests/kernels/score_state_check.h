@@ -2,7 +2,7 @@
 // decode steps on random inputs — quantised scores so ties are common, sequences that stop
 // advancing, prompts shorter and longer than the budget — and compares its state after every call
 // with the host-side truth: policies/h2o_policy.cpp's keep_after_prefill and victim. Every kernel
-// set runs it (h2o_eviction_test.cpp): the cpu kernels in test_kernels, the cuda kernels in
+// set runs it (score_eviction_test.cpp): the cpu kernels in test_kernels, the cuda kernels in
 // test_gpu_kernels through copying wrappers.
 #pragma once
 
@@ -22,7 +22,7 @@
 
 namespace offgen::test {
 
-struct H2oCase {
+struct ScoreCase {
   int batch = 3;
   int heads = 2;
   int seq = 20;
@@ -33,11 +33,11 @@ struct H2oCase {
 };
 
 // Every pointer in the args is host memory; a device implementation copies in and out.
-using H2oPrefillFn = std::function<void(const kernels::H2oPrefillArgs&)>;
-using H2oDecodeFn = std::function<void(const kernels::H2oDecodeArgs&)>;
+using ScorePrefillFn = std::function<void(const kernels::ScorePrefillArgs&)>;
+using ScoreDecodeFn = std::function<void(const kernels::ScoreDecodeArgs&)>;
 
-inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2oPrefillFn& prefill,
-                                                     const H2oDecodeFn& decode) {
+inline ::testing::AssertionResult matches_policy(const ScoreCase& c, const ScorePrefillFn& prefill,
+                                                 const ScoreDecodeFn& decode) {
   // Each sequence its own budget (and so its own window); the caches have the largest + 1 slots.
   std::vector<std::unique_ptr<KvPolicy>> policies;
   std::vector<std::int32_t> budgets, recents;
@@ -70,7 +70,7 @@ inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2o
   std::vector<std::int32_t> token_slot(sums.size(), 77), position(cells * cap, 77),
       write_slot(cells, 77);
   std::vector<float> score(cells * cap, 77.0f);
-  kernels::H2oPrefillArgs pa;
+  kernels::ScorePrefillArgs pa;
   pa.key_prob_sums = sums.data();
   pa.valid = valid.data();
   pa.token_slot = token_slot.data();
@@ -147,7 +147,7 @@ inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2o
     for (int bh = 0; bh < cells; ++bh) {
       for (int s = 0; s < count[bh / c.heads]; ++s) probs[bh * cap + s] = quantised();
     }
-    kernels::H2oDecodeArgs da;
+    kernels::ScoreDecodeArgs da;
     da.probs = probs.data();
     da.advancing = advancing.data();
     da.new_position = new_position.data();
@@ -193,7 +193,7 @@ inline ::testing::AssertionResult h2o_matches_policy(const H2oCase& c, const H2o
 
 // A spread of shapes: prompts shorter and longer than the budget, R = 1, R = C, long prompts
 // (more than one chunk per thread in a 256-thread block), many heads.
-inline std::vector<H2oCase> h2o_cases() {
+inline std::vector<ScoreCase> score_cases() {
   return {{3, 2, 20, 8, 0.5, 30, 1}, {2, 3, 5, 8, 0.5, 20, 2},     {4, 1, 40, 10, 0.0, 40, 3},
           {2, 2, 16, 6, 1.0, 25, 4}, {1, 4, 600, 100, 0.5, 60, 5}, {8, 12, 64, 17, 0.3, 50, 6},
           {2, 2, 1, 1, 0.5, 10, 7},  {3, 5, 300, 299, 0.5, 10, 8}};

@@ -1,13 +1,14 @@
-// h2o eviction kernels (contract: kernels/cuda/h2o_eviction.h). One block per (sequence, head):
-// the state of one cache is at most a few thousand slots, so a block holds it comfortably and
-// every choice is a block-wide reduction — no host round trip, no atomics, deterministic.
+// Attention-score eviction kernels (contract: kernels/cuda/score_eviction.h). One block per
+// (sequence, head), or per sequence where its heads rank together at decode: the state of one cache
+// is at most a few thousand slots, so a block holds it comfortably and every choice is a
+// block-wide reduction — no host round trip, no atomics, deterministic.
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include <cstdint>
 
 #include "engine/core/cuda_check.h"
-#include "kernels/cuda/h2o_eviction.h"
+#include "kernels/cuda/score_eviction.h"
 
 namespace offgen::kernels::cuda {
 namespace {
@@ -22,7 +23,13 @@ __device__ std::uint32_t ordered_key(float value) {
 
 // ---- prefill ---------------------------------------------------------------------------------
 
-__global__ void __launch_bounds__(kThreads) h2o_prefill_keep_kernel(H2oPrefillArgs a) {
+// Whether prefill ranks by something other than the head's own sums (then staged in shared memory).
+__host__ __device__ bool staged_ranking(const ScorePrefillArgs& a) {
+  return a.heads_mode == ScoreHeads::layer_mean || a.pool_kernel > 1;
+}
+
+__global__ void __launch_bounds__(kThreads) score_prefill_keep_kernel(ScorePrefillArgs a) {
+  extern __shared__ float staged[];  // [2 * seq] when staged_ranking: r, then the pooled r
   using Reduce = cub::BlockReduce<int, kThreads>;
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ union {
@@ -59,6 +66,37 @@ __global__ void __launch_bounds__(kThreads) h2o_prefill_keep_kernel(H2oPrefillAr
   const bool keep_all = len <= budget;
   const int window_start = keep_all ? 0 : len - recent;
   const int heavy = keep_all ? 0 : budget - recent;
+
+  // The ranking of the older tokens (eviction_args.h): the head's own sums, or staged — their
+  // mean over the heads, then pooled — each entry by one thread in the CPU kernel's order.
+  const bool staged_rank = !keep_all && heavy > 0 && staged_ranking(a);
+  float* const raw = staged;
+  float* const pooled = staged + seq;
+  if (staged_rank) {
+    const float* head0 = a.key_prob_sums + static_cast<std::int64_t>(b) * a.heads * seq + pad;
+    for (int i = threadIdx.x; i < window_start; i += kThreads) {
+      if (a.heads_mode == ScoreHeads::layer_mean) {
+        float total = 0.0f;
+        for (int g = 0; g < a.heads; ++g) total += head0[static_cast<std::int64_t>(g) * seq + i];
+        raw[i] = total / static_cast<float>(a.heads);
+      } else {
+        raw[i] = sums[pad + i];
+      }
+    }
+    __syncthreads();
+    const int k = a.pool_kernel;
+    for (int i = threadIdx.x; i < window_start; i += kThreads) {
+      if (k == 1) {
+        pooled[i] = raw[i];
+        continue;
+      }
+      float total = 0.0f;
+      for (int j = max(0, i - k / 2); j <= min(window_start - 1, i + k / 2); ++j) total += raw[j];
+      pooled[i] = total / static_cast<float>(k);
+    }
+    __syncthreads();
+  }
+  auto rank = [&](int i) { return staged_rank ? pooled[i] : sums[pad + i]; };
   std::uint32_t threshold = 0;
   int ties_to_keep = 0;
   if (!keep_all && heavy > 0) {
@@ -70,7 +108,7 @@ __global__ void __launch_bounds__(kThreads) h2o_prefill_keep_kernel(H2oPrefillAr
       const std::uint32_t candidate_mask = mask | (1u << bit);
       int count = 0;
       for (int i = threadIdx.x; i < window_start; i += kThreads) {
-        count += (ordered_key(sums[pad + i]) & candidate_mask) == candidate ? 1 : 0;
+        count += (ordered_key(rank(i)) & candidate_mask) == candidate ? 1 : 0;
       }
       const int matching = Reduce(temp.reduce).Sum(count);
       if (threadIdx.x == 0) shared_int = matching;
@@ -102,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) h2o_prefill_keep_kernel(H2oPrefillAr
   int my_ties = 0;
   if (!keep_all && heavy > 0) {
     for (int i = begin; i < min(end, window_start); ++i) {
-      my_ties += ordered_key(sums[pad + i]) == threshold ? 1 : 0;
+      my_ties += ordered_key(rank(i)) == threshold ? 1 : 0;
     }
   }
   // Suffix sum = total - inclusive prefix sum.
@@ -121,7 +159,7 @@ __global__ void __launch_bounds__(kThreads) h2o_prefill_keep_kernel(H2oPrefillAr
   auto stays = [&](int i, int& ties_after) {
     if (keep_all || i >= window_start) return true;
     if (heavy == 0) return false;
-    const std::uint32_t key = ordered_key(sums[pad + i]);
+    const std::uint32_t key = ordered_key(rank(i));
     if (key != threshold) return key > threshold;
     --ties_after;  // now: this chunk's ties newer than i
     return newer_ties + ties_after < ties_to_keep;
@@ -182,77 +220,101 @@ struct BetterVictim {
 
 constexpr int kDecodeThreads = 128;
 
-__global__ void __launch_bounds__(kDecodeThreads) h2o_decode_update_kernel(H2oDecodeArgs a) {
+__global__ void __launch_bounds__(kDecodeThreads) score_decode_update_kernel(ScoreDecodeArgs a) {
   using Reduce = cub::BlockReduce<Candidate, kDecodeThreads>;
   __shared__ typename Reduce::TempStorage temp;
-  const int b = blockIdx.x / a.heads;
+  // layer_mean: one block per sequence handles all its heads; else one block per (sequence, head).
+  const bool together = a.heads_mode == ScoreHeads::layer_mean;
+  const int b = together ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) / a.heads;
   if (!a.advancing[b]) return;  // its token is not kept: the state does not change
-  const std::int64_t bh = blockIdx.x;
-  std::int32_t* position = a.position + bh * a.capacity;
-  float* score = a.score + bh * a.capacity;
-  const float* row = a.probs + bh * a.capacity;
+  const std::int64_t first = together ? static_cast<std::int64_t>(b) * a.heads : blockIdx.x;
+  const std::int64_t last = together ? first + a.heads : first + 1;  // this block's cells
   const int n = a.count[b];
-  const int slot = a.write_slot[bh];
   const std::int32_t newest = a.new_position[b];
+  const bool accumulate = a.update == ScoreUpdate::accumulate;
 
-  // The new token's slot starts from 0; then every attended slot (itself included) adds its
-  // probability. Each slot belongs to one thread, so no ordering between threads is needed.
-  for (int s = threadIdx.x; s < n; s += kDecodeThreads) {
-    if (s == slot) {
-      position[s] = newest;
-      score[s] = row[s];
-    } else {
-      score[s] += row[s];
+  // The new token's slot starts from 0; then every attended slot (itself included) adds or takes
+  // its probability. Each slot belongs to one thread, so no ordering between threads is needed.
+  for (std::int64_t bh = first; bh < last; ++bh) {
+    std::int32_t* position = a.position + bh * a.capacity;
+    float* score = a.score + bh * a.capacity;
+    const float* row = a.probs + bh * a.capacity;
+    const int slot = a.write_slot[bh];
+    for (int s = threadIdx.x; s < n; s += kDecodeThreads) {
+      if (s == slot) {
+        position[s] = newest;
+        score[s] = row[s];
+      } else {
+        score[s] = accumulate ? score[s] + row[s] : row[s];
+      }
     }
   }
-  // Every thread has read write_slot[bh] (`slot`, above) before thread 0 may overwrite it below;
-  // without this barrier a late warp could see the new value and miss the new token's slot.
+  // Every thread has read write_slot (`slot`, above) and written its slots before thread 0 may
+  // overwrite write_slot below or anyone reads another thread's scores.
   __syncthreads();
   if (n <= a.budget[b]) {
-    if (threadIdx.x == 0) a.write_slot[bh] = n;  // valid slots stay a prefix until full
+    if (threadIdx.x == 0) {
+      for (std::int64_t bh = first; bh < last; ++bh) a.write_slot[bh] = n;  // still a prefix
+    }
     return;
   }
-  // Full: evict the lowest score outside the R most recent tokens. Every token a sequence
+  // Full: evict the lowest ranking outside the R most recent tokens. Every token a sequence
   // advanced with entered the cache and the window is never evicted, so the R most recent cached
   // positions are exactly newest - R + 1 .. newest (the CPU policy finds them by sorting; the gpu
-  // test checks both agree).
+  // test checks both agree). The cells of a block hold the same positions.
   const std::int32_t oldest_recent = newest - a.recent[b] + 1;
+  const std::int32_t* position = a.position + first * a.capacity;
   Candidate best{0.0f, 0, -1};
   for (int s = threadIdx.x; s < n; s += kDecodeThreads) {
-    const std::int32_t p = (s == slot) ? newest : position[s];
+    const std::int32_t p = position[s];
     if (p >= oldest_recent) continue;
-    best = BetterVictim{}(best, Candidate{score[s], p, s});
+    float r = a.score[first * a.capacity + s];
+    if (together) {
+      for (std::int64_t bh = first + 1; bh < last; ++bh) r += a.score[bh * a.capacity + s];
+      r /= static_cast<float>(a.heads);
+    }
+    best = BetterVictim{}(best, Candidate{r, p, s});
   }
   const Candidate victim = Reduce(temp).Reduce(best, BetterVictim{});
   if (threadIdx.x == 0) {
     // Unreachable with R <= C (C + 1 slots, at most R in the window); kept defensive.
-    const int v = victim.slot >= 0 ? victim.slot : slot;
-    position[v] = -1;
-    score[v] = 0.0f;
-    a.write_slot[bh] = v;
+    const int v = victim.slot >= 0 ? victim.slot : a.write_slot[first];
+    for (std::int64_t bh = first; bh < last; ++bh) {
+      a.position[bh * a.capacity + v] = -1;
+      a.score[bh * a.capacity + v] = 0.0f;
+      a.write_slot[bh] = v;
+    }
   }
 }
 
 }  // namespace
 
-void h2o_prefill_keep(const H2oPrefillArgs& args, cudaStream_t stream) {
+void score_prefill_keep(const ScorePrefillArgs& args, cudaStream_t stream) {
   // seq == 0 still launches: as on the cpu, every (sequence, head) then gets an empty state.
   if (args.batch == 0 || args.heads == 0) return;
   // The per-sequence budgets are device memory: AttentionScoreState checks them when it uploads
   // them.
   OFFGEN_CUDA_REQUIRE(args.budget != nullptr && args.recent != nullptr && args.capacity >= 2,
-                      "h2o_prefill_keep: needs per-sequence budgets and capacity >= 2");
+                      "score_prefill_keep: needs per-sequence budgets and capacity >= 2");
   const unsigned blocks = static_cast<unsigned>(args.batch) * static_cast<unsigned>(args.heads);
-  h2o_prefill_keep_kernel<<<blocks, kThreads, 0, stream>>>(args);
+  const int smem = staged_ranking(args) ? 2 * args.seq * static_cast<int>(sizeof(float)) : 0;
+  if (smem > 48 * 1024) {
+    OFFGEN_CUDA_CHECK(cudaFuncSetAttribute(score_prefill_keep_kernel,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  }
+  score_prefill_keep_kernel<<<blocks, kThreads, smem, stream>>>(args);
   OFFGEN_CUDA_CHECK_LAUNCH();
 }
 
-void h2o_decode_update(const H2oDecodeArgs& args, cudaStream_t stream) {
+void score_decode_update(const ScoreDecodeArgs& args, cudaStream_t stream) {
   if (args.batch == 0 || args.heads == 0) return;
   OFFGEN_CUDA_REQUIRE(args.budget != nullptr && args.recent != nullptr && args.capacity >= 2,
-                      "h2o_decode_update: needs per-sequence budgets and capacity >= 2");
-  const unsigned blocks = static_cast<unsigned>(args.batch) * static_cast<unsigned>(args.heads);
-  h2o_decode_update_kernel<<<blocks, kDecodeThreads, 0, stream>>>(args);
+                      "score_decode_update: needs per-sequence budgets and capacity >= 2");
+  const unsigned blocks =
+      args.heads_mode == ScoreHeads::layer_mean
+          ? static_cast<unsigned>(args.batch)
+          : static_cast<unsigned>(args.batch) * static_cast<unsigned>(args.heads);
+  score_decode_update_kernel<<<blocks, kDecodeThreads, 0, stream>>>(args);
   OFFGEN_CUDA_CHECK_LAUNCH();
 }
 

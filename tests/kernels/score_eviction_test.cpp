@@ -1,0 +1,26 @@
+// Parity of the h2o eviction ops (score_prefill_keep, score_decode_update) against their truth, the
+// policy code: driven together through random prefill + decode sequences
+// (tests/kernels/score_state_check.h), every implementation keeps exactly the tokens the policy
+// keeps — positions, scores and write slots after every call.
+#include <string>
+
+#include "tests/kernels/parity.h"
+#include "tests/kernels/score_state_check.h"
+
+namespace offgen::test {
+namespace {
+
+class ScoreEvictionParity : public ParityTest {};
+
+TEST_P(ScoreEvictionParity, KeepsWhatThePolicyKeeps) {
+  for (const ScoreCase& c : score_cases()) {
+    SCOPED_TRACE("case seed " + std::to_string(c.seed));
+    EXPECT_TRUE(matches_policy(c, impl().score_prefill_keep, impl().score_decode_update));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ScoreEvictionParity, ::testing::ValuesIn(kernel_sets_under_test()),
+                         kernel_set_name);
+
+}  // namespace
+}  // namespace offgen::test
