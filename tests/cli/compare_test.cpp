@@ -226,6 +226,40 @@ TEST(CompareCommand, TasksNeedATextAndLengthsTheModelHolds) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "report"));  // nothing ran
 }
 
+// The attention-score policies beside h2o run through the CLI the way it does, with snapkv's own
+// flags.
+TEST(CompareCommand, ComparesTovaAndSnapKv) {
+  test::TempDir dir;
+  const cli::CompareCommandOptions options = small_grid(dir.path());
+  const test::Finished run = test::run_offgen({"compare",
+                                               "--model",
+                                               options.common.model,
+                                               "--device",
+                                               "cpu",
+                                               "--policies",
+                                               "tova,snapkv",
+                                               "--observation-window",
+                                               "4",
+                                               "--pool-kernel",
+                                               "3",
+                                               "--budgets",
+                                               "0.5,6",
+                                               "--batch",
+                                               "2",
+                                               "--prompt-len",
+                                               "16",
+                                               "--gen-len",
+                                               "4",
+                                               "--output",
+                                               options.output},
+                                              dir.path() / "log");
+  ASSERT_EQ(run.code, 0) << run.output;
+  const auto results = nlohmann::json::parse(read_all(dir.path() / "report" / "results.json"));
+  ASSERT_EQ(results["cells"].size(), 5u);
+  EXPECT_EQ(results["cells"][1]["policy"], "tova");
+  EXPECT_EQ(results["cells"][3]["policy"], "snapkv");
+}
+
 // Ctrl-C in the middle of the grid: results.json and report.md hold the cells that finished
 // (rewritten after each one, whole at every moment), marked incomplete; the run exits 130.
 TEST(CompareCommand, AnInterruptKeepsTheFinishedCellsMarkedIncomplete) {

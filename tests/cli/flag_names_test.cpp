@@ -39,6 +39,29 @@ TEST(FlagNames, EngineOptionsNameTheFlags) {
   }
 }
 
+TEST(FlagNames, SnapKvOptionsNameTheirFlags) {
+  cli::CommonOptions options = tiny();
+  options.policy = "snapkv";
+  options.kv_budget = "8";
+  try {
+    options.engine_options();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "--kv-budget 8 cannot hold --policy snapkv's observation window "
+                 "(--observation-window 32) plus one prompt token: give --kv-budget 33 or more, "
+                 "or lower --observation-window");
+  }
+  options.kv_budget = "0.2";
+  options.pool_kernel = 4;
+  try {
+    options.engine_options();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--pool-kernel must be an odd number >= 1 (got 4)");
+  }
+}
+
 TEST(FlagNames, AnEngineErrorIsWordedWithFlagsAtTheCli) {
   cli::CommonOptions options = tiny();
   options.weights_gpu_percent = 50;

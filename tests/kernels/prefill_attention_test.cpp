@@ -15,10 +15,11 @@ namespace {
 namespace ref = kernels::reference;
 using kernels::PrefillAttentionArgs;
 
-// Key sums straight from the spec, in double: independent of reference.cpp.
+// Key sums straight from the spec, in double: independent of reference.cpp. queries: the
+// key_sum_queries of the args (0 = every query).
 std::vector<double> brute_key_sums(const std::vector<Half>& qkv,
                                    const std::vector<std::uint8_t>& valid, const PrefillCase& c,
-                                   float scale) {
+                                   float scale, int queries) {
   const int hd = c.heads * c.head_dim;
   std::vector<double> sums(std::size_t(c.batch) * c.heads * c.seq, 0.0);
   auto at = [&](int b, int i, int part, int h, int d) {
@@ -28,7 +29,7 @@ std::vector<double> brute_key_sums(const std::vector<Half>& qkv,
   for (int b = 0; b < c.batch; ++b) {
     for (int h = 0; h < c.heads; ++h) {
       for (int i = 0; i < c.seq; ++i) {
-        if (!valid[b * c.seq + i]) continue;
+        if (!valid[b * c.seq + i] || (queries > 0 && i < c.seq - queries)) continue;
         std::vector<double> p(i + 1, 0.0);
         double max = -INFINITY, total = 0;
         for (int j = 0; j <= i; ++j) {
@@ -53,9 +54,13 @@ class PrefillAttentionParity : public ParityTest {};
 TEST_P(PrefillAttentionParity, MatchesReference) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
+  // -1: no key sums; 0: summed over every query; N: over the last N (1: tova, a few: snapkv's
+  // window, 40: across a 64-query tile boundary of seq 70 and longer than the shorter prompts).
   for (const auto& c : kPrefillCases) {
-    for (const bool with_sums : {false, true}) {
-      SCOPED_TRACE(describe(c) + (with_sums ? " key sums" : ""));
+    for (const int sum_queries : {-1, 0, 1, 3, 40}) {
+      const bool with_sums = sum_queries >= 0;
+      SCOPED_TRACE(describe(c) +
+                   (with_sums ? " key sums over " + std::to_string(sum_queries) + " queries" : ""));
       const int hd = c.heads * c.head_dim;
       const std::size_t tokens = std::size_t(c.batch) * c.seq;
       const auto qkv = rng.halves(tokens * 3 * hd, -1, 1);
@@ -69,6 +74,7 @@ TEST_P(PrefillAttentionParity, MatchesReference) {
       PrefillAttentionArgs args{
           qkv.data(), valid.data(), out.data(), with_sums ? sums.data() : nullptr, c.batch, c.seq,
           c.heads,    c.head_dim,   scale};
+      args.key_sum_queries = std::max(0, sum_queries);
       impl().prefill_attention(args);
       args.out = expected_out.data();
       args.key_prob_sums = with_sums ? expected_sums.data() : nullptr;
@@ -86,7 +92,7 @@ TEST_P(PrefillAttentionParity, MatchesReference) {
       }
       if (!with_sums) continue;
       EXPECT_TRUE(sums.guards_intact());
-      const auto brute = brute_key_sums(qkv, valid, c, scale);
+      const auto brute = brute_key_sums(qkv, valid, c, scale, sum_queries);
       const std::vector<float> brute_f(brute.begin(), brute.end());
       EXPECT_TRUE(all_close(expected_sums, brute_f,
                             {0, 2 * kFloatEps, "reference: double sums, rounded to fp32 once"}))

@@ -1,8 +1,9 @@
-// Parity of the h2o eviction ops (score_prefill_keep, score_decode_update) against their truth, the
-// policy code: driven together through random prefill + decode sequences
+// Parity of the attention-score eviction ops (score_prefill_keep, score_decode_update) against
+// their truth, the policy code: driven together through random prefill + decode sequences
 // (tests/kernels/score_state_check.h), every implementation keeps exactly the tokens the policy
-// keeps — positions, scores and write slots after every call.
+// keeps — positions, scores and write slots after every call — under h2o, tova and snapkv.
 #include <string>
+#include <vector>
 
 #include "tests/kernels/parity.h"
 #include "tests/kernels/score_state_check.h"
@@ -10,13 +11,26 @@
 namespace offgen::test {
 namespace {
 
-class ScoreEvictionParity : public ParityTest {};
+class ScoreEvictionParity : public ParityTest {
+ protected:
+  void check(const std::vector<ScoreCase>& cases) {
+    for (const ScoreCase& c : cases) {
+      SCOPED_TRACE("case seed " + std::to_string(c.seed));
+      EXPECT_TRUE(matches_policy(c, impl().score_prefill_keep, impl().score_decode_update));
+    }
+  }
+};
 
 TEST_P(ScoreEvictionParity, KeepsWhatThePolicyKeeps) {
-  for (const ScoreCase& c : score_cases()) {
-    SCOPED_TRACE("case seed " + std::to_string(c.seed));
-    EXPECT_TRUE(matches_policy(c, impl().score_prefill_keep, impl().score_decode_update));
-  }
+  check(score_cases());
+}
+
+TEST_P(ScoreEvictionParity, KeepsWhatTovaKeeps) {
+  check(tova_cases());
+}
+
+TEST_P(ScoreEvictionParity, KeepsWhatSnapKvKeeps) {
+  check(snapkv_cases());
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ScoreEvictionParity, ::testing::ValuesIn(kernel_sets_under_test()),

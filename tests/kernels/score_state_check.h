@@ -1,9 +1,10 @@
-// Drives an implementation of the h2o eviction ops (kernels/eviction_args.h) through a prefill and
-// decode steps on random inputs — quantised scores so ties are common, sequences that stop
-// advancing, prompts shorter and longer than the budget — and compares its state after every call
-// with the host-side truth: policies/h2o_policy.cpp's keep_after_prefill and victim. Every kernel
-// set runs it (score_eviction_test.cpp): the cpu kernels in test_kernels, the cuda kernels in
-// test_gpu_kernels through copying wrappers.
+// Drives an implementation of the attention-score eviction ops (kernels/eviction_args.h) through a
+// prefill and decode steps on random inputs — quantised scores so ties are common, sequences that
+// stop advancing, prompts shorter and longer than the budget — and compares its state after every
+// call with the host-side truth: the policy's keep_after_prefill and victim (h2o, tova, snapkv),
+// fed as the KvPolicy interface says (head means for HeadScores::layer_mean, rows that replace
+// the scores for DecodeScores::replace). Every kernel set runs it (score_eviction_test.cpp): the
+// cpu kernels in test_kernels, the cuda kernels in test_gpu_kernels through copying wrappers.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -30,7 +31,16 @@ struct ScoreCase {
   double recent_fraction = 0.5;
   int steps = 30;
   std::uint64_t seed = 1;
+  PolicyKind kind = PolicyKind::h2o;
+  int observation_window = 32;  // snapkv
+  int pool_kernel = 5;          // snapkv
 };
+
+// The args' modes for a policy (what AttentionScoreState passes).
+inline kernels::ScoreHeads heads_mode(const KvPolicy& policy) {
+  return policy.head_scores() == HeadScores::layer_mean ? kernels::ScoreHeads::layer_mean
+                                                        : kernels::ScoreHeads::per_head;
+}
 
 // Every pointer in the args is host memory; a device implementation copies in and out.
 using ScorePrefillFn = std::function<void(const kernels::ScorePrefillArgs&)>;
@@ -41,14 +51,27 @@ inline ::testing::AssertionResult matches_policy(const ScoreCase& c, const Score
   // Each sequence its own budget (and so its own window); the caches have the largest + 1 slots.
   std::vector<std::unique_ptr<KvPolicy>> policies;
   std::vector<std::int32_t> budgets, recents;
+  PolicyOptions options;
+  options.kind = c.kind;
+  options.recent_fraction = c.recent_fraction;
+  options.observation_window = c.observation_window;
+  options.pool_kernel = c.pool_kernel;
   for (int b = 0; b < c.batch; ++b) {
-    policies.push_back(
-        make_policy({PolicyKind::h2o, c.recent_fraction, 0}, std::max(1, c.budget - b % 3)));
+    policies.push_back(make_policy(options, std::max(1, c.budget - b % 3)));
     budgets.push_back(policies.back()->budget());
     recents.push_back(policies.back()->recent_window());
   }
+  const KvPolicy& first = *policies.front();
+  const bool layer_mean = first.head_scores() == HeadScores::layer_mean;
+  const bool replace = first.decode_scores() == DecodeScores::replace;
   const int cap = c.budget + 1;
   const int cells = c.batch * c.heads;
+  // What a layer_mean policy ranks by: the mean over the heads of b, in head order, of v[g].
+  auto head_mean = [&](int b, auto value_of_head) {
+    float total = 0.0f;
+    for (int g = 0; g < c.heads; ++g) total += value_of_head(b * c.heads + g);
+    return total / static_cast<float>(c.heads);
+  };
   std::mt19937 rng(static_cast<unsigned>(c.seed));
   // Multiples of 1/8: equal scores happen often, and sums of them stay exact in fp32.
   auto quantised = [&] { return static_cast<float>(rng() % 9) / 8.0f; };
@@ -83,6 +106,8 @@ inline ::testing::AssertionResult matches_policy(const ScoreCase& c, const Score
   pa.capacity = cap;
   pa.budget = budgets.data();
   pa.recent = recents.data();
+  pa.heads_mode = heads_mode(first);
+  pa.pool_kernel = first.pool_kernel();
   prefill(pa);
 
   // The truth, from the policy.
@@ -91,8 +116,13 @@ inline ::testing::AssertionResult matches_policy(const ScoreCase& c, const Score
   for (int bh = 0; bh < cells; ++bh) {
     const int b = bh / c.heads;
     const int pad = c.seq - len[b];
-    const std::vector<int> keep = policies[b]->keep_after_prefill(
-        len[b], std::span<const float>(sums.data() + bh * c.seq + pad, len[b]));
+    std::vector<float> ranking(sums.begin() + bh * c.seq + pad, sums.begin() + (bh + 1) * c.seq);
+    if (layer_mean) {
+      for (int i = 0; i < len[b]; ++i) {
+        ranking[i] = head_mean(b, [&](int g) { return sums[g * c.seq + pad + i]; });
+      }
+    }
+    const std::vector<int> keep = policies[b]->keep_after_prefill(len[b], ranking);
     std::vector<std::int32_t> want_token_slot(c.seq, -1);
     for (std::size_t k = 0; k < keep.size(); ++k) {
       want_position[bh * cap + k] = keep[k];
@@ -129,7 +159,7 @@ inline ::testing::AssertionResult matches_policy(const ScoreCase& c, const Score
   };
   if (auto r = compare("prefill"); !r) return r;
 
-  std::vector<int> cached(c.batch);
+  std::vector<int> cached(c.batch), lead_victim(c.batch, -1);
   std::vector<std::int32_t> seen(c.batch);
   for (int b = 0; b < c.batch; ++b) {
     cached[b] = std::min(len[b], budgets[b]);
@@ -160,6 +190,8 @@ inline ::testing::AssertionResult matches_policy(const ScoreCase& c, const Score
     da.capacity = cap;
     da.budget = budgets.data();
     da.recent = recents.data();
+    da.heads_mode = heads_mode(first);
+    da.update = replace ? kernels::ScoreUpdate::replace : kernels::ScoreUpdate::accumulate;
     decode(da);
     for (int bh = 0; bh < cells; ++bh) {
       const int b = bh / c.heads;
@@ -169,16 +201,35 @@ inline ::testing::AssertionResult matches_policy(const ScoreCase& c, const Score
       const int slot = want_write[bh];
       p[slot] = new_position[b];
       sc[slot] = 0.0f;
-      for (int s = 0; s < count[b]; ++s) sc[s] += probs[bh * cap + s];
+      for (int s = 0; s < count[b]; ++s) {
+        sc[s] = replace ? probs[bh * cap + s] : sc[s] + probs[bh * cap + s];
+      }
+    }
+    for (int bh = 0; bh < cells; ++bh) {
+      const int b = bh / c.heads;
+      if (!advancing[b]) continue;
       const int used = budgets[b] + 1;  // the sequence's own slots
       if (count[b] < used) {
         want_write[bh] = count[b];
         continue;
       }
-      const int victim = policies[b]->victim(std::span<const std::int32_t>(p, used),
-                                             std::span<const float>(sc, used));
+      // layer_mean: every head of b holds the same positions and takes the victim of head 0's
+      // turn, ranked by the mean; the later heads of b repeat it.
+      const int lead = layer_mean ? b * c.heads : bh;
+      std::int32_t* p = want_position.data() + bh * cap;
+      std::vector<float> ranking(want_score.begin() + lead * cap,
+                                 want_score.begin() + lead * cap + used);
+      if (layer_mean && bh == lead) {
+        for (int s = 0; s < used; ++s) {
+          ranking[s] = head_mean(b, [&](int g) { return want_score[g * cap + s]; });
+        }
+        lead_victim[b] = policies[b]->victim(std::span<const std::int32_t>(p, used), ranking);
+      }
+      const int victim = layer_mean
+                             ? lead_victim[b]
+                             : policies[b]->victim(std::span<const std::int32_t>(p, used), ranking);
       p[victim] = -1;
-      sc[victim] = 0.0f;
+      want_score[bh * cap + victim] = 0.0f;
       want_write[bh] = victim;
     }
     for (int b = 0; b < c.batch; ++b) {
@@ -191,12 +242,41 @@ inline ::testing::AssertionResult matches_policy(const ScoreCase& c, const Score
   return ::testing::AssertionSuccess();
 }
 
-// A spread of shapes: prompts shorter and longer than the budget, R = 1, R = C, long prompts
+// h2o: a spread of shapes: prompts shorter and longer than the budget, R = 1, R = C, long prompts
 // (more than one chunk per thread in a 256-thread block), many heads.
 inline std::vector<ScoreCase> score_cases() {
   return {{3, 2, 20, 8, 0.5, 30, 1}, {2, 3, 5, 8, 0.5, 20, 2},     {4, 1, 40, 10, 0.0, 40, 3},
           {2, 2, 16, 6, 1.0, 25, 4}, {1, 4, 600, 100, 0.5, 60, 5}, {8, 12, 64, 17, 0.3, 50, 6},
           {2, 2, 1, 1, 0.5, 10, 7},  {3, 5, 300, 299, 0.5, 10, 8}};
+}
+
+// tova: no window (the new token can go), heads ranking by their mean — one head, odd head
+// counts (means that do not divide evenly), long prompts, C = 1.
+inline std::vector<ScoreCase> tova_cases() {
+  const auto tova = [](ScoreCase c) {
+    c.kind = PolicyKind::tova;
+    return c;
+  };
+  return {tova({3, 3, 20, 8, 0.5, 30, 11}),   tova({2, 1, 12, 5, 0.5, 30, 12}),
+          tova({4, 5, 40, 10, 0.5, 40, 13}),  tova({1, 4, 600, 100, 0.5, 40, 14}),
+          tova({8, 12, 64, 17, 0.5, 30, 15}), tova({2, 2, 3, 1, 0.5, 10, 16}),
+          tova({3, 7, 300, 299, 0.5, 10, 17})};
+}
+
+// snapkv: observation windows below, at and above C (then R = C - 1), pooling widths 1, 3, 5, 7
+// (wider than the prefix at times), long prompts.
+inline std::vector<ScoreCase> snapkv_cases() {
+  const auto snapkv = [](ScoreCase c, int window, int kernel) {
+    c.kind = PolicyKind::snapkv;
+    c.observation_window = window;
+    c.pool_kernel = kernel;
+    return c;
+  };
+  return {
+      snapkv({3, 2, 20, 8, 0.5, 30, 21}, 3, 5),     snapkv({2, 3, 16, 6, 0.5, 20, 22}, 2, 3),
+      snapkv({4, 1, 40, 10, 0.5, 40, 23}, 4, 1),    snapkv({1, 4, 600, 100, 0.5, 60, 24}, 32, 5),
+      snapkv({8, 12, 64, 17, 0.5, 50, 25}, 5, 7),   snapkv({2, 2, 12, 4, 0.5, 20, 26}, 8, 5),
+      snapkv({3, 5, 300, 299, 0.5, 10, 27}, 32, 7), snapkv({2, 2, 9, 6, 0.5, 15, 28}, 4, 9)};
 }
 
 }  // namespace offgen::test

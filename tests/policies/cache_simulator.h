@@ -1,11 +1,14 @@
 // A host simulator of one (layer, sequence, head) KV cache driven by a KvPolicy: C + 1 slots, a
 // prefill of P tokens with a given causal attention-probability matrix, then decode steps with a
 // given probability row each. It follows the design's semantics literally:
-//   prefill: score(t) = column sum of the P x P matrix over the prompt's queries, then keep
-//            keep_after_prefill() (packed into slots 0 .. k-1, ascending);
+//   prefill: score(t) = column sum of the P x P matrix over the prompt's queries (its last
+//            prefill_score_queries() ones when that is set), then keep keep_after_prefill()
+//            (packed into slots 0 .. k-1, ascending);
 //   decode:  the new token (position P + step) goes into the lowest free slot, the step's row
 //            (over the cached tokens in ascending position order, the new token last) is added to
-//            their scores, and when C + 1 tokens are cached victim() picks the slot to free.
+//            their scores (or replaces them: DecodeScores::replace), and when C + 1 tokens are
+//            cached victim() picks the slot to free.
+// One head: a layer_mean policy's mean over heads is that head's own scores.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +30,15 @@ inline std::unique_ptr<KvPolicy> make(PolicyKind kind, int budget, double recent
   options.kind = kind;
   options.recent_fraction = recent_fraction;
   options.sinks = sinks;
+  return make_policy(options, budget);
+}
+
+// A snapkv policy with observation window w and pooling width k.
+inline std::unique_ptr<KvPolicy> make_snapkv(int budget, int window, int kernel) {
+  PolicyOptions options;
+  options.kind = PolicyKind::snapkv;
+  options.observation_window = window;
+  options.pool_kernel = kernel;
   return make_policy(options, budget);
 }
 
@@ -53,11 +65,13 @@ class CacheSimulator {
     if (next_position_ != 0) throw std::logic_error("prefill twice");
     const int prompt_len = static_cast<int>(rows.size());
     std::vector<float> column_sums(rows.size(), 0.0f);
+    const int queries = policy_.prefill_score_queries();
     for (std::size_t q = 0; q < rows.size(); ++q) {
       if (rows[q].size() != q + 1) {
         throw std::logic_error("prefill row " + std::to_string(q) + " must have " +
                                std::to_string(q + 1) + " entries");
       }
+      if (queries > 0 && static_cast<int>(q) < prompt_len - queries) continue;
       for (std::size_t k = 0; k <= q; ++k) column_sums[k] += rows[q][k];
     }
     prefill_scores_ = column_sums;
@@ -91,8 +105,10 @@ class CacheSimulator {
     const auto slot = static_cast<std::size_t>(free_slot - positions_.begin());
     positions_[slot] = next_position_++;
     scores_[slot] = 0.0f;
+    const bool replace = policy_.decode_scores() == DecodeScores::replace;
     for (std::size_t i = 0; i < order.size(); ++i) {
-      scores_[static_cast<std::size_t>(order[i])] += row[i];
+      float& score = scores_[static_cast<std::size_t>(order[i])];
+      score = replace ? row[i] : score + row[i];
     }
     scores_[slot] += row.back();
 

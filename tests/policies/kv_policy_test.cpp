@@ -254,8 +254,8 @@ TEST(PolicyErrors, RecentFractionMustBeInZeroOne) {
 }
 
 TEST(PolicyErrors, BudgetZeroIsRejectedForEveryPolicy) {
-  for (PolicyKind kind :
-       {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming}) {
+  for (PolicyKind kind : {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
+                          PolicyKind::streaming, PolicyKind::tova, PolicyKind::snapkv}) {
     SCOPED_TRACE(std::string(policy_name(kind)));
     EXPECT_THROW(make(kind, 0, 0.5, 0), Error);
     EXPECT_THROW(make(kind, -1, 0.5, 0), Error);
@@ -263,14 +263,18 @@ TEST(PolicyErrors, BudgetZeroIsRejectedForEveryPolicy) {
 }
 
 TEST(PolicyNames, RoundTrip) {
-  for (PolicyKind kind :
-       {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming}) {
+  for (PolicyKind kind : {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
+                          PolicyKind::streaming, PolicyKind::tova, PolicyKind::snapkv}) {
     EXPECT_EQ(parse_policy(policy_name(kind)), kind);
   }
   EXPECT_EQ(policy_name(PolicyKind::full), "full");
   EXPECT_EQ(policy_name(PolicyKind::local), "local");
   EXPECT_EQ(policy_name(PolicyKind::h2o), "h2o");
   EXPECT_EQ(policy_name(PolicyKind::streaming), "streaming");
+  EXPECT_EQ(policy_name(PolicyKind::tova), "tova");
+  EXPECT_EQ(policy_name(PolicyKind::snapkv), "snapkv");
+  EXPECT_EQ(policy_names(),
+            (std::vector<std::string>{"full", "local", "h2o", "streaming", "tova", "snapkv"}));
 }
 
 TEST(PolicyNames, ParseRejectsUnknownNamesAndListsTheChoices) {
@@ -281,7 +285,7 @@ TEST(PolicyNames, ParseRejectsUnknownNamesAndListsTheChoices) {
       parse_policy(text);
     } catch (const Error& e) {
       const std::string message = e.what();
-      for (const char* choice : {"full", "local", "h2o", "streaming"}) {
+      for (const char* choice : {"full", "local", "h2o", "streaming", "tova", "snapkv"}) {
         EXPECT_NE(message.find(choice), std::string::npos) << message;
       }
     }
@@ -289,12 +293,14 @@ TEST(PolicyNames, ParseRejectsUnknownNamesAndListsTheChoices) {
 }
 
 TEST(PolicyFactory, KindBudgetAndNeedsScores) {
-  for (PolicyKind kind :
-       {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming}) {
+  for (PolicyKind kind : {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
+                          PolicyKind::streaming, PolicyKind::tova, PolicyKind::snapkv}) {
     const auto policy = make(kind, 7);
     EXPECT_EQ(policy->kind(), kind);
     EXPECT_EQ(policy->budget(), 7);
-    EXPECT_EQ(policy->needs_attention_scores(), kind == PolicyKind::h2o) << policy_name(kind);
+    EXPECT_EQ(policy->needs_attention_scores(),
+              kind == PolicyKind::h2o || kind == PolicyKind::tova || kind == PolicyKind::snapkv)
+        << policy_name(kind);
   }
 }
 

@@ -23,6 +23,8 @@ std::vector<ScoreResult> score_with(PolicyKind kind, KvBudget budget, int prefil
   options.placement.gpu_batch = 4;
   options.policy.kind = kind;
   options.policy.sinks = 2;
+  options.policy.observation_window = 2;  // snapkv: a window that fits the small budgets
+  options.policy.pool_kernel = 3;
   options.kv_budget = budget;
   Engine engine(options);
   return engine.score(test::golden_score_requests(), prefill_tokens);
@@ -81,13 +83,15 @@ TEST_P(EvictingPolicy, BothKernelSetsAgree) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, EvictingPolicy,
                          ::testing::Values(PolicyKind::local, PolicyKind::h2o,
-                                           PolicyKind::streaming),
+                                           PolicyKind::streaming, PolicyKind::tova,
+                                           PolicyKind::snapkv),
                          [](const auto& param_info) {
                            return std::string(policy_name(param_info.param));
                          });
 INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy,
                          ::testing::Values(PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
-                                           PolicyKind::streaming),
+                                           PolicyKind::streaming, PolicyKind::tova,
+                                           PolicyKind::snapkv),
                          [](const auto& param_info) {
                            return std::string(policy_name(param_info.param));
                          });

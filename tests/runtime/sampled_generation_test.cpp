@@ -53,6 +53,8 @@ class SampledGeneration : public ::testing::Test {
     options.placement.gpu_batch = batch;
     options.policy.kind = policy;
     options.policy.sinks = 2;
+    options.policy.observation_window = 2;  // snapkv: a window that fits the small budgets
+    options.policy.pool_kernel = 3;
     options.kv_budget = kv_budget;
     return Engine(options);
   }
@@ -160,7 +162,11 @@ INSTANTIATE_TEST_SUITE_P(Policies, BatchMates,
                                            PolicyCase{PolicyKind::h2o, KvBudget::fraction(0.3)},
                                            PolicyCase{PolicyKind::streaming,
                                                       KvBudget::fraction(0.4)},
-                                           PolicyCase{PolicyKind::h2o, KvBudget::tokens(6)}),
+                                           PolicyCase{PolicyKind::h2o, KvBudget::tokens(6)},
+                                           PolicyCase{PolicyKind::tova, KvBudget::fraction(0.3)},
+                                           PolicyCase{PolicyKind::tova, KvBudget::tokens(6)},
+                                           PolicyCase{PolicyKind::snapkv, KvBudget::fraction(0.3)},
+                                           PolicyCase{PolicyKind::snapkv, KvBudget::tokens(6)}),
                          [](const auto& param_info) {
                            const PolicyCase& c = param_info.param;
                            return std::string(policy_name(c.policy)) + "_" +
