@@ -107,17 +107,17 @@ void validate_policy_budget(const PolicyOptions& policy, const KvBudget& budget)
                                            name(Parameter::policy), policy_name(policy.kind),
                                            name(Parameter::kv_budget));
                       });
-  if (policy.kind == PolicyKind::snapkv) {
+  if (policy.kind == PolicyKind::snapkv || policy.kind == PolicyKind::pyramidkv) {
     validate_snapkv_options(policy);
     // A fraction resolves per sequence; the policy then narrows its window below C.
     if (budget.kind() == KvBudget::Kind::tokens) {
       OFFGEN_CHECK_NAMING(budget.value() > policy.observation_window, [=](ParameterNamer name) {
         return fmt::format(
-            "{} {} cannot hold {} snapkv's observation window ({} {}) plus one prompt token: "
+            "{} {} cannot hold {} {}'s observation window ({} {}) plus one prompt token: "
             "give {} {} or more, or lower {}",
             name(Parameter::kv_budget), budget.value(), name(Parameter::policy),
-            name(Parameter::observation_window), policy.observation_window,
-            name(Parameter::kv_budget), policy.observation_window + 1,
+            policy_name(policy.kind), name(Parameter::observation_window),
+            policy.observation_window, name(Parameter::kv_budget), policy.observation_window + 1,
             name(Parameter::observation_window));
       });
     }

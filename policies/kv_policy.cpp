@@ -1,5 +1,7 @@
 #include "policies/kv_policy.h"
 
+#include <algorithm>
+
 #include "engine/core/error.h"
 #include "engine/core/parameter_error.h"
 #include "policies/policy_factories.h"
@@ -20,6 +22,8 @@ std::string_view policy_name(PolicyKind kind) {
       return "tova";
     case PolicyKind::snapkv:
       return "snapkv";
+    case PolicyKind::pyramidkv:
+      return "pyramidkv";
   }
   return "?";
 }
@@ -27,7 +31,8 @@ std::string_view policy_name(PolicyKind kind) {
 namespace {
 
 constexpr PolicyKind kPolicies[] = {PolicyKind::full,      PolicyKind::local, PolicyKind::h2o,
-                                    PolicyKind::streaming, PolicyKind::tova,  PolicyKind::snapkv};
+                                    PolicyKind::streaming, PolicyKind::tova,  PolicyKind::snapkv,
+                                    PolicyKind::pyramidkv};
 
 }  // namespace
 
@@ -41,13 +46,30 @@ PolicyKind parse_policy(std::string_view text) {
   for (PolicyKind kind : kPolicies) {
     if (text == policy_name(kind)) return kind;
   }
-  fail("unknown KV policy '{}' (expected full, local, h2o, streaming, tova or snapkv)", text);
+  fail("unknown KV policy '{}' (expected full, local, h2o, streaming, tova, snapkv or pyramidkv)",
+       text);
+}
+
+std::unique_ptr<KvPolicy> KvPolicy::layer_policy(int, int) const {
+  return nullptr;
+}
+
+int KvPolicy::cache_slots(int layers) const {
+  int largest = budget();
+  for (int l = 0; l < layers; ++l) {
+    if (const auto layer = layer_policy(l, layers)) largest = std::max(largest, layer->budget());
+  }
+  return largest + 1;
 }
 
 void validate_snapkv_options(const PolicyOptions& options) {
   OFFGEN_CHECK_NAMING(options.observation_window >= 1, [=](ParameterNamer name) {
     return fmt::format("{} must be >= 1 (got {})", name(Parameter::observation_window),
                        options.observation_window);
+  });
+  OFFGEN_CHECK_NAMING(options.pyramid_beta >= 1, [=](ParameterNamer name) {
+    return fmt::format("{} must be >= 1 (got {})", name(Parameter::pyramid_beta),
+                       options.pyramid_beta);
   });
   OFFGEN_CHECK_NAMING(options.pool_kernel >= 1 && options.pool_kernel % 2 == 1,
                       [=](ParameterNamer name) {
@@ -87,6 +109,10 @@ std::unique_ptr<KvPolicy> make_policy(const PolicyOptions& options, int budget) 
     case PolicyKind::snapkv:
       validate_snapkv_options(options);
       return policies::make_snapkv(budget, options.observation_window, options.pool_kernel);
+    case PolicyKind::pyramidkv:
+      validate_snapkv_options(options);
+      return policies::make_pyramidkv(budget, options.observation_window, options.pool_kernel,
+                                      options.pyramid_beta);
   }
   fail("unknown KV policy");
 }

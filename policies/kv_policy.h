@@ -15,21 +15,22 @@
 
 namespace offgen {
 
-enum class PolicyKind { full, local, h2o, streaming, tova, snapkv };
+enum class PolicyKind { full, local, h2o, streaming, tova, snapkv, pyramidkv };
 
 std::string_view policy_name(PolicyKind kind);
 // Every policy's name, in PolicyKind order: what --policy accepts.
 std::vector<std::string> policy_names();
-// "full", "local", "h2o", "streaming", "tova", "snapkv"; throws offgen::Error naming the choices
-// otherwise.
+// "full", "local", "h2o", "streaming", "tova", "snapkv", "pyramidkv"; throws offgen::Error naming
+// the choices otherwise.
 PolicyKind parse_policy(std::string_view text);
 
 struct PolicyOptions {
   PolicyKind kind = PolicyKind::full;
   double recent_fraction = 0.5;  // h2o: R = max(1, round(C * recent_fraction))
   int sinks = 4;                 // streaming: S attention-sink tokens kept from the start
-  int observation_window = 32;   // snapkv: w, the last prompt queries that score the prompt
-  int pool_kernel = 5;           // snapkv: odd width k of the average pooling of those scores
+  int observation_window = 32;   // snapkv, pyramidkv: w, the last prompt queries that score it
+  int pool_kernel = 5;           // snapkv, pyramidkv: odd width k of the pooling of those scores
+  int pyramid_beta = 20;         // pyramidkv: the top layer keeps (C - w) / beta prefix tokens
 };
 
 // Whose scores rank a head's tokens: its own (h2o, snapkv), or the mean over the heads of its
@@ -73,6 +74,13 @@ class KvPolicy {
   virtual HeadScores head_scores() const { return HeadScores::per_head; }
   virtual DecodeScores decode_scores() const { return DecodeScores::accumulate; }
 
+  // The policy layer `layer` of a `layers`-layer model runs where the budget differs by layer
+  // (pyramidkv: snapkv at that layer's budget); null where every layer runs this policy.
+  virtual std::unique_ptr<KvPolicy> layer_policy(int layer, int layers) const;
+  // Slots per cache in a `layers`-layer model: the largest layer budget + 1 (every layer's caches
+  // have as many; C + 1 but for pyramidkv).
+  int cache_slots(int layers) const;
+
  protected:
   KvPolicy(PolicyKind kind, int budget) : kind_(kind), budget_(budget) {}
 
@@ -85,8 +93,8 @@ class KvPolicy {
 // than its sinks; any policy: at least one token) or an option is out of range.
 std::unique_ptr<KvPolicy> make_policy(const PolicyOptions& options, int budget);
 
-// snapkv's options: observation_window >= 1, pool_kernel odd and >= 1. Throws ParameterError
-// naming them.
+// snapkv's and pyramidkv's options: observation_window >= 1, pool_kernel odd and >= 1,
+// pyramid_beta >= 1. Throws ParameterError naming them.
 void validate_snapkv_options(const PolicyOptions& options);
 
 }  // namespace offgen

@@ -13,5 +13,7 @@ std::unique_ptr<KvPolicy> make_h2o(int budget, double recent_fraction);
 std::unique_ptr<KvPolicy> make_streaming(int budget, int sinks);
 std::unique_ptr<KvPolicy> make_tova(int budget);
 std::unique_ptr<KvPolicy> make_snapkv(int budget, int observation_window, int pool_kernel);
+std::unique_ptr<KvPolicy> make_pyramidkv(int budget, int observation_window, int pool_kernel,
+                                         int beta);
 
 }  // namespace offgen::policies

@@ -22,8 +22,10 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
   layout.add("prefill key probability sums", Tier::gpu,
              cells * static_cast<std::uint64_t>(max_prompt) * kFloatBytes);
   layout.add("decode probabilities", Tier::gpu, slots * kFloatBytes);
-  layout.add("budgets", Tier::gpu, static_cast<std::uint64_t>(sequences) * kInt32Bytes);
-  layout.add("recent windows", Tier::gpu, static_cast<std::uint64_t>(sequences) * kInt32Bytes);
+  // Per layer: pyramidkv's budgets and windows differ by layer.
+  layout.add("budgets", Tier::gpu, static_cast<std::uint64_t>(sequences) * kInt32Bytes, layers);
+  layout.add("recent windows", Tier::gpu, static_cast<std::uint64_t>(sequences) * kInt32Bytes,
+             layers);
   return layout;
 }
 
@@ -81,7 +83,9 @@ MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheSha
   layout.add("token slots", Tier::gpu,
              block * static_cast<std::uint64_t>(shape.max_prompt) * heads * kInt32Bytes);
   layout.add("write slots", Tier::gpu, block * heads * kInt32Bytes);
-  layout.add("slot counts", Tier::gpu, block * kInt32Bytes);
+  const std::uint64_t count_rows =
+      shape.per_layer_budgets ? static_cast<std::uint64_t>(config.num_layers) : 1;
+  layout.add("slot counts", Tier::gpu, count_rows * block * kInt32Bytes);
   layout.add("advancing", Tier::gpu, block * sizeof(std::uint8_t));
   for (const GpuBatch& g : shape.gpu_batches) {
     const std::uint64_t bytes = kv_cache_bytes(config, g.resident, shape.capacity);

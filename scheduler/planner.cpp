@@ -40,8 +40,9 @@ PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
   RunnerShape runner;
   runner.block = block;
   runner.max_prompt = request.prompt_len;
-  runner.kv_capacity = request.kv_tokens + 1;
+  runner.kv_capacity = request.cache_slots();
   runner.keeps_attention_scores = request.keeps_attention_scores;
+  runner.per_layer_budgets = request.per_layer_budgets;
   runner.placement = placement.block;
   runner.multiprocessors = request.multiprocessors;
   const MemoryLayout layout = runner_layout(model, runner);
@@ -59,7 +60,7 @@ RunShape plan_run_shape(const PlanRequest& request, const Plan& plan) {
   run.batch = plan.block;
   run.prompt_len = request.prompt_len;
   run.gen_len = request.gen_len;
-  run.kv_capacity = request.kv_tokens + 1;
+  run.kv_capacity = request.cache_slots();
   run.keeps_attention_scores = request.keeps_attention_scores;
   run.weights = plan.placement.weights;
   run.block = plan.placement.block;

@@ -35,6 +35,11 @@ struct PlanRequest {
   int prompt_len = 512;
   int gen_len = 32;
   int kv_tokens = 0;  // C: the tokens the KV budget keeps per (layer, sequence, head)
+  // Slots per cache (KvPolicy::cache_slots); 0: kv_tokens + 1. More for pyramidkv, whose lower
+  // layers keep more than C.
+  int kv_capacity = 0;
+  int cache_slots() const { return kv_capacity > 0 ? kv_capacity : kv_tokens + 1; }
+  bool per_layer_budgets = false;  // pyramidkv: KvCacheShape::per_layer_budgets
   bool keeps_attention_scores = false;
   std::uint64_t gpu_bytes = 0;     // budget of the gpu tier
   std::uint64_t pinned_bytes = 0;  // budget of pinned host memory

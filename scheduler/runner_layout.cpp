@@ -85,6 +85,7 @@ MemoryLayout runner_layout(const OptConfig& config, const RunnerShape& shape) {
   kv.capacity = shape.kv_capacity;
   kv.max_prompt = shape.max_prompt;
   kv.keeps_attention_scores = shape.keeps_attention_scores;
+  kv.per_layer_budgets = shape.per_layer_budgets;
   kv.cpu_attention = shape.placement.cpu_attention;
   kv.multiprocessors = shape.multiprocessors;
   layout.append(block_kv_cache_layout(config, kv));

@@ -14,6 +14,7 @@
 #include "engine/core/error.h"
 #include "engine/core/units.h"
 #include "policies/kv_budget.h"
+#include "policies/kv_policy.h"
 #include "scheduler/calibrate.h"
 
 namespace offgen::cli {
@@ -156,17 +157,19 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
   return MachineProfile::load(file);
 }
 
-PlanRequest plan_request(const EngineOptions& engine, const Device& device, int prompt_len,
-                         int gen_len, int total_len) {
+PlanRequest plan_request(const EngineOptions& engine, const OptConfig& model, const Device& device,
+                         int prompt_len, int gen_len, int total_len) {
   PlanRequest request;
   request.prompt_len = prompt_len;
   request.gen_len = gen_len;
   // The last generated token is never fed back: gen_len - 1 decode positions.
   request.kv_tokens = policy_budget(engine.policy.kind, engine.kv_budget, prompt_len, gen_len - 1,
                                     total_len > 0 ? total_len : prompt_len + gen_len);
-  request.keeps_attention_scores =
-      make_policy(effective_policy(engine.policy, request.kv_tokens), request.kv_tokens)
-          ->needs_attention_scores();
+  const std::unique_ptr<KvPolicy> policy =
+      make_policy(effective_policy(engine.policy, request.kv_tokens), request.kv_tokens);
+  request.keeps_attention_scores = policy->needs_attention_scores();
+  request.kv_capacity = policy->cache_slots(model.num_layers);
+  request.per_layer_budgets = policy->layer_policy(0, model.num_layers) != nullptr;
   request.gpu_bytes = device.usage(Tier::gpu).budget;
   request.pinned_bytes = device.usage(Tier::pinned).budget;
   request.disk = !engine.disk.empty();
@@ -181,8 +184,8 @@ std::optional<Plan> plan_automatically(const CommonOptions& common, const RunLen
   OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels);
   const MachineProfile profile = resolve_profile(common.profile, opened, model);
   if (profile_out != nullptr) *profile_out = profile;
-  PlanRequest request =
-      plan_request(engine, *opened.device, lengths.prompt_len, lengths.gen_len, lengths.total_len);
+  PlanRequest request = plan_request(engine, model, *opened.device, lengths.prompt_len,
+                                     lengths.gen_len, lengths.total_len);
   request.max_sequences = lengths.sequences;
   request.block = lengths.block;
   const std::optional<Plan> plan = choose_plan(model, profile, request);

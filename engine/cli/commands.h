@@ -59,6 +59,7 @@ struct CommonOptions {
   int sinks = 4;
   int observation_window = 32;
   int pool_kernel = 5;
+  int pyramid_beta = 20;
   // Batch jobs: blocks kept near this much work, so results are written at least this often.
   double block_seconds = 30.0;
 
@@ -122,9 +123,10 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
                                const OptConfig& model);
 // The planner's request for runs of these lengths (prompt_len + gen_len - 1 fed-back positions,
 // total_len tokens per sequence for a --kv-budget fraction) under the device's budgets and the
-// engine options' policy and disk.
-PlanRequest plan_request(const EngineOptions& engine, const Device& device, int prompt_len,
-                         int gen_len, int total_len);
+// engine options' policy and disk, for `model` (its layers: pyramidkv's caches are sized by its
+// largest layer budget).
+PlanRequest plan_request(const EngineOptions& engine, const OptConfig& model, const Device& device,
+                         int prompt_len, int gen_len, int total_len);
 
 // What an automatically planned run looks like: the longest prompt and generation, and how many
 // sequences there are (generate, score) or the block every run has (bench).

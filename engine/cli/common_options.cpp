@@ -259,6 +259,7 @@ EngineOptions CommonOptions::engine_options() const {
     out.policy.sinks = sinks;
     out.policy.observation_window = observation_window;
     out.policy.pool_kernel = pool_kernel;
+    out.policy.pyramid_beta = pyramid_beta;
     if (!kv_budget.empty()) out.kv_budget = KvBudget::parse(kv_budget);
     validate_policy_budget(out.policy, out.kv_budget);  // before any planning or loading
     return out;
@@ -367,11 +368,17 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--observation-window", options.observation_window,
-                 "snapkv: the last prompt queries whose attention scores the prompt, kept whole")
+                 "snapkv, pyramidkv: the last prompt queries whose attention scores the prompt, "
+                 "kept whole")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--pool-kernel", options.pool_kernel,
-                 "snapkv: width (odd) of the average pooling of the prompt's scores")
+                 "snapkv, pyramidkv: width (odd) of the average pooling of the prompt's scores")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--pyramid-beta", options.pyramid_beta,
+                 "pyramidkv: the top layer keeps 1/beta of the average prefix budget, the bottom "
+                 "layer the rest of twice it")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   // plan_unless_placed replaces this callback with one that refuses the same.

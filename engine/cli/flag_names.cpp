@@ -36,6 +36,8 @@ std::string flag_name(Parameter parameter) {
       return "--observation-window";
     case Parameter::pool_kernel:
       return "--pool-kernel";
+    case Parameter::pyramid_beta:
+      return "--pyramid-beta";
     case Parameter::prefill_tokens:
       return "--prefill-tokens";
   }

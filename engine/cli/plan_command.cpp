@@ -74,7 +74,7 @@ int run_plan(const PlanOptions& options) {
   OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels);
   const MachineProfile profile = resolve_profile(common.profile, opened, model);
   const PlanRequest request =
-      plan_request(engine, *opened.device, options.prompt_len, options.gen_len, 0);
+      plan_request(engine, model, *opened.device, options.prompt_len, options.gen_len, 0);
 
   const std::string profile_name =
       common.profile.empty() ? cached_profile_path(opened.device->name()).string() : common.profile;

@@ -36,6 +36,8 @@ std::string api_name(Parameter parameter) {
       return "observation_window";
     case Parameter::pool_kernel:
       return "pool_kernel";
+    case Parameter::pyramid_beta:
+      return "pyramid_beta";
     case Parameter::prefill_tokens:
       return "prefill_tokens";
   }

@@ -30,6 +30,7 @@ enum class Parameter {
   sinks,
   observation_window,
   pool_kernel,
+  pyramid_beta,
   prefill_tokens,
 };
 

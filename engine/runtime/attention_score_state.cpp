@@ -15,7 +15,6 @@ AttentionScoreState::AttentionScoreState(Device& device, Ops& ops,
       heads_(heads),
       capacity_(capacity),
       max_prompt_(max_prompt) {
-  std::vector<std::int32_t> budgets, recents;
   if (!policies.empty()) {
     const KvPolicy& first = *policies.front();
     prefill_score_queries_ = first.prefill_score_queries();
@@ -25,12 +24,10 @@ AttentionScoreState::AttentionScoreState(Device& device, Ops& ops,
     update_ = first.decode_scores() == DecodeScores::replace ? kernels::ScoreUpdate::replace
                                                              : kernels::ScoreUpdate::accumulate;
   }
+  // [layers][batch]: each layer's C and R of each sequence.
+  std::vector<std::vector<std::int32_t>> budgets(static_cast<std::size_t>(layers)),
+      recents(static_cast<std::size_t>(layers));
   for (const KvPolicy* policy : policies) {
-    const int budget = policy->budget();
-    const int recent = policy->recent_window();
-    OFFGEN_CHECK(recent >= 0 && recent <= budget,
-                 "the {} policy's recent window of {} does not fit its budget of {}",
-                 policy_name(policy->kind()), recent, budget);
     // One prefill attention serves the whole batch, and the eviction ops take one mode each.
     OFFGEN_CHECK(policy->prefill_score_queries() == prefill_score_queries_ &&
                      policy->pool_kernel() == pool_kernel_ &&
@@ -38,10 +35,19 @@ AttentionScoreState::AttentionScoreState(Device& device, Ops& ops,
                      policy->decode_scores() == policies.front()->decode_scores(),
                  "the sequences of a batch must score their caches alike ({} policy)",
                  policy_name(policy->kind()));
-    OFFGEN_CHECK(budget < capacity, "a KV budget of {} does not fit caches of {} slots", budget,
-                 capacity);
-    budgets.push_back(budget);
-    recents.push_back(recent);
+    for (int l = 0; l < layers; ++l) {
+      const std::unique_ptr<KvPolicy> layer_policy = policy->layer_policy(l, layers);
+      const KvPolicy& p = layer_policy ? *layer_policy : *policy;
+      const int budget = p.budget();
+      const int recent = p.recent_window();
+      OFFGEN_CHECK(recent >= 0 && recent <= budget,
+                   "the {} policy's recent window of {} does not fit its budget of {}",
+                   policy_name(policy->kind()), recent, budget);
+      OFFGEN_CHECK(budget < capacity, "a KV budget of {} does not fit caches of {} slots", budget,
+                   capacity);
+      budgets[static_cast<std::size_t>(l)].push_back(budget);
+      recents[static_cast<std::size_t>(l)].push_back(recent);
+    }
   }
   const MemoryLayout layout =
       attention_score_state_layout(batch_, layers, heads, capacity, max_prompt);
@@ -50,11 +56,15 @@ AttentionScoreState::AttentionScoreState(Device& device, Ops& ops,
   write_slot_ = layout.allocate_all(device, "score write slots");
   prefill_probs_ = layout.allocate(device, "prefill key probability sums");
   decode_probs_ = layout.allocate(device, "decode probabilities");
-  budget_ = layout.allocate(device, "budgets");
-  recent_ = layout.allocate(device, "recent windows");
+  budget_ = layout.allocate_all(device, "budgets");
+  recent_ = layout.allocate_all(device, "recent windows");
   Stream& stream = device.stream(StreamRole::compute);
-  device.copy_async(budget_.data(), budgets.data(), budgets.size() * sizeof(std::int32_t), stream);
-  device.copy_async(recent_.data(), recents.data(), recents.size() * sizeof(std::int32_t), stream);
+  for (std::size_t l = 0; l < budget_.size(); ++l) {
+    device.copy_async(budget_[l].data(), budgets[l].data(),
+                      budgets[l].size() * sizeof(std::int32_t), stream);
+    device.copy_async(recent_[l].data(), recents[l].data(),
+                      recents[l].size() * sizeof(std::int32_t), stream);
+  }
   stream.synchronize();  // the host vectors go out of scope
 }
 
@@ -71,10 +81,10 @@ const float* AttentionScoreState::scores(int layer) const {
 }
 
 std::uint64_t AttentionScoreState::bytes() const {
-  std::uint64_t total =
-      prefill_probs_.bytes() + decode_probs_.bytes() + budget_.bytes() + recent_.bytes();
+  std::uint64_t total = prefill_probs_.bytes() + decode_probs_.bytes();
   for (std::size_t l = 0; l < position_.size(); ++l) {
-    total += position_[l].bytes() + score_[l].bytes() + write_slot_[l].bytes();
+    total += position_[l].bytes() + score_[l].bytes() + write_slot_[l].bytes() +
+             budget_[l].bytes() + recent_[l].bytes();
   }
   return total;
 }
@@ -95,8 +105,8 @@ void AttentionScoreState::after_prefill_attention(int layer, int seq, const std:
   args.seq = seq;
   args.heads = heads_;
   args.capacity = capacity_;
-  args.budget = budget_.as<const std::int32_t>();
-  args.recent = recent_.as<const std::int32_t>();
+  args.budget = budget_[l].as<const std::int32_t>();
+  args.recent = recent_[l].as<const std::int32_t>();
   args.heads_mode = heads_mode_;
   args.pool_kernel = pool_kernel_;
   ops_.score_prefill_keep(args);
@@ -117,8 +127,8 @@ void AttentionScoreState::after_decode_attention(int layer, const std::uint8_t* 
   args.batch = batch_;
   args.heads = heads_;
   args.capacity = capacity_;
-  args.budget = budget_.as<const std::int32_t>();
-  args.recent = recent_.as<const std::int32_t>();
+  args.budget = budget_[l].as<const std::int32_t>();
+  args.recent = recent_[l].as<const std::int32_t>();
   args.heads_mode = heads_mode_;
   args.update = update_;
   ops_.score_decode_update(args);

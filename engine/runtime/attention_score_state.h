@@ -17,9 +17,10 @@ namespace offgen {
 
 class AttentionScoreState {
  public:
-  // One policy per sequence (its own budget C and window R; capacity: the largest C + 1), all of
-  // one kind and options. Throws offgen::Error for a window outside [0, C] or policies that score
-  // differently, and OutOfMemoryError when the state does not fit.
+  // One policy per sequence (its own budget C and window R, per layer where the policy has a
+  // layer_policy; capacity: the largest cache_slots), all of one kind and options. Throws
+  // offgen::Error for a window outside [0, C] or policies that score differently, and
+  // OutOfMemoryError when the state does not fit.
   AttentionScoreState(Device& device, Ops& ops, std::span<const KvPolicy* const> policies,
                       int layers, int heads, int capacity, int max_prompt);
 
@@ -62,7 +63,7 @@ class AttentionScoreState {
   kernels::ScoreUpdate update_ = kernels::ScoreUpdate::accumulate;
   std::vector<Buffer> position_, score_, write_slot_;  // per layer
   Buffer prefill_probs_, decode_probs_;
-  Buffer budget_, recent_;  // [batch] int32: each sequence's C and R
+  std::vector<Buffer> budget_, recent_;  // per layer, [batch] int32: each sequence's C and R
 };
 
 }  // namespace offgen

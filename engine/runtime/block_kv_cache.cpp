@@ -14,9 +14,12 @@ std::size_t bytes_of(std::int64_t count) {
   return static_cast<std::size_t>(count) * sizeof(T);
 }
 
-int largest_budget(const std::vector<const KvPolicy*>& policies) {
-  int largest = 0;
-  for (const KvPolicy* policy : policies) largest = std::max(largest, policy->budget());
+// The largest slots any sequence's caches need (C + 1, or pyramidkv's largest layer budget + 1).
+int largest_cache_slots(const std::vector<const KvPolicy*>& policies, int layers) {
+  int largest = 1;
+  for (const KvPolicy* policy : policies) {
+    largest = std::max(largest, policy->cache_slots(layers));
+  }
   return largest;
 }
 
@@ -31,14 +34,23 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
       policies_(std::move(policies)),
       block_(static_cast<int>(policies_.size())),
       max_prompt_(max_prompt),
-      capacity_(largest_budget(policies_) + 1),
+      capacity_(largest_cache_slots(policies_, config.num_layers)),
       keeps_attention_scores_(!policies_.empty() && policies_.front()->needs_attention_scores()) {
   OFFGEN_CHECK(block_ > 0, "a KV cache needs at least one sequence");
+  const bool per_layer = policies_.front()->layer_policy(0, config.num_layers) != nullptr;
+  budgets_.resize(per_layer ? static_cast<std::size_t>(config.num_layers) : 1);
+  for (std::size_t l = 0; l < budgets_.size(); ++l) {
+    for (const KvPolicy* policy : policies_) {
+      const auto layer = policy->layer_policy(static_cast<int>(l), config.num_layers);
+      budgets_[l].push_back(layer ? layer->budget() : policy->budget());
+    }
+  }
   KvCacheShape shape;
   shape.gpu_batches = gpu_batches;
   shape.capacity = capacity_;
   shape.max_prompt = max_prompt;
   shape.keeps_attention_scores = keeps_attention_scores_;
+  shape.per_layer_budgets = per_layer;
   shape.cpu_attention = cpu_attention;
   shape.multiprocessors = device.multiprocessors();
   const MemoryLayout layout = block_kv_cache_own_layout(config, shape);
@@ -105,10 +117,6 @@ void BlockKvCache::start_prefill(const PaddedBatch& prompts, StepStaging& stagin
                "KV cache: a prefill of {}x{} for a cache sized {}x{}", prompts.batch, prompts.seq,
                block_, max_prompt_);
   seen_.assign(prompts.lengths.begin(), prompts.lengths.end());
-  cached_.resize(prompts.lengths.size());
-  for (std::size_t b = 0; b < cached_.size(); ++b) {
-    cached_[b] = std::min(prompts.lengths[b], policies_[b]->budget());
-  }
   if (!slots_) return;  // each layer's policy step writes token_slot_ after its attention
   // The policy picks the prompt tokens each cache keeps (the same in every layer and head).
   slots_->start(prompts.lengths);
@@ -134,13 +142,18 @@ std::span<const std::int32_t> BlockKvCache::start_decode(std::span<const std::ui
                advancing.size(), block_);
   const std::size_t n = advancing.size();
   step_positions_.resize(n);
-  step_counts_.resize(n);
+  step_counts_.resize(budgets_.size() * n);
   for (std::size_t b = 0; b < n; ++b) {
     // HF position of the new token: the number of real tokens before it (cached or evicted).
     step_positions_[b] = seen_[b];
-    step_counts_[b] = cached_[b] + 1;  // the cache plus the new token itself
+    // Every real token entered the cache and only a full one evicts: it holds min(seen, C), and
+    // the step attends over those plus the new token.
+    for (std::size_t row = 0; row < budgets_.size(); ++row) {
+      step_counts_[row * n + b] = std::min(seen_[b], budgets_[row][b]) + 1;
+    }
   }
-  staging.upload(slot_count_.data(), step_counts_.data(), bytes_of<std::int32_t>(block_));
+  staging.upload(slot_count_.data(), step_counts_.data(),
+                 bytes_of<std::int32_t>(static_cast<std::int64_t>(step_counts_.size())));
   staging.upload(advancing_.data(), advancing.data(), bytes_of<std::uint8_t>(block_));
   if (slots_) {
     // Position-based policies keep the same tokens in every head: one slot per sequence.
@@ -165,15 +178,16 @@ void BlockKvCache::commit(std::span<const std::uint8_t> advancing) {
   // K and V of one token in one (layer, head); the step attends over step_counts_[b] of them.
   const auto row_bytes = static_cast<std::uint64_t>(config_.num_layers) * config_.num_heads * 2 *
                          config_.head_dim() * sizeof(Half);
-  for (std::size_t b = 0; b < n; ++b) {
-    traffic_.read_bytes += row_bytes * static_cast<std::uint64_t>(step_counts_[b]);
+  // A row of step_counts_ stands for all the layers, or for one of them.
+  const std::uint64_t layers_per_row = budgets_.size() > 1 ? 1 : config_.num_layers;
+  const std::uint64_t layer_row_bytes = row_bytes / config_.num_layers;
+  for (const std::int32_t count : step_counts_) {
+    traffic_.read_bytes += layer_row_bytes * layers_per_row * static_cast<std::uint64_t>(count);
   }
   traffic_.written_bytes += row_bytes * n;
   ++traffic_.decode_steps;
   for (std::size_t b = 0; b < n; ++b) {
-    if (!advancing[b]) continue;
-    ++seen_[b];
-    cached_[b] = std::min(cached_[b] + 1, policies_[b]->budget());
+    if (advancing[b]) ++seen_[b];
   }
 }
 
@@ -237,7 +251,7 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
                    : write_slot_.as<std::int32_t>() + std::int64_t{g.first} * heads;
   kernels::DecodeAttentionArgs args;
   args.qkv = qkv;
-  args.slot_count = slot_count_.as<std::int32_t>() + g.first;
+  args.slot_count = slot_count_.as<std::int32_t>() + count_row(task.layer) + g.first;
   args.out = out;
   args.batch = g.resident;
   args.heads = heads;
@@ -261,7 +275,8 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
 
   // CPU attention first, so the host works while the gpu attends the resident sequences.
   if (g.offloaded() > 0 && cpu_attention) {
-    offloaded_->decode_cpu(task, off_write_slot, step_counts_.data() + g.first + g.resident, off);
+    offloaded_->decode_cpu(task, off_write_slot,
+                           step_counts_.data() + count_row(task.layer) + g.first + g.resident, off);
   }
   if (g.resident > 0) {
     Half* k_cache = cache.k[static_cast<std::size_t>(task.layer)].as<Half>();
@@ -287,8 +302,7 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
   }
   if (cache.scores) {
     cache.scores->after_decode_attention(task.layer, advancing_.as<std::uint8_t>() + g.first,
-                                         positions + g.first,
-                                         slot_count_.as<std::int32_t>() + g.first);
+                                         positions + g.first, args.slot_count);
   }
 }
 

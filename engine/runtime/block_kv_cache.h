@@ -123,15 +123,22 @@ class BlockKvCache {
 
   // The step's device inputs, for the whole block (a GPU batch's part starts at its first
   // sequence): the prefill's token -> slot map [block, heads, seq], a decode step's write slots
-  // [block, heads], attended slot counts and advancing flags [block].
+  // [block, heads], attended slot counts [rows, block] and advancing flags [block].
   Buffer token_slot_, write_slot_, slot_count_, advancing_;
   // Decode attention's split scratch, sized for the largest split (gpu tier).
   Buffer decode_scratch_;
 
-  std::vector<int> cached_;         // tokens held per sequence (the same in every layer and head)
+  // C of each sequence, per layer where the policy's budgets differ by layer (pyramidkv), else
+  // one row for every layer: [rows][block].
+  std::vector<std::vector<int>> budgets_;
   std::vector<std::int32_t> seen_;  // real tokens of each sequence so far: the next HF position
-  // The current decode step's positions and attended slot counts (uploaded with its inputs).
+  // The current decode step's positions and attended slot counts ([rows][block] flattened; uploaded
+  // with its inputs).
   std::vector<std::int32_t> step_positions_, step_counts_;
+  // The row of step_counts_ (and of slot_count_) that `layer` attends with.
+  std::int64_t count_row(int layer) const {
+    return budgets_.size() > 1 ? std::int64_t{layer} * block_ : 0;
+  }
   // Host arrays rebuilt every step, kept so a step allocates nothing: the position-based
   // policies' slot plan.
   std::vector<std::int32_t> step_sequence_slot_, step_slot_counts_, step_write_slot_;

@@ -334,9 +334,10 @@ bool Engine::keeps_attention_scores(int max_prompt, int max_new, int total_len) 
 }
 
 KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) const {
-  const int budget = policy_budget(max_prompt, max_new, total_len);
-  const bool keeps_scores = block_policy(budget)->needs_attention_scores();
-  return offgen::kv_footprint(config_, budget + 1, keeps_scores, max_prompt);
+  const std::unique_ptr<KvPolicy> policy =
+      block_policy(policy_budget(max_prompt, max_new, total_len));
+  return offgen::kv_footprint(config_, policy->cache_slots(config_.num_layers),
+                              policy->needs_attention_scores(), max_prompt);
 }
 
 BlockSizer Engine::job_sizer() const {

@@ -180,9 +180,11 @@ class Engine {
   // max_prompt prompt tokens, max_new decode steps, `total_len` tokens (0 = max_prompt + max_new).
   std::unique_ptr<BlockRunner> make_runner(int block, int max_prompt, int max_new,
                                            int total_len = 0);
-  // Slots per (layer, sequence, head) make_runner's KV cache would have (the policy's C + 1).
+  // Slots per (layer, sequence, head) make_runner's KV cache would have (the policy's
+  // cache_slots: C + 1, more for pyramidkv).
   int kv_capacity(int max_prompt, int max_new, int total_len = 0) const {
-    return policy_budget(max_prompt, max_new, total_len) + 1;
+    return block_policy(policy_budget(max_prompt, max_new, total_len))
+        ->cache_slots(config_.num_layers);
   }
   // What make_runner's KV cache costs per sequence, without allocating it.
   KvFootprint kv_footprint(int max_prompt, int max_new, int total_len = 0) const;

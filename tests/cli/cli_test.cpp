@@ -682,10 +682,11 @@ TEST(PlannedRuns, GenerateWithoutPlacementFlagsPlansAndMatchesTheResidentRun) {
   // A gpu budget just short of all four sequences resident in one GPU batch.
   EngineOptions engine = planned.common.engine_options();
   OpenedDevice opened = open_device(DeviceChoice::cpu, engine.budgets);
-  const PlanRequest request = cli::plan_request(engine, *opened.device, longest, max_tokens, 0);
+  const OptConfig config = cli::model_config(planned.common.model);
+  const PlanRequest request =
+      cli::plan_request(engine, config, *opened.device, longest, max_tokens, 0);
   Placement resident;
   resident.gpu_batch = 4;
-  const OptConfig config = cli::model_config(planned.common.model);
   const std::uint64_t budget = plan_memory(config, request, resident, 4).gpu - 1;
   planned.common.gpu_mem = std::to_string(budget);
 

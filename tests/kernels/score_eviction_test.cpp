@@ -1,7 +1,8 @@
 // Parity of the attention-score eviction ops (score_prefill_keep, score_decode_update) against
 // their truth, the policy code: driven together through random prefill + decode sequences
 // (tests/kernels/score_state_check.h), every implementation keeps exactly the tokens the policy
-// keeps — positions, scores and write slots after every call — under h2o, tova and snapkv.
+// keeps — positions, scores and write slots after every call — under h2o, tova, snapkv and the
+// layers of pyramidkv.
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ TEST_P(ScoreEvictionParity, KeepsWhatTovaKeeps) {
 
 TEST_P(ScoreEvictionParity, KeepsWhatSnapKvKeeps) {
   check(snapkv_cases());
+}
+
+TEST_P(ScoreEvictionParity, KeepsWhatEachPyramidKvLayerKeeps) {
+  check(pyramidkv_cases());
 }
 
 INSTANTIATE_TEST_SUITE_P(All, ScoreEvictionParity, ::testing::ValuesIn(kernel_sets_under_test()),

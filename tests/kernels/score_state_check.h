@@ -32,8 +32,10 @@ struct ScoreCase {
   int steps = 30;
   std::uint64_t seed = 1;
   PolicyKind kind = PolicyKind::h2o;
-  int observation_window = 32;  // snapkv
-  int pool_kernel = 5;          // snapkv
+  int observation_window = 32;  // snapkv, pyramidkv
+  int pool_kernel = 5;          // snapkv, pyramidkv
+  int layer = 0;                // pyramidkv: the layer (of `layers`) whose budgets run
+  int layers = 1;
 };
 
 // The args' modes for a policy (what AttentionScoreState passes).
@@ -58,13 +60,18 @@ inline ::testing::AssertionResult matches_policy(const ScoreCase& c, const Score
   options.pool_kernel = c.pool_kernel;
   for (int b = 0; b < c.batch; ++b) {
     policies.push_back(make_policy(options, std::max(1, c.budget - b % 3)));
+    // A layer of pyramidkv runs snapkv at its own budget: that is what the kernels see.
+    if (auto layer = policies.back()->layer_policy(c.layer, c.layers)) {
+      policies.back() = std::move(layer);
+    }
     budgets.push_back(policies.back()->budget());
     recents.push_back(policies.back()->recent_window());
   }
   const KvPolicy& first = *policies.front();
   const bool layer_mean = first.head_scores() == HeadScores::layer_mean;
   const bool replace = first.decode_scores() == DecodeScores::replace;
-  const int cap = c.budget + 1;
+  int cap = 2;
+  for (const auto& policy : policies) cap = std::max(cap, policy->budget() + 1);
   const int cells = c.batch * c.heads;
   // What a layer_mean policy ranks by: the mean over the heads of b, in head order, of v[g].
   auto head_mean = [&](int b, auto value_of_head) {
@@ -261,6 +268,21 @@ inline std::vector<ScoreCase> tova_cases() {
           tova({4, 5, 40, 10, 0.5, 40, 13}),  tova({1, 4, 600, 100, 0.5, 40, 14}),
           tova({8, 12, 64, 17, 0.5, 30, 15}), tova({2, 2, 3, 1, 0.5, 10, 16}),
           tova({3, 7, 300, 299, 0.5, 10, 17})};
+}
+
+// pyramidkv: the top, middle and bottom layers of a 4-layer model (budgets below and above C).
+inline std::vector<ScoreCase> pyramidkv_cases() {
+  const auto layer = [](ScoreCase c, int l) {
+    c.kind = PolicyKind::pyramidkv;
+    c.observation_window = 3;
+    c.pool_kernel = 3;
+    c.layer = l;
+    c.layers = 4;
+    return c;
+  };
+  return {layer({3, 2, 40, 12, 0.5, 30, 31}, 0), layer({3, 2, 40, 12, 0.5, 30, 32}, 2),
+          layer({3, 2, 40, 12, 0.5, 30, 33}, 3), layer({2, 5, 300, 60, 0.5, 30, 34}, 0),
+          layer({2, 5, 300, 60, 0.5, 30, 35}, 3)};
 }
 
 // snapkv: observation windows below, at and above C (then R = C - 1), pooling widths 1, 3, 5, 7

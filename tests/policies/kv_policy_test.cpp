@@ -254,8 +254,9 @@ TEST(PolicyErrors, RecentFractionMustBeInZeroOne) {
 }
 
 TEST(PolicyErrors, BudgetZeroIsRejectedForEveryPolicy) {
-  for (PolicyKind kind : {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
-                          PolicyKind::streaming, PolicyKind::tova, PolicyKind::snapkv}) {
+  for (PolicyKind kind :
+       {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming,
+        PolicyKind::tova, PolicyKind::snapkv, PolicyKind::pyramidkv}) {
     SCOPED_TRACE(std::string(policy_name(kind)));
     EXPECT_THROW(make(kind, 0, 0.5, 0), Error);
     EXPECT_THROW(make(kind, -1, 0.5, 0), Error);
@@ -263,8 +264,9 @@ TEST(PolicyErrors, BudgetZeroIsRejectedForEveryPolicy) {
 }
 
 TEST(PolicyNames, RoundTrip) {
-  for (PolicyKind kind : {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
-                          PolicyKind::streaming, PolicyKind::tova, PolicyKind::snapkv}) {
+  for (PolicyKind kind :
+       {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming,
+        PolicyKind::tova, PolicyKind::snapkv, PolicyKind::pyramidkv}) {
     EXPECT_EQ(parse_policy(policy_name(kind)), kind);
   }
   EXPECT_EQ(policy_name(PolicyKind::full), "full");
@@ -273,8 +275,9 @@ TEST(PolicyNames, RoundTrip) {
   EXPECT_EQ(policy_name(PolicyKind::streaming), "streaming");
   EXPECT_EQ(policy_name(PolicyKind::tova), "tova");
   EXPECT_EQ(policy_name(PolicyKind::snapkv), "snapkv");
-  EXPECT_EQ(policy_names(),
-            (std::vector<std::string>{"full", "local", "h2o", "streaming", "tova", "snapkv"}));
+  EXPECT_EQ(policy_name(PolicyKind::pyramidkv), "pyramidkv");
+  EXPECT_EQ(policy_names(), (std::vector<std::string>{"full", "local", "h2o", "streaming", "tova",
+                                                      "snapkv", "pyramidkv"}));
 }
 
 TEST(PolicyNames, ParseRejectsUnknownNamesAndListsTheChoices) {
@@ -285,7 +288,8 @@ TEST(PolicyNames, ParseRejectsUnknownNamesAndListsTheChoices) {
       parse_policy(text);
     } catch (const Error& e) {
       const std::string message = e.what();
-      for (const char* choice : {"full", "local", "h2o", "streaming", "tova", "snapkv"}) {
+      for (const char* choice :
+           {"full", "local", "h2o", "streaming", "tova", "snapkv", "pyramidkv"}) {
         EXPECT_NE(message.find(choice), std::string::npos) << message;
       }
     }
@@ -293,13 +297,15 @@ TEST(PolicyNames, ParseRejectsUnknownNamesAndListsTheChoices) {
 }
 
 TEST(PolicyFactory, KindBudgetAndNeedsScores) {
-  for (PolicyKind kind : {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
-                          PolicyKind::streaming, PolicyKind::tova, PolicyKind::snapkv}) {
+  for (PolicyKind kind :
+       {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming,
+        PolicyKind::tova, PolicyKind::snapkv, PolicyKind::pyramidkv}) {
     const auto policy = make(kind, 7);
     EXPECT_EQ(policy->kind(), kind);
     EXPECT_EQ(policy->budget(), 7);
     EXPECT_EQ(policy->needs_attention_scores(),
-              kind == PolicyKind::h2o || kind == PolicyKind::tova || kind == PolicyKind::snapkv)
+              kind == PolicyKind::h2o || kind == PolicyKind::tova || kind == PolicyKind::snapkv ||
+                  kind == PolicyKind::pyramidkv)
         << policy_name(kind);
   }
 }

@@ -96,6 +96,27 @@ INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy,
                            return std::string(policy_name(param_info.param));
                          });
 
+// pyramidkv's upper layers keep fewer than C tokens, so even a budget as long as the text can
+// change log-probabilities; they stay finite, and both kernel sets agree.
+TEST(PolicyEngine, PyramidKvScoresFinitelyOnBothKernelSets) {
+  const auto optimized =
+      score_with(PolicyKind::pyramidkv, KvBudget::tokens(8), 2, CpuKernelSet::optimized);
+  const auto reference =
+      score_with(PolicyKind::pyramidkv, KvBudget::tokens(8), 2, CpuKernelSet::reference);
+  const auto full = score_with(PolicyKind::full, KvBudget{}, 2);
+  bool any_different = false;
+  for (std::size_t r = 0; r < optimized.size(); ++r) {
+    ASSERT_TRUE(optimized[r].error.empty()) << optimized[r].error;
+    for (std::size_t i = 1; i < optimized[r].token_logprobs.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(optimized[r].token_logprobs[i])) << "text " << r << " token " << i;
+      EXPECT_NEAR(optimized[r].token_logprobs[i], reference[r].token_logprobs[i], 0.05)
+          << "text " << r << " token " << i;
+      any_different |= optimized[r].token_logprobs[i] != full[r].token_logprobs[i];
+    }
+  }
+  EXPECT_TRUE(any_different);
+}
+
 TEST(PolicyEngine, AFractionalBudgetShrinksTheKvCache) {
   EngineOptions options;
   options.model = "dummy:opt-125m";

@@ -156,22 +156,24 @@ TEST_P(BatchMates, ARequestsResultDoesNotDependOnItsBatchMates) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Policies, BatchMates,
-                         ::testing::Values(PolicyCase{PolicyKind::full, KvBudget{}},
-                                           PolicyCase{PolicyKind::local, KvBudget::fraction(0.3)},
-                                           PolicyCase{PolicyKind::h2o, KvBudget::fraction(0.3)},
-                                           PolicyCase{PolicyKind::streaming,
-                                                      KvBudget::fraction(0.4)},
-                                           PolicyCase{PolicyKind::h2o, KvBudget::tokens(6)},
-                                           PolicyCase{PolicyKind::tova, KvBudget::fraction(0.3)},
-                                           PolicyCase{PolicyKind::tova, KvBudget::tokens(6)},
-                                           PolicyCase{PolicyKind::snapkv, KvBudget::fraction(0.3)},
-                                           PolicyCase{PolicyKind::snapkv, KvBudget::tokens(6)}),
-                         [](const auto& param_info) {
-                           const PolicyCase& c = param_info.param;
-                           return std::string(policy_name(c.policy)) + "_" +
-                                  std::to_string(static_cast<int>(c.kv_budget.value() * 10));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Policies, BatchMates,
+    ::testing::Values(PolicyCase{PolicyKind::full, KvBudget{}},
+                      PolicyCase{PolicyKind::local, KvBudget::fraction(0.3)},
+                      PolicyCase{PolicyKind::h2o, KvBudget::fraction(0.3)},
+                      PolicyCase{PolicyKind::streaming, KvBudget::fraction(0.4)},
+                      PolicyCase{PolicyKind::h2o, KvBudget::tokens(6)},
+                      PolicyCase{PolicyKind::tova, KvBudget::fraction(0.3)},
+                      PolicyCase{PolicyKind::tova, KvBudget::tokens(6)},
+                      PolicyCase{PolicyKind::snapkv, KvBudget::fraction(0.3)},
+                      PolicyCase{PolicyKind::snapkv, KvBudget::tokens(6)},
+                      PolicyCase{PolicyKind::pyramidkv, KvBudget::fraction(0.3)},
+                      PolicyCase{PolicyKind::pyramidkv, KvBudget::tokens(6)}),
+    [](const auto& param_info) {
+      const PolicyCase& c = param_info.param;
+      return std::string(policy_name(c.policy)) + "_" +
+             std::to_string(static_cast<int>(c.kv_budget.value() * 10));
+    });
 
 }  // namespace
 }  // namespace offgen

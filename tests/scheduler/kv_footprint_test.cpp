@@ -21,6 +21,7 @@ EngineOptions tiny_engine(PolicyKind kind, KvBudget budget) {
   options.device = DeviceChoice::cpu;
   options.policy.kind = kind;
   options.policy.sinks = 2;
+  options.policy.observation_window = 2;  // snapkv, pyramidkv: below the budgets
   options.kv_budget = budget;
   return options;
 }
@@ -35,7 +36,21 @@ TEST_P(FootprintOfEveryPolicy, EqualsWhatARunnerAllocatesPerSequence) {
   auto runner = engine.make_runner(batch, prompt, new_tokens);
   EXPECT_EQ(footprint.cache_bytes * batch, runner->kv_bytes());
   EXPECT_EQ(footprint.policy_state_bytes * batch, runner->policy_state_bytes());
-  EXPECT_EQ(footprint.policy_state_bytes > 0, GetParam() == PolicyKind::h2o);
+  EXPECT_EQ(footprint.policy_state_bytes > 0, engine.keeps_attention_scores(prompt, new_tokens));
+  EXPECT_EQ(runner->kv_capacity(), engine.kv_capacity(prompt, new_tokens));
+}
+
+// pyramidkv's lower layers keep more than C: every cache has the largest layer budget + 1 slots,
+// and the footprint (so the planner and bench) counts them.
+TEST(KvFootprint, PyramidKvCountsItsLargestLayerBudget) {
+  Engine snapkv(tiny_engine(PolicyKind::snapkv, KvBudget::tokens(8)));
+  Engine pyramidkv(tiny_engine(PolicyKind::pyramidkv, KvBudget::tokens(8)));
+  EXPECT_EQ(snapkv.kv_capacity(20, 12), 9);
+  ASSERT_EQ(pyramidkv.config().num_layers, 2);
+  // prefix 6: lo = 1, hi = 11 -> layer budgets 13 and 3.
+  EXPECT_EQ(pyramidkv.kv_capacity(20, 12), 14);
+  EXPECT_EQ(pyramidkv.kv_footprint(20, 12).cache_bytes * 9,
+            snapkv.kv_footprint(20, 12).cache_bytes * 14);
 }
 
 TEST(RunnerLayout, EqualsWhatARunnerTakes) {
@@ -64,7 +79,8 @@ TEST(RunnerLayout, EqualsWhatARunnerTakes) {
 
 INSTANTIATE_TEST_SUITE_P(Policies, FootprintOfEveryPolicy,
                          ::testing::Values(PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
-                                           PolicyKind::streaming),
+                                           PolicyKind::streaming, PolicyKind::tova,
+                                           PolicyKind::snapkv, PolicyKind::pyramidkv),
                          [](const auto& param) { return std::string(policy_name(param.param)); });
 
 TEST(KvFootprint, H2oAtOneFifthOfA512By512RunNeedsAFifthOfTheMemoryAndFitsMoreThan4_5xTheBatch) {
