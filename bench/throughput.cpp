@@ -156,6 +156,8 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     request.kv_tokens = engine.kv_capacity(config.prompt_len, config.gen_len - 1, total_len) - 1;
     request.keeps_attention_scores =
         engine.keeps_attention_scores(config.prompt_len, config.gen_len - 1, total_len);
+    request.per_layer_budgets =
+        engine.budgets_differ_by_layer(config.prompt_len, config.gen_len - 1, total_len);
     request.multiprocessors = engine.device().multiprocessors();
     const PlanMemory needed = plan_memory(model, request, engine.placement(), config.batch);
     row.needed_gpu_bytes = needed.gpu;

@@ -186,6 +186,11 @@ class Engine {
     return block_policy(policy_budget(max_prompt, max_new, total_len))
         ->cache_slots(config_.num_layers);
   }
+  // Whether the policy's budgets differ by layer (pyramidkv), as PlanRequest::per_layer_budgets.
+  bool budgets_differ_by_layer(int max_prompt, int max_new, int total_len = 0) const {
+    return block_policy(policy_budget(max_prompt, max_new, total_len))
+               ->layer_policy(0, config_.num_layers) != nullptr;
+  }
   // What make_runner's KV cache costs per sequence, without allocating it.
   KvFootprint kv_footprint(int max_prompt, int max_new, int total_len = 0) const;
 

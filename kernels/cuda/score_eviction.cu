@@ -76,9 +76,9 @@ __global__ void __launch_bounds__(kThreads) score_prefill_keep_kernel(ScorePrefi
     const float* head0 = a.key_prob_sums + static_cast<std::int64_t>(b) * a.heads * seq + pad;
     for (int i = threadIdx.x; i < window_start; i += kThreads) {
       if (a.heads_mode == ScoreHeads::layer_mean) {
-        float total = 0.0f;
-        for (int g = 0; g < a.heads; ++g) total += head0[static_cast<std::int64_t>(g) * seq + i];
-        raw[i] = total / static_cast<float>(a.heads);
+        float sum = 0.0f;
+        for (int g = 0; g < a.heads; ++g) sum += head0[static_cast<std::int64_t>(g) * seq + i];
+        raw[i] = sum / static_cast<float>(a.heads);
       } else {
         raw[i] = sums[pad + i];
       }
@@ -90,9 +90,9 @@ __global__ void __launch_bounds__(kThreads) score_prefill_keep_kernel(ScorePrefi
         pooled[i] = raw[i];
         continue;
       }
-      float total = 0.0f;
-      for (int j = max(0, i - k / 2); j <= min(window_start - 1, i + k / 2); ++j) total += raw[j];
-      pooled[i] = total / static_cast<float>(k);
+      float sum = 0.0f;
+      for (int j = max(0, i - k / 2); j <= min(window_start - 1, i + k / 2); ++j) sum += raw[j];
+      pooled[i] = sum / static_cast<float>(k);
     }
     __syncthreads();
   }
