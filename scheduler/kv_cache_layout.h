@@ -39,11 +39,11 @@ struct KvCacheShape {
   int capacity = 1;                   // slots per (layer, sequence, head): the largest C + 1
   int max_prompt = 1;                 // the longest prefill
   bool keeps_attention_scores = false;
-  // The policy's budgets differ by layer (pyramidkv): a decode step's slot counts are per layer.
-  bool per_layer_budgets = false;
   bool cpu_attention = false;  // host-resident sequences attend on the CPU
   // Of the device (Device::multiprocessors): sizes decode attention's split; 0 = never splits.
   int multiprocessors = 0;
+  // The policy's budgets differ by layer (pyramidkv): a decode step's slot counts are per layer.
+  bool per_layer_budgets = false;
 };
 
 // How decode attention splits one GPU batch's caches (kernels/decode_split.h): over its

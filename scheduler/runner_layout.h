@@ -18,9 +18,9 @@ struct RunnerShape {
   int max_prompt = 1;   // the longest prefill
   int kv_capacity = 1;  // slots per (layer, sequence, head): the largest budget C + 1
   bool keeps_attention_scores = false;
-  bool per_layer_budgets = false;  // pyramidkv: KvCacheShape::per_layer_budgets
   BlockShape placement;     // GPU batches, KV placement, cpu attention, where hidden states live
   int multiprocessors = 0;  // of the device (Device::multiprocessors)
+  bool per_layer_budgets = false;  // pyramidkv: KvCacheShape::per_layer_budgets
 };
 
 // Rows of the output head's chunk: one GPU batch, at least 64.
