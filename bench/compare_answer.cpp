@@ -14,6 +14,7 @@ namespace {
 constexpr double kAccuracyPoints = 0.05;   // absolute accuracy below full's
 constexpr double kPerplexityRatio = 0.05;  // relative perplexity above full's
 constexpr double kCopyNats = 0.1;          // mean log-probability below full's
+constexpr double kAgreement = 0.9;         // share of greedy tokens equal to full's
 // A task full itself answers less often than this cannot judge a policy: the model cannot do it.
 constexpr double kTaskFloor = 0.5;
 
@@ -52,8 +53,9 @@ std::string gains(const CompareCell& cell, const CompareCell& full, std::uint64_
 }  // namespace
 
 const char* const kQualityRule =
-    "each task's accuracy at most 5 points below full's, perplexity at most 5% above full's, and "
-    "the copy task's mean log-probability at most 0.1 below full's";
+    "each task's accuracy at most 5 points below full's, perplexity at most 5% above full's, "
+    "greedy continuations at least 90% the same tokens as full's, and the copy task's mean "
+    "log-probability at most 0.1 below full's";
 
 std::vector<PooledTask> pool_tasks(const CompareCell& cell) {
   std::vector<PooledTask> pooled;
@@ -92,6 +94,10 @@ QualityVsFull quality_vs_full(const CompareCell& cell, const CompareCell& full) 
     const double ratio = cell.perplexity / full.perplexity;
     consider((1.0 + kPerplexityRatio - ratio) / kPerplexityRatio,
              fmt::format("perplexity {:+.1f}% against full's", 100 * (ratio - 1)));
+  }
+  if (std::isfinite(cell.agreement)) {
+    consider((cell.agreement - kAgreement) / (1.0 - kAgreement),
+             fmt::format("greedy agreement {:.1f}% with full", 100 * cell.agreement));
   }
   const std::vector<PooledTask> mine = pool_tasks(cell), theirs = pool_tasks(full);
   for (const PooledTask& t : mine) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "bench/task_eval.h"
 
 namespace offgen::bench {
@@ -20,6 +22,7 @@ CompareCell cell(PolicyKind policy, double budget, int c, int passkey_correct, d
   out.throughput.config = {8, 512, 32};
   out.tokens_per_second = {100.0};
   out.perplexity = ppl;
+  out.agreement = std::nan("");
   // 40 passkey samples over two depths.
   out.tasks.push_back({LongContextTask::passkey, 1000, 0.0, 20, passkey_correct / 2});
   out.tasks.push_back(
@@ -62,6 +65,18 @@ TEST(CompareAnswer, PerplexityAloneDecidesWhenItIsTheOnlyMeasure) {
   EXPECT_TRUE(quality_vs_full(ok, full).keeps);
   EXPECT_FALSE(quality_vs_full(bad, full).keeps);
   EXPECT_NE(quality_vs_full(bad, full).worst.find("perplexity +6.0%"), std::string::npos);
+}
+
+TEST(CompareAnswer, GreedyAgreementBelowNinetyPercentDoesNotKeepQuality) {
+  CompareCell full = cell(PolicyKind::full, 0, 1024, 38, 20.0);
+  CompareCell close = cell(PolicyKind::local, 0.2, 205, 38, 20.0);
+  full.agreement = 1.0;
+  close.agreement = 0.92;
+  EXPECT_TRUE(quality_vs_full(close, full).keeps);
+  close.agreement = 0.686;
+  const QualityVsFull q = quality_vs_full(close, full);
+  EXPECT_FALSE(q.keeps);
+  EXPECT_EQ(q.worst, "greedy agreement 68.6% with full");
 }
 
 TEST(CompareAnswer, ATaskFullCannotDoJudgesNoPolicy) {
