@@ -51,6 +51,17 @@ int needle_offset(double depth, int room) {
   return static_cast<int>(std::lround(depth * room));
 }
 
+// BOS, the context with `needle` inserted after its first `at` tokens.
+std::vector<std::int32_t> context_with_needle(std::int32_t bos,
+                                              std::span<const std::int32_t> context, int at,
+                                              std::span<const std::int32_t> needle) {
+  std::vector<std::int32_t> tokens{bos};
+  append(tokens, context.first(static_cast<std::size_t>(at)));
+  append(tokens, needle);
+  append(tokens, context.subspan(static_cast<std::size_t>(at)));
+  return tokens;
+}
+
 void check_room(LongContextTask task, int length, int room, int fixed) {
   OFFGEN_CHECK(room >= 0,
                "a {} sample of {} tokens cannot hold its needle and question ({} tokens with the "
@@ -73,10 +84,7 @@ TaskSample passkey(const TaskGrid& grid, int length, double depth, int index,
   const int at = needle_offset(depth, room);
 
   TaskSample s;
-  s.tokens.push_back(bos);
-  append(s.tokens, context.first(static_cast<std::size_t>(at)));
-  append(s.tokens, needle);
-  append(s.tokens, context.subspan(static_cast<std::size_t>(at)));
+  s.tokens = context_with_needle(bos, context, at, needle);
   append(s.tokens, question);
   s.answer = tokenizer.encode(fmt::format(" {}", key));
   s.distance = room - at;
@@ -141,10 +149,7 @@ TaskSample copy(const TaskGrid& grid, int length, double depth, int index,
   const int at = needle_offset(depth, room);
 
   TaskSample s;
-  s.tokens.push_back(bos);
-  append(s.tokens, context.first(static_cast<std::size_t>(at)));
-  append(s.tokens, span);
-  append(s.tokens, context.subspan(static_cast<std::size_t>(at)));
+  s.tokens = context_with_needle(bos, context, at, span);
   s.scored_from = static_cast<int>(s.tokens.size());
   append(s.tokens, span);
   s.distance = room - at;

@@ -152,14 +152,23 @@ TEST(CompareCommand, LoadsTheModelOnceForTheWholeGrid) {
 // --tasks on the shipped checkpoint: every cell answers the same samples, results.json holds a
 // score per (task, length, depth), report.md opens with its answer and has a table per task, and
 // the throughput case ran --repeats times.
-TEST(CompareCommand, TasksRunOnEveryCellAndTheReportLeadsWithItsAnswer) {
-  const std::filesystem::path model =
-      test::data_dir().parent_path().parent_path() / "models" / "opt-tiny-kjv-docs";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model;
-  test::TempDir dir;
+// compare's options on the shipped checkpoint (models/opt-tiny-kjv-docs), the cpu device.
+cli::CompareCommandOptions on_shipped_model(const std::filesystem::path& model) {
   cli::CompareCommandOptions options;
   options.common.model = model.string();
   options.common.device = "cpu";
+  return options;
+}
+
+std::filesystem::path shipped_model() {
+  return test::data_dir().parent_path().parent_path() / "models" / "opt-tiny-kjv-docs";
+}
+
+TEST(CompareCommand, TasksRunOnEveryCellAndTheReportLeadsWithItsAnswer) {
+  const std::filesystem::path model = shipped_model();
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model;
+  test::TempDir dir;
+  cli::CompareCommandOptions options = on_shipped_model(model);
   options.policies = {"local"};
   options.budgets = {0.5};
   options.batch = 2;
@@ -200,13 +209,10 @@ TEST(CompareCommand, TasksRunOnEveryCellAndTheReportLeadsWithItsAnswer) {
 }
 
 TEST(CompareCommand, TasksNeedATextAndLengthsTheModelHolds) {
-  const std::filesystem::path model =
-      test::data_dir().parent_path().parent_path() / "models" / "opt-tiny-kjv-docs";
+  const std::filesystem::path model = shipped_model();
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "no " << model;
   test::TempDir dir;
-  cli::CompareCommandOptions options;
-  options.common.model = model.string();
-  options.common.device = "cpu";
+  cli::CompareCommandOptions options = on_shipped_model(model);
   options.tasks = {"passkey"};
   options.output = (dir.path() / "report").string();
   EXPECT_NE(test::error_of([&] { cli::run_compare(options); }).find("--tasks needs a text"),
