@@ -169,8 +169,8 @@ def heatmaps(plt, results, name):
         return None
     cols = min(4, len(cells))
     rows = (len(cells) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.4 * rows + 0.6), dpi=100,
-                             squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.8 * rows + 0.8), dpi=100,
+                             squeeze=False, gridspec_kw={"hspace": 0.55, "wspace": 0.3})
     copy = name == "copy"
     top = 100.0
     if copy:
