@@ -29,6 +29,7 @@ EngineOptions options_for(const std::string& model, DeviceChoice device, PolicyK
   options.placement.gpu_batch = 4;
   options.policy.kind = policy;
   options.policy.sinks = 2;
+  options.policy.observation_window = 2;  // snapkv, pyramidkv: a window that fits 6 tokens
   options.kv_budget = budget;
   return options;
 }
@@ -96,7 +97,10 @@ INSTANTIATE_TEST_SUITE_P(
                       ParityCase{"tiny-bf16-noprefix", PolicyKind::full, KvBudget{}},
                       ParityCase{"tiny-preln", PolicyKind::local, KvBudget::tokens(6)},
                       ParityCase{"tiny-preln", PolicyKind::h2o, KvBudget::tokens(6)},
-                      ParityCase{"tiny-preln", PolicyKind::streaming, KvBudget::tokens(6)}),
+                      ParityCase{"tiny-preln", PolicyKind::streaming, KvBudget::tokens(6)},
+                      ParityCase{"tiny-preln", PolicyKind::tova, KvBudget::tokens(6)},
+                      ParityCase{"tiny-preln", PolicyKind::snapkv, KvBudget::tokens(6)},
+                      ParityCase{"tiny-preln", PolicyKind::pyramidkv, KvBudget::tokens(6)}),
     [](const auto& param) {
       std::string name =
           std::string(param.param.model) + "_" + std::string(policy_name(param.param.policy));
