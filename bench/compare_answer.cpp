@@ -59,23 +59,10 @@ const char* const kQualityRule =
 
 std::vector<PooledTask> pool_tasks(const CompareCell& cell) {
   std::vector<PooledTask> pooled;
-  std::map<LongContextTask, std::uint64_t> scored;
   for (const TaskScore& s : cell.tasks) {
-    auto it = std::find_if(pooled.begin(), pooled.end(),
-                           [&](const PooledTask& p) { return p.task == s.task; });
-    if (it == pooled.end()) {
-      pooled.push_back({s.task});
-      it = pooled.end() - 1;
-    }
-    it->samples += s.samples;
-    it->correct += s.correct;
-    if (s.scored_tokens > 0) {
-      it->mean_logprob += s.mean_logprob * static_cast<double>(s.scored_tokens);
-      scored[s.task] += s.scored_tokens;
-    }
-  }
-  for (PooledTask& p : pooled) {
-    if (scored[p.task] > 0) p.mean_logprob /= static_cast<double>(scored[p.task]);
+    const bool seen = std::any_of(pooled.begin(), pooled.end(),
+                                  [&](const PooledTask& p) { return p.task == s.task; });
+    if (!seen) pooled.push_back(pool_scores(cell.tasks, s.task));
   }
   return pooled;
 }
@@ -121,8 +108,7 @@ QualityVsFull quality_vs_full(const CompareCell& cell, const CompareCell& full) 
   return q;
 }
 
-std::string compare_answer(const CompareResult& result, const CompareOptions& options) {
-  (void)options;
+std::string compare_answer(const CompareResult& result) {
   if (result.cells.empty()) return "No cell ran.";
   const CompareCell& full = result.cells.front();
   if (!ok(full)) {

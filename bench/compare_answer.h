@@ -11,13 +11,7 @@
 
 namespace offgen::bench {
 
-// A task's result pooled over its lengths and depths.
-struct PooledTask {
-  LongContextTask task = LongContextTask::passkey;
-  int samples = 0;
-  int correct = 0;
-  double mean_logprob = 0.0;  // copy
-};
+// Each task of the cell pooled over its lengths and depths, in the order the tasks ran.
 std::vector<PooledTask> pool_tasks(const CompareCell& cell);
 
 // How a cell's quality compares with full's: whether every measure stays within the rule, and a
@@ -35,6 +29,6 @@ QualityVsFull quality_vs_full(const CompareCell& cell, const CompareCell& full);
 extern const char* const kQualityRule;
 
 // The paragraph (markdown, no heading).
-std::string compare_answer(const CompareResult& result, const CompareOptions& options);
+std::string compare_answer(const CompareResult& result);
 
 }  // namespace offgen::bench

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "bench/compare_answer.h"
@@ -113,22 +114,11 @@ std::string task_table(const CompareResult& result, const CompareOptions& option
   for (const CompareCell& cell : result.cells) {
     if (!cell.error.empty()) continue;
     md += fmt::format("| {} | {} |", policy_name(cell.policy), budget_label(cell));
-    auto pooled = [&](auto&& match) {
-      int samples = 0, correct = 0;
-      double logprob = 0.0;
-      std::uint64_t scored = 0;
-      for (const TaskScore& t : cell.tasks) {
-        if (t.task != task || !match(t)) continue;
-        samples += t.samples;
-        correct += t.correct;
-        if (t.scored_tokens > 0) {
-          logprob += t.mean_logprob * static_cast<double>(t.scored_tokens);
-          scored += t.scored_tokens;
-        }
-      }
-      if (samples == 0) return std::string(" - |");
-      if (copy) return fmt::format(" {} |", fixed(logprob / static_cast<double>(scored), 3));
-      return fmt::format(" {:.0f}% |", 100.0 * correct / samples);
+    auto pooled = [&](const std::function<bool(const TaskScore&)>& keep) {
+      const PooledTask t = pool_scores(cell.tasks, task, keep);
+      if (t.samples == 0) return std::string(" - |");
+      if (copy) return fmt::format(" {} |", fixed(t.mean_logprob, 3));
+      return fmt::format(" {:.0f}% |", 100.0 * t.correct / t.samples);
     };
     for (const double d : g.depths) md += pooled([&](const TaskScore& t) { return t.depth == d; });
     for (const int l : g.lengths) md += pooled([&](const TaskScore& t) { return t.length == l; });
@@ -197,7 +187,7 @@ nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOp
           {"kv_memory_bytes", result.kv_memory},
           {"complete", result.complete()},
           {"cells_planned", result.cells_planned},
-          {"answer", compare_answer(result, options)},
+          {"answer", compare_answer(result)},
           {"throughput_repeats", options.repeats},
           {"tasks",
            {{"names", task_names(options)},
@@ -216,7 +206,7 @@ nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOp
 std::string compare_markdown(const CompareResult& result, const CompareOptions& options) {
   const BenchCase& c = options.throughput;
   std::string md = fmt::format("# KV policy comparison: {}\n\n", result.model);
-  md += compare_answer(result, options) + "\n\n";
+  md += compare_answer(result) + "\n\n";
   md += fmt::format(
       "Device: {}. Throughput case: batch {}, prompt {}, gen {} (synthetic prompts, EOS "
       "ignored), run {} times per cell: the median generated tokens/s, the spread of the runs in "

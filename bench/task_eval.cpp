@@ -96,6 +96,24 @@ std::vector<TaskScore> run_task_samples(Engine& engine, std::span<const TaskSamp
   return scores;
 }
 
+PooledTask pool_scores(std::span<const TaskScore> scores, LongContextTask task,
+                       const std::function<bool(const TaskScore&)>& keep) {
+  PooledTask pooled{task};
+  double logprob_sum = 0.0;
+  std::uint64_t scored = 0;
+  for (const TaskScore& s : scores) {
+    if (s.task != task || (keep && !keep(s))) continue;
+    pooled.samples += s.samples;
+    pooled.correct += s.correct;
+    if (s.scored_tokens > 0) {
+      logprob_sum += s.mean_logprob * static_cast<double>(s.scored_tokens);
+      scored += s.scored_tokens;
+    }
+  }
+  pooled.mean_logprob = scored > 0 ? logprob_sum / static_cast<double>(scored) : std::nan("");
+  return pooled;
+}
+
 Interval wilson_interval(int correct, int samples) {
   if (samples <= 0) return {0.0, 1.0};
   const double z = 1.959963984540054;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -28,6 +29,18 @@ struct TaskScore {
 // One score per (task, length, depth) in the order the samples come (make_task_samples' order).
 // A sample the engine rejects is an error (the tasks are built to fit the model).
 std::vector<TaskScore> run_task_samples(Engine& engine, std::span<const TaskSample> samples);
+
+// One task's scores pooled over some of its (length, depth) cells: answers summed, the copy
+// log-probability weighted by the tokens each cell scored (NaN when none did).
+struct PooledTask {
+  LongContextTask task = LongContextTask::passkey;
+  int samples = 0;
+  int correct = 0;
+  double mean_logprob = 0.0;  // copy
+};
+// Pools the scores of `task` that `keep` accepts (all of them when it is empty).
+PooledTask pool_scores(std::span<const TaskScore> scores, LongContextTask task,
+                       const std::function<bool(const TaskScore&)>& keep = {});
 
 // The Wilson score interval (95%) of `correct` successes in `samples` trials: what an accuracy
 // could be given this many samples, so two policies differ only where their intervals part.

@@ -47,7 +47,7 @@ TEST(CompareAnswer, NamesTheCheapestCellThatKeepsQualityAndThePoliciesThatNeverD
       cell(PolicyKind::h2o, 0.2, 205, 37, 20.4),
       cell(PolicyKind::h2o, 0.5, 512, 38, 20.0),
   });
-  const std::string text = compare_answer(r, CompareOptions{});
+  const std::string text = compare_answer(r);
   EXPECT_EQ(text.find("**h2o at budget 0.2** (C = 205 tokens)"), 0u) << text;
   EXPECT_NE(text.find("local does not keep quality at any budget tried; at its best (budget "
                       "0.5) passkey 55% against full's 95%"),
@@ -84,7 +84,7 @@ TEST(CompareAnswer, ATaskFullCannotDoJudgesNoPolicy) {
       cell(PolicyKind::full, 0, 1024, 2, 20.0),
       cell(PolicyKind::local, 0.1, 103, 0, 20.1),
   });
-  const std::string text = compare_answer(r, CompareOptions{});
+  const std::string text = compare_answer(r);
   EXPECT_EQ(text.find("**local at budget 0.1**"), 0u) << text;
   EXPECT_NE(text.find("Full itself answers passkey (5%) below 50%"), std::string::npos) << text;
 }
@@ -96,7 +96,7 @@ TEST(CompareAnswer, WithoutAnyQualityMeasureItSaysSo) {
     c->tasks.clear();
     c->perplexity = std::nan("");
   }
-  EXPECT_NE(compare_answer(result({full, local}), CompareOptions{}).find("No quality was measured"),
+  EXPECT_NE(compare_answer(result({full, local})).find("No quality was measured"),
             std::string::npos);
 }
 
