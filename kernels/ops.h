@@ -16,6 +16,7 @@
 #include "kernels/kv_cache_args.h"
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
+#include "kernels/quantize_args.h"
 #include "kernels/sampling_args.h"
 #include "kernels/softmax_args.h"
 
@@ -51,6 +52,13 @@ class Ops {
   // the probabilities. Semantics: kernels/eviction_args.h.
   virtual void score_prefill_keep(const kernels::ScorePrefillArgs& args) = 0;
   virtual void score_decode_update(const kernels::ScoreDecodeArgs& args) = 0;
+
+  // FlexGen's 4-bit group-wise compression (kernels/quantize_args.h): weights and KV are kept and
+  // moved packed, and expanded to fp16 where the kernels read them.
+  virtual void quantize(const kernels::QuantizeArgs& args) = 0;
+  virtual void dequantize(const kernels::DequantizeArgs& args) = 0;
+  // A decode step's new token of every (sequence, head) into a packed KV cache.
+  virtual void quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) = 0;
 };
 
 }  // namespace offgen

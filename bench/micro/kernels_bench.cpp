@@ -8,6 +8,7 @@
 #include "engine/core/half.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/quantize.h"
 #include "kernels/cpu/sampling.h"
 
 namespace {
@@ -129,6 +130,100 @@ void SampleRows(benchmark::State& state) {
 BENCHMARK(SampleRows)
     ->ArgsProduct({{0, 1, 2, 3}, {1, 0}})
     ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// FlexGen's 4-bit weights expanded to fp16, as every forward pass does per decoder layer:
+// opt-1.3b's fc1 [8192, 2048] grouped along its 8192 rows.
+void Dequantize(benchmark::State& state) {
+  const offgen::kernels::QuantShape shape{.outer = 1, .dim = 8192, .inner = 2048};
+  const auto w = random_halves(static_cast<std::size_t>(shape.values()), 0.05f);
+  std::vector<std::uint8_t> data(static_cast<std::size_t>(shape.data_bytes()));
+  std::vector<Half> params(static_cast<std::size_t>(shape.param_count()));
+  offgen::kernels::cpu::quantize(
+      {.x = w.data(), .data = data.data(), .params = params.data(), .shape = shape});
+  std::vector<Half> out(w.size());
+  for (auto _ : state) {
+    offgen::kernels::cpu::dequantize(
+        {.data = data.data(), .params = params.data(), .x = out.data(), .shape = shape});
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["values/s"] = benchmark::Counter(static_cast<double>(shape.values()),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["out GB/s"] = benchmark::Counter(
+      static_cast<double>(shape.values()) * sizeof(Half),
+      benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(Dequantize)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A packed KV cache expanded to fp16 (FlexGen's compressed cache, read by attention): batch 8, 32
+// heads of 64, 512 slots; each row one group.
+void DequantizeKv(benchmark::State& state) {
+  const offgen::kernels::QuantShape shape{.outer = 8 * 32 * 512, .dim = 64, .inner = 1};
+  const auto kv = random_halves(static_cast<std::size_t>(shape.values()), 1.0f);
+  std::vector<std::uint8_t> data(static_cast<std::size_t>(shape.data_bytes()));
+  std::vector<Half> params(static_cast<std::size_t>(shape.param_count()));
+  offgen::kernels::cpu::quantize(
+      {.x = kv.data(), .data = data.data(), .params = params.data(), .shape = shape});
+  std::vector<Half> out(kv.size());
+  for (auto _ : state) {
+    offgen::kernels::cpu::dequantize(
+        {.data = data.data(), .params = params.data(), .x = out.data(), .shape = shape});
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["values/s"] = benchmark::Counter(static_cast<double>(shape.values()),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(DequantizeKv)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same weight packed once (what loading a model with int4 weights does).
+void Quantize(benchmark::State& state) {
+  const offgen::kernels::QuantShape shape{.outer = 1, .dim = 8192, .inner = 2048};
+  const auto w = random_halves(static_cast<std::size_t>(shape.values()), 0.05f);
+  std::vector<std::uint8_t> data(static_cast<std::size_t>(shape.data_bytes()));
+  std::vector<Half> params(static_cast<std::size_t>(shape.param_count()));
+  for (auto _ : state) {
+    offgen::kernels::cpu::quantize(
+        {.x = w.data(), .data = data.data(), .params = params.data(), .shape = shape});
+    benchmark::DoNotOptimize(data.data());
+  }
+  state.counters["values/s"] = benchmark::Counter(static_cast<double>(shape.values()),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(Quantize)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// A decode step's new k (or v) row of every (sequence, head) into a packed KV cache: args batch,
+// heads, head_dim (opt-1.3b: 32 heads of 64; opt-30b: 56 of 128), capacity 512.
+void QuantizeKvSlots(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  const int heads = static_cast<int>(state.range(1));
+  const int head_dim = static_cast<int>(state.range(2));
+  const int capacity = 512;
+  const offgen::kernels::QuantShape row{.outer = 1, .dim = head_dim, .inner = 1};
+  const auto rows = static_cast<std::size_t>(batch) * heads * capacity;
+  const auto cache = random_halves(rows * static_cast<std::size_t>(head_dim), 1.0f);
+  std::vector<std::uint8_t> data(rows * static_cast<std::size_t>(row.data_bytes()));
+  std::vector<Half> params(rows * static_cast<std::size_t>(row.param_count()));
+  std::vector<std::int32_t> slots(static_cast<std::size_t>(batch * heads));
+  for (std::size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<std::int32_t>(i % capacity);
+  for (auto _ : state) {
+    offgen::kernels::cpu::quantize_kv_slots({.cache = cache.data(),
+                                             .write_slot = slots.data(),
+                                             .data = data.data(),
+                                             .params = params.data(),
+                                             .batch = batch,
+                                             .heads = heads,
+                                             .capacity = capacity,
+                                             .head_dim = head_dim});
+    benchmark::DoNotOptimize(data.data());
+  }
+  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(batch * heads),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(QuantizeKvSlots)
+    ->Args({8, 32, 64})
+    ->Args({64, 32, 64})
+    ->Args({8, 56, 128})
+    ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/quantize.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cpu/score_eviction.h"
 #include "kernels/cpu/softmax.h"
@@ -71,6 +72,18 @@ void CpuOps::argmax_rows(const kernels::ArgmaxRowsArgs& args) {
 
 void CpuOps::sample_rows(const kernels::SampleRowsArgs& args) {
   enqueue<cpu::sample_rows, ref::sample_rows>(args);
+}
+
+void CpuOps::quantize(const kernels::QuantizeArgs& args) {
+  enqueue<cpu::quantize, ref::quantize>(args);
+}
+
+void CpuOps::dequantize(const kernels::DequantizeArgs& args) {
+  enqueue<cpu::dequantize, ref::dequantize>(args);
+}
+
+void CpuOps::quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) {
+  enqueue<cpu::quantize_kv_slots, ref::quantize_kv_slots>(args);
 }
 
 // The policy code (policies/*_policy.cpp) is the reference these kernels are tested against,

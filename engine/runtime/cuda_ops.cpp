@@ -8,6 +8,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/cuda/quantize.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/score_eviction.h"
 #include "kernels/cuda/softmax.h"
@@ -81,6 +82,18 @@ void CudaOps::score_prefill_keep(const kernels::ScorePrefillArgs& args) {
 
 void CudaOps::score_decode_update(const kernels::ScoreDecodeArgs& args) {
   cuda::score_decode_update(args, stream_);
+}
+
+void CudaOps::quantize(const kernels::QuantizeArgs& args) {
+  cuda::quantize(args, stream_);
+}
+
+void CudaOps::dequantize(const kernels::DequantizeArgs& args) {
+  cuda::dequantize(args, stream_);
+}
+
+void CudaOps::quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) {
+  cuda::quantize_kv_slots(args, stream_);
 }
 
 std::unique_ptr<Ops> make_cuda_ops(Device& device) {

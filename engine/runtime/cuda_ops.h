@@ -31,6 +31,9 @@ class CudaOps final : public Ops {
   void sample_rows(const kernels::SampleRowsArgs& args) override;
   void score_prefill_keep(const kernels::ScorePrefillArgs& args) override;
   void score_decode_update(const kernels::ScoreDecodeArgs& args) override;
+  void quantize(const kernels::QuantizeArgs& args) override;
+  void dequantize(const kernels::DequantizeArgs& args) override;
+  void quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) override;
 
  private:
   cudaStream_t stream_;

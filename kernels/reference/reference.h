@@ -13,6 +13,7 @@
 #include "kernels/kv_cache_args.h"
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
+#include "kernels/quantize_args.h"
 #include "kernels/sampling_args.h"
 #include "kernels/softmax_args.h"
 
@@ -47,5 +48,11 @@ void append_kv(const AppendKvArgs& args);
 // sampling.h
 void sample_rows(const SampleRowsArgs& args);
 void argmax_rows(const ArgmaxRowsArgs& args);
+
+// quantize.h (FlexGen's 4-bit groups; exact, so no double arithmetic: each step rounds as
+// kernels/quantize_args.h says)
+void quantize(const QuantizeArgs& args);
+void dequantize(const DequantizeArgs& args);
+void quantize_kv_slots(const QuantizeKvSlotsArgs& args);
 
 }  // namespace offgen::kernels::reference

@@ -17,6 +17,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/cuda/quantize.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/score_eviction.h"
 #include "kernels/cuda/softmax.h"
@@ -381,6 +382,51 @@ void score_decode_update(const kernels::ScoreDecodeArgs& args) {
   d_write_slot.copy_back(args.write_slot, "score_decode_update write_slot");
 }
 
+void quantize(const kernels::QuantizeArgs& args) {
+  auto d_x = device_copy(args.x, args.shape.values());
+  auto d_data = device_copy(args.data, args.shape.data_bytes());
+  auto d_params = device_copy(args.params, args.shape.param_count());
+  kernels::QuantizeArgs d = args;
+  d.x = d_x.data();
+  d.data = d_data.data();
+  d.params = d_params.data();
+  cuda::quantize(d, test_stream());
+  finish();
+  d_data.copy_back(args.data, "quantize data");
+  d_params.copy_back(args.params, "quantize params");
+}
+
+void dequantize(const kernels::DequantizeArgs& args) {
+  auto d_data = device_copy(args.data, args.shape.data_bytes());
+  auto d_params = device_copy(args.params, args.shape.param_count());
+  auto d_x = device_copy(args.x, args.shape.values());
+  kernels::DequantizeArgs d = args;
+  d.data = d_data.data();
+  d.params = d_params.data();
+  d.x = d_x.data();
+  cuda::dequantize(d, test_stream());
+  finish();
+  d_x.copy_back(args.x, "dequantize");
+}
+
+void quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) {
+  const std::int64_t rows = std::int64_t{args.batch} * args.heads * args.capacity;
+  const kernels::QuantShape row{.outer = 1, .dim = args.head_dim, .inner = 1};
+  auto d_cache = device_copy(args.cache, rows * args.head_dim);
+  auto d_slots = device_copy(args.write_slot, std::int64_t{args.batch} * args.heads);
+  auto d_data = device_copy(args.data, rows * row.data_bytes());
+  auto d_params = device_copy(args.params, rows * row.param_count());
+  kernels::QuantizeKvSlotsArgs d = args;
+  d.cache = d_cache.data();
+  d.write_slot = d_slots.data();
+  d.data = d_data.data();
+  d.params = d_params.data();
+  cuda::quantize_kv_slots(d, test_stream());
+  finish();
+  d_data.copy_back(args.data, "quantize_kv_slots data");
+  d_params.copy_back(args.params, "quantize_kv_slots params");
+}
+
 }  // namespace
 
 std::vector<const KernelSet*> kernel_sets_under_test() {
@@ -402,6 +448,9 @@ std::vector<const KernelSet*> kernel_sets_under_test() {
                                   argmax_rows,
                                   score_prefill_keep,
                                   score_decode_update,
+                                  quantize,
+                                  dequantize,
+                                  quantize_kv_slots,
                                   /*exact_sampling=*/false};
   return {&cuda_set};
 }

@@ -8,6 +8,7 @@
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/quantize.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cpu/score_eviction.h"
 #include "kernels/cpu/softmax.h"
@@ -36,6 +37,9 @@ KernelSet cpu_set(std::string name, std::string isa) {
           cpu::argmax_rows,
           cpu::score_prefill_keep,
           cpu::score_decode_update,
+          cpu::quantize,
+          cpu::dequantize,
+          cpu::quantize_kv_slots,
           /*exact_sampling=*/true};
 }
 

@@ -29,6 +29,7 @@
 #include "kernels/kv_cache_args.h"
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
+#include "kernels/quantize_args.h"
 #include "kernels/sampling_args.h"
 #include "kernels/softmax_args.h"
 
@@ -59,6 +60,9 @@ struct KernelSet {
   Fn<void(const kernels::ArgmaxRowsArgs&)> argmax_rows;
   Fn<void(const kernels::ScorePrefillArgs&)> score_prefill_keep;
   Fn<void(const kernels::ScoreDecodeArgs&)> score_decode_update;
+  Fn<void(const kernels::QuantizeArgs&)> quantize;
+  Fn<void(const kernels::DequantizeArgs&)> dequantize;
+  Fn<void(const kernels::QuantizeKvSlotsArgs&)> quantize_kv_slots;
   // Whether the set's sampler computes exp and its sums as the reference does, so every pick
   // equals the reference's (the CPU kernels); otherwise picks may differ where a running sum
   // lands within rounding of a threshold (kernels/sampling_args.h).
