@@ -88,18 +88,25 @@ void measure_throughput(Engine& engine, const CompareOptions& options, CompareCe
 }  // namespace
 
 void run_compare(
-    const CompareOptions& options, Engine& engine, CompareResult& result,
+    const CompareOptions& options, const EngineFor& engine_for, CompareResult& result,
     const std::function<void(std::size_t, std::size_t, const CompareCell&)>& progress) {
   struct Spec {
+    Compression compression;
     PolicyKind policy;
     KvBudget budget;
   };
-  std::vector<Spec> grid = {{PolicyKind::full, KvBudget{}}};
-  for (PolicyKind policy : options.policies) {
-    if (policy == PolicyKind::full) continue;
-    for (const KvBudget& budget : options.budgets) grid.push_back({policy, budget});
+  const std::vector<Compression> storages = options.storages.empty()
+                                                ? std::vector<Compression>{options.base.compression}
+                                                : options.storages;
+  std::vector<Spec> grid;
+  for (const Compression& storage : storages) {
+    grid.push_back({storage, PolicyKind::full, KvBudget{}});
+    for (PolicyKind policy : options.policies) {
+      if (policy == PolicyKind::full) continue;
+      for (const KvBudget& budget : options.budgets) grid.push_back({storage, policy, budget});
+    }
   }
-  OFFGEN_CHECK_NAMING(grid.size() > 1 || options.policies.empty() ||
+  OFFGEN_CHECK_NAMING(grid.size() > storages.size() || options.policies.empty() ||
                           std::all_of(options.policies.begin(), options.policies.end(),
                                       [](PolicyKind p) { return p == PolicyKind::full; }),
                       [](ParameterNamer name) {
@@ -107,17 +114,23 @@ void run_compare(
                                            name(Parameter::kv_budget));
                       });
 
-  result.model = engine.model_description();
-  result.device = engine.device().name();
+  {
+    Engine& first = engine_for(storages.front());
+    result.model = first.model_description();
+    result.device = first.device().name();
+  }
   result.cells_planned = grid.size();
   std::vector<GenerationResult> reference;
   const std::vector<GenerationRequest> continuations = continuation_requests(options);
   const BenchCase& c = options.throughput;
   for (std::size_t i = 0; i < grid.size(); ++i) {
     CompareCell cell;
+    cell.compression = grid[i].compression;
     cell.policy = grid[i].policy;
     cell.budget = grid[i].budget;
     try {
+      Engine& engine = engine_for(cell.compression);
+      engine.set_kv_storage(cell.compression.kv);
       PolicyOptions policy = options.base.policy;
       policy.kind = cell.policy;
       engine.set_policy(policy, cell.budget);
@@ -140,7 +153,7 @@ void run_compare(
       cell.scored_tokens = q.scored;
       if (!continuations.empty()) {
         const auto generated = engine.generate(continuations);
-        if (cell.policy == PolicyKind::full) reference = generated;
+        if (i == 0) reference = generated;  // full under the first storage setting
         cell.agreement = agreement(generated, reference);
       } else {
         cell.agreement = std::numeric_limits<double>::quiet_NaN();
@@ -150,8 +163,8 @@ void run_compare(
       throw;  // the run stops; the cell in flight is dropped
     } catch (const Error& e) {
       cell.error = e.what();
-      spdlog::warn("compare: {} at budget {}: {}", policy_name(cell.policy), cell.budget.value(),
-                   e.what());
+      spdlog::warn("compare: {} at budget {} ({}): {}", policy_name(cell.policy),
+                   cell.budget.value(), compression_setting(cell.compression), e.what());
     }
     result.cells.push_back(cell);
     if (progress) progress(i + 1, grid.size(), result.cells.back());

@@ -18,7 +18,11 @@
 namespace offgen::bench {
 
 struct CompareOptions {
-  EngineOptions base;                // model, device, budgets, placement (policy is replaced)
+  EngineOptions base;  // model, device, budgets, placement (policy is replaced)
+  // Storage settings compared (engine/core/compression.h), each over the whole policy grid; the
+  // first one's full is the reference every cell's agreement is measured against. Empty:
+  // base.compression alone.
+  std::vector<Compression> storages;
   std::vector<PolicyKind> policies;  // `full` is always added as the reference
   std::vector<KvBudget> budgets;     // the budgets of every policy but full
   BenchCase throughput{8, 512, 32};  // the throughput case each cell runs
@@ -42,6 +46,7 @@ struct CompareOptions {
 };
 
 struct CompareCell {
+  Compression compression;  // how the cell's engine stored weights and KV
   PolicyKind policy = PolicyKind::full;
   KvBudget budget;                        // the whole sequence for full
   int budget_tokens = 0;                  // C at the throughput case's lengths
@@ -70,12 +75,15 @@ struct CompareResult {
   bool complete() const { return cells.size() == cells_planned; }
 };
 
-// Runs the grid on `engine`, loaded with options.base (its policy is switched cell by cell),
-// appending each cell to `result` as it finishes, then calling `progress(done, total, cell)` (may
-// be empty). A cell that fails carries its error and the others still run; Interrupted (the
-// engine's interrupt check) ends the run, and `result` holds the cells that finished.
+// Runs the grid, each storage setting on `engine_for(setting)` (an engine loaded with
+// options.base and that setting's weight storage; its policy and KV storage are switched cell by
+// cell), appending each cell to `result` as it finishes, then calling
+// `progress(done, total, cell)` (may be empty). A cell that fails carries its error and the others
+// still run; Interrupted (the engine's interrupt check) ends the run, and `result` holds the cells
+// that finished.
+using EngineFor = std::function<Engine&(const Compression&)>;
 void run_compare(
-    const CompareOptions& options, Engine& engine, CompareResult& result,
+    const CompareOptions& options, const EngineFor& engine_for, CompareResult& result,
     const std::function<void(std::size_t, std::size_t, const CompareCell&)>& progress = {});
 
 }  // namespace offgen::bench

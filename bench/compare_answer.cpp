@@ -24,10 +24,14 @@ bool full_can_do(const PooledTask& full_task) {
           static_cast<double>(full_task.correct) / full_task.samples >= kTaskFloor);
 }
 
+// The budget, and the storage setting when it is not fp16 ("0.2 with int4-kv").
 std::string budget_text(const CompareCell& cell) {
-  return cell.budget.kind() == KvBudget::Kind::fraction
-             ? fmt::format("{:g}", cell.budget.value())
-             : fmt::format("{:g} tokens", cell.budget.value());
+  const std::string budget = cell.policy == PolicyKind::full ? std::string("whole")
+                             : cell.budget.kind() == KvBudget::Kind::fraction
+                                 ? fmt::format("{:g}", cell.budget.value())
+                                 : fmt::format("{:g} tokens", cell.budget.value());
+  if (cell.compression == Compression{}) return budget;
+  return fmt::format("{} with {}", budget, compression_setting(cell.compression));
 }
 
 std::string percent(double share) {
@@ -115,17 +119,19 @@ std::string compare_answer(const CompareResult& result) {
     return fmt::format("full, the reference, did not run ({}), so no policy can be judged.",
                        full.error.empty() ? full.throughput.error : full.error);
   }
-  // Per policy: its cells by ascending budget.
-  std::map<PolicyKind, std::vector<const CompareCell*>> by_policy;
+  // Per policy and storage setting: its cells by ascending budget.
+  std::map<std::pair<PolicyKind, std::string>, std::vector<const CompareCell*>> by_policy;
   for (std::size_t i = 1; i < result.cells.size(); ++i) {
-    by_policy[result.cells[i].policy].push_back(&result.cells[i]);
+    const CompareCell& cell = result.cells[i];
+    by_policy[{cell.policy, compression_setting(cell.compression)}].push_back(&cell);
   }
   if (by_policy.empty()) return "Only full ran: there is nothing to compare it with.";
 
   bool any_quality = false;
   const CompareCell* best = nullptr;
   std::vector<std::string> lines;
-  for (auto& [policy, cells] : by_policy) {
+  for (auto& [key, cells] : by_policy) {
+    const auto& [policy, setting] = key;
     std::sort(cells.begin(), cells.end(), [](const CompareCell* a, const CompareCell* b) {
       return a->budget_tokens < b->budget_tokens;
     });
@@ -142,10 +148,15 @@ std::string compare_answer(const CompareResult& result) {
         closest_q = q;
       }
     }
-    const std::string name(policy_name(policy));
+    const std::string name = setting == compression_setting(Compression{})
+                                 ? std::string(policy_name(policy))
+                                 : fmt::format("{} ({})", policy_name(policy), setting);
     if (smallest_keeping) {
-      lines.push_back(fmt::format("{} keeps quality down to budget {} (C = {} tokens).", name,
-                                  budget_text(*smallest_keeping), smallest_keeping->budget_tokens));
+      lines.push_back(policy == PolicyKind::full
+                          ? fmt::format("{} keeps quality.", name)
+                          : fmt::format("{} keeps quality down to budget {} (C = {} tokens).", name,
+                                        budget_text(*smallest_keeping),
+                                        smallest_keeping->budget_tokens));
       if (!best || smallest_keeping->kv_per_sequence < best->kv_per_sequence ||
           (smallest_keeping->kv_per_sequence == best->kv_per_sequence &&
            smallest_keeping->throughput.generated_tokens_per_second() >

@@ -25,6 +25,12 @@ nlohmann::ordered_json number(double value) {
   return std::isfinite(value) ? nlohmann::ordered_json(value) : nlohmann::ordered_json(nullptr);
 }
 
+// The policy, and the storage setting when it is not fp16 ("h2o, int4-kv").
+std::string policy_label(const CompareCell& cell) {
+  if (cell.compression == Compression{}) return std::string(policy_name(cell.policy));
+  return fmt::format("{}, {}", policy_name(cell.policy), compression_setting(cell.compression));
+}
+
 std::string budget_label(const CompareCell& cell) {
   if (cell.policy == PolicyKind::full) return "whole";
   return cell.budget.kind() == KvBudget::Kind::fraction
@@ -113,7 +119,7 @@ std::string task_table(const CompareResult& result, const CompareOptions& option
   md += "\n" + rule + "\n";
   for (const CompareCell& cell : result.cells) {
     if (!cell.error.empty()) continue;
-    md += fmt::format("| {} | {} |", policy_name(cell.policy), budget_label(cell));
+    md += fmt::format("| {} | {} |", policy_label(cell), budget_label(cell));
     auto pooled = [&](const std::function<bool(const TaskScore&)>& keep) {
       const PooledTask t = pool_scores(cell.tasks, task, keep);
       if (t.samples == 0) return std::string(" - |");
@@ -127,12 +133,58 @@ std::string task_table(const CompareResult& result, const CompareOptions& option
   return md;
 }
 
+// With more than one storage setting: a row per policy and budget, a column per setting, each
+// cell its perplexity and greedy agreement with the reference (full under the first setting).
+std::string storage_table(const CompareResult& result) {
+  std::vector<Compression> settings;
+  for (const CompareCell& cell : result.cells) {
+    if (std::find(settings.begin(), settings.end(), cell.compression) == settings.end()) {
+      settings.push_back(cell.compression);
+    }
+  }
+  if (settings.size() < 2) return {};
+  std::string md =
+      "\n## Quality by storage: perplexity (greedy agreement with the first setting's full)\n\n"
+      "| policy | budget |";
+  std::string rule = "|---|---|";
+  for (const Compression& setting : settings) {
+    md += fmt::format(" {} |", compression_setting(setting));
+    rule += "---|";
+  }
+  md += "\n" + rule + "\n";
+  std::vector<const CompareCell*> rows;  // one per (policy, budget), in first-seen order
+  for (const CompareCell& cell : result.cells) {
+    const bool seen = std::any_of(rows.begin(), rows.end(), [&](const CompareCell* row) {
+      return row->policy == cell.policy && row->budget == cell.budget;
+    });
+    if (!seen) rows.push_back(&cell);
+  }
+  for (const CompareCell* row : rows) {
+    md += fmt::format("| {} | {} |", policy_name(row->policy), budget_label(*row));
+    for (const Compression& setting : settings) {
+      const auto it = std::find_if(result.cells.begin(), result.cells.end(), [&](const auto& c) {
+        return c.policy == row->policy && c.budget == row->budget && c.compression == setting;
+      });
+      if (it == result.cells.end() || !it->error.empty()) {
+        md += " - |";
+        continue;
+      }
+      md += fmt::format(" {} ({}) |", fixed(it->perplexity, 3),
+                        std::isfinite(it->agreement) ? fmt::format("{:.1f}%", 100 * it->agreement)
+                                                     : std::string("-"));
+    }
+    md += "\n";
+  }
+  return md;
+}
+
 }  // namespace
 
 nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOptions& options) {
   nlohmann::ordered_json cells = nlohmann::ordered_json::array();
   for (const CompareCell& c : result.cells) {
     nlohmann::ordered_json cell = {{"policy", policy_name(c.policy)},
+                                   {"storage", compression_setting(c.compression)},
                                    {"kv_budget", c.budget.value()},
                                    {"budget_tokens", c.budget_tokens}};
     if (!c.error.empty()) {
@@ -244,7 +296,7 @@ std::string compare_markdown(const CompareResult& result, const CompareOptions& 
   md += "\n" + rule + "\n";
   for (const CompareCell& cell : result.cells) {
     if (!cell.error.empty()) {
-      md += fmt::format("| {} | {} | {} | error: {} | | | | | | | |", policy_name(cell.policy),
+      md += fmt::format("| {} | {} | {} | error: {} | | | | | | | |", policy_label(cell),
                         budget_label(cell), cell.budget_tokens, cell.error);
       for (std::size_t i = 0; i < options.tasks.size(); ++i) md += " |";
       md += "\n";
@@ -252,14 +304,14 @@ std::string compare_markdown(const CompareResult& result, const CompareOptions& 
     }
     const BenchRow& t = cell.throughput;
     const std::string decode = t.error.empty() ? fixed(t.decode_tokens_per_second(), 1) : "-";
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                      policy_name(cell.policy), budget_label(cell), cell.budget_tokens,
-                      speed_with_spread(cell), decode, format_bytes(cell.kv_per_sequence),
-                      cell.largest_batch,
-                      format_bytes(static_cast<std::uint64_t>(t.kv_moved_per_step)),
-                      fixed(cell.mean_logprob, 4), fixed(cell.perplexity, 3),
-                      std::isfinite(cell.agreement) ? fmt::format("{:.1f}%", 100 * cell.agreement)
-                                                    : std::string("-"));
+    md +=
+        fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |", policy_label(cell),
+                    budget_label(cell), cell.budget_tokens, speed_with_spread(cell), decode,
+                    format_bytes(cell.kv_per_sequence), cell.largest_batch,
+                    format_bytes(static_cast<std::uint64_t>(t.kv_moved_per_step)),
+                    fixed(cell.mean_logprob, 4), fixed(cell.perplexity, 3),
+                    std::isfinite(cell.agreement) ? fmt::format("{:.1f}%", 100 * cell.agreement)
+                                                  : std::string("-"));
     const std::vector<PooledTask> pooled = pool_tasks(cell);
     for (const LongContextTask task : options.tasks) {
       const auto it = std::find_if(pooled.begin(), pooled.end(),
@@ -268,6 +320,7 @@ std::string compare_markdown(const CompareResult& result, const CompareOptions& 
     }
     md += "\n";
   }
+  md += storage_table(result);
   for (const LongContextTask task : options.tasks) md += task_table(result, options, task);
   return md;
 }

@@ -22,6 +22,8 @@ nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows) {
         {"temperature", r.config.sampling.temperature},
         {"top_k", r.config.sampling.top_k},
         {"top_p", r.config.sampling.top_p},
+        {"weight_storage", storage_name(r.compression.weights)},
+        {"kv_storage", storage_name(r.compression.kv)},
         {"status",
          r.measured ? "measured" : (r.predicted_tokens_per_second > 0 ? "projected" : "not run")},
         {"error",

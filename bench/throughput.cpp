@@ -54,6 +54,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
   BenchRow row;
   row.config = config;
   row.policy = policy_name(engine.policy_kind());
+  row.compression = engine.compression();
   const OptConfig& model = engine.config();
   if (config.batch >= 1) {
     row.num_gpu_batches = std::min(engine.placement().block.num_gpu_batches, config.batch);
@@ -93,6 +94,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
         engine.keeps_attention_scores(config.prompt_len, config.gen_len - 1, total_len);
     run.weights = engine.placement().weights;
     run.block = engine.placement().block;
+    run.compression = engine.compression();
     row.predicted_tokens_per_second = predict(model, *profile, run).tokens_per_second;
   }
   engine.check_interrupt();
@@ -159,6 +161,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     request.per_layer_budgets =
         engine.budgets_differ_by_layer(config.prompt_len, config.gen_len - 1, total_len);
     request.multiprocessors = engine.device().multiprocessors();
+    request.compression = engine.compression();
     const PlanMemory needed = plan_memory(model, request, engine.placement(), config.batch);
     row.needed_gpu_bytes = needed.gpu;
     row.needed_pinned_bytes = needed.pinned;

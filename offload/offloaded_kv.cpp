@@ -7,13 +7,15 @@
 #include "engine/core/error.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kv_cache.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/packed_kv.h"
 #include "scheduler/kv_cache_layout.h"
 
 namespace offgen {
 
 OffloadedKv::OffloadedKv(Device& device, Ops& ops, const OptConfig& config,
                          std::vector<int> offloaded, int capacity, bool keeps_attention_scores,
-                         bool cpu_attention)
+                         bool cpu_attention, Storage storage)
     : device_(device),
       ops_(ops),
       compute_(device.stream(StreamRole::compute)),
@@ -24,12 +26,17 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const OptConfig& config,
       capacity_(capacity),
       keeps_attention_scores_(keeps_attention_scores),
       cpu_attention_(cpu_attention),
+      storage_(storage),
       offloaded_(std::move(offloaded)) {
   const auto most =
       offloaded_.empty() ? 0 : *std::max_element(offloaded_.begin(), offloaded_.end());
   OFFGEN_CHECK(most > 0, "offloaded KV needs at least one offloaded sequence");
-  const MemoryLayout layout =
-      offloaded_kv_layout(config, offloaded_, capacity, keeps_attention_scores, cpu_attention);
+  const MemoryLayout layout = offloaded_kv_layout(config, offloaded_, capacity,
+                                                  keeps_attention_scores, cpu_attention, storage);
+  expanded_k_ = layout.allocate(device, "staged expanded k cache");
+  expanded_v_ = layout.allocate(device, "staged expanded v cache");
+  host_expanded_k_ = layout.allocate(device, "host expanded k cache");
+  host_expanded_v_ = layout.allocate(device, "host expanded v cache");
   const std::size_t batches = offloaded_.size();
   std::vector<std::vector<Buffer>> k_host(batches), v_host(batches);
   for (std::size_t g = 0; g < batches; ++g) {
@@ -90,6 +97,7 @@ std::uint64_t OffloadedKv::gpu_bytes() const {
   std::uint64_t total = 0;
   for (const Slot& s : slots_)
     total += s.k.bytes() + s.v.bytes() + s.rows.bytes() + s.slots.bytes();
+  total += expanded_k_.bytes() + expanded_v_.bytes();
   return total;
 }
 
@@ -99,9 +107,68 @@ std::size_t OffloadedKv::cache_index(const BlockTask& task) const {
 }
 
 std::size_t OffloadedKv::cache_elements(int gpu_batch) const {
-  return static_cast<std::size_t>(offloaded(gpu_batch)) * static_cast<std::size_t>(heads_) *
-         static_cast<std::size_t>(capacity_) * static_cast<std::size_t>(head_dim_);
+  return static_cast<std::size_t>(cache_rows(gpu_batch)) * static_cast<std::size_t>(head_dim_);
 }
+
+std::int64_t OffloadedKv::cache_rows(int gpu_batch) const {
+  return std::int64_t{offloaded(gpu_batch)} * heads_ * capacity_;
+}
+
+std::size_t OffloadedKv::cache_bytes(int gpu_batch) const {
+  switch (storage_) {
+    case Storage::fp16:
+      return cache_elements(gpu_batch) * sizeof(Half);
+    case Storage::int4:
+      return kernels::packed_kv_bytes(cache_rows(gpu_batch), head_dim_);
+  }
+  return 0;
+}
+
+namespace {
+
+// Packs every row of an fp16 cache block into its packed twin, on `ops`' stream.
+void pack_rows(Ops& ops, const Half* fp16, void* packed, std::int64_t rows, int head_dim) {
+  const kernels::PackedKv out = kernels::packed_kv(packed, rows, head_dim);
+  ops.quantize({.x = fp16,
+                .data = out.codes,
+                .params = out.params,
+                .shape = kernels::packed_kv_shape(rows, head_dim)});
+}
+
+void expand_rows(Ops& ops, const void* packed, Half* fp16, std::int64_t rows, int head_dim) {
+  const kernels::PackedKv in = kernels::packed_kv(const_cast<void*>(packed), rows, head_dim);
+  ops.dequantize({.data = in.codes,
+                  .params = in.params,
+                  .x = fp16,
+                  .shape = kernels::packed_kv_shape(rows, head_dim)});
+}
+
+// On the host: packs each new token's k and v rows (qkv rows [batch, 3·H·D]) into the packed
+// host caches at their write slots [batch, heads] — the packed twin of cpu::append_kv.
+void append_packed(const kernels::AppendKvArgs& a, void* k_packed, void* v_packed) {
+  const std::int64_t rows = std::int64_t{a.batch} * a.heads * a.capacity;
+  const kernels::PackedKv k = kernels::packed_kv(k_packed, rows, a.head_dim);
+  const kernels::PackedKv v = kernels::packed_kv(v_packed, rows, a.head_dim);
+  const kernels::QuantShape one = kernels::packed_kv_shape(1, a.head_dim);
+  const std::int64_t hd = std::int64_t{a.heads} * a.head_dim;
+  for (int b = 0; b < a.batch; ++b) {
+    for (int h = 0; h < a.heads; ++h) {
+      const std::int32_t slot = a.write_slot[std::int64_t{b} * a.heads + h];
+      OFFGEN_CHECK(slot >= 0 && slot < a.capacity,
+                   "offloaded kv: write slot {} outside a cache of {} slots", slot, a.capacity);
+      const std::int64_t row = (std::int64_t{b} * a.heads + h) * a.capacity + slot;
+      const Half* token = a.qkv + std::int64_t{b} * 3 * hd + std::int64_t{h} * a.head_dim;
+      for (auto [source, cache] : {std::pair{token + hd, k}, std::pair{token + 2 * hd, v}}) {
+        kernels::cpu::quantize({.x = source,
+                                .data = cache.codes + row * one.data_bytes(),
+                                .params = cache.params + row * one.param_count(),
+                                .shape = one});
+      }
+    }
+  }
+}
+
+}  // namespace
 
 void OffloadedKv::begin_pass() {
   for (Slot& s : slots_) s.loaded_task = -1;
@@ -114,18 +181,23 @@ void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
   Slot& s = slot_of(task);
   s.loaded_task = -1;
   s.saved->wait_on(compute_);  // the slot's last copy out has finished reading it
+  const bool packed = storage_ == Storage::int4;
   ops_.store_prefill_kv({.qkv = qkv,
                          .token_slot = token_slot,
-                         .k_cache = s.k.as<Half>(),
-                         .v_cache = s.v.as<Half>(),
+                         .k_cache = packed ? expanded_k_.as<Half>() : s.k.as<Half>(),
+                         .v_cache = packed ? expanded_v_.as<Half>() : s.v.as<Half>(),
                          .batch = n,
                          .seq = seq,
                          .heads = heads_,
                          .head_dim = head_dim_,
                          .capacity = capacity_});
+  if (packed) {
+    pack_rows(ops_, expanded_k_.as<Half>(), s.k.data(), cache_rows(task.gpu_batch), head_dim_);
+    pack_rows(ops_, expanded_v_.as<Half>(), s.v.data(), cache_rows(task.gpu_batch), head_dim_);
+  }
   s.computed->record(compute_);
   s.computed->wait_on(d2h_);
-  const std::size_t bytes = cache_elements(task.gpu_batch) * sizeof(Half);
+  const std::size_t bytes = cache_bytes(task.gpu_batch);
   const std::size_t c = cache_index(task);
   device_.copy_async(k_host_[c].data(), s.k.data(), bytes, d2h_);
   device_.copy_async(v_host_[c].data(), s.v.data(), bytes, d2h_);
@@ -142,7 +214,7 @@ void OffloadedKv::prefetch(const BlockTask& task) {
   s.computed->wait_on(h2d_);        // compute is done with the slot's last task
   s.saved->wait_on(h2d_);           // and so is the last copy out of it
   cache_stored_[c]->wait_on(h2d_);  // the host cache has its last token
-  const std::size_t bytes = cache_elements(task.gpu_batch) * sizeof(Half);
+  const std::size_t bytes = cache_bytes(task.gpu_batch);
   device_.copy_async(s.k.data(), k_host_[c].data(), bytes, h2d_);
   device_.copy_async(s.v.data(), v_host_[c].data(), bytes, h2d_);
   s.loaded->record(h2d_);
@@ -177,10 +249,17 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
   prefetch(task);
   Slot& s = slot_of(task);
   s.loaded->wait_on(compute_);
+  const bool packed = storage_ == Storage::int4;
+  Half* k_cache = packed ? expanded_k_.as<Half>() : s.k.as<Half>();
+  Half* v_cache = packed ? expanded_v_.as<Half>() : s.v.as<Half>();
+  if (packed) {
+    expand_rows(ops_, s.k.data(), k_cache, cache_rows(task.gpu_batch), head_dim_);
+    expand_rows(ops_, s.v.data(), v_cache, cache_rows(task.gpu_batch), head_dim_);
+  }
   ops_.append_kv({.qkv = args.qkv,
                   .write_slot = write_slot,
-                  .k_cache = s.k.as<Half>(),
-                  .v_cache = s.v.as<Half>(),
+                  .k_cache = k_cache,
+                  .v_cache = v_cache,
                   .batch = n,
                   .heads = heads_,
                   .head_dim = head_dim_,
@@ -196,10 +275,16 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
                                           .heads = heads_,
                                           .head_dim = head_dim_,
                                           .capacity = capacity_};
-  device_.enqueue_host(d2h_, [host_append] { kernels::cpu::append_kv(host_append); });
+  if (packed) {
+    device_.enqueue_host(d2h_, [host_append, k = k_host_[c].data(), v = v_host_[c].data()] {
+      append_packed(host_append, k, v);
+    });
+  } else {
+    device_.enqueue_host(d2h_, [host_append] { kernels::cpu::append_kv(host_append); });
+  }
   cache_stored_[c]->record(d2h_);
-  args.k_cache = s.k.as<Half>();
-  args.v_cache = s.v.as<Half>();
+  args.k_cache = k_cache;
+  args.v_cache = v_cache;
   ops_.decode_attention(args);
   s.computed->record(compute_);
 }
@@ -230,10 +315,35 @@ void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_sl
                                           .heads = host.heads,
                                           .head_dim = host.head_dim,
                                           .capacity = host.capacity};
-  device_.enqueue_host(d2h_, [host, host_append] {
-    kernels::cpu::append_kv(host_append);
-    kernels::cpu::decode_attention(host);
-  });
+  if (storage_ == Storage::int4) {
+    // Expand the packed host cache, append the new rows in fp16 there (they attend exactly) and
+    // packed into the cache, and attend over the fp16 block.
+    const std::int64_t rows = cache_rows(task.gpu_batch);
+    kernels::AppendKvArgs expanded_append = host_append;
+    expanded_append.k_cache = host_expanded_k_.as<Half>();
+    expanded_append.v_cache = host_expanded_v_.as<Half>();
+    host.k_cache = expanded_append.k_cache;
+    host.v_cache = expanded_append.v_cache;
+    device_.enqueue_host(d2h_, [host, host_append, expanded_append, rows, head_dim = head_dim_,
+                                k = k_host_[c].data(), v = v_host_[c].data()] {
+      for (auto [packed, fp16] :
+           {std::pair{k, expanded_append.k_cache}, std::pair{v, expanded_append.v_cache}}) {
+        const kernels::PackedKv in = kernels::packed_kv(packed, rows, head_dim);
+        kernels::cpu::dequantize({.data = in.codes,
+                                  .params = in.params,
+                                  .x = fp16,
+                                  .shape = kernels::packed_kv_shape(rows, head_dim)});
+      }
+      kernels::cpu::append_kv(expanded_append);
+      append_packed(host_append, k, v);
+      kernels::cpu::decode_attention(host);
+    });
+  } else {
+    device_.enqueue_host(d2h_, [host, host_append] {
+      kernels::cpu::append_kv(host_append);
+      kernels::cpu::decode_attention(host);
+    });
+  }
   cache_stored_[c]->record(d2h_);
   s.saved->record(d2h_);  // the host task has run
   s.saved->wait_on(h2d_);

@@ -10,6 +10,12 @@
 //             appends them and runs decode attention on the CPU (TBB), and the output (plus the
 //             softmax rows an attention-score policy needs) comes back up.
 //
+// With int4 storage the host caches and their staging keep packed rows (kernels/packed_kv.h), so
+// a third of the bytes cross PCIe, and a task's cache is expanded into an fp16 block before it is
+// attended (on the gpu tier, or in host memory for cpu attention), where the new token is appended
+// in fp16; the new rows are packed into the host cache by the host task that appends them. The
+// prefill stores through the gpu block and packs it into the staging slot before it goes out.
+//
 // Two staging slots and two sets of row buffers alternate between consecutive tasks, so task
 // i + 1's load overlaps task i's compute. Ordering is events only: every buffer is reused only
 // after the event of its last reader, and a host cache is read only after its last store.
@@ -19,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/core/compression.h"
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
 #include "kernels/ops.h"
@@ -33,7 +40,8 @@ class OffloadedKv {
   // scores, so cpu attention returns its softmax rows. Allocates offloaded_kv_layout
   // (scheduler/kv_cache_layout.h); throws OutOfMemoryError when a tier cannot hold it.
   OffloadedKv(Device& device, Ops& ops, const OptConfig& config, std::vector<int> offloaded,
-              int capacity, bool keeps_attention_scores, bool cpu_attention);
+              int capacity, bool keeps_attention_scores, bool cpu_attention,
+              Storage storage = Storage::fp16);
   OffloadedKv(const OffloadedKv&) = delete;
   OffloadedKv& operator=(const OffloadedKv&) = delete;
   ~OffloadedKv();
@@ -92,6 +100,10 @@ class OffloadedKv {
   Slot& slot_of(const BlockTask& task) { return slots_[task.index % 2]; }
   std::size_t cache_index(const BlockTask& task) const;
   std::size_t cache_elements(int gpu_batch) const;
+  // Bytes of one GPU batch's offloaded K (or V) cache in one layer, as stored.
+  std::size_t cache_bytes(int gpu_batch) const;
+  // Rows (sequence, head, slot) of one GPU batch's offloaded cache in one layer.
+  std::int64_t cache_rows(int gpu_batch) const;
   // Copies the task's new rows and write slots down to the slot's pinned buffers, after the
   // task's earlier compute; the d2h stream then holds them for the host task that follows.
   void send_rows(const BlockTask& task, Slot& slot, const Half* qkv,
@@ -107,7 +119,11 @@ class OffloadedKv {
   int capacity_;
   bool keeps_attention_scores_;
   bool cpu_attention_;
+  Storage storage_;
   std::vector<int> offloaded_;
+  // int4: the fp16 blocks a task's cache is expanded into, on the gpu tier and (cpu attention) in
+  // host memory.
+  Buffer expanded_k_, expanded_v_, host_expanded_k_, host_expanded_v_;
   std::vector<Buffer> k_host_, v_host_;               // per (layer, GPU batch): pinned
   std::vector<std::unique_ptr<Event>> cache_stored_;  // per (layer, GPU batch): its last store
   Slot slots_[2];

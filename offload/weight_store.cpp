@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -14,12 +15,16 @@
 #include "engine/core/error.h"
 #include "engine/core/parameter_error.h"
 #include "engine/model/weight_blocks.h"
+#include "kernels/cpu/quantize.h"
 
 namespace offgen {
 
 WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSource& source,
-                         const WeightPlacement& placement, const std::filesystem::path& disk_folder)
-    : device_(device) {
+                         const WeightPlacement& placement, const std::filesystem::path& disk_folder,
+                         Storage storage, Ops* ops)
+    : device_(device), ops_(ops) {
+  OFFGEN_CHECK(storage == Storage::fp16 || ops != nullptr,
+               "weight store: int4 weights need the device's ops to expand layers with");
   const double gpu_fraction = placement.gpu;
   OFFGEN_CHECK_NAMING(gpu_fraction >= 0.0 && gpu_fraction <= 1.0, [=](ParameterNamer name) {
     return fmt::format("{} must be in [0, 1] (got {})", name(Parameter::weights_gpu_share),
@@ -39,14 +44,16 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
                        100.0 * placement.disk(), name(Parameter::disk_folder));
   });
   if (on_disk) disk_ = std::make_unique<DiskFile>(disk_folder);
-  layout_ = weight_layout(config, placement);
+  layout_ = weight_layout(config, placement, storage);
   weights_.layers.resize(static_cast<std::size_t>(config.num_layers));
   std::vector<WeightBlock> blocks;
   blocks.push_back(global_weight_block(config, weights_));
   for (int i = 0; i < config.num_layers; ++i) {
     blocks.push_back(layer_weight_block(config, i, weights_.layers[static_cast<std::size_t>(i)]));
   }
-  for (const WeightBlock& block : blocks) bytes_ += block.elements * sizeof(Half);
+  image_ = weight_image(blocks[1], storage);
+  bytes_ = blocks[0].elements * sizeof(Half) +
+           static_cast<std::uint64_t>(config.num_layers) * layout_.layer_bytes;
   // Each layer's first resident elements stay on the gpu tier, the rest in pinned memory and on
   // disk (weight_layout.h). The globals (embeddings, final norm) are always resident: every step
   // reads them at both ends.
@@ -56,6 +63,13 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
   // Two staging buffers: block i converts into one while block i-1 copies out of the other.
   Stream& copies = device.stream(StreamRole::h2d_weights);
   std::vector<Buffer> staging = layout_.loading.allocate_all(device, "load staging");
+  std::vector<Buffer> packing = layout_.loading.allocate_all(device, "load packing");
+  // The gaps between an image's aligned parts are copied (and written to disk) too: zeros, not
+  // whatever the memory held.
+  for (Buffer& buffer : packing) {
+    if (buffer) std::memset(buffer.data(), 0, buffer.bytes());
+  }
+  if (expands()) expanded_ = layout_.held.allocate(device, "expanded layer");
   std::unique_ptr<Event> copied[2] = {device.create_event(), device.create_event()};
 
   // A failure mid-load (a missing tensor) must not free staging memory a queued copy still reads.
@@ -91,45 +105,50 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     for (const std::exception_ptr& failure : failures) {
       if (failure) std::rethrow_exception(failure);
     }
-    if (i == 0 || !streamed_) {
-      Buffer block = i == 0 ? layout_.held.allocate(device, "global weights")
-                            : device.allocate(resident_part.tier, resident_part.bytes);
-      device.copy_async(block.data(), host, layout.elements * sizeof(Half), copies);
+    if (i == 0) {
+      if (expands()) round_globals_through_int4(layout, host);
+      globals_ = layout_.held.allocate(device, "global weights");
+      device.copy_async(globals_.data(), host, layout.elements * sizeof(Half), copies);
       copied[slot]->record(copies);
-      for (const auto& bind : layout.binders) bind(block.as<Half>());
-      if (i == 0) {
-        globals_ = std::move(block);
-      } else {
-        layers_[i - 1].resident = std::move(block);
-        layers_[i - 1].resident_elements = layout.elements;
-      }
+      for (const auto& bind : layout.binders) bind(globals_.as<Half>());
       continue;
+    }
+    // The layer's image: the block itself, or packed beside it.
+    const auto* image = reinterpret_cast<const std::byte*>(host);
+    if (expands()) {
+      pack_layer(host, packing[slot].as<std::byte>());
+      image = packing[slot].as<std::byte>();
     }
     LayerBlock& layer = layers_[i - 1];
     layer.binders = layout.binders;
-    layer.resident_elements = layout_.resident_elements;
-    layer.pinned_elements = layout_.pinned_elements;
-    layer.disk_elements = layout_.disk_elements;
-    const std::size_t host_end = layer.resident_elements + layer.pinned_elements;
-    if (layer.resident_elements > 0) {
+    layer.resident_bytes = layout_.resident_bytes;
+    layer.pinned_bytes = layout_.pinned_bytes;
+    layer.disk_bytes = layout_.disk_layer_bytes;
+    const std::uint64_t host_end = layer.resident_bytes + layer.pinned_bytes;
+    if (layer.resident_bytes > 0) {
       layer.resident = device.allocate(resident_part.tier, resident_part.bytes);
-      device.copy_async(layer.resident.data(), host, layer.resident_elements * sizeof(Half),
+      device.copy_async(layer.resident.data(), image, layer.resident_bytes, copies);
+    }
+    if (layer.pinned_bytes > 0) {
+      layer.offloaded = device.allocate(pinned_part.tier, pinned_part.bytes);
+      device.copy_async(layer.offloaded.data(), image + layer.resident_bytes, layer.pinned_bytes,
                         copies);
     }
-    if (layer.pinned_elements > 0) {
-      layer.offloaded = device.allocate(pinned_part.tier, pinned_part.bytes);
-      device.copy_async(layer.offloaded.data(), host + layer.resident_elements,
-                        layer.pinned_elements * sizeof(Half), copies);
-    }
-    if (layer.disk_elements > 0) {
+    if (layer.disk_bytes > 0) {
       // The staging buffer holds the converted weights until the copies above are done with it;
       // the file write reads it now, on this thread.
-      layer.disk_offset = disk_->append(host + host_end, layer.disk_elements * sizeof(Half));
+      layer.disk_offset = disk_->append(image + host_end, layer.disk_bytes);
+    }
+    if (!streamed_) {
+      // Nothing streams: the kernels read the resident image (expanded first when packed).
+      if (!expands()) {
+        for (const auto& bind : layout.binders) bind(layer.resident.as<Half>());
+      }
     }
     copied[slot]->record(copies);
   }
   copies.synchronize();
-  if (layout_.disk_elements > 0) {
+  if (layout_.disk_layer_bytes > 0) {
     // Direct reads need block-aligned memory: room to align inside each pinned buffer.
     std::vector<Buffer> disk_staging = layout_.held.allocate_all(device, "disk read staging");
     for (int k = 0; k < 2; ++k) {
@@ -184,7 +203,7 @@ void WeightStore::check_disk_reads(Stream& stream) {
 
 std::uint64_t WeightStore::disk_bytes() const {
   std::uint64_t total = 0;
-  for (const LayerBlock& layer : layers_) total += layer.disk_elements * sizeof(Half);
+  for (const LayerBlock& layer : layers_) total += layer.disk_bytes;
   return total;
 }
 
@@ -196,25 +215,26 @@ std::uint64_t WeightStore::offloaded_bytes() const {
 
 std::uint64_t WeightStore::offloaded_bytes(int layer) const {
   const LayerBlock& block = layers_[static_cast<std::size_t>(layer)];
-  return (block.pinned_elements + block.disk_elements) * sizeof(Half);
+  return block.pinned_bytes + block.disk_bytes;
 }
 
 std::uint64_t WeightStore::gpu_bytes() const {
-  std::uint64_t total = globals_.bytes();
+  std::uint64_t total = globals_.bytes() + expanded_.bytes();
   for (const LayerBlock& layer : layers_) total += layer.resident.bytes();
   return total;
 }
 
-void WeightStore::load_layer(int layer, Half* dst, Stream& stream) {
+void WeightStore::load_layer(int layer, std::byte* dst, Stream& stream) {
   rethrow_read_failure();
   const LayerBlock& block = layers_[static_cast<std::size_t>(layer)];
-  const std::size_t resident = block.resident_elements * sizeof(Half);
-  if (resident > 0) device_.copy_async(dst, block.resident.data(), resident, stream);
-  if (block.pinned_elements > 0) {
-    device_.copy_async(dst + block.resident_elements, block.offloaded.data(),
-                       block.pinned_elements * sizeof(Half), stream);
+  if (block.resident_bytes > 0) {
+    device_.copy_async(dst, block.resident.data(), block.resident_bytes, stream);
   }
-  if (block.disk_elements > 0) {
+  if (block.pinned_bytes > 0) {
+    device_.copy_async(dst + block.resident_bytes, block.offloaded.data(), block.pinned_bytes,
+                       stream);
+  }
+  if (block.disk_bytes > 0) {
     // disk_read:  wait staging_free[k] -> read into staging k -> record read_done[k]
     // `stream`:   wait read_done[k]    -> copy staging k -> dst -> record staging_free[k]
     // The read of the next layer with a disk part uses the other buffer, so it runs while this
@@ -224,7 +244,7 @@ void WeightStore::load_layer(int layer, Half* dst, Stream& stream) {
     auto* base = static_cast<std::byte*>(disk_staging_[k].data());
     const auto misalignment = reinterpret_cast<std::uintptr_t>(base) % DiskFile::kAlignment;
     std::byte* aligned = base + (misalignment ? DiskFile::kAlignment - misalignment : 0);
-    const std::size_t bytes = block.disk_elements * sizeof(Half);
+    const std::uint64_t bytes = block.disk_bytes;
     Stream& reads = device_.stream(StreamRole::disk_read);
     disk_staging_free_[k]->wait_on(reads);  // the copy that last read this buffer has run
     device_.enqueue_host(reads, [disk = disk_.get(), failure = read_failure_,
@@ -241,14 +261,66 @@ void WeightStore::load_layer(int layer, Half* dst, Stream& stream) {
     });
     disk_read_done_[k]->record(reads);
     disk_read_done_[k]->wait_on(stream);
-    device_.copy_async(dst + block.resident_elements + block.pinned_elements, aligned, bytes,
-                       stream);
+    device_.copy_async(dst + block.resident_bytes + block.pinned_bytes, aligned, bytes, stream);
     disk_staging_free_[k]->record(stream);
   }
 }
 
-void WeightStore::bind_layer(int layer, const Half* base) {
-  for (const auto& bind : layers_[static_cast<std::size_t>(layer)].binders) bind(base);
+const std::byte* WeightStore::resident_image(int layer) const {
+  const LayerBlock& block = layers_[static_cast<std::size_t>(layer)];
+  OFFGEN_CHECK(block.resident_bytes == layout_.layer_bytes,
+               "weight store: layer {} streams; it has no resident image", layer);
+  return block.resident.as<const std::byte>();
+}
+
+void WeightStore::bind_layer(int layer, const std::byte* image, Stream& compute) {
+  const LayerBlock& block = layers_[static_cast<std::size_t>(layer)];
+  if (!expands()) {
+    for (const auto& bind : block.binders) bind(reinterpret_cast<const Half*>(image));
+    return;
+  }
+  Half* expanded = expanded_.as<Half>();
+  for (const WeightImage::Part& part : image_.parts) {
+    if (part.packed) {
+      ops_->dequantize({.data = reinterpret_cast<const std::uint8_t*>(image + part.offset),
+                        .params = reinterpret_cast<const Half*>(image + part.params_offset),
+                        .x = expanded + part.element_offset,
+                        .shape = part.shape});
+    } else {
+      device_.copy_async(expanded + part.element_offset, image + part.offset,
+                         part.elements * sizeof(Half), compute);
+    }
+  }
+  for (const auto& bind : block.binders) bind(expanded);
+}
+
+void WeightStore::round_globals_through_int4(const WeightBlock& globals, Half* host) const {
+  std::vector<std::uint8_t> data;
+  std::vector<Half> params;
+  for (const WeightBlock::Piece& piece : globals.pieces) {
+    if (piece.shape.size() != 2) continue;
+    const kernels::QuantShape shape{.outer = 1, .dim = piece.shape[0], .inner = piece.shape[1]};
+    data.resize(shape.data_bytes());
+    params.resize(shape.param_count());
+    Half* values = host + piece.offset;
+    kernels::cpu::quantize(
+        {.x = values, .data = data.data(), .params = params.data(), .shape = shape});
+    kernels::cpu::dequantize(
+        {.data = data.data(), .params = params.data(), .x = values, .shape = shape});
+  }
+}
+
+void WeightStore::pack_layer(const Half* host, std::byte* image) const {
+  for (const WeightImage::Part& part : image_.parts) {
+    if (part.packed) {
+      kernels::cpu::quantize({.x = host + part.element_offset,
+                              .data = reinterpret_cast<std::uint8_t*>(image + part.offset),
+                              .params = reinterpret_cast<Half*>(image + part.params_offset),
+                              .shape = part.shape});
+    } else {
+      std::memcpy(image + part.offset, host + part.element_offset, part.elements * sizeof(Half));
+    }
+  }
 }
 
 }  // namespace offgen

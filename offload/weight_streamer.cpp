@@ -10,7 +10,9 @@ WeightStreamer::WeightStreamer(Device& device, WeightStore& store, int layers)
     : device_(device),
       store_(store),
       layers_(layers),
-      copies_(device.stream(StreamRole::h2d_weights)) {
+      copies_(device.stream(StreamRole::h2d_weights)),
+      streams_(store.streamed()) {
+  if (!streams_) return;
   std::vector<Buffer> slots = store.layout().held.allocate_all(device, "streamed layer slots");
   for (int s = 0; s < 2; ++s) {
     slots_[s] = std::move(slots[static_cast<std::size_t>(s)]);
@@ -33,10 +35,11 @@ std::uint64_t WeightStreamer::slot_bytes() const {
 }
 
 void WeightStreamer::load(std::uint64_t n) {
+  if (!streams_) return;
   const auto s = static_cast<int>(n % 2);
   const auto layer = static_cast<int>((n - epoch_) % static_cast<std::uint64_t>(layers_));
   released_[s]->wait_on(copies_);  // the kernels that read this slot last have run
-  store_.load_layer(layer, slots_[s].as<Half>(), copies_);
+  store_.load_layer(layer, slots_[s].as<std::byte>(), copies_);
   loaded_[s]->record(copies_);
 }
 
@@ -61,15 +64,19 @@ void WeightStreamer::acquire(int layer, Stream& compute) {
                layer);
   const std::uint64_t n = pass_start_ + static_cast<std::uint64_t>(layer);
   OFFGEN_CHECK(n < next_load_, "weight streamer: layer {} acquired before its load", layer);
+  if (!streams_) {
+    store_.bind_layer(layer, store_.resident_image(layer), compute);
+    return;
+  }
   const auto s = static_cast<int>(n % 2);
   loaded_[s]->wait_on(compute);
-  store_.bind_layer(layer, slots_[s].as<Half>());
+  store_.bind_layer(layer, slots_[s].as<std::byte>(), compute);
   bytes_moved_ += store_.offloaded_bytes(layer);
 }
 
 void WeightStreamer::release(int layer, Stream& compute) {
   const std::uint64_t n = pass_start_ + static_cast<std::uint64_t>(layer);
-  released_[n % 2]->record(compute);
+  if (streams_) released_[n % 2]->record(compute);
   if (next_load_ == n + 2) {
     load(next_load_);
     ++next_load_;

@@ -1,6 +1,9 @@
 // Streams offloaded layer weights into two gpu slots so layer j+1's weights copy while layer j
-// computes (design section 6). Layer loads are numbered across passes (load n is layer n mod L of
-// its pass, L = layers) and load n uses slot n % 2; the order between the copy stream and the
+// computes (design section 6), and brings packed (int4) layers to the kernels: each layer is
+// expanded into the store's fp16 block when it is acquired (WeightStore::bind_layer), whether it
+// came through a slot or is resident — so with int4 weights a streamer runs even when nothing
+// streams, and then copies nothing. Layer loads are numbered across passes (load n is layer n mod L
+// of its pass, L = layers) and load n uses slot n % 2; the order between the copy stream and the
 // compute stream is kept by events only — never a device-wide sync:
 //   load n into slot s     waits for  `released[s]` (the kernels of load n - 2 finished)
 //   compute of load n      waits for  `loaded[s]`   (its copy finished)
@@ -28,7 +31,8 @@ namespace offgen {
 
 class WeightStreamer {
  public:
-  // Allocates the two slots on the gpu tier (OutOfMemoryError if they do not fit).
+  // Allocates the two slots on the gpu tier when the store streams (OutOfMemoryError if they do
+  // not fit).
   WeightStreamer(Device& device, WeightStore& store, int layers);
   WeightStreamer(const WeightStreamer&) = delete;
   WeightStreamer& operator=(const WeightStreamer&) = delete;
@@ -63,6 +67,7 @@ class WeightStreamer {
   WeightStore& store_;
   int layers_;
   Stream& copies_;
+  bool streams_;  // the store streams: layers are copied into the slots
   Buffer slots_[2];
   std::unique_ptr<Event> loaded_[2];
   std::unique_ptr<Event> released_[2];

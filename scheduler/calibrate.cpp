@@ -19,6 +19,8 @@
 #include "engine/core/parameter_error.h"
 #include "engine/core/units.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/quantize.h"
+#include "kernels/quantize_args.h"
 
 namespace offgen {
 namespace {
@@ -259,6 +261,43 @@ void measure_attention(Device& device, Ops& ops, const OptConfig& m, const Calib
   out.push_back({"decode_attention_cpu", gb_per_s(kv_bytes, seconds), "GB/s", what});
 }
 
+// Expanding int4 to fp16 (--compress-weights, --compress-kv): fc1's weights packed, expanded on
+// the device and on the CPU; fp16 bytes written / time.
+void measure_dequantize(Device& device, Ops& ops, const OptConfig& m, const CalibrationOptions& o,
+                        std::vector<Measurement>& out) {
+  Stream& compute = device.stream(StreamRole::compute);
+  const kernels::QuantShape shape{.outer = 1, .dim = m.ffn_dim, .inner = m.hidden_size};
+  const auto codes_bytes = static_cast<std::size_t>(shape.data_bytes());
+  const double fp16_bytes = static_cast<double>(shape.values()) * sizeof(Half);
+  const std::string what =
+      fmt::format("fc1's {} x {} weights from int4, fp16 bytes / time", m.ffn_dim, m.hidden_size);
+  {
+    Buffer codes = device.allocate(Tier::gpu, codes_bytes);
+    Buffer staging = device.allocate(Tier::pinned, codes_bytes);
+    std::memset(staging.data(), 0x5A, codes_bytes);
+    device.copy_async(codes.data(), staging.data(), codes_bytes, compute);
+    Buffer params =
+        filled(device, Tier::gpu, static_cast<std::size_t>(shape.param_count()), compute);
+    Buffer values = device.allocate(Tier::gpu, static_cast<std::size_t>(fp16_bytes));
+    const double seconds = best_seconds(o.repeats, [&] {
+      ops.dequantize({.data = codes.as<std::uint8_t>(),
+                      .params = params.as<Half>(),
+                      .x = values.as<Half>(),
+                      .shape = shape});
+      compute.synchronize();
+    });
+    out.push_back({"dequantize_device", gb_per_s(fp16_bytes, seconds), "GB/s", what});
+  }
+  std::vector<std::uint8_t> codes(codes_bytes, 0x5A);
+  std::vector<Half> params(static_cast<std::size_t>(shape.param_count()), float_to_half(0.01f));
+  std::vector<Half> values(static_cast<std::size_t>(shape.values()));
+  const double seconds = best_seconds(o.repeats, [&] {
+    kernels::cpu::dequantize(
+        {.data = codes.data(), .params = params.data(), .x = values.data(), .shape = shape});
+  });
+  out.push_back({"dequantize_cpu", gb_per_s(fp16_bytes, seconds), "GB/s", what});
+}
+
 // Throws a ParameterError naming the disk folder: "<disk>: <what>: <errno's text>".
 [[noreturn]] void disk_failure(const std::string& what) {
   fail_naming([what, reason = std::string(std::strerror(errno))](ParameterNamer name) {
@@ -342,10 +381,18 @@ CalibrationFootprint calibration_footprint(const OptConfig& model,
   // measure_overlap: a 128-row GEMM and one copy's gpu side.
   const std::uint64_t overlap =
       halves(f * h) + halves(f) + halves(128 * h) + halves(128 * f) + copy;
+  // measure_dequantize: fc1's codes, params and fp16 values.
+  const kernels::QuantShape fc1{.outer = 1, .dim = model.ffn_dim, .inner = model.hidden_size};
+  const auto codes = static_cast<std::uint64_t>(fc1.data_bytes());
+  const std::uint64_t dequantize = (codes + 255) / 256 * 256 +
+                                   halves(static_cast<std::uint64_t>(fc1.param_count())) +
+                                   halves(f * h);
   CalibrationFootprint footprint;
-  footprint.gpu = std::max({2 * copy, gemm, attention, overlap});
+  footprint.gpu = std::max({2 * copy, gemm, attention, overlap, dequantize});
   // Pinned: the copies' buffers, or the one staging buffer `filled` holds while it fills each.
-  footprint.pinned = std::max({2 * copy, halves(f * h), halves(cache)});
+  footprint.pinned =
+      std::max({2 * copy, halves(f * h), halves(cache),
+                (codes + 255) / 256 * 256 + halves(static_cast<std::uint64_t>(fc1.param_count()))});
   footprint.host = copy;
   return footprint;
 }
@@ -359,6 +406,7 @@ std::vector<Measurement> calibrate(OpenedDevice& opened, const OptConfig& model,
   measure_gemm(*opened.device, *opened.ops, model, options, out);
   measure_overlap(*opened.device, *opened.ops, model, options, out);
   measure_attention(*opened.device, *opened.ops, model, options, out);
+  measure_dequantize(*opened.device, *opened.ops, model, options, out);
   if (!options.disk.empty()) measure_disk(options, out);
   return out;
 }

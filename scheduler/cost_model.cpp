@@ -11,6 +11,8 @@
 #include "engine/core/error.h"
 #include "engine/core/json_integer.h"
 #include "engine/core/parameter_error.h"
+#include "scheduler/kv_cache_layout.h"
+#include "scheduler/weight_layout.h"
 
 namespace offgen {
 namespace {
@@ -77,6 +79,8 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
     p.gemm_large = measurement(json, path, "gemm_fc1_m512", 1e12);
     p.attention = measurement(json, path, "decode_attention_device", 1e9);
     p.cpu_attention = measurement(json, path, "decode_attention_cpu", 1e9, false);
+    p.dequantize = measurement(json, path, "dequantize_device", 1e9, false);
+    p.cpu_dequantize = measurement(json, path, "dequantize_cpu", 1e9, false);
     const auto& values = json.at("measurements");
     if (values.contains("copy_compute_overlap")) {
       p.overlap = values.at("copy_compute_overlap").at("value").get<double>();
@@ -106,12 +110,23 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
   OFFGEN_CHECK(!cpu_attention || p.cpu_attention > 0,
                "the profile has no cpu attention measurement (run `offgen calibrate` again)");
   const double params = layer_params(m);
-  const double layer_bytes = params * 2;
+  const bool int4_weights = r.compression.weights == Storage::int4;
+  const bool int4_kv = r.compression.kv == Storage::int4;
+  // What a layer's weights move as: fp16, or the packed image (weight_image.h).
+  const double layer_bytes =
+      int4_weights ? double(weight_layout(m, {}, Storage::int4).layer_bytes) : params * 2;
   const double heads = m.num_heads;
   const double row = heads * m.head_dim();  // one token's k (or v, or q) in one layer, elements
   const double capacity = r.kv_capacity;
-  // K and V of one offloaded sequence's cache in one layer, every slot: what a stage-in copies.
-  const double cache_bytes = 2 * row * capacity * 2;
+  // K and V of one offloaded sequence's cache in one layer, every slot, as stored: what a
+  // stage-in copies.
+  const double cache_bytes = 2 * capacity * heads * double(kv_row_bytes(m, r.compression.kv));
+  // Expanding int4 to fp16: fp16 bytes written / the rate (older profiles: the attention rate).
+  const double dequantize = p.dequantize > 0 ? p.dequantize : p.attention;
+  const double cpu_dequantize = p.cpu_dequantize > 0 ? p.cpu_dequantize : p.cpu_attention;
+  const double expand_weights = int4_weights ? params * 2 / dequantize : 0;
+  // One sequence's whole cache of one layer in fp16, expanded before every attention over it.
+  const double expanded_cache = int4_kv ? 2 * row * capacity * 2 : 0;
   const double host = offloaded;
   const double on_device = r.batch - (cpu_attention ? offloaded : 0);  // sequences gpu-attended
 
@@ -130,6 +145,7 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
 
   Prediction out;
   out.prefill = weights_in;
+  out.prefill.gemm += expand_weights;
   out.decode.overlap = p.overlap;
   for (const GpuBatch& g : batches) {
     out.prefill.gemm += gemm_seconds(p, double(g.size) * r.prompt_len, params);
@@ -154,7 +170,7 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
   };
   add_activations(out.prefill, r.prompt_len);
 
-  double gemm = 0;
+  double gemm = expand_weights;
   for (const GpuBatch& g : batches) gemm += gemm_seconds(p, g.size, params);
   // Each offloaded sequence sends its new q, k, v rows and write slots down every step.
   const double rows_down = host * (3 * row * 2 + heads * 4) / p.d2h;
@@ -165,11 +181,12 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
     const double kv_read = 2 * row * attended * 2;  // K and V bytes one sequence attends over
     LayerCost layer = weights_in;
     layer.gemm = gemm;
-    layer.attention = on_device * kv_read / p.attention;
+    layer.attention = on_device * (kv_read / p.attention + expanded_cache / dequantize);
     layer.kv_store = rows_down;
     add_activations(layer, 1);
     if (cpu_attention) {
-      layer.cpu_attention = host * kv_read / p.cpu_attention;
+      layer.cpu_attention =
+          host * (kv_read / p.cpu_attention + (int4_kv ? expanded_cache / cpu_dequantize : 0));
       // The output, and the softmax rows of a policy that keeps attention scores.
       const double up = row * 2 + (r.keeps_attention_scores ? heads * capacity * 4 : 0);
       layer.kv_load = host * up / p.h2d;

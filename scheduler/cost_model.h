@@ -15,7 +15,9 @@
 //   disk  the disk part of the weights at the disk's read bandwidth
 //   gpu   per GPU batch: its GEMMs — max(weight-bandwidth time at 32 rows, FLOPs at the 512-row
 //         rate), so small GPU batches each pay for reading the weights — and its attention over
-//         the KV attended on the device (K + V bytes / the device's decode attention bandwidth)
+//         the KV attended on the device (K + V bytes / the device's decode attention bandwidth);
+//         with int4 storage, expanding the layer's weights once and each attended cache to fp16
+//         (fp16 bytes / the dequantize rate). Bytes that cross PCIe are the stored (packed) ones.
 //   cpu   decode attention over the host KV with --cpu-attention (K + V bytes / the CPU's)
 //
 //   layer = max(h2d, d2h, disk, gpu, cpu)
@@ -26,6 +28,7 @@
 #include <filesystem>
 #include <string>
 
+#include "engine/core/compression.h"
 #include "engine/model/opt_config.h"
 #include "scheduler/block_shape.h"
 #include "scheduler/placement.h"
@@ -47,6 +50,10 @@ struct MachineProfile {
   double gemm_large = 0;
   double attention = 0;      // decode attention, K+V bytes/s on the device
   double cpu_attention = 0;  // decode attention, K+V bytes/s on the CPU; 0: not measured
+  // Expanding int4 (weights or KV) to fp16 on the device, fp16 bytes written per second; 0 (older
+  // profiles): taken as the decode attention bandwidth, a like memory-bound kernel.
+  double dequantize = 0;
+  double cpu_dequantize = 0;  // the same on the CPU (cpu attention's KV); 0: cpu_attention's
   // How much a copy and compute running at once overlap: 1 when together they take as long as the
   // longer alone (a GPU's copy engines), 0 when as long as both in turn (the cpu device, whose
   // copies and kernels share the same cores). Profiles from before: 1.
@@ -75,6 +82,10 @@ struct RunShape {
   bool keeps_attention_scores = false;
   WeightPlacement weights;  // shares of each layer's weight bytes on each tier
   BlockShape block;         // GPU batches, the KV share on the gpu tier, cpu attention, activations
+  // int4 weights: each layer's packed image crosses PCIe and is expanded once per pass (its fp16
+  // bytes written at the dequantize rate, counted as gpu time); int4 KV: the packed cache crosses
+  // PCIe and every attended cache is expanded before attention reads it in fp16.
+  Compression compression;
 };
 
 // Seconds per layer (one pass, the whole block) of each resource. The layer costs the busiest

@@ -2,12 +2,25 @@
 
 #include <algorithm>
 
+#include "kernels/packed_kv.h"
+
 namespace offgen {
 
-std::uint64_t kv_cache_bytes(const OptConfig& config, int sequences, int capacity) {
-  return static_cast<std::uint64_t>(sequences) * static_cast<std::uint64_t>(config.num_heads) *
-         static_cast<std::uint64_t>(capacity) * static_cast<std::uint64_t>(config.head_dim()) *
-         kHalfBytes;
+std::uint64_t kv_cache_bytes(const OptConfig& config, int sequences, int capacity,
+                             Storage storage) {
+  const auto rows = static_cast<std::int64_t>(sequences) * config.num_heads * capacity;
+  switch (storage) {
+    case Storage::fp16:
+      return static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(config.head_dim()) *
+             kHalfBytes;
+    case Storage::int4:
+      return kernels::packed_kv_bytes(rows, config.head_dim());
+  }
+  return 0;
+}
+
+std::uint64_t kv_row_bytes(const OptConfig& config, Storage storage) {
+  return kv_cache_bytes(config, 1, 1, storage) / static_cast<std::uint64_t>(config.num_heads);
 }
 
 MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, int capacity,
@@ -30,16 +43,17 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
 }
 
 MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>& offloaded,
-                                 int capacity, bool keeps_attention_scores, bool cpu_attention) {
+                                 int capacity, bool keeps_attention_scores, bool cpu_attention,
+                                 Storage storage) {
   const auto heads = static_cast<std::uint64_t>(config.num_heads);
   const auto head_dim = static_cast<std::uint64_t>(config.head_dim());
   const std::uint64_t most = static_cast<std::uint64_t>(
       offloaded.empty() ? 0 : *std::max_element(offloaded.begin(), offloaded.end()));
   MemoryLayout layout;
   for (const int n : offloaded) {
-    layout.add("host k cache", Tier::pinned, kv_cache_bytes(config, n, capacity),
+    layout.add("host k cache", Tier::pinned, kv_cache_bytes(config, n, capacity, storage),
                config.num_layers);
-    layout.add("host v cache", Tier::pinned, kv_cache_bytes(config, n, capacity),
+    layout.add("host v cache", Tier::pinned, kv_cache_bytes(config, n, capacity, storage),
                config.num_layers);
   }
   // Per sequence: one qkv row, a write slot per head, an attention output row and softmax rows.
@@ -50,10 +64,16 @@ MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>
       cpu_attention && keeps_attention_scores
           ? most * heads * static_cast<std::uint64_t>(capacity) * kFloatBytes
           : 0;
-  const std::uint64_t staged_cache =
-      most * heads * static_cast<std::uint64_t>(capacity) * head_dim * kHalfBytes;
+  const int most_sequences = static_cast<int>(most);
+  const std::uint64_t staged_cache = kv_cache_bytes(config, most_sequences, capacity, storage);
   layout.add("staged k cache", Tier::gpu, staged_cache, 2);
   layout.add("staged v cache", Tier::gpu, staged_cache, 2);
+  const bool packed = storage == Storage::int4;
+  const std::uint64_t expanded = packed ? kv_cache_bytes(config, most_sequences, capacity) : 0;
+  layout.add("staged expanded k cache", Tier::gpu, expanded);
+  layout.add("staged expanded v cache", Tier::gpu, expanded);
+  layout.add("host expanded k cache", Tier::host, cpu_attention ? expanded : 0);
+  layout.add("host expanded v cache", Tier::host, cpu_attention ? expanded : 0);
   layout.add("staged rows", Tier::gpu, rows, 2);
   layout.add("staged write slots", Tier::gpu, slots, 2);
   layout.add("host rows", Tier::pinned, rows, 2);
@@ -87,11 +107,17 @@ MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheSha
       shape.per_layer_budgets ? static_cast<std::uint64_t>(config.num_layers) : 1;
   layout.add("slot counts", Tier::gpu, count_rows * block * kInt32Bytes);
   layout.add("advancing", Tier::gpu, block * sizeof(std::uint8_t));
+  int most_resident = 0;
   for (const GpuBatch& g : shape.gpu_batches) {
-    const std::uint64_t bytes = kv_cache_bytes(config, g.resident, shape.capacity);
+    const std::uint64_t bytes = kv_cache_bytes(config, g.resident, shape.capacity, shape.storage);
     layout.add("k cache", Tier::gpu, bytes, config.num_layers);
     layout.add("v cache", Tier::gpu, bytes, config.num_layers);
+    most_resident = std::max(most_resident, g.resident);
   }
+  const std::uint64_t expanded =
+      shape.storage == Storage::int4 ? kv_cache_bytes(config, most_resident, shape.capacity) : 0;
+  layout.add("expanded k cache", Tier::gpu, expanded);
+  layout.add("expanded v cache", Tier::gpu, expanded);
   std::uint64_t scratch = 0;
   for (const GpuBatch& g : shape.gpu_batches) {
     const DecodeSplits splits = decode_splits(config, g, shape);
@@ -117,7 +143,8 @@ MemoryLayout block_kv_cache_layout(const OptConfig& config, const KvCacheShape& 
   const std::vector<int> offloaded = offloaded_per_gpu_batch(shape.gpu_batches);
   if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
     layout.append(offloaded_kv_layout(config, offloaded, shape.capacity,
-                                      shape.keeps_attention_scores, shape.cpu_attention));
+                                      shape.keeps_attention_scores, shape.cpu_attention,
+                                      shape.storage));
   }
   return layout;
 }

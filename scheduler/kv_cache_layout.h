@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/core/compression.h"
 #include "engine/model/opt_config.h"
 #include "kernels/decode_split.h"
 #include "scheduler/block_shape.h"
@@ -15,8 +16,11 @@
 namespace offgen {
 
 // Bytes of one layer's K (or V) cache of `sequences` sequences: [sequences, heads, capacity,
-// head_dim] fp16.
-std::uint64_t kv_cache_bytes(const OptConfig& config, int sequences, int capacity);
+// head_dim] fp16, or those rows int4-packed (kernels/packed_kv.h).
+std::uint64_t kv_cache_bytes(const OptConfig& config, int sequences, int capacity,
+                             Storage storage = Storage::fp16);
+// Bytes of one token's k (or v) row in one layer and head, as the cache stores it.
+std::uint64_t kv_row_bytes(const OptConfig& config, Storage storage);
 
 // AttentionScoreState of `sequences` sequences: per layer each slot's position (int32) and score
 // (fp32) and each head's write slot (int32); once, the prefill's key-probability sums [sequences,
@@ -29,9 +33,12 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
 // (layer, GPU batch)); two staging slots, each sized for the most offloaded sequences of any GPU
 // batch, hold a task's cache on the gpu tier and its new rows on both sides; with cpu attention,
 // its output (and the softmax rows of a policy keeping attention scores) come back through
-// pinned memory.
+// pinned memory. With int4 storage the caches and their staging hold packed rows, and a task's
+// cache is expanded into fp16 blocks before it is attended: one pair on the gpu tier (the
+// prefill stores through it too) and, with cpu attention, one pair in host memory.
 MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>& offloaded,
-                                 int capacity, bool keeps_attention_scores, bool cpu_attention);
+                                 int capacity, bool keeps_attention_scores, bool cpu_attention,
+                                 Storage storage = Storage::fp16);
 
 // What sizes a block's KV cache.
 struct KvCacheShape {
@@ -44,6 +51,7 @@ struct KvCacheShape {
   int multiprocessors = 0;
   // The policy's budgets differ by layer (pyramidkv): a decode step's slot counts are per layer.
   bool per_layer_budgets = false;
+  Storage storage = Storage::fp16;  // how the K and V rows are kept (and moved)
 };
 
 // How decode attention splits one GPU batch's caches (kernels/decode_split.h): over its
@@ -58,7 +66,9 @@ DecodeSplits decode_splits(const OptConfig& config, const GpuBatch& batch,
 
 // BlockKvCache's own buffers: the step's slot arrays, each GPU batch's resident K and V (one
 // buffer per layer each), and the scratch of decode attention's largest split (one buffer: every
-// decode attention runs on the compute stream, one after another).
+// decode attention runs on the compute stream, one after another); with int4 storage, one fp16
+// K and V block of the largest GPU batch's resident sequences, which a task's packed cache is
+// expanded into (the same reasoning: one at a time).
 MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheShape& shape);
 // Everything a BlockKvCache allocates: its own buffers, each GPU batch's AttentionScoreState
 // (when the policy keeps attention scores) and the OffloadedKv (when some KV lives in pinned

@@ -9,11 +9,11 @@ std::uint64_t KvFootprint::largest_batch(std::uint64_t memory) const {
 }
 
 KvFootprint kv_footprint(const OptConfig& config, int capacity, bool keeps_attention_scores,
-                         int max_prompt) {
+                         int max_prompt, Storage storage) {
   KvFootprint footprint;
   // K and V of every layer.
-  footprint.cache_bytes =
-      2 * static_cast<std::uint64_t>(config.num_layers) * kv_cache_bytes(config, 1, capacity);
+  footprint.cache_bytes = 2 * static_cast<std::uint64_t>(config.num_layers) *
+                          kv_cache_bytes(config, 1, capacity, storage);
   if (keeps_attention_scores) {
     footprint.policy_state_bytes =
         attention_score_state_layout(1, config.num_layers, config.num_heads, capacity, max_prompt)

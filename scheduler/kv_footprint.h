@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "engine/core/compression.h"
 #include "engine/model/opt_config.h"
 
 namespace offgen {
@@ -24,7 +25,8 @@ struct KvFootprint {
 // keeps attention scores (h2o). max_prompt: the longest prompt a batch prefills (sizes the prefill
 // probability sums). Per sequence of the layouts in kv_cache_layout.h, which grow linearly with
 // the sequences.
+// storage: fp16, or int4-packed rows (about 0.28x the cache bytes).
 KvFootprint kv_footprint(const OptConfig& config, int capacity, bool keeps_attention_scores,
-                         int max_prompt);
+                         int max_prompt, Storage storage = Storage::fp16);
 
 }  // namespace offgen

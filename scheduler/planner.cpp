@@ -36,7 +36,7 @@ std::vector<int> offloaded_per_gpu_batch(int block, const BlockShape& shape) {
 
 PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
                        const Placement& placement, int block) {
-  const WeightLayout weights = weight_layout(model, placement.weights);
+  const WeightLayout weights = weight_layout(model, placement.weights, request.compression.weights);
   RunnerShape runner;
   runner.block = block;
   runner.max_prompt = request.prompt_len;
@@ -45,6 +45,7 @@ PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
   runner.per_layer_budgets = request.per_layer_budgets;
   runner.placement = placement.block;
   runner.multiprocessors = request.multiprocessors;
+  runner.kv_storage = request.compression.kv;
   const MemoryLayout layout = runner_layout(model, runner);
   PlanMemory out;
   out.gpu = weights.held.bytes(Tier::gpu) + layout.bytes(Tier::gpu);
@@ -64,6 +65,7 @@ RunShape plan_run_shape(const PlanRequest& request, const Plan& plan) {
   run.keeps_attention_scores = request.keeps_attention_scores;
   run.weights = plan.placement.weights;
   run.block = plan.placement.block;
+  run.compression = request.compression;
   return run;
 }
 

@@ -88,6 +88,7 @@ MemoryLayout runner_layout(const OptConfig& config, const RunnerShape& shape) {
   kv.per_layer_budgets = shape.per_layer_budgets;
   kv.cpu_attention = shape.placement.cpu_attention;
   kv.multiprocessors = shape.multiprocessors;
+  kv.storage = shape.kv_storage;
   layout.append(block_kv_cache_layout(config, kv));
   return layout;
 }

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "engine/core/compression.h"
 #include "engine/model/opt_config.h"
 #include "scheduler/block_shape.h"
 #include "scheduler/memory_layout.h"
@@ -20,7 +21,8 @@ struct RunnerShape {
   bool keeps_attention_scores = false;
   BlockShape placement;     // GPU batches, KV placement, cpu attention, where hidden states live
   int multiprocessors = 0;  // of the device (Device::multiprocessors)
-  bool per_layer_budgets = false;  // pyramidkv: KvCacheShape::per_layer_budgets
+  bool per_layer_budgets = false;      // pyramidkv: KvCacheShape::per_layer_budgets
+  Storage kv_storage = Storage::fp16;  // KvCacheShape::storage
 };
 
 // Rows of the output head's chunk: one GPU batch, at least 64.

@@ -173,6 +173,7 @@ PlanRequest plan_request(const EngineOptions& engine, const OptConfig& model, co
   request.gpu_bytes = device.usage(Tier::gpu).budget;
   request.pinned_bytes = device.usage(Tier::pinned).budget;
   request.disk = !engine.disk.empty();
+  request.compression = engine.compression;
   request.multiprocessors = device.multiprocessors();
   return request;
 }

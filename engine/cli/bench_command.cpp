@@ -114,9 +114,10 @@ int run_bench(const BenchOptions& options) {
     if (plan_automatically(common, lengths, engine_options, &used)) profile = used;
   }
   Engine engine(engine_options);
-  fmt::print("model: {}   device: {}   weights: {} ({} on the gpu tier)\n",
+  fmt::print("model: {}   device: {}   weights: {} ({} on the gpu tier)   storage: {}\n",
              engine.model_description(), engine.device().name(),
-             format_bytes(engine.weight_bytes()), format_bytes(engine.weight_gpu_bytes()));
+             format_bytes(engine.weight_bytes()), format_bytes(engine.weight_gpu_bytes()),
+             compression_name(engine.compression()));
   // One small untimed case first, so first-touch page faults and thread-pool start-up are not
   // charged to the first row.
   bench::run_case(engine, {1, 8, 2}, options.seed);

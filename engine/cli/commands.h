@@ -46,6 +46,9 @@ struct CommonOptions {
   double kv_gpu_percent = 100.0;
   bool cpu_attention = false;
   bool activations_cpu = false;
+  // --compress-weights, --compress-kv: FlexGen's 4-bit group-wise storage.
+  bool compress_weights = false;
+  bool compress_kv = false;
   std::string disk;
   std::string plan;     // plan file from `offgen plan --output`: sets the whole placement
   std::string profile;  // calibrate profile for the planner; empty: the cached one (or calibrate)
@@ -93,8 +96,10 @@ nlohmann::ordered_json plan_model_config(const OptConfig& config);
 // neither "kind" nor "batch_size"), a plan made for a model of another shape than `model` (its
 // "model_config"), and a plan whose memory exceeds `budgets` where they are set (--gpu-mem,
 // --cpu-mem).
+// A plan that records its compression ("compress_weights", "compress_kv") must match the run's
+// (--compress-weights, --compress-kv): its memory was planned for those bytes.
 Placement read_plan_file(const std::string& path, const std::string& model,
-                         const DeviceBudgets& budgets);
+                         const DeviceBudgets& budgets, const Compression& compression = {});
 
 // --resume (described by `resume_help`) and --overwrite, which exclude each other: what to do
 // with an --output that already holds results (existing_output() turns them into a mode).

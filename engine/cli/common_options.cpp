@@ -140,10 +140,32 @@ void check_plan_budgets(const nlohmann::json& plan, const std::string& path,
   }
 }
 
+// A plan's memory holds only for the storage it was planned with.
+void check_plan_compression(const nlohmann::json& plan, const std::string& path,
+                            const Compression& compression) {
+  struct Setting {
+    const char* key;
+    const char* flag;
+    bool given;
+  };
+  for (const Setting& s :
+       {Setting{"compress_weights", "--compress-weights", compression.weights == Storage::int4},
+        Setting{"compress_kv", "--compress-kv", compression.kv == Storage::int4}}) {
+    if (!plan.contains(s.key)) continue;
+    OFFGEN_CHECK(plan.at(s.key).is_boolean(), "--plan {}: '{}' must be true or false", path, s.key);
+    const bool planned = plan.at(s.key).get<bool>();
+    OFFGEN_CHECK(planned == s.given,
+                 "--plan {} was planned {} {}, and this run is {} it: its memory would not be what "
+                 "the plan says. Plan again {} {} (`offgen plan ... --output {}`), or {} {}",
+                 path, planned ? "with" : "without", s.flag, s.given ? "given" : "not given",
+                 s.given ? "with" : "without", s.flag, path, planned ? "give" : "drop", s.flag);
+  }
+}
+
 }  // namespace
 
 Placement read_plan_file(const std::string& path, const std::string& model,
-                         const DeviceBudgets& budgets) {
+                         const DeviceBudgets& budgets, const Compression& compression) {
   std::ifstream in(path);
   OFFGEN_CHECK(in.good(), "--plan {}: cannot read it (write one with `offgen plan --output`)",
                path);
@@ -170,6 +192,7 @@ Placement read_plan_file(const std::string& path, const std::string& model,
   }
   check_plan_model(plan, path, model);
   check_plan_budgets(plan, path, budgets);
+  check_plan_compression(plan, path, compression);
   try {
     return placement_from_json(plan);
   } catch (const Error& e) {
@@ -251,7 +274,10 @@ EngineOptions CommonOptions::engine_options() const {
       out.budgets.host = parse_bytes(cpu_mem);
       out.budgets.pinned = out.budgets.host;
     }
-    out.placement = plan.empty() ? flag_placement() : read_plan_file(plan, out.model, out.budgets);
+    out.compression.weights = compress_weights ? Storage::int4 : Storage::fp16;
+    out.compression.kv = compress_kv ? Storage::int4 : Storage::fp16;
+    out.placement = plan.empty() ? flag_placement()
+                                 : read_plan_file(plan, out.model, out.budgets, out.compression);
     out.disk = disk;
     out.block_seconds = block_seconds;
     out.policy.kind = parse_policy(policy);
@@ -343,6 +369,13 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       ->check(CLI::Range(0.0, 100.0));
   app.add_option("--disk", options.disk,
                  "folder for weights on the disk tier (read back with direct, aligned reads)");
+  app.add_flag("--compress-weights", options.compress_weights,
+               "keep and move the decoder layers' weights in FlexGen's 4-bit group-wise format "
+               "(groups of 64, ~0.28x the bytes), each layer expanded to fp16 before its kernels; "
+               "the embeddings are rounded through the same format");
+  app.add_flag("--compress-kv", options.compress_kv,
+               "keep and move the KV cache in FlexGen's 4-bit group-wise format (groups of 64 "
+               "along head_dim, ~0.28x the bytes); a new token attends in fp16 at its own step");
   app.add_option("--plan", options.plan,
                  "plan file written by `offgen plan --output`: it sets the placement, so "
                  "--batch-size, --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu, "

@@ -18,6 +18,7 @@
 #include "engine/cli/flag_names.h"
 #include "engine/cli/jsonl.h"
 #include "engine/cli/request_fields.h"
+#include "engine/cli/signals.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -177,6 +178,12 @@ void add_compare_command(CLI::App& app, CompareCommandOptions& options) {
       ->delimiter(',')
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--storages", options.storages,
+                  "storage settings compared, each over the whole grid: fp16, int4-weights, "
+                  "int4-kv, int4 (both); fp16 is added first, and its full is the reference of "
+                  "every agreement (default: the --compress-weights / --compress-kv setting alone)")
+      ->check(CLI::IsMember({"fp16", "int4-weights", "int4-kv", "int4"}))
+      ->delimiter(',');
   cmd->add_option("--batch", options.batch, "batch of the throughput case")
       ->check(kPositiveInteger)
       ->capture_default_str();
@@ -268,16 +275,42 @@ int run_compare(const CompareCommandOptions& options) {
   if (!options.eval.empty()) compare.eval = read_eval(options, compare.base.model);
   build_task_samples(options, compare.base.model, compare);
 
-  Engine engine(compare.base);  // the whole grid runs on this one load of the model
+  if (!options.storages.empty()) {
+    compare.storages.push_back(Compression{});
+    for (const std::string& name : options.storages) {
+      const Compression setting = parse_compression_setting(name).value();
+      if (std::find(compare.storages.begin(), compare.storages.end(), setting) ==
+          compare.storages.end()) {
+        compare.storages.push_back(setting);
+      }
+    }
+    // The reference setting's weights are the ones loaded first.
+    compare.base.compression = compare.storages.front();
+  }
+
+  // The grid runs on one load of the model per weight storage (KV storage switches per cell).
+  Engine engine(compare.base);
+  std::unique_ptr<Engine> other_weights;
+  const bench::EngineFor engine_for = [&](const Compression& setting) -> Engine& {
+    if (setting.weights == compare.base.compression.weights) return engine;
+    if (!other_weights) {
+      EngineOptions options_for = compare.base;
+      options_for.compression.weights = setting.weights;
+      other_weights = std::make_unique<Engine>(options_for);
+      other_weights->set_interrupt_check(&StopSignals::requested);
+    }
+    return *other_weights;
+  };
   bench::CompareResult result;
   const int stopped = run_guarded(
       engine,
       [&] {
         bench::run_compare(
-            compare, engine, result,
+            compare, engine_for, result,
             [&](std::size_t done, std::size_t total, const bench::CompareCell& cell) {
-              spdlog::info("compare: {}/{} done ({} at budget {:g}{})", done, total,
+              spdlog::info("compare: {}/{} done ({} at budget {:g}, {}{})", done, total,
                            policy_name(cell.policy), cell.budget.value(),
+                           compression_setting(cell.compression),
                            cell.error.empty() ? "" : ": " + cell.error);
               bench::write_compare_tables(result, compare, options.output);
             });

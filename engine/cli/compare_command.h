@@ -15,6 +15,9 @@ struct CompareCommandOptions {
   CommonOptions common;
   std::vector<std::string> policies = {"local", "h2o", "streaming"};
   std::vector<double> budgets = {0.1, 0.2, 0.5};
+  // Storage settings compared (fp16, int4-weights, int4-kv, int4), fp16 first; empty: the
+  // --compress-weights / --compress-kv setting alone.
+  std::vector<std::string> storages;
   int batch = 8;
   int prompt_len = 512;
   int gen_len = 32;

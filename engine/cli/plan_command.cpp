@@ -42,6 +42,8 @@ std::string run_command(const PlanOptions& options, const Plan& plan) {
   if (!c.gpu_mem.empty()) out += " --gpu-mem " + c.gpu_mem;
   if (!c.cpu_mem.empty()) out += " --cpu-mem " + c.cpu_mem;
   if (p.weights_disk() > 1e-9) out += " --disk " + c.disk;
+  if (c.compress_weights) out += " --compress-weights";
+  if (c.compress_kv) out += " --compress-kv";
   if (c.policy != "full") out += " --policy " + c.policy;
   if (!c.kv_budget.empty()) out += " --kv-budget " + c.kv_budget;
   return out;
@@ -80,10 +82,12 @@ int run_plan(const PlanOptions& options) {
       common.profile.empty() ? cached_profile_path(opened.device->name()).string() : common.profile;
   fmt::print("model: {}   device: {}   profile: {} ({})\n", common.model_name().describe(),
              opened.device->name(), profile_name, profile.device);
-  fmt::print("budgets: gpu {}   pinned {}   disk {}   prompt {}   gen {}   policy {} (C = {})\n",
-             format_bytes(request.gpu_bytes), format_bytes(request.pinned_bytes),
-             request.disk ? common.disk : std::string("none"), options.prompt_len, options.gen_len,
-             common.policy, request.kv_tokens);
+  fmt::print(
+      "budgets: gpu {}   pinned {}   disk {}   prompt {}   gen {}   policy {} (C = {})   "
+      "storage {}\n",
+      format_bytes(request.gpu_bytes), format_bytes(request.pinned_bytes),
+      request.disk ? common.disk : std::string("none"), options.prompt_len, options.gen_len,
+      common.policy, request.kv_tokens, compression_name(engine.compression));
   const auto plan = choose_plan(model, profile, request);
   if (!plan) {
     Placement smallest;  // one sequence, every layer streamed, its KV on the host
@@ -144,6 +148,8 @@ int run_plan(const PlanOptions& options) {
                                    {"gen_len", options.gen_len},
                                    {"policy", common.policy},
                                    {"kv_budget_tokens", request.kv_tokens},
+                                   {"compress_weights", common.compress_weights},
+                                   {"compress_kv", common.compress_kv},
                                    {"block_size", plan->block}};
     // The placement's fields (batch_size ... activations_cpu), as --plan reads them back.
     file.update(placement_json(placement));

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine/core/error.h"
+#include "kernels/packed_kv.h"
 #include "scheduler/kv_cache_layout.h"
 
 namespace offgen {
@@ -28,14 +29,15 @@ int largest_cache_slots(const std::vector<const KvPolicy*>& policies, int layers
 BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
                            std::vector<const KvPolicy*> policies,
                            const std::vector<GpuBatch>& gpu_batches, int max_prompt,
-                           bool cpu_attention)
+                           bool cpu_attention, Storage storage)
     : config_(config),
       ops_(ops),
       policies_(std::move(policies)),
       block_(static_cast<int>(policies_.size())),
       max_prompt_(max_prompt),
       capacity_(largest_cache_slots(policies_, config.num_layers)),
-      keeps_attention_scores_(!policies_.empty() && policies_.front()->needs_attention_scores()) {
+      keeps_attention_scores_(!policies_.empty() && policies_.front()->needs_attention_scores()),
+      storage_(storage) {
   OFFGEN_CHECK(block_ > 0, "a KV cache needs at least one sequence");
   const bool per_layer = policies_.front()->layer_policy(0, config.num_layers) != nullptr;
   budgets_.resize(per_layer ? static_cast<std::size_t>(config.num_layers) : 1);
@@ -53,12 +55,15 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
   shape.per_layer_budgets = per_layer;
   shape.cpu_attention = cpu_attention;
   shape.multiprocessors = device.multiprocessors();
+  shape.storage = storage;
   const MemoryLayout layout = block_kv_cache_own_layout(config, shape);
   token_slot_ = layout.allocate(device, "token slots");
   write_slot_ = layout.allocate(device, "write slots");
   slot_count_ = layout.allocate(device, "slot counts");
   advancing_ = layout.allocate(device, "advancing");
   decode_scratch_ = layout.allocate(device, "decode attention scratch");
+  expanded_k_ = layout.allocate(device, "expanded k cache");
+  expanded_v_ = layout.allocate(device, "expanded v cache");
 
   for (std::size_t i = 0; i < gpu_batches.size(); ++i) {
     const GpuBatch& g = gpu_batches[i];
@@ -77,7 +82,7 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
   std::vector<int> offloaded = offloaded_per_gpu_batch(gpu_batches);
   if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
     offloaded_ = std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded), capacity_,
-                                               keeps_attention_scores_, cpu_attention);
+                                               keeps_attention_scores_, cpu_attention, storage);
   }
   if (!keeps_attention_scores_) slots_.emplace(policies_, capacity_);
 }
@@ -175,9 +180,10 @@ std::span<const std::int32_t> BlockKvCache::start_decode(std::span<const std::ui
 void BlockKvCache::commit(std::span<const std::uint8_t> advancing) {
   if (slots_) slots_->commit(advancing, step_positions_);
   const std::size_t n = advancing.size();
-  // K and V of one token in one (layer, head); the step attends over step_counts_[b] of them.
+  // K and V of one token in every (layer, head), as stored; the step attends over
+  // step_counts_[b] of them.
   const auto row_bytes = static_cast<std::uint64_t>(config_.num_layers) * config_.num_heads * 2 *
-                         config_.head_dim() * sizeof(Half);
+                         kv_row_bytes(config_, storage_);
   // A row of step_counts_ stands for all the layers, or for one of them.
   const std::uint64_t layers_per_row = budgets_.size() > 1 ? 1 : config_.num_layers;
   const std::uint64_t layer_row_bytes = row_bytes / config_.num_layers;
@@ -222,15 +228,30 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
   ops_.prefill_attention(args);
   if (cache.scores) cache.scores->after_prefill_attention(task.layer, seq, valid, token_slot);
   if (g.resident > 0) {
+    Buffer& k = cache.k[static_cast<std::size_t>(task.layer)];
+    Buffer& v = cache.v[static_cast<std::size_t>(task.layer)];
+    const bool int4 = storage_ == Storage::int4;
     ops_.store_prefill_kv({.qkv = qkv,
                            .token_slot = token_slot,
-                           .k_cache = cache.k[static_cast<std::size_t>(task.layer)].as<Half>(),
-                           .v_cache = cache.v[static_cast<std::size_t>(task.layer)].as<Half>(),
+                           .k_cache = int4 ? expanded_k_.as<Half>() : k.as<Half>(),
+                           .v_cache = int4 ? expanded_v_.as<Half>() : v.as<Half>(),
                            .batch = g.resident,
                            .seq = seq,
                            .heads = heads,
                            .head_dim = head_dim,
                            .capacity = capacity_});
+    if (int4) {
+      // Every slot is packed, the ones no token went to as well (never attended: a slot counts
+      // only once a token is written to it, and a write packs its row again).
+      const std::int64_t rows = std::int64_t{g.resident} * heads * capacity_;
+      for (auto [fp16, buffer] : {std::pair{&expanded_k_, &k}, std::pair{&expanded_v_, &v}}) {
+        const kernels::PackedKv packed = kernels::packed_kv(buffer->data(), rows, head_dim);
+        ops_.quantize({.x = fp16->as<Half>(),
+                       .data = packed.codes,
+                       .params = packed.params,
+                       .shape = kernels::packed_kv_shape(rows, head_dim)});
+      }
+    }
   }
   if (g.offloaded() > 0) {
     const std::int64_t resident = g.resident;
@@ -279,8 +300,21 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
                            step_counts_.data() + count_row(task.layer) + g.first + g.resident, off);
   }
   if (g.resident > 0) {
-    Half* k_cache = cache.k[static_cast<std::size_t>(task.layer)].as<Half>();
-    Half* v_cache = cache.v[static_cast<std::size_t>(task.layer)].as<Half>();
+    Buffer& k = cache.k[static_cast<std::size_t>(task.layer)];
+    Buffer& v = cache.v[static_cast<std::size_t>(task.layer)];
+    const bool int4 = storage_ == Storage::int4;
+    Half* k_cache = int4 ? expanded_k_.as<Half>() : k.as<Half>();
+    Half* v_cache = int4 ? expanded_v_.as<Half>() : v.as<Half>();
+    const std::int64_t rows = std::int64_t{g.resident} * heads * capacity_;
+    if (int4) {
+      for (auto [fp16, buffer] : {std::pair{k_cache, &k}, std::pair{v_cache, &v}}) {
+        const kernels::PackedKv in = kernels::packed_kv(buffer->data(), rows, args.head_dim);
+        ops_.dequantize({.data = in.codes,
+                         .params = in.params,
+                         .x = fp16,
+                         .shape = kernels::packed_kv_shape(rows, args.head_dim)});
+      }
+    }
     ops_.append_kv({.qkv = args.qkv,
                     .write_slot = write_slot,
                     .k_cache = k_cache,
@@ -289,6 +323,19 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
                     .heads = heads,
                     .head_dim = args.head_dim,
                     .capacity = capacity_});
+    if (int4) {
+      for (auto [fp16, buffer] : {std::pair{k_cache, &k}, std::pair{v_cache, &v}}) {
+        const kernels::PackedKv packed = kernels::packed_kv(buffer->data(), rows, args.head_dim);
+        ops_.quantize_kv_slots({.cache = fp16,
+                                .write_slot = write_slot,
+                                .data = packed.codes,
+                                .params = packed.params,
+                                .batch = g.resident,
+                                .heads = heads,
+                                .capacity = capacity_,
+                                .head_dim = args.head_dim});
+      }
+    }
     args.k_cache = k_cache;
     args.v_cache = v_cache;
     ops_.decode_attention(args);

@@ -11,6 +11,13 @@
 // the pass, on the compute stream: attend_prefill() / attend_decode() run the task's attention over
 // its GPU batch and store the new K/V wherever its sequences keep them; prefetch() starts loading
 // the next task's host-resident cache while the current one computes.
+//
+// With int4 storage (engine/core/compression.h) every cache keeps its rows packed
+// (kernels/packed_kv.h), and a task works on an fp16 block: the prefill stores its tokens there and
+// packs them; a decode step expands the cache into it, appends the new token in fp16, packs that
+// row back, and attends over the block. So a token attends to itself exactly at its own step and
+// is seen through its int4 codes from the next step on — FlexGen's order — and attention, the
+// policies and their scores are the fp16 ones, unchanged.
 #pragma once
 
 #include <cstdint>
@@ -57,7 +64,7 @@ class BlockKvCache {
   // hold it.
   BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
                std::vector<const KvPolicy*> policies, const std::vector<GpuBatch>& gpu_batches,
-               int max_prompt, bool cpu_attention);
+               int max_prompt, bool cpu_attention, Storage storage = Storage::fp16);
   BlockKvCache(const BlockKvCache&) = delete;
   BlockKvCache& operator=(const BlockKvCache&) = delete;
   ~BlockKvCache();
@@ -105,7 +112,7 @@ class BlockKvCache {
  private:
   // One GPU batch's gpu-resident cache and policy state.
   struct GpuBatchCache {
-    std::vector<Buffer> k, v;  // per layer: [resident, heads, capacity, head_dim]
+    std::vector<Buffer> k, v;  // per layer: [resident, heads, capacity, head_dim], or packed
     std::unique_ptr<AttentionScoreState> scores;  // when the policy keeps attention scores
     DecodeSplits splits;                          // of its decode attention, planned once
   };
@@ -117,7 +124,10 @@ class BlockKvCache {
   int max_prompt_;
   int capacity_;
   bool keeps_attention_scores_;
+  Storage storage_;
   std::vector<GpuBatchCache> gpu_batches_;
+  // int4: the fp16 K and V block a task's resident cache is expanded into (gpu tier).
+  Buffer expanded_k_, expanded_v_;
   std::unique_ptr<OffloadedKv> offloaded_;  // null when every sequence's KV is gpu-resident
   std::optional<CacheSlots> slots_;         // position-based policies only
 

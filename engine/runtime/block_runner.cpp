@@ -29,7 +29,7 @@ std::vector<const KvPolicy*> policy_pointers(const std::vector<std::unique_ptr<K
 BlockRunner::BlockRunner(Device& device, Ops& ops, const OptConfig& config,
                          const ModelWeights& weights, int max_prompt, int max_new,
                          std::vector<std::unique_ptr<KvPolicy>> policies, WeightStreamer* streamer,
-                         const BlockShape& shape)
+                         const BlockShape& shape, Storage kv_storage)
     : device_(device),
       ops_(ops),
       config_(config),
@@ -83,8 +83,9 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const OptConfig& config,
   logprobs_ = layout.allocate(device, "log-probs");
   host_logprobs_ = layout.allocate(device, "host log-probs");
 
-  kv_cache_ = std::make_unique<BlockKvCache>(device, ops, config, policy_pointers(policies_),
-                                             gpu_batches_, max_prompt, shape.cpu_attention);
+  kv_cache_ =
+      std::make_unique<BlockKvCache>(device, ops, config, policy_pointers(policies_), gpu_batches_,
+                                     max_prompt, shape.cpu_attention, kv_storage);
   if (kv_cache_->has_offloaded() || host_activations_) {
     kv_streams_[0] = &device.stream(StreamRole::h2d_kv);
     kv_streams_[1] = &device.stream(StreamRole::d2h_kv);

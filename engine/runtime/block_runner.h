@@ -43,10 +43,11 @@ class BlockRunner {
   // C + 1 slots per (layer, sequence, head). Allocates what runner_layout says
   // (scheduler/runner_layout.h), and nothing later; throws OutOfMemoryError if it does not fit.
   // streamer: where layer weights are offloaded, what brings them in per layer (else null).
-  // shape: GPU batches and KV placement.
+  // shape: GPU batches and KV placement. kv_storage: how the KV cache keeps its rows.
   BlockRunner(Device& device, Ops& ops, const OptConfig& config, const ModelWeights& weights,
               int max_prompt, int max_new, std::vector<std::unique_ptr<KvPolicy>> policies,
-              WeightStreamer* streamer = nullptr, const BlockShape& shape = {});
+              WeightStreamer* streamer = nullptr, const BlockShape& shape = {},
+              Storage kv_storage = Storage::fp16);
   BlockRunner(const BlockRunner&) = delete;
   BlockRunner& operator=(const BlockRunner&) = delete;
   ~BlockRunner();

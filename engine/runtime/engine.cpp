@@ -69,8 +69,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
       checkpoint ? static_cast<const WeightSource&>(*checkpoint) : *source;
   const WeightPlacement& shares = options.placement.weights;
   try {
-    weights_ = std::make_unique<WeightStore>(*device_, config_, weights, shares, options.disk);
-    if (weights_->streamed()) {
+    weights_ = std::make_unique<WeightStore>(*device_, config_, weights, shares, options.disk,
+                                             options.compression.weights, ops_.get());
+    if (weights_->streamed() || weights_->expands()) {
       streamer_ = std::make_unique<WeightStreamer>(*device_, *weights_, config_.num_layers);
     }
   } catch (const OutOfMemoryError& e) {
@@ -309,9 +310,9 @@ std::unique_ptr<BlockRunner> Engine::make_runner(int max_prompt, int max_new,
   for (const SequenceLengths& s : sequences) {
     policies.push_back(block_policy(policy_budget(s.prompt, s.new_tokens, s.total)));
   }
-  auto runner = std::make_unique<BlockRunner>(*device_, *ops_, config_, weights_->weights(),
-                                              max_prompt, max_new, std::move(policies),
-                                              streamer_.get(), options_.placement.block);
+  auto runner = std::make_unique<BlockRunner>(
+      *device_, *ops_, config_, weights_->weights(), max_prompt, max_new, std::move(policies),
+      streamer_.get(), options_.placement.block, options_.compression.kv);
   if (sampleable_) runner->set_sampleable(sampleable_.as<const std::uint8_t>());
   return runner;
 }
@@ -337,14 +338,15 @@ KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) con
   const std::unique_ptr<KvPolicy> policy =
       block_policy(policy_budget(max_prompt, max_new, total_len));
   return offgen::kv_footprint(config_, policy->cache_slots(config_.num_layers),
-                              policy->needs_attention_scores(), max_prompt);
+                              policy->needs_attention_scores(), max_prompt,
+                              options_.compression.kv);
 }
 
 BlockSizer Engine::job_sizer() const {
   // Streamed weights make every pass cost about the same whatever the block: no small first one.
   return BlockSizer(static_cast<std::size_t>(options_.placement.block_size()),
                     options_.block_seconds,
-                    /*probe=*/streamer_ == nullptr);
+                    /*probe=*/!weights_->streamed());
 }
 
 void Engine::report_tokens(std::uint64_t tokens) const {

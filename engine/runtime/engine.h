@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/compression.h"
 #include "engine/core/error.h"
 #include "engine/device/device.h"
 #include "engine/model/opt_config.h"
@@ -47,6 +48,9 @@ struct EngineOptions {
   // each GPU batch is split by sequences between the gpu tier and pinned host memory, where cpu
   // attention attends it on the CPU; weights not on the gpu tier stream in layer by layer.
   Placement placement;
+  // How weights and the KV cache are stored and moved: fp16, or FlexGen's 4-bit group-wise format
+  // (engine/core/compression.h).
+  Compression compression;
   DeviceBudgets budgets;
   // KV eviction: the policy, and its budget (the whole sequence by default).
   PolicyOptions policy;
@@ -121,6 +125,10 @@ class Engine {
   std::uint64_t weight_bytes_moved() const;
   // The placement it runs (EngineOptions::placement).
   const Placement& placement() const { return options_.placement; }
+  const Compression& compression() const { return options_.compression; }
+  // The KV storage of runners made from now on (compare switches it cell by cell; the weights'
+  // storage is fixed at load).
+  void set_kv_storage(Storage kv) { options_.compression.kv = kv; }
   // The KV policy of runners made from now on (bench and compare sweep policies over one loaded
   // model). Throws offgen::Error as the constructor does for a policy without a budget.
   void set_policy(const PolicyOptions& policy, const KvBudget& kv_budget);
@@ -218,7 +226,7 @@ class Engine {
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<WeightStore> weights_;
-  std::unique_ptr<WeightStreamer> streamer_;  // when weights are offloaded
+  std::unique_ptr<WeightStreamer> streamer_;  // when weights are offloaded or packed
   // [vocab] bytes on the gpu tier, 0 for the ids sampling never draws (the head's rows without a
   // tokenizer entry); empty when every id can be drawn.
   Buffer sampleable_;

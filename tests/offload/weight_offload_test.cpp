@@ -220,7 +220,7 @@ TEST(DiskWeights, LoadingALayerNeverWaitsForTheDiskOnTheCallingThread) {
   Buffer got = device.allocate(Tier::gpu, layer_bytes);
   std::memset(got.data(), 0, layer_bytes);
   Stream& copies = device.stream(StreamRole::h2d_weights);
-  resident.load_layer(1, want.as<Half>(), copies);
+  resident.load_layer(1, want.as<std::byte>(), copies);
   copies.synchronize();
   {
     // The gate holds the disk_read stream, so the layer's read cannot run yet: the load must
@@ -228,7 +228,7 @@ TEST(DiskWeights, LoadingALayerNeverWaitsForTheDiskOnTheCallingThread) {
     // behind the read instead of copying an unread staging buffer.
     StreamGate gate(device, device.stream(StreamRole::disk_read));
     auto loaded =
-        std::async(std::launch::async, [&] { on_disk.load_layer(1, got.as<Half>(), copies); });
+        std::async(std::launch::async, [&] { on_disk.load_layer(1, got.as<std::byte>(), copies); });
     const bool returned = loaded.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
     EXPECT_TRUE(returned) << "load_layer waited for the disk read";
     auto copied = device.create_event();
