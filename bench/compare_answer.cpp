@@ -185,11 +185,15 @@ std::string compare_answer(const CompareResult& result) {
   }
   if (best) {
     const QualityVsFull q = quality_vs_full(*best, full);
+    // "h2o at budget 0.2", "h2o at budget 0.2 with int4-kv", "full with int4-kv".
+    const std::string named =
+        best->policy == PolicyKind::full
+            ? fmt::format("full with {}", compression_setting(best->compression))
+            : fmt::format("{} at budget {}", policy_name(best->policy), budget_text(*best));
     text = fmt::format(
-        "**{} at budget {}** (C = {} tokens) uses the least KV memory of the "
+        "**{}** (C = {} tokens) uses the least KV memory of the "
         "cells that keep quality ({}); its weakest measure is {}. {}",
-        policy_name(best->policy), budget_text(*best), best->budget_tokens, kQualityRule, q.worst,
-        gains(*best, full, result.kv_memory));
+        named, best->budget_tokens, kQualityRule, q.worst, gains(*best, full, result.kv_memory));
   } else {
     text = fmt::format("**No policy keeps quality** ({}) at the budgets tried.", kQualityRule);
   }

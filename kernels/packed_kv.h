@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "engine/core/half.h"
+#include "kernels/ops.h"
 #include "kernels/quantize_args.h"
 
 namespace offgen::kernels {
@@ -37,6 +38,23 @@ inline PackedKv packed_kv(void* buffer, std::int64_t rows, int head_dim) {
   auto* codes = static_cast<std::uint8_t*>(buffer);
   const std::int64_t code_bytes = packed_kv_shape(rows, head_dim).data_bytes();
   return {codes, reinterpret_cast<Half*>(codes + code_bytes)};
+}
+
+// Enqueue on `ops`' stream: every row of an fp16 block [rows, head_dim] packed into the buffer
+// `packed`, and the reverse.
+inline void pack_kv_rows(Ops& ops, const Half* fp16, void* packed, std::int64_t rows,
+                         int head_dim) {
+  const PackedKv out = packed_kv(packed, rows, head_dim);
+  ops.quantize({.x = fp16,
+                .data = out.codes,
+                .params = out.params,
+                .shape = packed_kv_shape(rows, head_dim)});
+}
+
+inline void expand_kv_rows(Ops& ops, void* packed, Half* fp16, std::int64_t rows, int head_dim) {
+  const PackedKv in = packed_kv(packed, rows, head_dim);
+  ops.dequantize(
+      {.data = in.codes, .params = in.params, .x = fp16, .shape = packed_kv_shape(rows, head_dim)});
 }
 
 }  // namespace offgen::kernels

@@ -126,23 +126,6 @@ std::size_t OffloadedKv::cache_bytes(int gpu_batch) const {
 
 namespace {
 
-// Packs every row of an fp16 cache block into its packed twin, on `ops`' stream.
-void pack_rows(Ops& ops, const Half* fp16, void* packed, std::int64_t rows, int head_dim) {
-  const kernels::PackedKv out = kernels::packed_kv(packed, rows, head_dim);
-  ops.quantize({.x = fp16,
-                .data = out.codes,
-                .params = out.params,
-                .shape = kernels::packed_kv_shape(rows, head_dim)});
-}
-
-void expand_rows(Ops& ops, const void* packed, Half* fp16, std::int64_t rows, int head_dim) {
-  const kernels::PackedKv in = kernels::packed_kv(const_cast<void*>(packed), rows, head_dim);
-  ops.dequantize({.data = in.codes,
-                  .params = in.params,
-                  .x = fp16,
-                  .shape = kernels::packed_kv_shape(rows, head_dim)});
-}
-
 // On the host: packs each new token's k and v rows (qkv rows [batch, 3·H·D]) into the packed
 // host caches at their write slots [batch, heads] — the packed twin of cpu::append_kv.
 void append_packed(const kernels::AppendKvArgs& a, void* k_packed, void* v_packed) {
@@ -192,8 +175,10 @@ void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
                          .head_dim = head_dim_,
                          .capacity = capacity_});
   if (packed) {
-    pack_rows(ops_, expanded_k_.as<Half>(), s.k.data(), cache_rows(task.gpu_batch), head_dim_);
-    pack_rows(ops_, expanded_v_.as<Half>(), s.v.data(), cache_rows(task.gpu_batch), head_dim_);
+    kernels::pack_kv_rows(ops_, expanded_k_.as<Half>(), s.k.data(), cache_rows(task.gpu_batch),
+                          head_dim_);
+    kernels::pack_kv_rows(ops_, expanded_v_.as<Half>(), s.v.data(), cache_rows(task.gpu_batch),
+                          head_dim_);
   }
   s.computed->record(compute_);
   s.computed->wait_on(d2h_);
@@ -253,8 +238,8 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
   Half* k_cache = packed ? expanded_k_.as<Half>() : s.k.as<Half>();
   Half* v_cache = packed ? expanded_v_.as<Half>() : s.v.as<Half>();
   if (packed) {
-    expand_rows(ops_, s.k.data(), k_cache, cache_rows(task.gpu_batch), head_dim_);
-    expand_rows(ops_, s.v.data(), v_cache, cache_rows(task.gpu_batch), head_dim_);
+    kernels::expand_kv_rows(ops_, s.k.data(), k_cache, cache_rows(task.gpu_batch), head_dim_);
+    kernels::expand_kv_rows(ops_, s.v.data(), v_cache, cache_rows(task.gpu_batch), head_dim_);
   }
   ops_.append_kv({.qkv = args.qkv,
                   .write_slot = write_slot,

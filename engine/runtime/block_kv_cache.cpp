@@ -244,13 +244,8 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
       // Every slot is packed, the ones no token went to as well (never attended: a slot counts
       // only once a token is written to it, and a write packs its row again).
       const std::int64_t rows = std::int64_t{g.resident} * heads * capacity_;
-      for (auto [fp16, buffer] : {std::pair{&expanded_k_, &k}, std::pair{&expanded_v_, &v}}) {
-        const kernels::PackedKv packed = kernels::packed_kv(buffer->data(), rows, head_dim);
-        ops_.quantize({.x = fp16->as<Half>(),
-                       .data = packed.codes,
-                       .params = packed.params,
-                       .shape = kernels::packed_kv_shape(rows, head_dim)});
-      }
+      kernels::pack_kv_rows(ops_, expanded_k_.as<Half>(), k.data(), rows, head_dim);
+      kernels::pack_kv_rows(ops_, expanded_v_.as<Half>(), v.data(), rows, head_dim);
     }
   }
   if (g.offloaded() > 0) {
@@ -307,13 +302,8 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
     Half* v_cache = int4 ? expanded_v_.as<Half>() : v.as<Half>();
     const std::int64_t rows = std::int64_t{g.resident} * heads * capacity_;
     if (int4) {
-      for (auto [fp16, buffer] : {std::pair{k_cache, &k}, std::pair{v_cache, &v}}) {
-        const kernels::PackedKv in = kernels::packed_kv(buffer->data(), rows, args.head_dim);
-        ops_.dequantize({.data = in.codes,
-                         .params = in.params,
-                         .x = fp16,
-                         .shape = kernels::packed_kv_shape(rows, args.head_dim)});
-      }
+      kernels::expand_kv_rows(ops_, k.data(), k_cache, rows, args.head_dim);
+      kernels::expand_kv_rows(ops_, v.data(), v_cache, rows, args.head_dim);
     }
     ops_.append_kv({.qkv = args.qkv,
                     .write_slot = write_slot,
