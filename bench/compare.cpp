@@ -91,7 +91,7 @@ void run_compare(
     const CompareOptions& options, const EngineFor& engine_for, CompareResult& result,
     const std::function<void(std::size_t, std::size_t, const CompareCell&)>& progress) {
   struct Spec {
-    Compression compression;
+    Compression compression{};
     PolicyKind policy;
     KvBudget budget;
   };

@@ -46,7 +46,7 @@ struct CompareOptions {
 };
 
 struct CompareCell {
-  Compression compression;  // how the cell's engine stored weights and KV
+  Compression compression{};  // how the cell's engine stored weights and KV
   PolicyKind policy = PolicyKind::full;
   KvBudget budget;                        // the whole sequence for full
   int budget_tokens = 0;                  // C at the throughput case's lengths

@@ -26,7 +26,7 @@ struct BenchRow {
   BenchCase config;
   std::string policy = "full";  // the engine's KV policy and --kv-budget for the row
   std::string kv_budget;        // as given ("" = the whole sequence)
-  Compression compression;      // the engine's storage of weights and KV
+  Compression compression{};    // the engine's storage of weights and KV
   int gpu_batch = 0;            // the block's split: sequences per GPU batch x GPU batches
   int num_gpu_batches = 1;
   // Measured rows ran; a row that does not fit is not measured, and carries the memory it would

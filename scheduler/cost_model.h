@@ -85,7 +85,7 @@ struct RunShape {
   // int4 weights: each layer's packed image crosses PCIe and is expanded once per pass (its fp16
   // bytes written at the dequantize rate, counted as gpu time); int4 KV: the packed cache crosses
   // PCIe and every attended cache is expanded before attention reads it in fp16.
-  Compression compression;
+  Compression compression{};
 };
 
 // Seconds per layer (one pass, the whole block) of each resource. The layer costs the busiest

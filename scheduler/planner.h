@@ -44,7 +44,7 @@ struct PlanRequest {
   std::uint64_t gpu_bytes = 0;     // budget of the gpu tier
   std::uint64_t pinned_bytes = 0;  // budget of pinned host memory
   bool disk = false;               // a disk folder can take the weights pinned memory cannot
-  Compression compression;         // how weights and KV are stored: every plan keeps it
+  Compression compression{};       // how weights and KV are stored: every plan keeps it
   int multiprocessors = 0;         // of the device (Device::multiprocessors): sizes scratch
   int max_gpu_batch = 1024;        // the largest GPU batch tried
   int max_gpu_batches = 16;        // the most GPU batches per block tried

@@ -50,7 +50,7 @@ struct EngineOptions {
   Placement placement;
   // How weights and the KV cache are stored and moved: fp16, or FlexGen's 4-bit group-wise format
   // (engine/core/compression.h).
-  Compression compression;
+  Compression compression{};
   DeviceBudgets budgets;
   // KV eviction: the policy, and its budget (the whole sequence by default).
   PolicyOptions policy;

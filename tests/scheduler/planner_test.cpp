@@ -43,7 +43,12 @@ struct MemoryCase {
   Placement placement;
   PolicyKind policy = PolicyKind::full;
   bool disk = false;
+  Compression compression{};
 };
+
+constexpr Compression kInt4Weights{Storage::int4, Storage::fp16};
+constexpr Compression kInt4Kv{Storage::fp16, Storage::int4};
+constexpr Compression kInt4{Storage::int4, Storage::int4};
 
 TEST(Planner, MemoryEqualsWhatTheEngineAllocates) {
   const MemoryCase cases[] = {
@@ -55,6 +60,12 @@ TEST(Planner, MemoryEqualsWhatTheEngineAllocates) {
       {placement(8, 2, 0.0, 1.0, 0.0, false)},  // the run's pinned memory outgrows the loading's
       {placement(3, 4, 1.0, 0.0, 1.0, false, true)},  // hidden states in pinned memory
       {placement(2, 3, 0.5, 0.5, 0.5, true, true), PolicyKind::h2o},  // and everything else moves
+      // Packed weights and KV: images split by bytes, the expanded blocks, packed caches.
+      {placement(8, 1, 1.0, 0.0, 1.0, false), PolicyKind::full, false, kInt4},
+      {placement(3, 2, 0.5, 0.5, 0.5, false), PolicyKind::h2o, false, kInt4Weights},
+      {placement(3, 3, 0.3, 0.4, 0.0, true), PolicyKind::full, true, kInt4},
+      {placement(2, 4, 0.0, 1.0, 0.34, true, true), PolicyKind::h2o, false, kInt4Kv},
+      {placement(4, 2, 1.0, 0.0, 0.5, false), PolicyKind::full, false, kInt4Kv},
   };
   const int prompt = 40, gen = 20;
   for (const MemoryCase& c : cases) {
@@ -66,8 +77,9 @@ TEST(Planner, MemoryEqualsWhatTheEngineAllocates) {
     options.policy.kind = c.policy;
     options.kv_budget = c.policy == PolicyKind::full ? KvBudget{} : KvBudget::fraction(0.5);
     if (c.disk) options.disk = disk.path().string();
+    options.compression = c.compression;
     Engine engine(options);
-    SCOPED_TRACE(c.placement.describe());
+    SCOPED_TRACE(c.placement.describe() + ", " + compression_name(c.compression));
     // Loading peaks pinned memory with its staging; the run holds the runner's buffers instead.
     const std::uint64_t load_peak = engine.device().usage(Tier::pinned).peak;
     auto runner = engine.make_runner(c.placement.block_size(), prompt, gen - 1, prompt + gen);
@@ -79,6 +91,7 @@ TEST(Planner, MemoryEqualsWhatTheEngineAllocates) {
     request.gen_len = gen;
     request.kv_tokens = engine.kv_capacity(prompt, gen - 1, prompt + gen) - 1;
     request.keeps_attention_scores = c.policy == PolicyKind::h2o;
+    request.compression = c.compression;
     const PlanMemory memory = memory_of(engine.config(), request, c.placement);
     // The device accounts the bytes asked for (not its 256-byte rounding): exactly equal.
     EXPECT_EQ(gpu, memory.gpu);
