@@ -114,10 +114,18 @@ void run_compare(
                                            name(Parameter::kv_budget));
                       });
 
+  // Every cell's largest batch is sized against the same KV memory: --kv-mem, else what the
+  // reference's gpu tier has left after its weights.
+  std::uint64_t kv_memory = options.kv_memory;
   {
     Engine& first = engine_for(storages.front());
     result.model = first.model_description();
     result.device = first.device().name();
+    if (kv_memory == 0) {
+      const TierUsage gpu = first.device().usage(Tier::gpu);
+      kv_memory = gpu.budget > gpu.used ? gpu.budget - gpu.used : 0;
+    }
+    result.kv_memory = kv_memory;
   }
   result.cells_planned = grid.size();
   std::vector<GenerationResult> reference;
@@ -138,12 +146,6 @@ void run_compare(
       cell.budget_tokens = engine.kv_capacity(c.prompt_len, c.gen_len - 1, total_len) - 1;
       cell.kv_per_sequence =
           engine.kv_footprint(c.prompt_len, c.gen_len - 1, total_len).per_sequence();
-      std::uint64_t kv_memory = options.kv_memory;
-      if (kv_memory == 0) {
-        const TierUsage gpu = engine.device().usage(Tier::gpu);
-        kv_memory = gpu.budget > gpu.used ? gpu.budget - gpu.used : 0;
-      }
-      result.kv_memory = kv_memory;
       cell.largest_batch =
           engine.kv_footprint(c.prompt_len, c.gen_len - 1, total_len).largest_batch(kv_memory);
       measure_throughput(engine, options, cell);

@@ -77,7 +77,8 @@ struct CompareResult {
 
 // Runs the grid, each storage setting on `engine_for(setting)` (an engine loaded with
 // options.base and that setting's weight storage; its policy and KV storage are switched cell by
-// cell), appending each cell to `result` as it finishes, then calling
+// cell; the settings run in the order given, so group them by weight storage and one engine at a
+// time is enough), appending each cell to `result` as it finishes, then calling
 // `progress(done, total, cell)` (may be empty). A cell that fails carries its error and the others
 // still run; Interrupted (the engine's interrupt check) ends the run, and `result` holds the cells
 // that finished.

@@ -102,7 +102,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
   try {
     auto runner =
         engine.make_runner(config.batch, config.prompt_len, config.gen_len - 1, total_len);
-    row.kv_bytes = runner->kv_bytes() + runner->policy_state_bytes();
+    row.kv_bytes = runner->kv_bytes() + runner->policy_state_bytes() + runner->kv_expanded_bytes();
     std::vector<std::int32_t> next(prompts.size());
     const std::vector<std::uint8_t> advancing(prompts.size(), 1);
     // Picked on the device: only the token ids come back each step, as in a real run.

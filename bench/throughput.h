@@ -36,10 +36,10 @@ struct BenchRow {
   std::uint64_t needed_pinned_bytes = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;
-  std::uint64_t kv_bytes = 0;              // KV cache and policy state allocated for the batch
-  KvFootprint kv_per_sequence;             // what one sequence's KV costs under the engine's policy
-  KvFootprint full_kv_per_sequence;        // the same under `full`, for comparison
-  double kv_moved_per_step = 0;            // KV bytes read + written per decode step (whole batch)
+  std::uint64_t kv_bytes = 0;        // KV cache, policy state (and int4's fp16 block) for the batch
+  KvFootprint kv_per_sequence;       // what one sequence's KV costs under the engine's policy
+  KvFootprint full_kv_per_sequence;  // the same under `full`, for comparison
+  double kv_moved_per_step = 0;      // KV bytes read + written per decode step (whole batch)
   double weights_moved_per_step = 0;       // weight bytes copied host-to-device per step
   double kv_pcie_per_step = 0;             // host-resident KV bytes copied in + out per decode step
   double predicted_tokens_per_second = 0;  // the cost model's, with a profile (else 0)

@@ -261,41 +261,58 @@ void measure_attention(Device& device, Ops& ops, const OptConfig& m, const Calib
   out.push_back({"decode_attention_cpu", gb_per_s(kv_bytes, seconds), "GB/s", what});
 }
 
-// Expanding int4 to fp16 (--compress-weights, --compress-kv): fc1's weights packed, expanded on
-// the device and on the CPU; fp16 bytes written / time.
+// Expanding int4 to fp16 (--compress-weights, --compress-kv), on the device and on the CPU, fp16
+// bytes written / time: fc1's weights (groups down columns, wide rows) and a decode attention
+// cache (one group per head row), whose kernels take different paths.
 void measure_dequantize(Device& device, Ops& ops, const OptConfig& m, const CalibrationOptions& o,
                         std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
-  const kernels::QuantShape shape{.outer = 1, .dim = m.ffn_dim, .inner = m.hidden_size};
-  const auto codes_bytes = static_cast<std::size_t>(shape.data_bytes());
-  const double fp16_bytes = static_cast<double>(shape.values()) * sizeof(Half);
-  const std::string what =
-      fmt::format("fc1's {} x {} weights from int4, fp16 bytes / time", m.ffn_dim, m.hidden_size);
-  {
-    Buffer codes = device.allocate(Tier::gpu, codes_bytes);
-    Buffer staging = device.allocate(Tier::pinned, codes_bytes);
-    std::memset(staging.data(), 0x5A, codes_bytes);
-    device.copy_async(codes.data(), staging.data(), codes_bytes, compute);
-    Buffer params =
-        filled(device, Tier::gpu, static_cast<std::size_t>(shape.param_count()), compute);
-    Buffer values = device.allocate(Tier::gpu, static_cast<std::size_t>(fp16_bytes));
+  struct Shape {
+    const char* suffix;
+    kernels::QuantShape shape;
+    std::string what;
+  };
+  const std::int64_t kv_rows =
+      std::int64_t{kAttentionBatch} * m.num_heads * std::int64_t{kAttentionCapacity};
+  const Shape shapes[] = {
+      {"",
+       {.outer = 1, .dim = m.ffn_dim, .inner = m.hidden_size},
+       fmt::format("fc1's {} x {} weights from int4, fp16 bytes / time", m.ffn_dim, m.hidden_size)},
+      {"_kv",
+       {.outer = kv_rows, .dim = m.head_dim(), .inner = 1},
+       fmt::format("a decode cache of {} rows x {} from int4, fp16 bytes / time", kv_rows,
+                   m.head_dim())}};
+  for (const Shape& s : shapes) {
+    const auto codes_bytes = static_cast<std::size_t>(s.shape.data_bytes());
+    const double fp16_bytes = static_cast<double>(s.shape.values()) * sizeof(Half);
+    {
+      Buffer codes = device.allocate(Tier::gpu, codes_bytes);
+      Buffer staging = device.allocate(Tier::pinned, codes_bytes);
+      std::memset(staging.data(), 0x5A, codes_bytes);
+      device.copy_async(codes.data(), staging.data(), codes_bytes, compute);
+      Buffer params =
+          filled(device, Tier::gpu, static_cast<std::size_t>(s.shape.param_count()), compute);
+      Buffer values = device.allocate(Tier::gpu, static_cast<std::size_t>(fp16_bytes));
+      const double seconds = best_seconds(o.repeats, [&] {
+        ops.dequantize({.data = codes.as<std::uint8_t>(),
+                        .params = params.as<Half>(),
+                        .x = values.as<Half>(),
+                        .shape = s.shape});
+        compute.synchronize();
+      });
+      out.push_back({fmt::format("dequantize{}_device", s.suffix), gb_per_s(fp16_bytes, seconds),
+                     "GB/s", s.what});
+    }
+    std::vector<std::uint8_t> codes(codes_bytes, 0x5A);
+    std::vector<Half> params(static_cast<std::size_t>(s.shape.param_count()), float_to_half(0.01f));
+    std::vector<Half> values(static_cast<std::size_t>(s.shape.values()));
     const double seconds = best_seconds(o.repeats, [&] {
-      ops.dequantize({.data = codes.as<std::uint8_t>(),
-                      .params = params.as<Half>(),
-                      .x = values.as<Half>(),
-                      .shape = shape});
-      compute.synchronize();
+      kernels::cpu::dequantize(
+          {.data = codes.data(), .params = params.data(), .x = values.data(), .shape = s.shape});
     });
-    out.push_back({"dequantize_device", gb_per_s(fp16_bytes, seconds), "GB/s", what});
+    out.push_back(
+        {fmt::format("dequantize{}_cpu", s.suffix), gb_per_s(fp16_bytes, seconds), "GB/s", s.what});
   }
-  std::vector<std::uint8_t> codes(codes_bytes, 0x5A);
-  std::vector<Half> params(static_cast<std::size_t>(shape.param_count()), float_to_half(0.01f));
-  std::vector<Half> values(static_cast<std::size_t>(shape.values()));
-  const double seconds = best_seconds(o.repeats, [&] {
-    kernels::cpu::dequantize(
-        {.data = codes.data(), .params = params.data(), .x = values.data(), .shape = shape});
-  });
-  out.push_back({"dequantize_cpu", gb_per_s(fp16_bytes, seconds), "GB/s", what});
 }
 
 // Throws a ParameterError naming the disk folder: "<disk>: <what>: <errno's text>".

@@ -80,7 +80,8 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
     p.attention = measurement(json, path, "decode_attention_device", 1e9);
     p.cpu_attention = measurement(json, path, "decode_attention_cpu", 1e9, false);
     p.dequantize = measurement(json, path, "dequantize_device", 1e9, false);
-    p.cpu_dequantize = measurement(json, path, "dequantize_cpu", 1e9, false);
+    p.dequantize_kv = measurement(json, path, "dequantize_kv_device", 1e9, false);
+    p.cpu_dequantize_kv = measurement(json, path, "dequantize_kv_cpu", 1e9, false);
     const auto& values = json.at("measurements");
     if (values.contains("copy_compute_overlap")) {
       p.overlap = values.at("copy_compute_overlap").at("value").get<double>();
@@ -123,7 +124,8 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
   const double cache_bytes = 2 * capacity * heads * double(kv_row_bytes(m, r.compression.kv));
   // Expanding int4 to fp16: fp16 bytes written / the rate (older profiles: the attention rate).
   const double dequantize = p.dequantize > 0 ? p.dequantize : p.attention;
-  const double cpu_dequantize = p.cpu_dequantize > 0 ? p.cpu_dequantize : p.cpu_attention;
+  const double dequantize_kv = p.dequantize_kv > 0 ? p.dequantize_kv : dequantize;
+  const double cpu_dequantize_kv = p.cpu_dequantize_kv > 0 ? p.cpu_dequantize_kv : p.cpu_attention;
   const double expand_weights = int4_weights ? params * 2 / dequantize : 0;
   // One sequence's whole cache of one layer in fp16, expanded before every attention over it.
   const double expanded_cache = int4_kv ? 2 * row * capacity * 2 : 0;
@@ -181,12 +183,12 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
     const double kv_read = 2 * row * attended * 2;  // K and V bytes one sequence attends over
     LayerCost layer = weights_in;
     layer.gemm = gemm;
-    layer.attention = on_device * (kv_read / p.attention + expanded_cache / dequantize);
+    layer.attention = on_device * (kv_read / p.attention + expanded_cache / dequantize_kv);
     layer.kv_store = rows_down;
     add_activations(layer, 1);
     if (cpu_attention) {
       layer.cpu_attention =
-          host * (kv_read / p.cpu_attention + (int4_kv ? expanded_cache / cpu_dequantize : 0));
+          host * (kv_read / p.cpu_attention + (int4_kv ? expanded_cache / cpu_dequantize_kv : 0));
       // The output, and the softmax rows of a policy that keeps attention scores.
       const double up = row * 2 + (r.keeps_attention_scores ? heads * capacity * 4 : 0);
       layer.kv_load = host * up / p.h2d;

@@ -50,10 +50,12 @@ struct MachineProfile {
   double gemm_large = 0;
   double attention = 0;      // decode attention, K+V bytes/s on the device
   double cpu_attention = 0;  // decode attention, K+V bytes/s on the CPU; 0: not measured
-  // Expanding int4 (weights or KV) to fp16 on the device, fp16 bytes written per second; 0 (older
-  // profiles): taken as the decode attention bandwidth, a like memory-bound kernel.
+  // Expanding int4 to fp16, fp16 bytes written per second: weights on the device, a KV cache on
+  // the device and on the CPU (cpu attention). 0 (older profiles): the weights' rate for the
+  // device's KV, and the decode attention bandwidths (like memory-bound kernels) for the rest.
   double dequantize = 0;
-  double cpu_dequantize = 0;  // the same on the CPU (cpu attention's KV); 0: cpu_attention's
+  double dequantize_kv = 0;
+  double cpu_dequantize_kv = 0;
   // How much a copy and compute running at once overlap: 1 when together they take as long as the
   // longer alone (a GPU's copy engines), 0 when as long as both in turn (the cpu device, whose
   // copies and kernels share the same cores). Profiles from before: 1.

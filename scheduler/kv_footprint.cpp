@@ -14,6 +14,9 @@ KvFootprint kv_footprint(const OptConfig& config, int capacity, bool keeps_atten
   // K and V of every layer.
   footprint.cache_bytes = 2 * static_cast<std::uint64_t>(config.num_layers) *
                           kv_cache_bytes(config, 1, capacity, storage);
+  if (storage == Storage::int4) {
+    footprint.expanded_bytes = 2 * kv_cache_bytes(config, 1, capacity, Storage::fp16);
+  }
   if (keeps_attention_scores) {
     footprint.policy_state_bytes =
         attention_score_state_layout(1, config.num_layers, config.num_heads, capacity, max_prompt)

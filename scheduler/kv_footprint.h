@@ -15,8 +15,11 @@ namespace offgen {
 struct KvFootprint {
   std::uint64_t cache_bytes = 0;         // K and V of every layer, per sequence
   std::uint64_t policy_state_bytes = 0;  // attention-score policy state, per sequence
+  // int4 storage: the fp16 K and V block of one layer that a task's packed cache is expanded into
+  // (kv_cache_layout.h), per sequence of the GPU batch.
+  std::uint64_t expanded_bytes = 0;
 
-  std::uint64_t per_sequence() const { return cache_bytes + policy_state_bytes; }
+  std::uint64_t per_sequence() const { return cache_bytes + policy_state_bytes + expanded_bytes; }
   // The largest batch whose KV cache and policy state fit in `memory` bytes (0 if none does).
   std::uint64_t largest_batch(std::uint64_t memory) const;
 };
@@ -25,7 +28,8 @@ struct KvFootprint {
 // keeps attention scores (h2o). max_prompt: the longest prompt a batch prefills (sizes the prefill
 // probability sums). Per sequence of the layouts in kv_cache_layout.h, which grow linearly with
 // the sequences.
-// storage: fp16, or int4-packed rows (about 0.28x the cache bytes).
+// storage: fp16, or int4-packed rows (0.28x the cache bytes where head_dim is a multiple of 64)
+// plus one layer's fp16 block to attend them in.
 KvFootprint kv_footprint(const OptConfig& config, int capacity, bool keeps_attention_scores,
                          int max_prompt, Storage storage = Storage::fp16);
 

@@ -242,29 +242,32 @@ void check_one_sequence_fits(const std::function<void()>& make, const std::strin
   }
 }
 
-int run_guarded(Engine& engine, const std::function<void()>& work,
-                const std::function<std::string()>& kept) {
+int run_guarded(const std::function<void()>& work, const std::function<std::string()>& kept) {
   StopSignals signals;
-  engine.set_interrupt_check(&StopSignals::requested);
   try {
     work();
   } catch (const Interrupted&) {
-    engine.set_interrupt_check({});
     const int signal = StopSignals::signal_number();
     spdlog::warn("stopped by {}: {}", StopSignals::signal_name(signal), kept());
     return StopSignals::exit_code(signal);
   } catch (const Error& e) {
-    engine.set_interrupt_check({});
     throw Error(fmt::format("{}\n{}", flag_message(e), kept()));
   } catch (const std::bad_alloc&) {
-    engine.set_interrupt_check({});
     throw Error(fmt::format("out of host memory\n{}", kept()));
   } catch (const std::exception& e) {
-    engine.set_interrupt_check({});
     throw Error(fmt::format("unexpected error: {}\n{}", e.what(), kept()));
   }
-  engine.set_interrupt_check({});
   return -1;
+}
+
+int run_guarded(Engine& engine, const std::function<void()>& work,
+                const std::function<std::string()>& kept) {
+  engine.set_interrupt_check(&StopSignals::requested);
+  struct Clear {
+    Engine& engine;
+    ~Clear() { engine.set_interrupt_check({}); }
+  } clear{engine};
+  return run_guarded(work, kept);
 }
 
 }  // namespace offgen::cli

@@ -115,5 +115,8 @@ void check_one_sequence_fits(const std::function<void()>& make, const std::strin
 // `kept()` is read after the work ends. `engine` gets the stop flag as its interrupt check.
 int run_guarded(Engine& engine, const std::function<void()>& work,
                 const std::function<std::string()>& kept);
+// The same for work that makes its engines itself (compare --storages loads one per weight
+// storage): each must take StopSignals::requested (signals.h) as its interrupt check.
+int run_guarded(const std::function<void()>& work, const std::function<std::string()>& kept);
 
 }  // namespace offgen::cli

@@ -373,9 +373,11 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
                "keep and move the decoder layers' weights in FlexGen's 4-bit group-wise format "
                "(groups of 64, ~0.28x the bytes), each layer expanded to fp16 before its kernels; "
                "the embeddings are rounded through the same format");
-  app.add_flag("--compress-kv", options.compress_kv,
-               "keep and move the KV cache in FlexGen's 4-bit group-wise format (groups of 64 "
-               "along head_dim, ~0.28x the bytes); a new token attends in fp16 at its own step");
+  app.add_flag(
+      "--compress-kv", options.compress_kv,
+      "keep and move the KV cache in FlexGen's 4-bit group-wise format (groups of 64 "
+      "along head_dim: 0.28x the bytes for a head_dim of 64 or 128, 0.45x for 80); a new token "
+      "attends in fp16 at its own step");
   app.add_option("--plan", options.plan,
                  "plan file written by `offgen plan --output`: it sets the placement, so "
                  "--batch-size, --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu, "

@@ -249,6 +249,15 @@ void add_compare_command(CLI::App& app, CompareCommandOptions& options) {
 }
 
 int run_compare(const CompareCommandOptions& options) {
+  if (!options.storages.empty()) {
+    OFFGEN_CHECK(!options.common.compress_weights && !options.common.compress_kv,
+                 "--storages sets the storage of every cell: drop --compress-weights and "
+                 "--compress-kv (list int4-weights, int4-kv or int4 in --storages instead)");
+    OFFGEN_CHECK(options.common.plan.empty(),
+                 "--storages runs several storage settings, and --plan {} holds for the one it was "
+                 "planned with: drop --plan, or --storages",
+                 options.common.plan);
+  }
   check_report_folder(options.output, options.overwrite);
   bench::CompareOptions compare;
   compare.base = options.common.engine_options();
@@ -284,26 +293,30 @@ int run_compare(const CompareCommandOptions& options) {
         compare.storages.push_back(setting);
       }
     }
-    // The reference setting's weights are the ones loaded first.
-    compare.base.compression = compare.storages.front();
+    // fp16 weights first (the reference among them), then int4 weights: one model load each, one
+    // at a time.
+    std::stable_partition(compare.storages.begin(), compare.storages.end(),
+                          [](const Compression& c) { return c.weights == Storage::fp16; });
   }
 
-  // The grid runs on one load of the model per weight storage (KV storage switches per cell).
-  Engine engine(compare.base);
-  std::unique_ptr<Engine> other_weights;
+  // The grid runs on one load of the model per weight storage (KV storage switches per cell);
+  // the first load is here, so a model that cannot load fails before any cell.
+  EngineOptions first = compare.base;
+  if (!compare.storages.empty()) first.compression = compare.storages.front();
+  auto engine = std::make_unique<Engine>(first);
+  engine->set_interrupt_check(&StopSignals::requested);
   const bench::EngineFor engine_for = [&](const Compression& setting) -> Engine& {
-    if (setting.weights == compare.base.compression.weights) return engine;
-    if (!other_weights) {
+    if (setting.weights != engine->compression().weights) {
       EngineOptions options_for = compare.base;
-      options_for.compression.weights = setting.weights;
-      other_weights = std::make_unique<Engine>(options_for);
-      other_weights->set_interrupt_check(&StopSignals::requested);
+      options_for.compression = setting;
+      engine.reset();  // the old model leaves the device before the new one loads
+      engine = std::make_unique<Engine>(options_for);
+      engine->set_interrupt_check(&StopSignals::requested);
     }
-    return *other_weights;
+    return *engine;
   };
   bench::CompareResult result;
   const int stopped = run_guarded(
-      engine,
       [&] {
         bench::run_compare(
             compare, engine_for, result,

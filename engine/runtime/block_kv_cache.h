@@ -107,6 +107,8 @@ class BlockKvCache {
   std::uint64_t bytes() const;
   std::uint64_t host_bytes() const;
   std::uint64_t policy_state_bytes() const;
+  // int4: the fp16 K and V block resident caches are expanded into (0 for fp16).
+  std::uint64_t expanded_bytes() const { return expanded_k_.bytes() + expanded_v_.bytes(); }
   KvTraffic traffic() const;
 
  private:

@@ -80,6 +80,8 @@ class BlockRunner {
   std::uint64_t kv_bytes() const { return kv_cache_->bytes(); }
   // Of those, in pinned host memory.
   std::uint64_t kv_host_bytes() const { return kv_cache_->host_bytes(); }
+  // int4 KV: bytes of the fp16 block its resident caches are expanded into (0 for fp16).
+  std::uint64_t kv_expanded_bytes() const { return kv_cache_->expanded_bytes(); }
   // Bytes of attention-score policy state it allocated (0 for position-based policies).
   std::uint64_t policy_state_bytes() const { return kv_cache_->policy_state_bytes(); }
   // Bytes of hidden states copied between the gpu tier and pinned memory so far (0 unless the

@@ -112,10 +112,11 @@ TEST(CompressionFlags, BenchRowsSayTheirStorageAndMovePackedBytes) {
                          fp16["weight_bytes_moved_per_step"].get<double>();
   EXPECT_GT(weights, 0.28);
   EXPECT_LT(weights, 0.32);
-  // head_dim 64: one group per row, exactly 36 bytes for 128.
+  // head_dim 64: one group per row, exactly 36 bytes for 128, in each of the 12 layers; plus the
+  // one layer's fp16 block the packed cache is attended in.
   EXPECT_DOUBLE_EQ(
       int4["kv_bytes_per_sequence"].get<double>() / fp16["kv_bytes_per_sequence"].get<double>(),
-      36.0 / 128.0);
+      36.0 / 128.0 + 1.0 / 12.0);
 }
 
 TEST(CompressionFlags, CompareRunsTheGridPerStorageAgainstFp16sFull) {
@@ -131,7 +132,7 @@ TEST(CompressionFlags, CompareRunsTheGridPerStorageAgainstFp16sFull) {
   options.common.device = "cpu";
   options.policies = {"h2o"};
   options.budgets = {0.5};
-  options.storages = {"int4-kv", "int4"};
+  options.storages = {"int4", "int4-kv"};  // run grouped by weight storage: int4-kv first
   options.batch = 2;
   options.prompt_len = 16;
   options.gen_len = 4;
@@ -154,15 +155,31 @@ TEST(CompressionFlags, CompareRunsTheGridPerStorageAgainstFp16sFull) {
     EXPECT_FALSE(results["cells"][i].contains("error"));
   }
   EXPECT_DOUBLE_EQ(results["cells"][0]["quality"]["greedy_agreement_with_full"].get<double>(), 1.0);
-  // tiny-preln's head_dim 16 pads each row to one group of 64: 36 bytes against fp16's 32, so
-  // here int4 KV stores more, and the footprint says so.
+  // tiny-preln's head_dim 16 pads each row to one group of 64: 36 bytes against fp16's 32 in each
+  // of its 2 layers, plus one layer's fp16 block to attend in: here int4 KV takes more, and the
+  // footprint says so.
   EXPECT_DOUBLE_EQ(results["cells"][2]["kv_per_sequence_bytes"].get<double>() /
                        results["cells"][0]["kv_per_sequence_bytes"].get<double>(),
-                   36.0 / 32.0);
+                   36.0 / 32.0 + 1.0 / 2.0);
   const std::string report = test::read_file(dir.path() / "report" / "report.md");
   EXPECT_NE(report.find("## Quality by storage"), std::string::npos) << report;
   EXPECT_NE(report.find("| fp16 | int4-kv | int4 |"), std::string::npos) << report;
   EXPECT_NE(report.find("| h2o, int4-kv | 0.5 |"), std::string::npos) << report;
+
+  // --storages sets every cell's storage: beside --compress-* or a --plan it is refused, before
+  // any work.
+  options.overwrite = true;
+  options.common.compress_kv = true;
+  EXPECT_NE(test::error_of([&] {
+              cli::run_compare(options);
+            }).find("--storages sets the storage of every cell: drop --compress-weights"),
+            std::string::npos);
+  options.common.compress_kv = false;
+  options.common.plan = (dir.path() / "plan.json").string();
+  EXPECT_NE(test::error_of([&] {
+              cli::run_compare(options);
+            }).find("and --plan " + options.common.plan + " holds for the one it was planned"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -40,6 +40,24 @@ TEST_P(FootprintOfEveryPolicy, EqualsWhatARunnerAllocatesPerSequence) {
   EXPECT_EQ(runner->kv_capacity(), engine.kv_capacity(prompt, new_tokens));
 }
 
+// int4 KV: the packed cache, and the fp16 block a task expands it into, both per sequence.
+TEST_P(FootprintOfEveryPolicy, EqualsWhatARunnerAllocatesPerSequenceWithInt4Kv) {
+  const KvBudget budget = GetParam() == PolicyKind::full ? KvBudget{} : KvBudget::fraction(0.25);
+  EngineOptions options = tiny_engine(GetParam(), budget);
+  options.compression.kv = Storage::int4;
+  Engine engine(options);
+  const int batch = 3, prompt = 20, new_tokens = 12;
+  const KvFootprint footprint = engine.kv_footprint(prompt, new_tokens);
+  auto runner = engine.make_runner(batch, prompt, new_tokens);
+  EXPECT_EQ(footprint.cache_bytes * batch, runner->kv_bytes());
+  EXPECT_EQ(footprint.expanded_bytes * batch, runner->kv_expanded_bytes());
+  EXPECT_EQ(footprint.policy_state_bytes * batch, runner->policy_state_bytes());
+  // head_dim 16: each row's one group of 64 is 36 bytes against fp16's 32.
+  EngineOptions fp16 = tiny_engine(GetParam(), budget);
+  EXPECT_EQ(footprint.cache_bytes * 32,
+            Engine(fp16).kv_footprint(prompt, new_tokens).cache_bytes * 36);
+}
+
 // pyramidkv's lower layers keep more than C: every cache has the largest layer budget + 1 slots,
 // and the footprint (so the planner and bench) counts them.
 TEST(KvFootprint, PyramidKvCountsItsLargestLayerBudget) {
