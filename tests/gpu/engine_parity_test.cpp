@@ -1,6 +1,6 @@
 // The whole model on the cuda device against the cpu device: score log-probabilities and greedy
 // tokens on the golden checkpoints (which the cpu device matches to Hugging Face) and on dummy
-// opt-1.3b, for every KV policy. Skipped without a GPU.
+// opt-1.3b, for every KV policy, and with int4 weights and KV. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,6 +123,32 @@ TEST(CudaMatchesCpuAtScale, DummyOpt1_3bScores) {
   Engine cpu(options_for("dummy:opt-1.3b", DeviceChoice::cpu, PolicyKind::full, KvBudget{}));
   // 24 layers of hidden 2048 accumulate more rounding differences than the tiny models.
   expect_same_scores(cuda.score(texts, 16), cpu.score(texts, 16), 0.05);
+}
+
+// int4 weights and KV (the quantize kernels are bit-exact on both devices, so only the GEMMs'
+// and attention's summation orders differ) on the trained model, whose head_dim of 64 makes one
+// group per row: streamed packed layers, packed caches resident, staged and cpu-attended, h2o.
+TEST(CudaMatchesCpuCompressed, Int4WeightsAndKvOnEveryPlacement) {
+  if (list_cuda_gpus().empty()) GTEST_SKIP() << "no CUDA GPU";
+  std::vector<ScoreRequest> texts = test::score_requests(test::trained_golden_expected());
+  for (ScoreRequest& text : texts) {
+    if (text.tokens.size() > 256) text.tokens.resize(256);
+  }
+  for (const bool cpu_attention : {false, true}) {
+    SCOPED_TRACE(cpu_attention ? "cpu attention" : "staged");
+    const auto options = [&](DeviceChoice device) {
+      EngineOptions o = options_for(test::trained_model_dir().string(), device, PolicyKind::h2o,
+                                    KvBudget::parse("0.5"));
+      o.compression = {Storage::int4, Storage::int4};
+      o.placement.weights = {0.3, 0.7};
+      o.placement.block.kv_gpu_fraction = 0.5;
+      o.placement.block.cpu_attention = cpu_attention;
+      return o;
+    };
+    Engine cuda(options(DeviceChoice::cuda));
+    Engine cpu(options(DeviceChoice::cpu));
+    expect_same_scores(cuda.score(texts, 64), cpu.score(texts, 64), 0.05);
+  }
 }
 
 TEST(CudaDeviceChoice, AutoPicksTheGpu) {
