@@ -110,7 +110,7 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
       globals_ = layout_.held.allocate(device, "global weights");
       device.copy_async(globals_.data(), host, layout.elements * sizeof(Half), copies);
       copied[slot]->record(copies);
-      for (const auto& bind : layout.binders) bind(globals_.as<Half>());
+      layout.bind(globals_.as<Half>());
       continue;
     }
     // The layer's image: the block itself, or packed beside it.
@@ -120,7 +120,7 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
       image = packing[slot].as<std::byte>();
     }
     LayerBlock& layer = layers_[i - 1];
-    layer.binders = layout.binders;
+    layer.block = layout;
     layer.resident_bytes = layout_.resident_bytes;
     layer.pinned_bytes = layout_.pinned_bytes;
     layer.disk_bytes = layout_.disk_layer_bytes;
@@ -142,7 +142,7 @@ WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSo
     if (!streamed_) {
       // Nothing streams: the kernels read the resident image (expanded first when packed).
       if (!expands()) {
-        for (const auto& bind : layout.binders) bind(layer.resident.as<Half>());
+        layout.bind(layer.resident.as<Half>());
       }
     }
     copied[slot]->record(copies);
@@ -273,25 +273,25 @@ const std::byte* WeightStore::resident_image(int layer) const {
   return block.resident.as<const std::byte>();
 }
 
-void WeightStore::bind_layer(int layer, const std::byte* image, Stream& compute) {
+void WeightStore::bind_layer(int layer, const std::byte* image) {
   const LayerBlock& block = layers_[static_cast<std::size_t>(layer)];
   if (!expands()) {
-    for (const auto& bind : block.binders) bind(reinterpret_cast<const Half*>(image));
+    block.block.bind(reinterpret_cast<const Half*>(image));
     return;
   }
   Half* expanded = expanded_.as<Half>();
   for (const WeightImage::Part& part : image_.parts) {
-    if (part.packed) {
-      ops_->dequantize({.data = reinterpret_cast<const std::uint8_t*>(image + part.offset),
-                        .params = reinterpret_cast<const Half*>(image + part.params_offset),
-                        .x = expanded + part.element_offset,
-                        .shape = part.shape});
-    } else {
-      device_.copy_async(expanded + part.element_offset, image + part.offset,
-                         part.elements * sizeof(Half), compute);
-    }
+    if (!part.packed) continue;
+    ops_->dequantize({.data = reinterpret_cast<const std::uint8_t*>(image + part.offset),
+                      .params = reinterpret_cast<const Half*>(image + part.params_offset),
+                      .x = expanded + part.element_offset,
+                      .shape = part.shape});
   }
-  for (const auto& bind : block.binders) bind(expanded);
+  for (const WeightBlock::Binder& b : block.block.binders) {
+    const WeightImage::Part& part = image_.parts[b.piece];
+    *b.slot = part.packed ? expanded + part.element_offset
+                          : reinterpret_cast<const Half*>(image + part.offset);
+  }
 }
 
 void WeightStore::round_globals_through_int4(const WeightBlock& globals, Half* host) const {

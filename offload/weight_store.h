@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +22,7 @@
 #include "engine/device/device.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/opt_config.h"
+#include "engine/model/weight_blocks.h"
 #include "engine/model/weight_source.h"
 #include "kernels/ops.h"
 #include "offload/disk_file.h"
@@ -74,10 +74,11 @@ class WeightStore {
   // work that waited for those reads, so it runs after them. No-op without a disk part.
   void check_disk_reads(Stream& stream);
   // Points weights().layers[layer] at the layer whose image is at `image` (a copy assembled by
-  // load_layer, or resident_image). An int4 image is first expanded into the store's fp16 block
-  // by kernels enqueued on `compute`, so the pointers are valid for work enqueued there after
-  // this call, until the next layer is bound.
-  void bind_layer(int layer, const std::byte* image, Stream& compute);
+  // load_layer, or resident_image). An int4 image's matrices are first expanded into the store's
+  // fp16 block by kernels the store's ops enqueue on the compute stream, and its vectors are read
+  // where the image holds them, so the pointers are valid for work enqueued there after this call
+  // while the image stays (a streamer slot: until it is released).
+  void bind_layer(int layer, const std::byte* image);
   // The image of a layer that does not stream (all of it on the gpu tier).
   const std::byte* resident_image(int layer) const;
 
@@ -89,7 +90,7 @@ class WeightStore {
     std::uint64_t pinned_bytes = 0;
     std::uint64_t disk_bytes = 0;  // the rest, at disk_offset in disk_
     std::uint64_t disk_offset = 0;
-    std::vector<std::function<void(const Half*)>> binders;
+    WeightBlock block;  // its tensors and the slots of weights_.layers[l] they bind to
   };
 
   // The first failed disk read's message, shared with queued reads and checks.

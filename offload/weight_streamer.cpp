@@ -65,12 +65,12 @@ void WeightStreamer::acquire(int layer, Stream& compute) {
   const std::uint64_t n = pass_start_ + static_cast<std::uint64_t>(layer);
   OFFGEN_CHECK(n < next_load_, "weight streamer: layer {} acquired before its load", layer);
   if (!streams_) {
-    store_.bind_layer(layer, store_.resident_image(layer), compute);
+    store_.bind_layer(layer, store_.resident_image(layer));
     return;
   }
   const auto s = static_cast<int>(n % 2);
   loaded_[s]->wait_on(compute);
-  store_.bind_layer(layer, slots_[s].as<std::byte>(), compute);
+  store_.bind_layer(layer, slots_[s].as<std::byte>());
   bytes_moved_ += store_.offloaded_bytes(layer);
 }
 

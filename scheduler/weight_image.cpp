@@ -29,6 +29,14 @@ WeightImage weight_image(const WeightBlock& block, Storage storage) {
     part.offset = image.bytes;
     // FlexGen compresses the weights of rank 2 and keeps vectors as they are.
     part.packed = piece.shape.size() == 2;
+    // Vectors the block keeps back to back (a fused q / k / v bias) stay so in the image: a
+    // binder points at the first and the kernels read on.
+    if (!part.packed && !image.parts.empty()) {
+      const WeightImage::Part& previous = image.parts.back();
+      if (!previous.packed && previous.element_offset + previous.elements == piece.offset) {
+        part.offset = previous.offset + previous.elements * sizeof(Half);
+      }
+    }
     if (part.packed) {
       part.shape = {.outer = 1, .dim = piece.shape[0], .inner = piece.shape[1]};
       part.params_offset = aligned(part.offset + part.shape.data_bytes());

@@ -3,8 +3,10 @@
 // itself. With int4 storage every 2-D tensor is packed in FlexGen's format, grouped along HF's
 // output dimension (kernels/quantize_args.h: codes, then their [scale, min] pairs), and every 1-D
 // tensor (biases, layer norms) stays fp16, as FlexGen keeps them; each part starts at a
-// 256-byte step. Such a layer is expanded into a block of the fp16 layout before its kernels run
-// (WeightStore::bind_layer), so the kernels never see the packing.
+// 256-byte step, but vectors the block keeps back to back (a fused bias) stay back to back. Before
+// such a layer's kernels run its matrices are expanded into a block of the fp16 layout, and its
+// vectors are read where the image holds them (WeightStore::bind_layer); the kernels never see the
+// packing.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +33,7 @@ struct WeightImage {
     std::uint64_t params_offset = 0;
   };
   Storage storage = Storage::fp16;
-  std::vector<Part> parts;  // every tensor, in block order (int4 only; fp16 needs no map)
+  std::vector<Part> parts;  // one per piece of the block, in order (int4 only; fp16 needs no map)
   std::uint64_t bytes = 0;  // the whole image
 };
 

@@ -12,21 +12,24 @@ std::size_t WeightBlock::add(std::string name, std::vector<std::int64_t> shape) 
 }
 
 void WeightBlock::add(std::string name, std::vector<std::int64_t> shape, const Half** slot) {
-  const std::size_t offset = add(std::move(name), std::move(shape));
-  binders.push_back([slot, offset](const Half* base) { *slot = base + offset; });
+  add(std::move(name), std::move(shape));
+  binders.push_back({pieces.size() - 1, slot});
+}
+
+void WeightBlock::bind(const Half* base) const {
+  for (const Binder& b : binders) *b.slot = base + pieces[b.piece].offset;
 }
 
 void WeightBlock::add_fused_qkv(const std::string& prefix, const std::string& suffix,
                                 std::vector<std::int64_t> shape, const Half** slot) {
   std::size_t numel = 1;
   for (std::int64_t d : shape) numel *= static_cast<std::size_t>(d);
-  const std::size_t offset = elements;
+  binders.push_back({pieces.size(), slot});
   for (const char* part : {"q_proj", "k_proj", "v_proj"}) {
     pieces.push_back({prefix + part + suffix, shape, elements});
     elements += numel;
   }
   elements = (elements + 127) / 128 * 128;
-  binders.push_back([slot, offset](const Half* base) { *slot = base + offset; });
 }
 
 WeightBlock global_weight_block(const OptConfig& c, ModelWeights& w) {

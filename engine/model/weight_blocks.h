@@ -1,13 +1,12 @@
 // How a model's weights lie in device memory: the globals (embeddings, positions, projections,
 // final norm) as one contiguous block and each decoder layer as another, tensors back to back,
 // each 128-element aligned so vector loads never straddle tensors, q / k / v fused into one
-// matrix. A block's binders receive its base address once it is on the device and publish the
-// tensors' pointers into ModelWeights.
+// matrix. A block's binders name the slots of ModelWeights its tensors go to; once the block is on
+// the device, binding publishes the tensors' pointers there.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,9 +22,17 @@ struct WeightBlock {
     std::vector<std::int64_t> shape;
     std::size_t offset = 0;  // elements
   };
+  // A slot of ModelWeights and the piece it points at (q of a fused q / k / v).
+  struct Binder {
+    std::size_t piece = 0;
+    const Half** slot = nullptr;
+  };
   std::vector<Piece> pieces;
   std::size_t elements = 0;
-  std::vector<std::function<void(const Half*)>> binders;
+  std::vector<Binder> binders;
+
+  // Points every slot at its piece in a copy of the block at `base`.
+  void bind(const Half* base) const;
 
   // Adds a tensor; returns its element offset inside the block.
   std::size_t add(std::string name, std::vector<std::int64_t> shape);
