@@ -132,20 +132,31 @@ BENCHMARK(SampleRows)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// FlexGen's 4-bit weights expanded to fp16, as every forward pass does per decoder layer:
-// opt-1.3b's fc1 [8192, 2048] grouped along its 8192 rows.
-void Dequantize(benchmark::State& state) {
-  const offgen::kernels::QuantShape shape{.outer = 1, .dim = 8192, .inner = 2048};
-  const auto w = random_halves(static_cast<std::size_t>(shape.values()), 0.05f);
+// FlexGen's 4-bit groups of `shape`, packed once (a tensor of random values of magnitude
+// `range`), then expanded to fp16 or packed again per iteration.
+enum class QuantDirection { expand, pack };
+
+void quantize_case(benchmark::State& state, offgen::kernels::QuantShape shape, float range,
+                   QuantDirection direction) {
+  const auto x = random_halves(static_cast<std::size_t>(shape.values()), range);
   std::vector<std::uint8_t> data(static_cast<std::size_t>(shape.data_bytes()));
   std::vector<Half> params(static_cast<std::size_t>(shape.param_count()));
-  offgen::kernels::cpu::quantize(
-      {.x = w.data(), .data = data.data(), .params = params.data(), .shape = shape});
-  std::vector<Half> out(w.size());
+  const offgen::kernels::QuantizeArgs pack{
+      .x = x.data(), .data = data.data(), .params = params.data(), .shape = shape};
+  offgen::kernels::cpu::quantize(pack);
+  std::vector<Half> out(x.size());
   for (auto _ : state) {
-    offgen::kernels::cpu::dequantize(
-        {.data = data.data(), .params = params.data(), .x = out.data(), .shape = shape});
-    benchmark::DoNotOptimize(out.data());
+    switch (direction) {
+      case QuantDirection::expand:
+        offgen::kernels::cpu::dequantize(
+            {.data = data.data(), .params = params.data(), .x = out.data(), .shape = shape});
+        benchmark::DoNotOptimize(out.data());
+        break;
+      case QuantDirection::pack:
+        offgen::kernels::cpu::quantize(pack);
+        benchmark::DoNotOptimize(data.data());
+        break;
+    }
   }
   state.counters["values/s"] = benchmark::Counter(static_cast<double>(shape.values()),
                                                   benchmark::Counter::kIsIterationInvariantRate);
@@ -153,41 +164,25 @@ void Dequantize(benchmark::State& state) {
       static_cast<double>(shape.values()) * sizeof(Half),
       benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
+
+// opt-1.3b's fc1 [8192, 2048] grouped along its 8192 rows: expanded as every forward pass does per
+// decoder layer, and packed as loading a model with int4 weights does.
+constexpr offgen::kernels::QuantShape kFc1{.outer = 1, .dim = 8192, .inner = 2048};
+// A KV cache of batch 8, 32 heads of 64, 512 slots, each row one group (attention expands it).
+constexpr offgen::kernels::QuantShape kKvCache{.outer = 8 * 32 * 512, .dim = 64, .inner = 1};
+
+void Dequantize(benchmark::State& state) {
+  quantize_case(state, kFc1, 0.05f, QuantDirection::expand);
+}
 BENCHMARK(Dequantize)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// A packed KV cache expanded to fp16 (FlexGen's compressed cache, read by attention): batch 8, 32
-// heads of 64, 512 slots; each row one group.
 void DequantizeKv(benchmark::State& state) {
-  const offgen::kernels::QuantShape shape{.outer = 8 * 32 * 512, .dim = 64, .inner = 1};
-  const auto kv = random_halves(static_cast<std::size_t>(shape.values()), 1.0f);
-  std::vector<std::uint8_t> data(static_cast<std::size_t>(shape.data_bytes()));
-  std::vector<Half> params(static_cast<std::size_t>(shape.param_count()));
-  offgen::kernels::cpu::quantize(
-      {.x = kv.data(), .data = data.data(), .params = params.data(), .shape = shape});
-  std::vector<Half> out(kv.size());
-  for (auto _ : state) {
-    offgen::kernels::cpu::dequantize(
-        {.data = data.data(), .params = params.data(), .x = out.data(), .shape = shape});
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.counters["values/s"] = benchmark::Counter(static_cast<double>(shape.values()),
-                                                  benchmark::Counter::kIsIterationInvariantRate);
+  quantize_case(state, kKvCache, 1.0f, QuantDirection::expand);
 }
 BENCHMARK(DequantizeKv)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// The same weight packed once (what loading a model with int4 weights does).
 void Quantize(benchmark::State& state) {
-  const offgen::kernels::QuantShape shape{.outer = 1, .dim = 8192, .inner = 2048};
-  const auto w = random_halves(static_cast<std::size_t>(shape.values()), 0.05f);
-  std::vector<std::uint8_t> data(static_cast<std::size_t>(shape.data_bytes()));
-  std::vector<Half> params(static_cast<std::size_t>(shape.param_count()));
-  for (auto _ : state) {
-    offgen::kernels::cpu::quantize(
-        {.x = w.data(), .data = data.data(), .params = params.data(), .shape = shape});
-    benchmark::DoNotOptimize(data.data());
-  }
-  state.counters["values/s"] = benchmark::Counter(static_cast<double>(shape.values()),
-                                                  benchmark::Counter::kIsIterationInvariantRate);
+  quantize_case(state, kFc1, 0.05f, QuantDirection::pack);
 }
 BENCHMARK(Quantize)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -13,6 +13,7 @@
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
 #include "tests/cli/cli_commands.h"
+#include "tests/cli/test_profile.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -454,23 +455,8 @@ TEST(PlanCommands, AMissingProfileOrPlanNamesTheFile) {
 namespace offgen {
 namespace {
 
-// A machine profile written by hand, shaped like a PCIe GPU with a slow link: the planner's
-// choices from it are deterministic (a calibration on this machine would not be).
-std::string write_profile(const std::filesystem::path& dir) {
-  const auto path = dir / "profile.json";
-  nlohmann::json profile = {{"device", "test"}};
-  const std::pair<const char*, double> values[] = {{"h2d_pinned", 4},
-                                                   {"d2h_pinned", 4},
-                                                   {"gemm_fc1_m32", 50},
-                                                   {"gemm_fc1_m512", 300},
-                                                   {"decode_attention_device", 1500},
-                                                   {"decode_attention_cpu", 60}};
-  for (const auto& [name, value] : values) profile["measurements"][name] = {{"value", value}};
-  test::write_file(path, profile.dump());
-  return path.string();
-}
-
 using test::error_of;
+using test::write_profile;
 
 TEST(PlanCommands, ThePlanFileCarriesTheWholePlacementAndReadsBack) {
   test::TempDir dir;

@@ -10,26 +10,12 @@
 #include "engine/cli/commands.h"
 #include "engine/cli/compare_command.h"
 #include "tests/cli/cli_commands.h"
+#include "tests/cli/test_profile.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
 namespace {
-
-std::string profile_file(const std::filesystem::path& dir) {
-  const auto path = dir / "profile.json";
-  nlohmann::json profile = {{"device", "test"}};
-  const std::pair<const char*, double> values[] = {{"h2d_pinned", 4},
-                                                   {"d2h_pinned", 4},
-                                                   {"gemm_fc1_m32", 50},
-                                                   {"gemm_fc1_m512", 300},
-                                                   {"decode_attention_device", 1500},
-                                                   {"decode_attention_cpu", 60},
-                                                   {"dequantize_device", 800}};
-  for (const auto& [name, value] : values) profile["measurements"][name] = {{"value", value}};
-  test::write_file(path, profile.dump());
-  return path.string();
-}
 
 TEST(CompressionFlags, EveryCommandTakesThem) {
   for (const std::string command :
@@ -49,7 +35,7 @@ TEST(CompressionFlags, APlanRecordsItsStorageAndRefusesARunWithAnother) {
   plan.common.device = "cpu";
   plan.common.gpu_mem = "200MiB";
   plan.common.cpu_mem = "4GiB";
-  plan.common.profile = profile_file(dir.path());
+  plan.common.profile = test::write_profile(dir.path());
   plan.common.compress_weights = true;
   plan.prompt_len = 128;
   plan.gen_len = 8;
