@@ -1,15 +1,13 @@
 #!/usr/bin/env python3
 """Generate the golden fixture of FlexGen's 4-bit group-wise quantization.
 
-The compress / decompress sequence of FlexGen's TorchCompressedDevice (flexgen/
-compression.py, num_bits 4, group_size 64, asymmetric) is run literally on fp16
-torch tensors: pad with zeros, view as groups, mn / mx by torch.min / torch.max,
-`scale = B / (mx - mn)` with B = 15 a Python int (which torch evaluates as
-`(mx - mn).reciprocal() * 15`), `data = data - mn`, `data.mul_(scale)`,
-`data.clamp_(0, B).round_().to(torch.uint8)`, pack even << 4 | odd; then
-`data.div_(scale)`, `data.add_(mn)`. Each op rounds its result to fp16, as on
-FlexGen's GPU path (its CPU path converts to fp32 first; offgen follows the GPU
-path). kernels/quantize_args.h states the same recipe; tests/kernels/
+FlexGen's recipe (num_bits 4, group_size 64, asymmetric) is run as the same
+sequence of fp16 torch tensor ops its GPU path runs: pad with zeros, groups' min
+and max, `15 / (max - min)` with 15 a Python int (which torch evaluates as
+`(max - min).reciprocal() * 15`), `x - min`, times the scale, clamp to [0, 15]
+and round half to even, pack even << 4 | odd; then `q / scale` and `+ min`.
+Each op rounds its result to fp16, as on FlexGen's GPU path (its CPU path
+converts to fp32 first; offgen follows the GPU path). kernels/quantize_args.h states the same recipe; tests/kernels/
 quantize_reference_test.cpp checks offgen's kernels against this fixture bit for
 bit.
 
@@ -47,89 +45,54 @@ NUM_BITS = 4
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data" / "golden" / "quantize"
 
 
-def compress(tensor, group_dim):
-    """FlexGen's TorchCompressedDevice.compress, fp16 throughout. Returns (data, scale)."""
-    group_size = GROUP_SIZE
-    shape = tensor.shape
-    num_groups = (shape[group_dim] + group_size - 1) // group_size
+def _to_groups(x, group_dim):
+    """x with `group_dim` last, zero-padded to whole groups and split: [..., G, 64]."""
+    x = x.movedim(group_dim, -1)
+    pad = -x.shape[-1] % GROUP_SIZE
+    if pad:
+        x = torch.cat([x, x.new_zeros(x.shape[:-1] + (pad,))], dim=-1)
+    return x.reshape(x.shape[:-1] + (-1, GROUP_SIZE))
 
-    # Pad
-    new_shape = shape[:group_dim] + (num_groups, group_size) + shape[group_dim + 1:]
-    pad_len = (group_size - shape[group_dim] % group_size) % group_size
-    if pad_len != 0:
-        pad_shape = shape[:group_dim] + (pad_len,) + shape[group_dim + 1:]
-        tensor = torch.cat(
-            [tensor, torch.zeros(pad_shape, dtype=tensor.dtype, device=tensor.device)],
-            dim=group_dim)
-    data = tensor.view(new_shape)
 
-    # Quantize
-    B = 2 ** NUM_BITS - 1
-    mn = torch.min(data, dim=group_dim + 1, keepdim=True)[0]
-    mx = torch.max(data, dim=group_dim + 1, keepdim=True)[0]
+def _from_last(t, group_dim, trailing):
+    """Moves the last `trailing` axes of t (laid out [..., rest, last axes]) back to group_dim."""
+    lead = t.dim() - trailing
+    order = list(range(group_dim)) + list(range(lead, t.dim())) + list(range(group_dim, lead))
+    return t.permute(order).contiguous()
 
-    scale = B / (mx - mn)
-    data = data - mn
-    data.mul_(scale)
+
+def compress(x, group_dim):
+    """The recipe, one fp16 tensor op at a time as FlexGen's GPU path runs it.
+
+    Returns (codes [..., G * 32 at group_dim, ...], params [..., G, 2 at group_dim, ...]).
+    """
+    groups = _to_groups(x, group_dim)
+    lo = groups.min(dim=-1, keepdim=True).values
+    hi = groups.max(dim=-1, keepdim=True).values
+    levels = 2 ** NUM_BITS - 1
+    scale = levels / (hi - lo)  # a Python number over a tensor: (hi - lo).reciprocal() * levels
+    scaled = (groups - lo) * scale
     # Debian's torch 1.13 has no fp16 clamp or round on the CPU; both are exact (their results
     # are the input, 0, 15 or an integer of at most 4 bits), so fp32 gives the same fp16 bits.
-    data = data.float().clamp_(0, B).round_().half()
+    codes = scaled.float().clamp(0, levels).round().half()
     # The one departure: NaN (0 * inf of a group of equal values) is code 0, not a cast of NaN.
-    data = torch.where(torch.isnan(data), torch.zeros_like(data), data)
-    data = data.to(torch.uint8)
-
-    # Pack
-    left_indices = (
-        tuple(slice(0, x) for x in data.shape[:group_dim + 1]) +
-        (slice(0, data.shape[group_dim + 1], 2),))
-    right_indices = (
-        tuple(slice(0, x) for x in data.shape[:group_dim + 1]) +
-        (slice(1, data.shape[group_dim + 1], 2),))
-    data = torch.bitwise_or(data[left_indices].bitwise_left_shift(4), data[right_indices])
-
-    # Reshape
-    data_shape = shape[:group_dim] + (num_groups * (group_size // 2),) + shape[group_dim + 1:]
-    scale_shape = shape[:group_dim] + (num_groups, 2) + shape[group_dim + 1:]
-    data = data.view(data_shape)
-    scale = torch.cat([scale, mn], dim=group_dim + 1).view(scale_shape)
-    return data, scale
+    codes = torch.nan_to_num(codes, nan=0.0).to(torch.uint8)
+    packed = codes[..., 0::2] << 4 | codes[..., 1::2]  # the even index in the high nibble
+    packed = packed.reshape(packed.shape[:-2] + (-1,))
+    params = torch.cat([scale, lo], dim=-1)  # [..., G, 2]: scale, then min
+    return _from_last(packed, group_dim, 1), _from_last(params, group_dim, 2)
 
 
-def decompress(data, scale, original_shape, group_dim):
-    """FlexGen's TorchCompressedDevice.decompress (its GPU branch: an fp16 workspace)."""
-    group_size = GROUP_SIZE
-    group_size_c = group_size // 2
-    shape = data.shape
-    num_groups = (shape[group_dim] + group_size_c - 1) // group_size_c
-
-    new_shape = shape[:group_dim] + (num_groups, group_size_c) + shape[group_dim + 1:]
-    packed = data.view(new_shape)
-
-    # Unpack
-    new_shape = shape[:group_dim] + (num_groups, group_size) + shape[group_dim + 1:]
-    data = torch.empty(new_shape, dtype=torch.float16, device=packed.device)
-    left_indices = (
-        tuple(slice(0, x) for x in data.shape[:group_dim + 1]) +
-        (slice(0, data.shape[group_dim + 1], 2),))
-    right_indices = (
-        tuple(slice(0, x) for x in data.shape[:group_dim + 1]) +
-        (slice(1, data.shape[group_dim + 1], 2),))
-    data[left_indices] = packed.bitwise_right_shift(4)
-    data[right_indices] = packed.bitwise_and(0xF)
-
-    # Dequantize
-    scale, mn = scale.split(1, dim=group_dim + 1)
-    data.div_(scale)
-    data.add_(mn)
-
-    # Unpad
-    unpad_len = (group_size - original_shape[group_dim] % group_size) % group_size
-    if unpad_len != 0:
-        flatten_shape = shape[:group_dim] + (num_groups * group_size,) + shape[group_dim + 1:]
-        indices = [slice(0, x) for x in flatten_shape]
-        indices[group_dim] = slice(0, flatten_shape[group_dim] - unpad_len)
-        data = data.view(flatten_shape)[indices].contiguous()
-    return data.view(original_shape)
+def decompress(codes, params, original_shape, group_dim):
+    """Codes back to fp16: q / scale, then + min, each rounded to fp16; padding dropped."""
+    codes = codes.movedim(group_dim, -1)
+    codes = codes.reshape(codes.shape[:-1] + (-1, GROUP_SIZE // 2))
+    q = torch.stack([codes >> 4, codes & 15], dim=-1).reshape(codes.shape[:-1] + (GROUP_SIZE,))
+    params = params.movedim(group_dim, -1).movedim(group_dim, -1)  # [..., G, 2]
+    y = q.half() / params[..., 0:1]
+    y = y + params[..., 1:2]
+    y = y.reshape(y.shape[:-2] + (-1,))[..., : original_shape[group_dim]]
+    return _from_last(y, group_dim, 1).reshape(original_shape)
 
 
 def edges():
