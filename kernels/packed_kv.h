@@ -22,11 +22,6 @@ constexpr std::uint64_t packed_kv_bytes(std::int64_t rows, int head_dim) {
   return static_cast<std::uint64_t>(quantized_bytes(packed_kv_shape(rows, head_dim)));
 }
 
-// Bytes of one row (one token's k or v in one head).
-constexpr std::uint64_t packed_kv_row_bytes(int head_dim) {
-  return packed_kv_bytes(1, head_dim);
-}
-
 struct PackedKv {
   std::uint8_t* codes = nullptr;  // [rows, G * 32]
   Half* params = nullptr;         // [rows, G, 2]

@@ -19,7 +19,6 @@ struct Compression {
   // Each cached token's k and v head rows grouped along head_dim; kept and moved packed.
   Storage kv = Storage::fp16;
 
-  bool any() const { return weights != Storage::fp16 || kv != Storage::fp16; }
   bool operator==(const Compression&) const = default;
 };
 
