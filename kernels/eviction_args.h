@@ -15,6 +15,9 @@
 //   pool      prefill only: the width k of the average pooling of the ranking of the tokens before
 //             the window (snapkv; 1 = none)
 //   decode    accumulate: score += probability (h2o, snapkv); replace: score = probability (tova)
+// `heads` here is always the cache's head count — the kv heads under grouped-query attention,
+// whose probabilities attention already sums over each group of query heads
+// (kernels/attention_args.h).
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,12 @@ namespace offgen::kernels {
 
 // out[r, i] = half(half(silu(g)) * u) with g = gate_up[r, i], u = gate_up[r, ffn + i] and
 // silu(g) = g / (1 + exp(-g)) in fp32: Hugging Face's act_fn(gate_proj(x)) * up_proj(x) on fp16.
+// exp is fast_exp (kernels/cpu/vector_math.h: within 2 ulp of expf, plain fp32 operations that
+// vectorise) in every implementation, the CUDA kernel's a copy of it with uncontracted operations,
+// so all of them agree bit for bit. (With glibc's expf instead, half(silu(g)) comes out the same
+// for every finite fp16 g: the choice costs nothing against Hugging Face's fp16 result.)
+// half(silu(g)) * u is exact in fp32 (a product of two fp16 values), so the output is rounded
+// once more, and only once.
 struct SiluMulArgs {
   const Half* gate_up = nullptr;  // [rows, 2 * ffn]: gate in columns [0, ffn), up in [ffn, 2 ffn)
   Half* out = nullptr;            // [rows, ffn]; must not alias gate_up

@@ -13,10 +13,13 @@
 #include "kernels/attention_args.h"
 #include "kernels/embedding_args.h"
 #include "kernels/eviction_args.h"
+#include "kernels/gated_mlp_args.h"
 #include "kernels/kv_cache_args.h"
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
 #include "kernels/quantize_args.h"
+#include "kernels/rms_norm_args.h"
+#include "kernels/rotary_args.h"
 #include "kernels/sampling_args.h"
 #include "kernels/softmax_args.h"
 
@@ -59,6 +62,13 @@ class Ops {
   virtual void dequantize(const kernels::DequantizeArgs& args) = 0;
   // A decode step's new token of every (sequence, head) into a packed KV cache.
   virtual void quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) = 0;
+
+  // The LLaMA family's ops: RMS norm in place of layer norm, rotary position embedding on the
+  // fused QKV (before its keys enter the KV cache), and SwiGLU's silu(gate) · up between the fused
+  // gate / up GEMM and the down projection.
+  virtual void rms_norm(const kernels::RmsNormArgs& args) = 0;
+  virtual void rotary(const kernels::RotaryArgs& args) = 0;
+  virtual void silu_mul(const kernels::SiluMulArgs& args) = 0;
 };
 
 }  // namespace offgen

@@ -80,13 +80,16 @@ struct DequantizeArgs {
 // write_slot[b * heads + h] is quantized; every other row of data and params is left as it was.
 // A slot outside [0, capacity) is a caller bug: the CPU kernels throw offgen::Error on it (before
 // writing anything), a CUDA kernel skips that row.
+// Only the cache is read (never the fused qkv), so `heads` is the cache's head count: the kv heads
+// under grouped-query attention (kernels/attention_args.h), the same as AppendKvArgs's
+// kv_heads, and write_slot is that append's [batch, kv_heads] table.
 struct QuantizeKvSlotsArgs {
   const Half* cache = nullptr;               // [batch, heads, capacity, head_dim]
   const std::int32_t* write_slot = nullptr;  // [batch, heads]
   std::uint8_t* data = nullptr;              // [batch, heads, capacity, G * 32]
   Half* params = nullptr;                    // [batch, heads, capacity, G, 2]
   int batch = 0;
-  int heads = 0;
+  int heads = 0;  // cache (kv) heads
   int capacity = 0;
   int head_dim = 0;
 };

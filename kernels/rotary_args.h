@@ -20,6 +20,13 @@ namespace offgen::kernels {
 // on fp16 tensors, each product and the sum rounded to fp16 as PyTorch does. inv_freq already
 // carries the config's rope scaling (linear, llama3); the engine computes it on the host.
 // A negative position (never produced for a real token) is treated as 0.
+//
+// cosf / sinf are the platform's: the host libm's on the CPU (the reference and the CPU kernel
+// call the same functions, so they agree bit for bit) and CUDA's cosf / sinf (within 2 fp32 ulp;
+// not the __cosf / __sinf intrinsics, which lose accuracy for large angles) on the GPU, where c_i
+// or s_i can therefore land 1 fp16 ulp away from the host's when the fp32 value is near a rounding
+// boundary. Each product and the sum are rounded as written (no fused multiply-add), so that is
+// the only difference.
 struct RotaryArgs {
   Half* qkv = nullptr;                      // [rows, (heads + 2 * kv_heads) * head_dim]
   const std::int32_t* positions = nullptr;  // [rows]
@@ -28,7 +35,7 @@ struct RotaryArgs {
   std::int64_t rows = 0;
   int heads = 0;
   int kv_heads = 0;
-  int head_dim = 0;  // even
+  int head_dim = 0;  // even (the kernels throw offgen::Error on an odd one)
 };
 
 }  // namespace offgen::kernels

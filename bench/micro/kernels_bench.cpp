@@ -2,13 +2,18 @@
 //   build/release/bench/micro/offgen_kernels_bench --benchmark_filter=Linear
 #include <benchmark/benchmark.h>
 
+#include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
 #include "engine/core/half.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/gated_mlp.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/rotary.h"
 #include "kernels/cpu/sampling.h"
 
 namespace {
@@ -222,5 +227,76 @@ BENCHMARK(QuantizeKvSlots)
     ->UseRealTime();
 
 }  // namespace
+
+// The LLaMA family's element-wise ops at Llama 3 8B's shapes (hidden 4096, 32 q heads over 8 kv
+// heads of 128, ffn 14336); arg: rows (a decode step's batch, a prefill chunk). GB/s counts the
+// fp16 bytes each op must read and write.
+constexpr int kLlamaHidden = 4096;
+constexpr int kLlamaHeads = 32;
+constexpr int kLlamaKvHeads = 8;
+constexpr int kLlamaHeadDim = 128;
+constexpr int kLlamaFfn = 14336;
+
+benchmark::Counter bytes_per_second(double bytes) {
+  return benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+                            benchmark::Counter::kIs1000);
+}
+
+void RmsNorm(benchmark::State& state) {
+  const auto rows = state.range(0);
+  const auto n = static_cast<std::size_t>(rows * kLlamaHidden);
+  const auto x = random_halves(n, 2.0f);
+  const auto gamma = random_halves(kLlamaHidden, 1.0f);
+  std::vector<Half> y(n);
+  for (auto _ : state) {
+    offgen::kernels::cpu::rms_norm({.x = x.data(),
+                                    .gamma = gamma.data(),
+                                    .y = y.data(),
+                                    .rows = rows,
+                                    .dim = kLlamaHidden,
+                                    .eps = 1e-5f});
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = bytes_per_second(4.0 * static_cast<double>(n));
+}
+BENCHMARK(RmsNorm)->Arg(1)->Arg(64)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void Rotary(benchmark::State& state) {
+  const auto rows = state.range(0);
+  const std::int64_t width = std::int64_t{kLlamaHeads + 2 * kLlamaKvHeads} * kLlamaHeadDim;
+  auto qkv = random_halves(static_cast<std::size_t>(rows * width), 2.0f);
+  std::vector<std::int32_t> positions(static_cast<std::size_t>(rows));
+  for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<std::int32_t>(i);
+  std::vector<float> inv_freq(kLlamaHeadDim / 2);
+  for (std::size_t i = 0; i < inv_freq.size(); ++i) {
+    inv_freq[i] = static_cast<float>(1.0 / std::pow(500000.0, 2.0 * double(i) / kLlamaHeadDim));
+  }
+  for (auto _ : state) {
+    offgen::kernels::cpu::rotary({.qkv = qkv.data(),
+                                  .positions = positions.data(),
+                                  .inv_freq = inv_freq.data(),
+                                  .rows = rows,
+                                  .heads = kLlamaHeads,
+                                  .kv_heads = kLlamaKvHeads,
+                                  .head_dim = kLlamaHeadDim});
+    benchmark::DoNotOptimize(qkv.data());
+  }
+  state.counters["GB/s"] = bytes_per_second(4.0 * static_cast<double>(rows) *
+                                            (kLlamaHeads + kLlamaKvHeads) * kLlamaHeadDim);
+}
+BENCHMARK(Rotary)->Arg(1)->Arg(64)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void SiluMul(benchmark::State& state) {
+  const auto rows = state.range(0);
+  const auto gate_up = random_halves(static_cast<std::size_t>(rows * 2 * kLlamaFfn), 4.0f);
+  std::vector<Half> out(static_cast<std::size_t>(rows * kLlamaFfn));
+  for (auto _ : state) {
+    offgen::kernels::cpu::silu_mul(
+        {.gate_up = gate_up.data(), .out = out.data(), .rows = rows, .ffn = kLlamaFfn});
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = bytes_per_second(6.0 * static_cast<double>(rows) * kLlamaFfn);
+}
+BENCHMARK(SiluMul)->Arg(1)->Arg(64)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -4,10 +4,13 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gated_mlp.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/rotary.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cpu/score_eviction.h"
 #include "kernels/cpu/softmax.h"
@@ -84,6 +87,18 @@ void CpuOps::dequantize(const kernels::DequantizeArgs& args) {
 
 void CpuOps::quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) {
   enqueue<cpu::quantize_kv_slots, ref::quantize_kv_slots>(args);
+}
+
+void CpuOps::rms_norm(const kernels::RmsNormArgs& args) {
+  enqueue<cpu::rms_norm, ref::rms_norm>(args);
+}
+
+void CpuOps::rotary(const kernels::RotaryArgs& args) {
+  enqueue<cpu::rotary, ref::rotary>(args);
+}
+
+void CpuOps::silu_mul(const kernels::SiluMulArgs& args) {
+  enqueue<cpu::silu_mul, ref::silu_mul>(args);
 }
 
 // The policy code (policies/*_policy.cpp) is the reference these kernels are tested against,

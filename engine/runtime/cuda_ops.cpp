@@ -6,9 +6,12 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gated_mlp.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/quantize.h"
+#include "kernels/cuda/rms_norm.h"
+#include "kernels/cuda/rotary.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/score_eviction.h"
 #include "kernels/cuda/softmax.h"
@@ -94,6 +97,18 @@ void CudaOps::dequantize(const kernels::DequantizeArgs& args) {
 
 void CudaOps::quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) {
   cuda::quantize_kv_slots(args, stream_);
+}
+
+void CudaOps::rms_norm(const kernels::RmsNormArgs& args) {
+  cuda::rms_norm(args, stream_);
+}
+
+void CudaOps::rotary(const kernels::RotaryArgs& args) {
+  cuda::rotary(args, stream_);
+}
+
+void CudaOps::silu_mul(const kernels::SiluMulArgs& args) {
+  cuda::silu_mul(args, stream_);
 }
 
 std::unique_ptr<Ops> make_cuda_ops(Device& device) {

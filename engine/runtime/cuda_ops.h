@@ -34,6 +34,9 @@ class CudaOps final : public Ops {
   void quantize(const kernels::QuantizeArgs& args) override;
   void dequantize(const kernels::DequantizeArgs& args) override;
   void quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) override;
+  void rms_norm(const kernels::RmsNormArgs& args) override;
+  void rotary(const kernels::RotaryArgs& args) override;
+  void silu_mul(const kernels::SiluMulArgs& args) override;
 
  private:
   cudaStream_t stream_;

@@ -1,16 +1,21 @@
-// CPU attention: prefill (causal + padding mask) and decode over the KV cache.
+// CPU attention: prefill (causal + padding mask) and decode over the KV cache, with grouped-query
+// attention (query head h reads kv head h / (heads / kv_heads); kernels/attention_args.h).
 //
-// Prefill runs one task per (sequence, head, block of queries). A task converts the keys its
+// Prefill runs one task per (sequence, query head, block of queries). A task converts the keys its
 // queries can see into a transposed fp32 K (kt[d][j]) and V into fp32 rows, then handles its
 // queries four at a time so each K / V load feeds four rows: scores s[r][j] += q[r][d]·kt[d][j]
 // and out[r][d] += p[r][j]·v[j][d] are both vectorised along a contiguous axis with register
 // accumulators (4 queries × 16 or 32 lanes) and no horizontal reductions. Query blocks only split a
 // (sequence, head) when there are too few of those to keep the workers busy (each block re-converts
 // its keys). When key_prob_sums is wanted a task covers all of a (sequence, head)'s queries, so the
-// sums are accumulated by one thread in a fixed order (deterministic, no atomics).
+// sums are accumulated by one thread in a fixed order (deterministic, no atomics). Under GQA each
+// query head's sums go to a row of its own first, and a second pass adds a group's rows in head
+// order into its kv head's entry.
 //
-// Decode is memory-bound (each cached key / value is read once): one task per (sequence, head),
-// K and V converted in slot chunks with F16C, scores as dot products.
+// Decode is memory-bound (each cached key / value is read once): one task per (sequence, kv head),
+// K and V converted in slot chunks with F16C once for all the query heads of the group, scores as
+// dot products. Each query head's probabilities are computed exactly as they would be alone, and
+// the group's rows are added in head order.
 #include "kernels/cpu/attention.h"
 
 #include <tbb/blocked_range.h>
@@ -52,7 +57,7 @@ void zero_half(Half* p, int n) {
   std::fill(p, p + n, Half{});
 }
 
-// Queries [q0, q1) of sequence b, head h. key_sums: that (b, h)'s row, zeroed, or null.
+// Queries [q0, q1) of sequence b, query head h. key_sums: that (b, h)'s row, zeroed, or null.
 // kChunks Vecs per query row and step: 4·kChunks independent FMA chains, enough to cover FMA
 // latency (AVX-512: 2 → 8 zmm chains; AVX2: 1 → 8 ymm chains, as a Vec is two ymm there).
 template <int kChunks>
@@ -60,8 +65,11 @@ template <int kChunks>
                                                       int q0, int q1, float* key_sums) {
   constexpr int kStep = 16 * kChunks;
   const int dim = a.head_dim;
+  const int kv_heads = a.kv_head_count();
+  const int kv_head = h / (a.heads / kv_heads);
   const std::int64_t hd = std::int64_t{a.heads} * dim;
-  const std::int64_t stride = 3 * hd;
+  const std::int64_t kvd = std::int64_t{kv_heads} * dim;  // k head c to v head c
+  const std::int64_t stride = hd + 2 * kvd;
   const std::uint8_t* valid = a.valid + std::int64_t{b} * a.seq;
   const Half* tokens = a.qkv + std::int64_t{b} * a.seq * stride;
   Half* out = a.out + std::int64_t{b} * a.seq * hd + std::int64_t{h} * dim;
@@ -85,13 +93,13 @@ template <int kChunks>
   float* const acc = grow(acc_buf, std::int64_t{kGroup} * ldv);
 
   for (int j = 0; j < keys; ++j) {
-    const Half* k_row = tokens + j * stride + hd + std::int64_t{h} * dim;
+    const Half* k_row = tokens + j * stride + hd + std::int64_t{kv_head} * dim;
     float* const v_row = v + std::int64_t{j} * ldv;
     std::fill(v_row + dim, v_row + ldv, 0.0f);
     if (valid[j] != 0) {
       half_to_float(k_row, v_row, static_cast<std::size_t>(dim));  // v_row as staging for K
       for (int d = 0; d < dim; ++d) kt[std::int64_t{d} * ldk + j] = v_row[d];
-      half_to_float(k_row + hd, v_row, static_cast<std::size_t>(dim));
+      half_to_float(k_row + kvd, v_row, static_cast<std::size_t>(dim));
       mask[j] = 0.0f;
     } else {  // finite zeros: the mask, not the data, removes padding keys
       for (int d = 0; d < dim; ++d) kt[std::int64_t{d} * ldk + j] = 0.0f;
@@ -217,72 +225,108 @@ void prefill_block(Isa isa, const PrefillAttentionArgs& a, int b, int h, int q0,
   prefill_block_impl<1>(a, b, h, q0, q1, key_sums);
 }
 
-// One (sequence, head) of decode.
-OFFGEN_SIMD_CLONES void decode_head(const DecodeAttentionArgs& a, int b, int h) {
+// The query heads of kv head c of sequence b: each one's scores, softmax and p·v exactly as a head
+// of its own, with every K / V chunk converted once for the whole group.
+OFFGEN_SIMD_CLONES void decode_kv_head(const DecodeAttentionArgs& a, int b, int c) {
   const int dim = a.head_dim;
+  const int kv_heads = a.kv_head_count();
+  const int group = a.heads / kv_heads;
+  const int h0 = c * group;  // first query head of the group
   const std::int64_t hd = std::int64_t{a.heads} * dim;
   const int count = a.slot_count[b];
-  const std::int64_t cache = (std::int64_t{b} * a.heads + h) * a.capacity;
-  Half* const out = a.out + std::int64_t{b} * hd + std::int64_t{h} * dim;
+  const std::int64_t cache = (std::int64_t{b} * kv_heads + c) * a.capacity;
+  Half* const out = a.out + std::int64_t{b} * hd + std::int64_t{h0} * dim;  // the group's rows
   float* const probs_row = a.probs != nullptr ? a.probs + cache : nullptr;
   if (probs_row != nullptr) std::fill(probs_row + count, probs_row + a.capacity, 0.0f);
   if (count == 0) {
-    zero_half(out, dim);
+    zero_half(out, group * dim);
     return;
   }
 
   constexpr int kChunk = 64;  // slots converted at a time (F16C), L1-sized for D <= 128
   thread_local std::vector<float> q_buf, rows_buf, p_buf, acc_buf;
-  float* const q = grow(q_buf, dim);
+  float* const q = grow(q_buf, std::int64_t{group} * dim);
   float* const rows = grow(rows_buf, std::int64_t{kChunk} * dim);
-  float* const p = probs_row != nullptr ? probs_row : grow(p_buf, count);
-  float* const acc = grow(acc_buf, dim);
+  // Query head g's probabilities at p + g * count; alone (group 1) straight into probs.
+  float* const p =
+      probs_row != nullptr && group == 1 ? probs_row : grow(p_buf, std::int64_t{group} * count);
+  float* const acc = grow(acc_buf, std::int64_t{group} * dim);
 
-  half_to_float(a.qkv + std::int64_t{b} * 3 * hd + std::int64_t{h} * dim, q,
-                static_cast<std::size_t>(dim));
-  for (int d = 0; d < dim; ++d) q[d] *= a.scale;
+  const Half* q_half =
+      a.qkv + std::int64_t{b} * (hd + 2 * std::int64_t{kv_heads} * dim) + std::int64_t{h0} * dim;
+  half_to_float(q_half, q, static_cast<std::size_t>(group) * dim);
+  for (int d = 0; d < group * dim; ++d) q[d] *= a.scale;
   for (int j0 = 0; j0 < count; j0 += kChunk) {
     const int n = std::min(kChunk, count - j0);
     half_to_float(a.k_cache + (cache + j0) * dim, rows, static_cast<std::size_t>(n) * dim);
-    for (int j = 0; j < n; ++j) {
-      const float* kr = rows + std::int64_t{j} * dim;
-      float dot = 0.0f;
+    for (int g = 0; g < group; ++g) {
+      const float* qg = q + std::int64_t{g} * dim;
+      float* const pg = p + std::int64_t{g} * count;
+      for (int j = 0; j < n; ++j) {
+        const float* kr = rows + std::int64_t{j} * dim;
+        float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-      for (int d = 0; d < dim; ++d) dot += q[d] * kr[d];
-      p[j0 + j] = dot;
+        for (int d = 0; d < dim; ++d) dot += qg[d] * kr[d];
+        pg[j0 + j] = dot;
+      }
     }
   }
-  float max = kMinusInf;
+  for (int g = 0; g < group; ++g) {
+    float* const pg = p + std::int64_t{g} * count;
+    float max = kMinusInf;
 #pragma omp simd reduction(max : max)
-  for (int j = 0; j < count; ++j) max = vmax(max, p[j]);
-  float sum = 0.0f;
+    for (int j = 0; j < count; ++j) max = vmax(max, pg[j]);
+    float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int j = 0; j < count; ++j) {
-    p[j] = fast_exp(p[j] - max);
-    sum += p[j];
-  }
-  const float inv = 1.0f / sum;
+    for (int j = 0; j < count; ++j) {
+      pg[j] = fast_exp(pg[j] - max);
+      sum += pg[j];
+    }
+    const float inv = 1.0f / sum;
 #pragma omp simd
-  for (int j = 0; j < count; ++j) p[j] *= inv;
+    for (int j = 0; j < count; ++j) pg[j] *= inv;
+  }
 
-  std::fill(acc, acc + dim, 0.0f);
+  std::fill(acc, acc + std::int64_t{group} * dim, 0.0f);
   for (int j0 = 0; j0 < count; j0 += kChunk) {
     const int n = std::min(kChunk, count - j0);
     half_to_float(a.v_cache + (cache + j0) * dim, rows, static_cast<std::size_t>(n) * dim);
-    for (int j = 0; j < n; ++j) {
-      const float* vr = rows + std::int64_t{j} * dim;
-      const float pj = p[j0 + j];
+    for (int g = 0; g < group; ++g) {
+      const float* pg = p + std::int64_t{g} * count;
+      float* const ag = acc + std::int64_t{g} * dim;
+      for (int j = 0; j < n; ++j) {
+        const float* vr = rows + std::int64_t{j} * dim;
+        const float pj = pg[j0 + j];
 #pragma omp simd
-      for (int d = 0; d < dim; ++d) acc[d] += pj * vr[d];
+        for (int d = 0; d < dim; ++d) ag[d] += pj * vr[d];
+      }
     }
   }
-  float_to_half(acc, out, static_cast<std::size_t>(dim));
+  float_to_half(acc, out, static_cast<std::size_t>(group) * dim);
+
+  if (probs_row != nullptr && group > 1) {  // the group's rows, added in head order
+    std::copy(p, p + count, probs_row);
+    for (int g = 1; g < group; ++g) {
+      const float* pg = p + std::int64_t{g} * count;
+#pragma omp simd
+      for (int j = 0; j < count; ++j) probs_row[j] += pg[j];
+    }
+  }
+}
+
+// Grouped-query attention needs whole groups (kernels/attention_args.h).
+void check_groups(const char* op, int heads, int kv_heads) {
+  OFFGEN_CHECK(kv_heads > 0 && heads % kv_heads == 0,
+               "{}: {} query heads do not split into groups over {} kv heads", op, heads, kv_heads);
 }
 
 }  // namespace
 
 void prefill_attention(const PrefillAttentionArgs& args) {
   if (args.batch <= 0 || args.seq <= 0 || args.heads <= 0) return;
+  const int kv_heads = args.kv_head_count();
+  check_groups("prefill_attention", args.heads, kv_heads);
+  const int group = args.heads / kv_heads;
   // Key sums need every query of a (sequence, head) in one task (fixed summation order); with
   // enough (sequence, head) pairs, whole ones also avoid converting shared keys twice.
   const bool whole = args.key_prob_sums != nullptr ||
@@ -292,6 +336,16 @@ void prefill_attention(const PrefillAttentionArgs& args) {
   const Isa isa = select_isa();
   const std::int64_t blocks = (args.seq + block - 1) / block;
   const std::int64_t tasks = std::int64_t{args.batch} * args.heads * blocks;
+  // Each query head's key sums: the output row itself without GQA, else a row of its own that the
+  // group pass below adds into the kv head's. Not thread_local: this thread may run another
+  // prefill_attention while it waits in parallel_for below.
+  std::vector<float> head_sums_buf;
+  if (args.key_prob_sums != nullptr && group > 1) {
+    head_sums_buf.resize(static_cast<std::size_t>(args.batch) * args.heads * args.seq);
+  }
+  float* const head_sums = args.key_prob_sums == nullptr ? nullptr
+                           : group == 1                  ? args.key_prob_sums
+                                                         : head_sums_buf.data();
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, tasks, 1), [&](const auto& r) {
     for (std::int64_t t = r.begin(); t != r.end(); ++t) {
       const auto bh = static_cast<int>(t / blocks);
@@ -299,25 +353,39 @@ void prefill_attention(const PrefillAttentionArgs& args) {
       const int b = bh / args.heads;
       const int h = bh % args.heads;
       float* key_sums = nullptr;
-      if (args.key_prob_sums != nullptr) {
-        key_sums = args.key_prob_sums + std::int64_t{bh} * args.seq;
+      if (head_sums != nullptr) {
+        key_sums = head_sums + std::int64_t{bh} * args.seq;
         std::fill(key_sums, key_sums + args.seq, 0.0f);
       }
       prefill_block(isa, args, b, h, q0, std::min(args.seq, q0 + block), key_sums);
     }
   });
+  if (head_sums == nullptr || group == 1) return;
+  tbb::parallel_for(0, args.batch * kv_heads, [&](int bc) {
+    float* const sums = args.key_prob_sums + std::int64_t{bc} * args.seq;
+    const float* first = head_sums + std::int64_t{bc} * group * args.seq;  // query head bc·G
+    std::copy(first, first + args.seq, sums);
+    for (int g = 1; g < group; ++g) {
+      const float* row = first + std::int64_t{g} * args.seq;
+#pragma omp simd
+      for (int j = 0; j < args.seq; ++j) sums[j] += row[j];
+    }
+  });
 }
 
 void decode_attention(const DecodeAttentionArgs& args) {
+  if (args.batch <= 0 || args.heads <= 0) return;
+  const int kv_heads = args.kv_head_count();
+  check_groups("decode_attention", args.heads, kv_heads);
   for (int b = 0; b < args.batch; ++b) {
     OFFGEN_CHECK(args.slot_count[b] >= 0 && args.slot_count[b] <= args.capacity,
                  "decode_attention: slot_count {} of sequence {} is outside [0, {}]",
                  args.slot_count[b], b, args.capacity);
   }
-  const std::int64_t tasks = std::int64_t{args.batch} * args.heads;
+  const std::int64_t tasks = std::int64_t{args.batch} * kv_heads;
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, tasks, 1), [&](const auto& r) {
     for (std::int64_t t = r.begin(); t != r.end(); ++t) {
-      decode_head(args, static_cast<int>(t / args.heads), static_cast<int>(t % args.heads));
+      decode_kv_head(args, static_cast<int>(t / kv_heads), static_cast<int>(t % kv_heads));
     }
   });
 }

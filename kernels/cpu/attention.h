@@ -1,5 +1,7 @@
-// CPU attention kernels (TBB over sequences × heads). Layouts and semantics:
-// kernels/attention_args.h; the cache writes that come before them: kernels/cpu/kv_cache.h.
+// CPU attention kernels (TBB: prefill over sequences × query heads, decode over sequences × kv
+// heads). Layouts, grouped-query attention and semantics: kernels/attention_args.h; the cache
+// writes that come before them: kernels/cpu/kv_cache.h. A heads count that is not a multiple of
+// kv_heads throws offgen::Error. Both ignore the GPU-only scratch fields of their args.
 #pragma once
 
 #include "kernels/attention_args.h"

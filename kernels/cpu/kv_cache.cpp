@@ -1,4 +1,5 @@
-// CPU KV-cache writes: each kept token's k and v head rows are one memcpy each into their slot.
+// CPU KV-cache writes: each kept token's k and v rows of a kv head are one memcpy each into their
+// slot.
 #include "kernels/cpu/kv_cache.h"
 
 #include <tbb/parallel_for.h>
@@ -10,45 +11,65 @@
 namespace offgen::kernels::cpu {
 namespace {
 
-// Copies head h of one token's k and v into `slot` of that (sequence, head) cache.
-void write_head(const Half* token_qkv, int b, int h, int slot, int heads, int head_dim,
-                Half* k_cache, Half* v_cache, int capacity) {
-  const std::int64_t hd = std::int64_t{heads} * head_dim;
-  const auto bytes = static_cast<std::size_t>(head_dim) * sizeof(Half);
-  const std::int64_t dst = ((std::int64_t{b} * heads + h) * capacity + slot) * head_dim;
-  std::memcpy(k_cache + dst, token_qkv + hd + std::int64_t{h} * head_dim, bytes);
-  std::memcpy(v_cache + dst, token_qkv + 2 * hd + std::int64_t{h} * head_dim, bytes);
+// Where one token's k and v rows sit in a qkv row ([(heads + 2 * kv_heads) * head_dim]) and in
+// one layer's caches ([batch, kv_heads, capacity, head_dim]).
+struct KvLayout {
+  int heads;     // query heads: k starts after their q columns
+  int kv_heads;  // cache heads
+  int head_dim;
+  int capacity;
+
+  std::int64_t stride() const { return std::int64_t{heads + 2 * kv_heads} * head_dim; }
+};
+
+KvLayout layout_of(const char* op, int heads, int kv_heads, int head_dim, int capacity) {
+  OFFGEN_CHECK(kv_heads > 0 && heads % kv_heads == 0,
+               "{}: {} query heads do not split into groups over {} kv heads", op, heads, kv_heads);
+  return {heads, kv_heads, head_dim, capacity};
+}
+
+// Copies kv head c of one token's k and v into `slot` of that (sequence, kv head) cache.
+void write_head(const Half* token_qkv, int b, int c, int slot, const KvLayout& l, Half* k_cache,
+                Half* v_cache) {
+  const auto bytes = static_cast<std::size_t>(l.head_dim) * sizeof(Half);
+  const Half* k = token_qkv + std::int64_t{l.heads + c} * l.head_dim;
+  const Half* v = k + std::int64_t{l.kv_heads} * l.head_dim;
+  const std::int64_t dst = ((std::int64_t{b} * l.kv_heads + c) * l.capacity + slot) * l.head_dim;
+  std::memcpy(k_cache + dst, k, bytes);
+  std::memcpy(v_cache + dst, v, bytes);
 }
 
 }  // namespace
 
 void store_prefill_kv(const StorePrefillKvArgs& a) {
-  const std::int64_t stride = 3 * std::int64_t{a.heads} * a.head_dim;
-  tbb::parallel_for(0, a.batch * a.heads, [&](int bh) {
-    const int b = bh / a.heads;
-    const int h = bh % a.heads;
-    const std::int32_t* slots = a.token_slot + std::int64_t{bh} * a.seq;
+  if (a.heads <= 0) return;
+  const KvLayout l =
+      layout_of("store_prefill_kv", a.heads, a.kv_head_count(), a.head_dim, a.capacity);
+  tbb::parallel_for(0, a.batch * l.kv_heads, [&](int bc) {
+    const int b = bc / l.kv_heads;
+    const int c = bc % l.kv_heads;
+    const std::int32_t* slots = a.token_slot + std::int64_t{bc} * a.seq;
     for (int i = 0; i < a.seq; ++i) {
       if (slots[i] < 0) continue;
       OFFGEN_CHECK(slots[i] < a.capacity,
-                   "store_prefill_kv: slot {} of sequence {} head {} is outside the capacity {}",
-                   slots[i], b, h, a.capacity);
-      write_head(a.qkv + (std::int64_t{b} * a.seq + i) * stride, b, h, slots[i], a.heads,
-                 a.head_dim, a.k_cache, a.v_cache, a.capacity);
+                   "store_prefill_kv: slot {} of sequence {} kv head {} is outside the capacity {}",
+                   slots[i], b, c, a.capacity);
+      write_head(a.qkv + (std::int64_t{b} * a.seq + i) * l.stride(), b, c, slots[i], l, a.k_cache,
+                 a.v_cache);
     }
   });
 }
 
 void append_kv(const AppendKvArgs& a) {
-  const std::int64_t stride = 3 * std::int64_t{a.heads} * a.head_dim;
+  if (a.heads <= 0) return;
+  const KvLayout l = layout_of("append_kv", a.heads, a.kv_head_count(), a.head_dim, a.capacity);
   for (int b = 0; b < a.batch; ++b) {
-    for (int h = 0; h < a.heads; ++h) {
-      const std::int32_t slot = a.write_slot[b * a.heads + h];
+    for (int c = 0; c < l.kv_heads; ++c) {
+      const std::int32_t slot = a.write_slot[std::int64_t{b} * l.kv_heads + c];
       OFFGEN_CHECK(slot >= 0 && slot < a.capacity,
-                   "append_kv: slot {} of sequence {} head {} is outside the cache capacity {}",
-                   slot, b, h, a.capacity);
-      write_head(a.qkv + b * stride, b, h, slot, a.heads, a.head_dim, a.k_cache, a.v_cache,
-                 a.capacity);
+                   "append_kv: slot {} of sequence {} kv head {} is outside the cache capacity {}",
+                   slot, b, c, a.capacity);
+      write_head(a.qkv + b * l.stride(), b, c, slot, l, a.k_cache, a.v_cache);
     }
   }
 }

@@ -6,7 +6,7 @@
 
 namespace offgen::kernels::cpu {
 
-// TBB over (sequence, head).
+// TBB over (sequence, kv head).
 void store_prefill_kv(const StorePrefillKvArgs& args);
 // A few KiB per call, so on the calling thread.
 void append_kv(const AppendKvArgs& args);

@@ -1,5 +1,6 @@
 // CUDA decode attention (semantics: kernels/attention_args.h, kernels/cpu/attention.h): one query
-// per (sequence, head) over cache slots [0, slot_count[b]); fp32 scores, softmax and p·v.
+// per (sequence, query head) over its kv head's cache slots [0, slot_count[b]) (query head h reads
+// kv head h / (heads / kv_heads)); fp32 scores, softmax and p·v.
 //
 // Memory-bound: each cached k and v row is read exactly once, with 16-byte loads. A block owns a
 // chunk of one (sequence, head)'s slots ("split"); the caller plans the chunks once per cache shape
@@ -15,6 +16,10 @@
 // block writes (m, l, unnormalised p·v) to the caller's scratch and a combine kernel merges the
 // splits in split order — deterministic, no atomics. Probabilities then go out as raw scores first
 // and are normalised by the combine kernel, which alone knows the global max and sum.
+// Probabilities are rows per query head: the probs rows themselves without GQA; under GQA rows in
+// the caller's scratch, which a group-sum kernel adds, in head order, into each kv head's row.
+// (The query heads of a group read the same k and v rows in neighbouring blocks, so the repeats
+// mostly hit L2.)
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -41,6 +46,8 @@ constexpr int kUnroll = 4;
 // Slots per block: their fp32 scores live in shared memory (16 KiB).
 constexpr int kMaxChunk = kDecodeMaxChunk;
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+// Grid of the grid-stride group sum: 65535 blocks of 128 threads cover any batch in a few passes.
+constexpr std::int64_t kMaxGridStrideBlocks = 65535;
 
 // Eight halves: one 16-byte load.
 struct alignas(16) Half8 {
@@ -99,11 +106,13 @@ __device__ int attended(const DecodeAttentionArgs& a, int b) {
   return min(max(a.slot_count[b], 0), a.capacity);
 }
 
-// One block per (split, sequence, head); blockIdx.x = (b * heads + h) * splits + split.
+// One block per (split, sequence, query head); blockIdx.x = (b * heads + h) * splits + split.
 // part_ml [bh * splits][2] and part_acc [bh * splits][head_dim] are only used when splits > 1.
+// head_probs: [batch, heads, capacity] probability rows per query head, or null (not wanted).
 template <bool kAligned>
 __global__ void __launch_bounds__(kThreads)
-    decode_split_kernel(DecodeAttentionArgs a, Plan plan, float* part_ml, float* part_acc) {
+    decode_split_kernel(DecodeAttentionArgs a, Plan plan, float* part_ml, float* part_acc,
+                        float* head_probs) {
   __shared__ float scores[kMaxChunk];
   __shared__ float warp_acc[kWarps][kMaxHeadDim];
 
@@ -116,14 +125,16 @@ __global__ void __launch_bounds__(kThreads)
   const int h = static_cast<int>(bh % a.heads);
   const int dim = a.head_dim;
   const std::int64_t hd = std::int64_t{a.heads} * dim;
+  const int kv_heads = a.kv_head_count();
+  const int c = h / (a.heads / kv_heads);  // the kv head this query head reads
 
   const int count = attended(a, b);
   const int s0 = split * plan.chunk;  // < capacity: splits = ceil(capacity / chunk)
   const int range_end = static_cast<int>(std::min<std::int64_t>(
       std::int64_t{s0} + plan.chunk, a.capacity));  // slots whose probs this block writes
   const int s_end = min(range_end, count);          // slots this block attends: [s0, s_end)
-  const std::int64_t row0 = bh * a.capacity;        // cache row of slot 0
-  float* const probs = a.probs != nullptr ? a.probs + row0 : nullptr;
+  const std::int64_t row0 = (std::int64_t{b} * kv_heads + c) * a.capacity;  // cache row of slot 0
+  float* const probs = head_probs != nullptr ? head_probs + bh * a.capacity : nullptr;
   __half* const out = reinterpret_cast<__half*>(a.out) + b * hd + std::int64_t{h} * dim;
 
   if (probs != nullptr) {
@@ -146,8 +157,8 @@ __global__ void __launch_bounds__(kThreads)
   // This lane's pieces of q, scaled in fp32 (as the CPU path does); absent pieces are 0.
   float q[kMaxPiecesPerLane][kPiece];
   {
-    const __half* q_row =
-        reinterpret_cast<const __half*>(a.qkv) + b * 3 * hd + std::int64_t{h} * dim;
+    const __half* q_row = reinterpret_cast<const __half*>(a.qkv) +
+                          b * (hd + 2 * std::int64_t{kv_heads} * dim) + std::int64_t{h} * dim;
 #pragma unroll
     for (int k = 0; k < kMaxPiecesPerLane; ++k) {
       const int piece = sub + k * group;
@@ -286,10 +297,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One block per (sequence, head): merges the splits that attended anything, in split order.
+// One block per (sequence, query head): merges the splits that attended anything, in split order.
 __global__ void __launch_bounds__(kThreads)
     decode_combine_kernel(DecodeAttentionArgs a, Plan plan, const float* part_ml,
-                          const float* part_acc) {
+                          const float* part_acc, float* head_probs) {
   const int tid = static_cast<int>(threadIdx.x);
   const std::int64_t bh = blockIdx.x;
   const int b = static_cast<int>(bh / a.heads);
@@ -316,9 +327,26 @@ __global__ void __launch_bounds__(kThreads)
     for (int s = 0; s < active; ++s) total += acc[s * std::int64_t{dim} + d] * expf(ml[2 * s] - m);
     out[d] = __float2half_rn(total * inv_l);
   }
-  if (a.probs != nullptr) {  // raw scores -> probabilities
-    float* const row = a.probs + bh * a.capacity;
+  if (head_probs != nullptr) {  // raw scores -> probabilities
+    float* const row = head_probs + bh * a.capacity;
     for (int j = tid; j < count; j += kThreads) row[j] = expf(row[j] - m) * inv_l;
+  }
+}
+
+// Under GQA: probs[b, c, j] = the sum over g in [0, G), in order, of head_probs[b, c·G + g, j].
+// One thread per entry, grid-stride.
+__global__ void __launch_bounds__(kThreads)
+    group_probs_kernel(const float* __restrict__ head_probs, float* __restrict__ probs,
+                       std::int64_t kv_rows, int group, int capacity) {
+  const std::int64_t total = kv_rows * capacity;
+  const std::int64_t step = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += step) {
+    const std::int64_t row = t / capacity;  // b * kv_heads + c
+    const std::int64_t j = t % capacity;
+    const float* first = head_probs + row * group * capacity + j;  // query head c·G of sequence b
+    float sum = first[0];
+    for (int g = 1; g < group; ++g) sum += first[std::int64_t{g} * capacity];
+    probs[t] = sum;
   }
 }
 
@@ -328,23 +356,38 @@ void launch(const DecodeAttentionArgs& args, const Plan& plan, cudaStream_t stre
   const std::int64_t blocks = bh * plan.splits;
   OFFGEN_CUDA_REQUIRE(blocks <= std::numeric_limits<int>::max(),
                       "decode_attention: too many blocks for one grid");
-  if (plan.splits == 1) {
-    decode_split_kernel<kAligned>
-        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args, plan, nullptr, nullptr);
-    OFFGEN_CUDA_CHECK_LAUNCH();
-    return;
+  // The caller's scratch (decode_split_scratch_bytes): with several splits (m, l) and head_dim
+  // partial sums per split; then, under GQA, the per-query-head probability rows.
+  float* part_ml = nullptr;
+  float* part_acc = nullptr;
+  std::int64_t used = 0;
+  if (plan.splits > 1) {
+    part_ml = args.split_scratch;
+    part_acc = part_ml + 2 * blocks;
+    used = blocks * (2 + std::int64_t{args.head_dim});
   }
-  // (m, l) and head_dim partial sums per split, in the caller's scratch
-  // (decode_split_scratch_bytes).
-  const std::int64_t ml_floats = 2 * blocks;
-  float* part_ml = args.split_scratch;
-  float* part_acc = part_ml + ml_floats;
-  decode_split_kernel<kAligned>
-      <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(args, plan, part_ml, part_acc);
+  const int group = args.heads / args.kv_head_count();
+  float* const head_probs = args.probs == nullptr ? nullptr
+                            : group == 1          ? args.probs
+                                                  : args.split_scratch + used;
+
+  decode_split_kernel<kAligned><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      args, plan, part_ml, part_acc, head_probs);
   OFFGEN_CUDA_CHECK_LAUNCH();
-  decode_combine_kernel<<<static_cast<unsigned>(bh), kThreads, 0, stream>>>(args, plan, part_ml,
-                                                                            part_acc);
-  OFFGEN_CUDA_CHECK_LAUNCH();
+  if (plan.splits > 1) {
+    decode_combine_kernel<<<static_cast<unsigned>(bh), kThreads, 0, stream>>>(args, plan, part_ml,
+                                                                              part_acc, head_probs);
+    OFFGEN_CUDA_CHECK_LAUNCH();
+  }
+  if (head_probs != nullptr && group > 1) {
+    const std::int64_t kv_rows = std::int64_t{args.batch} * args.kv_head_count();
+    const std::int64_t total = kv_rows * args.capacity;
+    const auto sum_blocks = static_cast<unsigned>(
+        std::min<std::int64_t>((total + kThreads - 1) / kThreads, kMaxGridStrideBlocks));
+    group_probs_kernel<<<sum_blocks, kThreads, 0, stream>>>(head_probs, args.probs, kv_rows, group,
+                                                            args.capacity);
+    OFFGEN_CUDA_CHECK_LAUNCH();
+  }
 }
 
 bool aligned16(const void* p) {
@@ -386,8 +429,16 @@ void decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream) {
                           std::int64_t{split.chunk} * (split.splits - 1) < args.capacity,
                       "decode_attention: the split does not cover the capacity (plan it with "
                       "plan_decode_attention)");
+  const int kv_heads = args.kv_head_count();
+  OFFGEN_CUDA_REQUIRE(kv_heads > 0 && args.heads % kv_heads == 0,
+                      "decode_attention: the query heads do not split into groups over the kv "
+                      "heads");
   OFFGEN_CUDA_REQUIRE(split.splits == 1 || args.split_scratch != nullptr,
                       "decode_attention: a split of several chunks needs its scratch");
+  OFFGEN_CUDA_REQUIRE(
+      args.probs == nullptr || kv_heads == args.heads || args.split_scratch != nullptr,
+      "decode_attention: probabilities under grouped-query attention need the "
+      "split scratch (decode_split_scratch_bytes with kv_heads)");
   plan.chunk = split.chunk;
   plan.splits = split.splits;
 

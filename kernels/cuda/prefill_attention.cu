@@ -1,8 +1,11 @@
 // CUDA prefill attention (semantics: kernels/attention_args.h, kernels/cpu/attention.h): causal
 // attention with a padding mask — real query i attends real keys j <= i; padding rows output 0.
+// Grouped-query attention only changes where a block reads k and v: query head h reads kv head
+// h / (heads / kv_heads).
 //
 // Tiled flash-attention on tensor cores (WMMA, fp16 inputs, fp32 accumulators). One block per
-// (sequence, head, tile of kQTile queries); the block walks the key tiles its queries can see:
+// (sequence, query head, tile of kQTile queries); the block walks the key tiles its queries can
+// see:
 //   1. K tile -> shared memory (masked keys as zero rows); S = Q·Kᵀ with WMMA into fp32 smem.
 //   2. V tile -> shared memory (replacing K), while each warp runs the online softmax on its rows
 //      in fp32 (scale, mask, running max / sum, rescale of its fp32 output rows).
@@ -14,13 +17,16 @@
 //
 // key_prob_sums (optional) needs each row's final max and sum, which only exist once the row has
 // seen every key. The first kernel therefore stores each real query's log-sum-exp
-// (m + log l) into key_prob_sums itself; a second kernel, one block per (sequence, head), walks
-// the key tiles in order, recomputes the scores of every query tile at or after it, sums
-// exp(s - lse) per key in a fixed order, and overwrites the key tile's entries — which no later key
-// tile needs, since those only read queries after them. Deterministic, no atomics, no scratch.
+// (m + log l) into its query head's row of sums; a second kernel, one block per (sequence, query
+// head), walks the key tiles in order, recomputes the scores of every query tile at or after it,
+// sums exp(s - lse) per key in a fixed order, and overwrites the key tile's entries — which no
+// later key tile needs, since those only read queries after them. Without GQA a query head's row
+// is its key_prob_sums row; under GQA the rows live in the caller's key_sum_scratch, and a third
+// kernel adds each group's rows, in head order, into its kv head's row. Deterministic, no atomics.
 #include <cuda_fp16.h>
 #include <mma.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -42,6 +48,8 @@ constexpr int kPiece = 8;      // halves per 16-byte load
 constexpr int kHalfSkew = 8;   // row padding (16 bytes) against shared-memory bank conflicts
 constexpr int kFloatSkew = 4;  // the same for fp32 rows
 constexpr int kDefaultSmem = 48 * 1024;  // beyond this a kernel must opt in
+// Grid of the grid-stride group sum: 65535 blocks of 256 threads fill any GPU many times over.
+constexpr std::int64_t kMaxGridStrideBlocks = 65535;
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 static_assert(kKeyTile == 2 * kWarp, "the softmax pass gives each lane two keys");
 static_assert(kThreads % kKeyTile == 0, "key sums give each key kThreads / kKeyTile threads");
@@ -129,20 +137,28 @@ __device__ void store8(__half* p, const Half8& v, bool aligned) {
   }
 }
 
-// What a block needs to find its (sequence, head) data.
+// What a block needs to find its (sequence, query head) data.
 struct Head {
-  const __half* q;            // token 0 of the sequence, this head's q; k is + hd, v is + 2 * hd
-  std::int64_t stride;        // halves between tokens (3 * hd)
-  std::int64_t hd;            // heads * head_dim
+  const __half* q;            // token 0 of the sequence: this query head's q
+  const __half* k;            // token 0: the k of its kv head
+  const __half* v;            // token 0: the v of its kv head
+  std::int64_t stride;        // halves between tokens ((heads + 2 * kv_heads) * head_dim)
+  std::int64_t hd;            // heads * head_dim: halves between rows of out
   const std::uint8_t* valid;  // the sequence's validity flags
 };
 
 __device__ Head head_of(const PrefillAttentionArgs& a, int b, int h) {
+  const int kv_heads = a.kv_head_count();
+  const int c = h / (a.heads / kv_heads);
+  const std::int64_t kvd = std::int64_t{kv_heads} * a.head_dim;
   Head x;
   x.hd = std::int64_t{a.heads} * a.head_dim;
-  x.stride = 3 * x.hd;
-  x.q = reinterpret_cast<const __half*>(a.qkv) + std::int64_t{b} * a.seq * x.stride +
-        std::int64_t{h} * a.head_dim;
+  x.stride = x.hd + 2 * kvd;
+  const __half* token0 =
+      reinterpret_cast<const __half*>(a.qkv) + std::int64_t{b} * a.seq * x.stride;
+  x.q = token0 + std::int64_t{h} * a.head_dim;
+  x.k = token0 + x.hd + std::int64_t{c} * a.head_dim;
+  x.v = x.k + kvd;
   x.valid = a.valid + std::int64_t{b} * a.seq;
   return x;
 }
@@ -226,9 +242,10 @@ __device__ void accumulate_pv(const __half* p_hi, const __half* p_lo, const __ha
 
 // Block order: blockIdx.x = tile_from_end * (batch * heads) + b * heads + h, so the last query
 // tiles — which see the most keys — are scheduled first and the short ones fill the tail.
+// head_sums: [batch, heads, seq] rows for each real query's log-sum-exp, or null (no key sums).
 template <int kQTile>
 __global__ void __launch_bounds__(kThreads)
-    prefill_attention_kernel(PrefillAttentionArgs a, bool aligned) {
+    prefill_attention_kernel(PrefillAttentionArgs a, bool aligned, float* head_sums) {
   extern __shared__ __align__(128) unsigned char smem[];
   const Layout l = make_layout(kQTile, a.head_dim, false);
   auto* q_tile = reinterpret_cast<__half*>(smem + l.q);
@@ -257,7 +274,7 @@ __global__ void __launch_bounds__(kThreads)
   const int q_end = min(a.seq, q0 + kQTile);  // queries [q0, q_end) see keys [0, q_end)
   __half* const out =
       reinterpret_cast<__half*>(a.out) + std::int64_t{b} * a.seq * x.hd + std::int64_t{h} * dim;
-  float* const lse = a.key_prob_sums != nullptr ? a.key_prob_sums + bh * a.seq : nullptr;
+  float* const lse = head_sums != nullptr ? head_sums + bh * a.seq : nullptr;
   const int pieces = dim / kPiece;
 
   bool real_query = false;
@@ -288,14 +305,13 @@ __global__ void __launch_bounds__(kThreads)
     // Also the barrier after the previous step's last reads of k_ok, K / V and P.
     if (__syncthreads_or(real_key) == 0) continue;  // only padding keys: nothing to add
 
-    load_rows(kv_tile, l.ld_h, kKeyTile, x.q + x.hd, x.stride, k0, k_ok, dim, l.dim_pad, aligned);
+    load_rows(kv_tile, l.ld_h, kKeyTile, x.k, x.stride, k0, k_ok, dim, l.dim_pad, aligned);
     __syncthreads();
     scores_tile<kQTile>(q_tile, kv_tile, s, l);
     __syncthreads();
 
     // V replaces K (every warp is past its last K read), overlapping the softmax below.
-    load_rows(kv_tile, l.ld_h, kKeyTile, x.q + 2 * x.hd, x.stride, k0, k_ok, dim, l.dim_pad,
-              aligned);
+    load_rows(kv_tile, l.ld_h, kKeyTile, x.v, x.stride, k0, k_ok, dim, l.dim_pad, aligned);
     // Online softmax, one warp per row. A masked entry is -inf and gets p = 0 exactly; a row with
     // nothing visible yet keeps max -inf and sum 0 (its alpha is 0, and its O row is still 0).
     for (int r = warp; r < kQTile; r += kWarps) {
@@ -358,16 +374,16 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// key_prob_sums[b, h, j] = sum over real queries i >= j (and i >= seq - key_sum_queries when that
-// is set) of exp(s_ij - lse_i), where lse_i is what
-// the attention kernel left in key_prob_sums[b, h, i]. One block per (sequence, head): key tiles
+// head_sums[b, h, j] = sum over real queries i >= j (and i >= seq - key_sum_queries when that
+// is set) of exp(s_ij - lse_i), where lse_i is what the attention kernel left in
+// head_sums[b, h, i]. One block per (sequence, query head): key tiles
 // in increasing order; a key tile reads the lse of queries at or after its first key (k0 is a
 // multiple of kQTile), then overwrites its own entries, which later key tiles never read.
 // Thread t sums key t % kKeyTile over rows r ≡ t / kKeyTile (mod kGroups) of every query tile;
 // the kGroups partials are then added in group order.
 template <int kQTile>
 __global__ void __launch_bounds__(kThreads)
-    key_prob_sums_kernel(PrefillAttentionArgs a, bool aligned) {
+    key_prob_sums_kernel(PrefillAttentionArgs a, bool aligned, float* head_sums) {
   constexpr int kGroups = kThreads / kKeyTile;
   static_assert(kKeyTile % kQTile == 0, "key tiles must start on query tile boundaries");
   extern __shared__ __align__(128) unsigned char smem[];
@@ -386,7 +402,7 @@ __global__ void __launch_bounds__(kThreads)
   const int h = static_cast<int>(bh % a.heads);
   const Head x = head_of(a, b, h);
   const int seq = a.seq;
-  float* const sums = a.key_prob_sums + bh * seq;
+  float* const sums = head_sums + bh * seq;
   const int col = tid % kKeyTile;
   const int group = tid / kKeyTile;
 
@@ -399,8 +415,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     float part = 0.0f;
     if (__syncthreads_or(real_key) != 0) {
-      load_rows(k_tile, l.ld_h, kKeyTile, x.q + x.hd, x.stride, k0, k_ok, a.head_dim, l.dim_pad,
-                aligned);
+      load_rows(k_tile, l.ld_h, kKeyTile, x.k, x.stride, k0, k_ok, a.head_dim, l.dim_pad, aligned);
       // Queries before first_query do not count (key_sum_queries); whole tiles of them are
       // skipped.
       const int first_query = a.key_sum_queries > 0 ? max(0, seq - a.key_sum_queries) : 0;
@@ -439,6 +454,23 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Under GQA: key_prob_sums[b, c, j] = the sum over g in [0, G), in order, of
+// head_sums[b, c·G + g, j]. One thread per entry, grid-stride.
+__global__ void __launch_bounds__(kThreads)
+    group_key_sums_kernel(const float* __restrict__ head_sums, float* __restrict__ key_prob_sums,
+                          std::int64_t kv_rows, int group, int seq) {
+  const std::int64_t total = kv_rows * seq;
+  const std::int64_t step = std::int64_t{gridDim.x} * blockDim.x;
+  for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += step) {
+    const std::int64_t row = t / seq;  // b * kv_heads + c
+    const std::int64_t j = t % seq;
+    const float* first = head_sums + row * group * seq + j;  // query head c·G of sequence b
+    float total_p = first[0];
+    for (int g = 1; g < group; ++g) total_p += first[std::int64_t{g} * seq];
+    key_prob_sums[t] = total_p;
+  }
+}
+
 bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
@@ -468,17 +500,33 @@ void launch(const PrefillAttentionArgs& args, bool aligned, cudaStream_t stream)
   OFFGEN_CUDA_REQUIRE(blocks <= std::numeric_limits<int>::max(),
                       "prefill_attention: too many blocks for one grid");
 
+  // Each query head's row of sums: the output's own row without GQA, else the caller's scratch.
+  const int group = args.heads / args.kv_head_count();
+  float* const head_sums = args.key_prob_sums == nullptr ? nullptr
+                           : group == 1                  ? args.key_prob_sums
+                                                         : args.key_sum_scratch;
+
   const int bytes = make_layout(kQTile, args.head_dim, false).bytes;
   allow_smem(prefill_attention_kernel<kQTile>, bytes);
   prefill_attention_kernel<kQTile>
-      <<<static_cast<unsigned>(blocks), kThreads, bytes, stream>>>(args, aligned);
+      <<<static_cast<unsigned>(blocks), kThreads, bytes, stream>>>(args, aligned, head_sums);
   OFFGEN_CUDA_CHECK_LAUNCH();
 
-  if (args.key_prob_sums != nullptr) {
+  if (head_sums != nullptr) {
     const int sum_bytes = make_layout(kQTile, args.head_dim, true).bytes;
     allow_smem(key_prob_sums_kernel<kQTile>, sum_bytes);
     key_prob_sums_kernel<kQTile>
-        <<<static_cast<unsigned>(heads_total), kThreads, sum_bytes, stream>>>(args, aligned);
+        <<<static_cast<unsigned>(heads_total), kThreads, sum_bytes, stream>>>(args, aligned,
+                                                                              head_sums);
+    OFFGEN_CUDA_CHECK_LAUNCH();
+  }
+  if (head_sums != nullptr && group > 1) {
+    const std::int64_t kv_rows = std::int64_t{args.batch} * args.kv_head_count();
+    const std::int64_t total = kv_rows * args.seq;
+    const auto sum_blocks = static_cast<unsigned>(
+        std::min<std::int64_t>((total + kThreads - 1) / kThreads, kMaxGridStrideBlocks));
+    group_key_sums_kernel<<<sum_blocks, kThreads, 0, stream>>>(head_sums, args.key_prob_sums,
+                                                               kv_rows, group, args.seq);
     OFFGEN_CUDA_CHECK_LAUNCH();
   }
 }
@@ -490,6 +538,14 @@ void prefill_attention(const PrefillAttentionArgs& args, cudaStream_t stream) {
   OFFGEN_CUDA_REQUIRE(args.head_dim > 0 && args.head_dim % kPiece == 0,
                       "prefill_attention: head_dim must be a positive multiple of 8");
   OFFGEN_CUDA_REQUIRE(args.valid != nullptr, "prefill_attention: no validity mask");
+  const int kv_heads = args.kv_head_count();
+  OFFGEN_CUDA_REQUIRE(kv_heads > 0 && args.heads % kv_heads == 0,
+                      "prefill_attention: the query heads do not split into groups over the kv "
+                      "heads");
+  OFFGEN_CUDA_REQUIRE(
+      args.key_prob_sums == nullptr || kv_heads == args.heads || args.key_sum_scratch != nullptr,
+      "prefill_attention: key sums under grouped-query attention need "
+      "key_sum_scratch (prefill_key_sum_scratch_bytes)");
   // head_dim % 8 == 0 makes every row start as aligned as the base pointers.
   const bool aligned = aligned16(args.qkv) && aligned16(args.out);
 

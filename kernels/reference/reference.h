@@ -10,10 +10,13 @@
 #include "engine/core/half.h"
 #include "kernels/attention_args.h"
 #include "kernels/embedding_args.h"
+#include "kernels/gated_mlp_args.h"
 #include "kernels/kv_cache_args.h"
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
 #include "kernels/quantize_args.h"
+#include "kernels/rms_norm_args.h"
+#include "kernels/rotary_args.h"
 #include "kernels/sampling_args.h"
 #include "kernels/softmax_args.h"
 
@@ -25,6 +28,14 @@ void add_position_embeddings(const PositionEmbeddingArgs& args);
 
 // layer_norm.h
 void layer_norm(const LayerNormArgs& args);
+
+// rms_norm.h, rotary.h, gated_mlp.h (the LLaMA family's ops; like quantize.h below, no double
+// arithmetic): their args headers fix every fp32 step, its order and each fp16 rounding, as
+// PyTorch runs these ops on fp16, and the loops take exactly those steps, so the kernels can be
+// checked bit for bit.
+void rms_norm(const RmsNormArgs& args);
+void rotary(const RotaryArgs& args);
+void silu_mul(const SiluMulArgs& args);
 
 // linear.h
 void linear(const LinearArgs& args);

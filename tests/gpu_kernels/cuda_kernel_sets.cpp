@@ -14,10 +14,13 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gated_mlp.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/quantize.h"
+#include "kernels/cuda/rms_norm.h"
+#include "kernels/cuda/rotary.h"
 #include "kernels/cuda/sampling.h"
 #include "kernels/cuda/score_eviction.h"
 #include "kernels/cuda/softmax.h"
@@ -217,26 +220,38 @@ void token_logprobs(const kernels::TokenLogprobsArgs& args) {
 void prefill_attention(const kernels::PrefillAttentionArgs& args) {
   const std::int64_t tokens = std::int64_t{args.batch} * args.seq;
   const std::int64_t width = std::int64_t{args.heads} * args.head_dim;
-  auto d_qkv = device_copy(args.qkv, tokens * 3 * width);
+  const int kv_heads = args.kv_head_count();
+  auto d_qkv = device_copy(args.qkv, tokens * (args.heads + 2 * kv_heads) * args.head_dim);
   auto d_valid = device_copy(args.valid, tokens);
   auto d_out = device_copy(args.out, tokens * width);
-  auto d_sums = device_copy(args.key_prob_sums, tokens * args.heads);
+  auto d_sums = device_copy(args.key_prob_sums, tokens * kv_heads);
+  // The per-query-head key-sum rows grouped-query attention needs, between guards.
+  std::vector<float> scratch(args.key_prob_sums == nullptr
+                                 ? 0
+                                 : kernels::prefill_key_sum_scratch_bytes(args.batch, args.heads,
+                                                                          args.kv_heads, args.seq) /
+                                       sizeof(float));
+  auto d_scratch = device_copy(scratch.empty() ? nullptr : scratch.data(),
+                               static_cast<std::int64_t>(scratch.size()));
   kernels::PrefillAttentionArgs d = args;
   d.qkv = d_qkv.data();
   d.valid = d_valid.data();
   d.out = d_out.data();
   d.key_prob_sums = d_sums.data();
+  d.key_sum_scratch = d_scratch.data();
   cuda::prefill_attention(d, test_stream());
   finish();
   d_out.copy_back(args.out, "prefill_attention out");
   d_sums.copy_back(args.key_prob_sums, "prefill_attention key_prob_sums");
+  d_scratch.copy_back(scratch.data(), "prefill_attention key-sum scratch");
 }
 
 void store_prefill_kv(const kernels::StorePrefillKvArgs& args) {
   const std::int64_t tokens = std::int64_t{args.batch} * args.seq;
-  const std::int64_t cache = std::int64_t{args.batch} * args.heads * args.capacity * args.head_dim;
-  auto d_qkv = device_copy(args.qkv, tokens * 3 * args.heads * args.head_dim);
-  auto d_slots = device_copy(args.token_slot, tokens * args.heads);
+  const int kv_heads = args.kv_head_count();
+  const std::int64_t cache = std::int64_t{args.batch} * kv_heads * args.capacity * args.head_dim;
+  auto d_qkv = device_copy(args.qkv, tokens * (args.heads + 2 * kv_heads) * args.head_dim);
+  auto d_slots = device_copy(args.token_slot, tokens * kv_heads);
   auto d_k = device_copy(args.k_cache, cache);
   auto d_v = device_copy(args.v_cache, cache);
   kernels::StorePrefillKvArgs d = args;
@@ -251,9 +266,11 @@ void store_prefill_kv(const kernels::StorePrefillKvArgs& args) {
 }
 
 void append_kv(const kernels::AppendKvArgs& args) {
-  const std::int64_t cache = std::int64_t{args.batch} * args.heads * args.capacity * args.head_dim;
-  auto d_qkv = device_copy(args.qkv, std::int64_t{args.batch} * 3 * args.heads * args.head_dim);
-  auto d_slots = device_copy(args.write_slot, std::int64_t{args.batch} * args.heads);
+  const int kv_heads = args.kv_head_count();
+  const std::int64_t cache = std::int64_t{args.batch} * kv_heads * args.capacity * args.head_dim;
+  auto d_qkv =
+      device_copy(args.qkv, std::int64_t{args.batch} * (args.heads + 2 * kv_heads) * args.head_dim);
+  auto d_slots = device_copy(args.write_slot, std::int64_t{args.batch} * kv_heads);
   auto d_k = device_copy(args.k_cache, cache);
   auto d_v = device_copy(args.v_cache, cache);
   kernels::AppendKvArgs d = args;
@@ -269,20 +286,22 @@ void append_kv(const kernels::AppendKvArgs& args) {
 
 void decode_attention(const kernels::DecodeAttentionArgs& args) {
   const std::int64_t width = std::int64_t{args.heads} * args.head_dim;
-  const std::int64_t cache = std::int64_t{args.batch} * args.heads * args.capacity * args.head_dim;
-  auto d_qkv = device_copy(args.qkv, std::int64_t{args.batch} * 3 * width);
+  const int kv_heads = args.kv_head_count();
+  const std::int64_t cache = std::int64_t{args.batch} * kv_heads * args.capacity * args.head_dim;
+  auto d_qkv =
+      device_copy(args.qkv, std::int64_t{args.batch} * (args.heads + 2 * kv_heads) * args.head_dim);
   auto d_k = device_copy(args.k_cache, cache);
   auto d_v = device_copy(args.v_cache, cache);
   auto d_count = device_copy(args.slot_count, args.batch);
   auto d_out = device_copy(args.out, std::int64_t{args.batch} * width);
-  auto d_probs = device_copy(args.probs, std::int64_t{args.batch} * args.heads * args.capacity);
+  auto d_probs = device_copy(args.probs, std::int64_t{args.batch} * kv_heads * args.capacity);
   // The split a runner plans for this shape, and its scratch between guards (a write past the
   // planned bytes fails the guard check).
   const kernels::DecodeSplit split =
       cuda::plan_decode_attention(args.batch, args.heads, args.capacity);
-  std::vector<float> scratch(
-      kernels::decode_split_scratch_bytes(split, args.batch, args.heads, args.head_dim) /
-      sizeof(float));
+  std::vector<float> scratch(kernels::decode_split_scratch_bytes(split, args.batch, args.heads,
+                                                                 args.head_dim, args.kv_heads) /
+                             sizeof(float));
   auto d_scratch = device_copy(scratch.empty() ? nullptr : scratch.data(),
                                static_cast<std::int64_t>(scratch.size()));
   kernels::DecodeAttentionArgs d = args;
@@ -427,6 +446,54 @@ void quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) {
   d_params.copy_back(args.params, "quantize_kv_slots params");
 }
 
+void rms_norm(const kernels::RmsNormArgs& args) {
+  const std::int64_t size = args.rows * args.dim;
+  auto d_gamma = device_copy(args.gamma, args.dim);
+  kernels::RmsNormArgs d = args;
+  d.gamma = d_gamma.data();
+  if (args.x == args.y) {  // in place: one buffer, as the caller aliases them
+    auto d_xy = device_copy(args.y, size);
+    d.x = d_xy.data();
+    d.y = d_xy.data();
+    cuda::rms_norm(d, test_stream());
+    finish();
+    d_xy.copy_back(args.y, "rms_norm (in place)");
+    return;
+  }
+  auto d_x = device_copy(args.x, size);
+  auto d_y = device_copy(args.y, size);
+  d.x = d_x.data();
+  d.y = d_y.data();
+  cuda::rms_norm(d, test_stream());
+  finish();
+  d_y.copy_back(args.y, "rms_norm");
+}
+
+void rotary(const kernels::RotaryArgs& args) {
+  const std::int64_t width = std::int64_t{args.heads + 2 * args.kv_heads} * args.head_dim;
+  auto d_qkv = device_copy(args.qkv, args.rows * width);
+  auto d_positions = device_copy(args.positions, args.rows);
+  auto d_inv_freq = device_copy(args.inv_freq, args.head_dim / 2);
+  kernels::RotaryArgs d = args;
+  d.qkv = d_qkv.data();
+  d.positions = d_positions.data();
+  d.inv_freq = d_inv_freq.data();
+  cuda::rotary(d, test_stream());
+  finish();
+  d_qkv.copy_back(args.qkv, "rotary");
+}
+
+void silu_mul(const kernels::SiluMulArgs& args) {
+  auto d_gate_up = device_copy(args.gate_up, args.rows * 2 * args.ffn);
+  auto d_out = device_copy(args.out, args.rows * args.ffn);
+  kernels::SiluMulArgs d = args;
+  d.gate_up = d_gate_up.data();
+  d.out = d_out.data();
+  cuda::silu_mul(d, test_stream());
+  finish();
+  d_out.copy_back(args.out, "silu_mul");
+}
+
 }  // namespace
 
 std::vector<const KernelSet*> kernel_sets_under_test() {
@@ -451,7 +518,11 @@ std::vector<const KernelSet*> kernel_sets_under_test() {
                                   quantize,
                                   dequantize,
                                   quantize_kv_slots,
-                                  /*exact_sampling=*/false};
+                                  rms_norm,
+                                  rotary,
+                                  silu_mul,
+                                  /*exact_sampling=*/false,
+                                  /*exact_trig=*/false};
   return {&cuda_set};
 }
 

@@ -5,10 +5,13 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gated_mlp.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quantize.h"
+#include "kernels/cpu/rms_norm.h"
+#include "kernels/cpu/rotary.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cpu/score_eviction.h"
 #include "kernels/cpu/softmax.h"
@@ -40,7 +43,11 @@ KernelSet cpu_set(std::string name, std::string isa) {
           cpu::quantize,
           cpu::dequantize,
           cpu::quantize_kv_slots,
-          /*exact_sampling=*/true};
+          cpu::rms_norm,
+          cpu::rotary,
+          cpu::silu_mul,
+          /*exact_sampling=*/true,
+          /*exact_trig=*/true};
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
-// Parity of decode attention against the reference, its probability rows summing to 1, and decode
-// agreeing with the last prefill row over a cache the prefill stored.
+// Parity of decode attention against the reference, its probability rows summing to 1 (per query
+// head; a kv head's row to its group size), decode agreeing with the last prefill row over a cache
+// the prefill stored, and grouped-query attention against multi-head attention with the kv heads
+// repeated.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "kernels/reference/reference.h"
 #include "tests/kernels/attention_cases.h"
 
@@ -15,7 +18,7 @@ namespace {
 namespace ref = kernels::reference;
 using kernels::DecodeAttentionArgs;
 
-// The full policy's prefill layout: real token i of a sequence in slot i of every head.
+// The full policy's prefill layout: real token i of a sequence in slot i of every (kv) head.
 std::vector<std::int32_t> compact_token_slots(const std::vector<std::uint8_t>& valid, int batch,
                                               int heads, int seq) {
   std::vector<std::int32_t> slots;
@@ -37,12 +40,12 @@ TEST_P(DecodeAttentionParity, MatchesReference) {
     for (const bool with_probs : {false, true}) {
       SCOPED_TRACE(describe(c) + (with_probs ? " probs" : ""));
       const int hd = c.heads * c.head_dim;
-      const std::size_t cache_size = std::size_t(c.batch) * c.heads * c.capacity * c.head_dim;
-      const auto qkv = rng.halves(std::size_t(c.batch) * 3 * hd, -1, 1);
+      const std::size_t cache_size = std::size_t(c.batch) * c.kv() * c.capacity * c.head_dim;
+      const auto qkv = rng.halves(std::size_t(c.batch) * c.qkv_width(), -1, 1);
       const auto k_cache = rng.halves(cache_size, -1, 1);
       const auto v_cache = rng.halves(cache_size, -1, 1);
       const float scale = attention_scale(c.head_dim);
-      const std::size_t probs_size = std::size_t(c.batch) * c.heads * c.capacity;
+      const std::size_t probs_size = std::size_t(c.batch) * c.kv() * c.capacity;
       Guarded<Half> out(std::size_t(c.batch) * hd, half_nan());
       Guarded<float> probs(probs_size, float_nan());
       std::vector<Half> expected_out(out.size());
@@ -60,7 +63,8 @@ TEST_P(DecodeAttentionParity, MatchesReference) {
                                .heads = c.heads,
                                .head_dim = c.head_dim,
                                .capacity = c.capacity,
-                               .scale = scale};
+                               .scale = scale,
+                               .kv_heads = c.kv_heads};
       impl().decode_attention(args);
       args.out = expected_out.data();
       args.probs = with_probs ? expected_probs.data() : nullptr;
@@ -71,21 +75,23 @@ TEST_P(DecodeAttentionParity, MatchesReference) {
                             attention_tolerance(c.head_dim, scale, c.capacity)));
       if (!with_probs) continue;
       EXPECT_TRUE(probs.guards_intact());
+      // A kv head's entry is the fp32 sum of its group's G probabilities.
       EXPECT_TRUE(all_close(probs.values(), expected_probs,
-                            prob_tolerance(c.head_dim, scale, c.capacity, 1)));
+                            prob_tolerance(c.head_dim, scale, c.capacity, c.group())));
       const auto p = probs.values();
       for (int b = 0; b < c.batch; ++b) {
-        for (int h = 0; h < c.heads; ++h) {
-          const float* row = p.data() + (std::size_t(b) * c.heads + h) * c.capacity;
+        for (int kv = 0; kv < c.kv(); ++kv) {
+          const float* row = p.data() + (std::size_t(b) * c.kv() + kv) * c.capacity;
           double total = 0;
           for (int j = 0; j < c.counts[b]; ++j) total += row[j];
           for (int j = c.counts[b]; j < c.capacity; ++j) {
             ASSERT_EQ(row[j], 0.0f) << "slot " << j << " past slot_count of sequence " << b;
           }
-          if (c.counts[b] > 0) {
-            EXPECT_NEAR(total, 1.0,
-                        prob_rel_error(c.head_dim, scale, c.capacity) + c.capacity * kFloatEps)
-                << "probabilities of sequence " << b << " head " << h;
+          if (c.counts[b] > 0) {  // G softmax rows, each summing to 1
+            EXPECT_NEAR(total, c.group(),
+                        c.group() * (prob_rel_error(c.head_dim, scale, c.capacity) +
+                                     (c.capacity + c.group()) * kFloatEps))
+                << "probabilities of sequence " << b << " kv head " << kv;
           }
         }
       }
@@ -101,16 +107,19 @@ TEST_P(DecodeAttentionParity, DecodeOverStoredPrefillMatchesLastPrefillRow) {
   for (const auto& c : kPrefillCases) {
     SCOPED_TRACE(describe(c));
     const int hd = c.heads * c.head_dim;
-    const auto qkv = rng.halves(std::size_t(c.batch) * c.seq * 3 * hd, -1, 1);
+    const auto qkv = rng.halves(std::size_t(c.batch) * c.seq * c.qkv_width(), -1, 1);
     const auto valid = left_padding(c.seq, c.pads);
     const float scale = attention_scale(c.head_dim);
     std::vector<Half> prefill_out(std::size_t(c.batch) * c.seq * hd);
-    impl().prefill_attention({qkv.data(), valid.data(), prefill_out.data(), nullptr, c.batch, c.seq,
-                              c.heads, c.head_dim, scale});
+    kernels::PrefillAttentionArgs prefill{qkv.data(), valid.data(), prefill_out.data(),
+                                          nullptr,    c.batch,      c.seq,
+                                          c.heads,    c.head_dim,   scale};
+    prefill.kv_heads = c.kv_heads;
+    impl().prefill_attention(prefill);
     const int capacity = c.seq + 2;
-    const std::size_t size = std::size_t(c.batch) * c.heads * capacity * c.head_dim;
+    const std::size_t size = std::size_t(c.batch) * c.kv() * capacity * c.head_dim;
     std::vector<Half> k(size), v(size);
-    const auto slots = compact_token_slots(valid, c.batch, c.heads, c.seq);
+    const auto slots = compact_token_slots(valid, c.batch, c.kv(), c.seq);
     impl().store_prefill_kv({.qkv = qkv.data(),
                              .token_slot = slots.data(),
                              .k_cache = k.data(),
@@ -119,12 +128,13 @@ TEST_P(DecodeAttentionParity, DecodeOverStoredPrefillMatchesLastPrefillRow) {
                              .seq = c.seq,
                              .heads = c.heads,
                              .head_dim = c.head_dim,
-                             .capacity = capacity});
+                             .capacity = capacity,
+                             .kv_heads = c.kv_heads});
     std::vector<Half> last_qkv, expected;
     std::vector<std::int32_t> counts;
     for (int b = 0; b < c.batch; ++b) {
-      const auto* row = qkv.data() + (std::size_t(b) * c.seq + c.seq - 1) * 3 * hd;
-      last_qkv.insert(last_qkv.end(), row, row + 3 * hd);
+      const auto* row = qkv.data() + (std::size_t(b) * c.seq + c.seq - 1) * c.qkv_width();
+      last_qkv.insert(last_qkv.end(), row, row + c.qkv_width());
       const auto* out = prefill_out.data() + (std::size_t(b) * c.seq + c.seq - 1) * hd;
       expected.insert(expected.end(), out, out + hd);
       counts.push_back(c.seq - c.pads[b]);
@@ -139,13 +149,108 @@ TEST_P(DecodeAttentionParity, DecodeOverStoredPrefillMatchesLastPrefillRow) {
                              .heads = c.heads,
                              .head_dim = c.head_dim,
                              .capacity = capacity,
-                             .scale = scale});
+                             .scale = scale,
+                             .kv_heads = c.kv_heads});
     EXPECT_TRUE(decoded.guards_intact());
     auto tol = attention_tolerance(c.head_dim, scale, c.seq);
     tol.abs *= 2;  // both sides carry their own error
     tol.rel *= 2;
     EXPECT_TRUE(all_close(decoded.values(), expected, tol));
   }
+}
+
+// Runs decode attention with probabilities over caches of `kv_heads` heads; returns out and probs.
+struct DecodeResult {
+  std::vector<Half> out;
+  std::vector<float> probs;
+};
+template <typename Decode>
+DecodeResult run_decode(Decode&& decode, const std::vector<Half>& qkv, const std::vector<Half>& k,
+                        const std::vector<Half>& v, const DecodeCase& c, int kv_heads) {
+  DecodeResult r{std::vector<Half>(std::size_t(c.batch) * c.heads * c.head_dim),
+                 std::vector<float>(std::size_t(c.batch) * kv_heads * c.capacity)};
+  decode(DecodeAttentionArgs{.qkv = qkv.data(),
+                             .k_cache = k.data(),
+                             .v_cache = v.data(),
+                             .slot_count = c.counts.data(),
+                             .out = r.out.data(),
+                             .probs = r.probs.data(),
+                             .batch = c.batch,
+                             .heads = c.heads,
+                             .head_dim = c.head_dim,
+                             .capacity = c.capacity,
+                             .scale = attention_scale(c.head_dim),
+                             .kv_heads = kv_heads});
+  return r;
+}
+
+// The decode query of each sequence in multi-head layout: q as it is, k and v (unread) repeated.
+std::vector<Half> repeat_decode_qkv(const std::vector<Half>& qkv, const DecodeCase& c) {
+  return repeat_kv_in_qkv(qkv, std::size_t(c.batch), c.heads, c.kv(), c.head_dim);
+}
+
+// The definition of grouped-query attention, checked on the reference by hand-checkable means:
+// four query heads over one kv head (multi-query) give exactly what four heads over four copies of
+// its cache give, and the kv head's probabilities are the fp32 sum of the four copies' rows, head
+// 0 first.
+TEST(DecodeAttentionReference, GroupedQueryIsMultiHeadOverRepeatedKv) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const DecodeCase c{2, 4, 8, 6, {6, 3}, 1};
+  const std::size_t cache_size = std::size_t(c.batch) * c.kv() * c.capacity * c.head_dim;
+  const auto qkv = rng.halves(std::size_t(c.batch) * c.qkv_width(), -1, 1);
+  const auto k = rng.halves(cache_size, -1, 1);
+  const auto v = rng.halves(cache_size, -1, 1);
+  const auto mha_k = repeat_kv_in_cache(k, c.batch, c.heads, c.kv(), c.capacity, c.head_dim);
+  const auto mha_v = repeat_kv_in_cache(v, c.batch, c.heads, c.kv(), c.capacity, c.head_dim);
+  // Spot-check the repetition: sequence 1's query head 3 reads sequence 1's only kv head.
+  const std::size_t rows = std::size_t(c.capacity) * c.head_dim;
+  for (std::size_t e = 0; e < rows; ++e)
+    ASSERT_EQ(mha_k[(1 * 4 + 3) * rows + e].bits, k[rows + e].bits);
+  const auto gqa = run_decode(ref::decode_attention, qkv, k, v, c, c.kv());
+  const auto mha =
+      run_decode(ref::decode_attention, repeat_decode_qkv(qkv, c), mha_k, mha_v, c, c.heads);
+  EXPECT_TRUE(bitwise_equal(gqa.out, mha.out));
+  EXPECT_TRUE(all_close(gqa.probs, sum_groups(mha.probs, c.batch, c.heads, c.kv(), c.capacity),
+                        {0, 0, "the same fp32 additions in the same order"}));
+  for (int b = 0; b < c.batch; ++b) {  // four softmax rows, each summing to 1
+    double total = 0;
+    for (int j = 0; j < c.capacity; ++j) total += gqa.probs[std::size_t(b) * c.capacity + j];
+    EXPECT_NEAR(total, 4.0, 1e-5) << "sequence " << b;
+  }
+}
+
+// Every implementation computes a query head the same way whether or not its kv head is shared,
+// so grouped-query runs equal multi-head runs over the repeated caches exactly, and their
+// probabilities the repeated run's rows added in head order.
+TEST_P(DecodeAttentionParity, GroupedQueryIsMultiHeadOverRepeatedKv) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const auto& c : kDecodeCases) {
+    if (c.kv() == c.heads) continue;
+    SCOPED_TRACE(describe(c));
+    const std::size_t cache_size = std::size_t(c.batch) * c.kv() * c.capacity * c.head_dim;
+    const auto qkv = rng.halves(std::size_t(c.batch) * c.qkv_width(), -1, 1);
+    const auto k = rng.halves(cache_size, -1, 1);
+    const auto v = rng.halves(cache_size, -1, 1);
+    const auto gqa = run_decode(impl().decode_attention, qkv, k, v, c, c.kv());
+    const auto mha = run_decode(
+        impl().decode_attention, repeat_decode_qkv(qkv, c),
+        repeat_kv_in_cache(k, c.batch, c.heads, c.kv(), c.capacity, c.head_dim),
+        repeat_kv_in_cache(v, c.batch, c.heads, c.kv(), c.capacity, c.head_dim), c, c.heads);
+    EXPECT_TRUE(bitwise_equal(gqa.out, mha.out));
+    EXPECT_TRUE(all_close(gqa.probs, sum_groups(mha.probs, c.batch, c.heads, c.kv(), c.capacity),
+                          {0, 0, "the same fp32 additions in the same order"}));
+  }
+}
+
+// Query heads that do not split into whole groups are a caller bug the kernels refuse.
+TEST_P(DecodeAttentionParity, RejectsPartialGroups) {
+  const DecodeCase c{1, 6, 8, 4, {2}, 4};
+  const std::vector<Half> qkv(std::size_t(c.qkv_width()), Half{});
+  const std::vector<Half> cache(std::size_t(c.kv()) * c.capacity * c.head_dim, Half{});
+  EXPECT_THROW(run_decode(impl().decode_attention, qkv, cache, cache, c, c.kv()), Error);
+  EXPECT_THROW(run_decode(ref::decode_attention, qkv, cache, cache, c, c.kv()), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, DecodeAttentionParity, ::testing::ValuesIn(kernel_sets_under_test()),

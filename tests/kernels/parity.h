@@ -26,10 +26,13 @@
 #include "kernels/attention_args.h"
 #include "kernels/embedding_args.h"
 #include "kernels/eviction_args.h"
+#include "kernels/gated_mlp_args.h"
 #include "kernels/kv_cache_args.h"
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
 #include "kernels/quantize_args.h"
+#include "kernels/rms_norm_args.h"
+#include "kernels/rotary_args.h"
 #include "kernels/sampling_args.h"
 #include "kernels/softmax_args.h"
 
@@ -63,10 +66,17 @@ struct KernelSet {
   Fn<void(const kernels::QuantizeArgs&)> quantize;
   Fn<void(const kernels::DequantizeArgs&)> dequantize;
   Fn<void(const kernels::QuantizeKvSlotsArgs&)> quantize_kv_slots;
+  Fn<void(const kernels::RmsNormArgs&)> rms_norm;
+  Fn<void(const kernels::RotaryArgs&)> rotary;
+  Fn<void(const kernels::SiluMulArgs&)> silu_mul;
   // Whether the set's sampler computes exp and its sums as the reference does, so every pick
   // equals the reference's (the CPU kernels); otherwise picks may differ where a running sum
   // lands within rounding of a threshold (kernels/sampling_args.h).
   bool exact_sampling = true;
+  // Whether the set's cosf / sinf are the host libm's, as the reference's are (the CPU kernels),
+  // so rotary equals the reference bit for bit; CUDA's are within 2 fp32 ulp instead
+  // (kernels/rotary_args.h), which can move a cos / sin value by 1 fp16 ulp.
+  bool exact_trig = true;
 };
 
 // Every implementation the parity suites run (one test file per op, kernels/*_test.cpp; the h2o
@@ -192,6 +202,17 @@ struct Tolerance {
 // Exact equality (copies): bit patterns must match.
 ::testing::AssertionResult bitwise_equal(const std::vector<Half>& actual,
                                          const std::vector<Half>& expected);
+// bitwise_equal for outputs that must be finite: a NaN or Inf fails even where it matches.
+inline ::testing::AssertionResult finite_and_bitwise_equal(const std::vector<Half>& actual,
+                                                           const std::vector<Half>& expected) {
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    if (!std::isfinite(half_to_float(actual[i]))) {
+      return ::testing::AssertionFailure()
+             << "element " << i << " is not finite (bits 0x" << std::hex << actual[i].bits << ")";
+    }
+  }
+  return bitwise_equal(actual, expected);
+}
 
 std::vector<float> to_floats(const std::vector<Half>& h);
 

@@ -246,6 +246,68 @@ TEST(Reference, EmbeddingsAndResidualAdd) {
   EXPECT_EQ(to_floats(y), (std::vector<float>{3.75f, -1.5f}));
 }
 
+// A constant row c has mean square c^2, so each value normalises to c / sqrt(c^2 + eps): with
+// c = 2 and eps = 2.25, 2 · fp32(1 / 2.5) = 0.8f, whose fp16 is 0.7998046875 (1638 · 2^-11). The
+// weight multiplies that fp16 value: 1.001953125 · 0.7998046875 = 0.80136871... rounds to
+// 0.80126953125 (1641 · 2^-11), where 1.001953125 · 0.8 would round to 0.8017578125.
+TEST(Reference, RmsNormOfConstantRowRoundsBeforeTheWeight) {
+  auto x = halves({2, 2, 2, 2});
+  const auto gamma = halves({1.001953125f, 1, -2, 0.5f});
+  ref::rms_norm(
+      {.x = x.data(), .gamma = gamma.data(), .y = x.data(), .rows = 1, .dim = 4, .eps = 2.25f});
+  EXPECT_EQ(to_floats(x),
+            (std::vector<float>{0.80126953125f, 0.7998046875f, -1.599609375f, 0.39990234375f}));
+}
+
+// The quarter turn (angle fp32(pi / 2), position 1): cosf gives -4.37e-8, whose fp16 is the
+// smallest subnormal, -2^-24 (not 0), and sinf gives 1. q = (1, 0) becomes (c, s) itself; k =
+// (3, 5) becomes (-5, 3), the products of the tiny cosine vanishing in the fp16 sums; v stays.
+TEST(Reference, RotaryQuarterTurnByHand) {
+  auto qkv = halves({1, 0, 3, 5, 7, 9});  // heads 1, kv_heads 1, head_dim 2
+  const std::vector<std::int32_t> positions = {1};
+  const std::vector<float> inv_freq = {1.57079637f};
+  ref::rotary({.qkv = qkv.data(),
+               .positions = positions.data(),
+               .inv_freq = inv_freq.data(),
+               .rows = 1,
+               .heads = 1,
+               .kv_heads = 1,
+               .head_dim = 2});
+  EXPECT_EQ(qkv[0].bits, 0x8001);  // -2^-24
+  EXPECT_EQ(to_floats(qkv), (std::vector<float>{-0x1p-24f, 1, -5, 3, 7, 9}));
+}
+
+// Position 0 (and a negative position, read as 0) rotates by nothing: every q and k head of both
+// tokens comes back as it was (grouped: 2 q heads, 1 k head), and so does v.
+TEST(Reference, RotaryAtPositionZeroIsIdentity) {
+  std::vector<Half> qkv;
+  for (int i = 1; i <= 32; ++i) qkv.push_back(float_to_half(float(i % 7 - 3) / 4 + 0.125f));
+  const std::vector<Half> before = qkv;
+  const std::vector<std::int32_t> positions = {0, -3};
+  const std::vector<float> inv_freq = {1.0f, 0.01f};
+  ref::rotary({.qkv = qkv.data(),
+               .positions = positions.data(),
+               .inv_freq = inv_freq.data(),
+               .rows = 2,
+               .heads = 2,
+               .kv_heads = 1,
+               .head_dim = 4});
+  EXPECT_TRUE(bitwise_equal(qkv, before));
+}
+
+// silu(0) · 5 = 0; silu(1) = 1 / (1 + e^-1) = 0.7310586 rounds to 0.73095703125 (1497 · 2^-11)
+// before the up value multiplies it, so · 2.001953125 gives 1.462890625 (0.7310586 · 2.001953125
+// would round to 1.4638671875); silu(20) = 20 (e^-20 vanishes beside 1); silu(-20000) =
+// -20000 / inf = -0.
+TEST(Reference, SiluMulByHand) {
+  const auto gate_up = halves({0, 1, 20, -20000, 5, 2.001953125f, 0.5f, 3});  // ffn 4
+  std::vector<Half> out(4);
+  ref::silu_mul({.gate_up = gate_up.data(), .out = out.data(), .rows = 1, .ffn = 4});
+  EXPECT_EQ(to_floats(out), (std::vector<float>{0, 1.462890625f, 10, 0}));
+  EXPECT_EQ(out[0].bits, 0x0000);
+  EXPECT_EQ(out[3].bits, 0x8000);  // -0
+}
+
 TEST(ParityHelpers, NonFiniteNeverPasses) {
   const Tolerance loose{1e9, 1e9, "anything finite"};
   EXPECT_TRUE(all_close(std::vector<float>{1, 2}, std::vector<float>{1e6f, -1e6f}, loose));
@@ -253,6 +315,10 @@ TEST(ParityHelpers, NonFiniteNeverPasses) {
   EXPECT_FALSE(all_close(std::vector<float>{INFINITY}, std::vector<float>{INFINITY}, loose));
   EXPECT_FALSE(all_close(std::vector<Half>{half_nan()}, std::vector<Half>{half_nan()}, loose));
   EXPECT_FALSE(all_close(std::vector<float>{1, 2}, std::vector<float>{1}, loose));
+  EXPECT_FALSE(finite_and_bitwise_equal({half_nan()}, {half_nan()}));
+  EXPECT_FALSE(finite_and_bitwise_equal({Half{0x7c00}}, {Half{0x7c00}}));  // +inf
+  EXPECT_TRUE(finite_and_bitwise_equal({Half{0x8000}}, {Half{0x8000}}));
+  EXPECT_FALSE(finite_and_bitwise_equal({Half{0x8000}}, {Half{0x0000}}));  // -0 is not +0
 }
 
 TEST(ParityHelpers, ToleranceIsMixedAbsoluteRelative) {
