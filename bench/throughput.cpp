@@ -55,7 +55,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
   row.config = config;
   row.policy = policy_name(engine.policy_kind());
   row.compression = engine.compression();
-  const OptConfig& model = engine.config();
+  const ModelConfig& model = engine.config();
   if (config.batch >= 1) {
     row.num_gpu_batches = std::min(engine.placement().block.num_gpu_batches, config.batch);
     row.gpu_batch = gpu_batch_size(config.batch, row.num_gpu_batches);
@@ -66,9 +66,9 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
   }
   // The last generated token is never fed back, so prompt + gen - 1 positions are used.
   const std::int64_t positions = std::int64_t{config.prompt_len} + config.gen_len - 1;
-  if (positions > model.max_position_embeddings) {
+  if (positions > model.max_positions()) {
     row.error = fmt::format("prompt + gen - 1 = {} exceeds the model's {} positions", positions,
-                            model.max_position_embeddings);
+                            model.max_positions());
     return row;
   }
   // Synthetic prompts: BOS then uniformly drawn ordinary token ids.

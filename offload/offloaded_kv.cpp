@@ -13,7 +13,7 @@
 
 namespace offgen {
 
-OffloadedKv::OffloadedKv(Device& device, Ops& ops, const OptConfig& config,
+OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
                          std::vector<int> offloaded, int capacity, bool keeps_attention_scores,
                          bool cpu_attention, Storage storage)
     : device_(device),
@@ -21,7 +21,8 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const OptConfig& config,
       compute_(device.stream(StreamRole::compute)),
       h2d_(device.stream(StreamRole::h2d_kv)),
       d2h_(device.stream(StreamRole::d2h_kv)),
-      heads_(config.num_heads),
+      q_heads_(config.num_heads),
+      heads_(config.kv_heads()),
       head_dim_(config.head_dim()),
       capacity_(capacity),
       keeps_attention_scores_(keeps_attention_scores),
@@ -126,22 +127,25 @@ std::size_t OffloadedKv::cache_bytes(int gpu_batch) const {
 
 namespace {
 
-// On the host: packs each new token's k and v rows (qkv rows [batch, 3·H·D]) into the packed
-// host caches at their write slots [batch, heads] — the packed twin of cpu::append_kv.
+// On the host: packs each new token's k and v rows (qkv rows [batch, (H + 2·KV)·D]) into the
+// packed host caches at their write slots [batch, KV] — the packed twin of cpu::append_kv.
 void append_packed(const kernels::AppendKvArgs& a, void* k_packed, void* v_packed) {
-  const std::int64_t rows = std::int64_t{a.batch} * a.heads * a.capacity;
+  const int kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  const std::int64_t rows = std::int64_t{a.batch} * kv_heads * a.capacity;
   const kernels::PackedKv k = kernels::packed_kv(k_packed, rows, a.head_dim);
   const kernels::PackedKv v = kernels::packed_kv(v_packed, rows, a.head_dim);
   const kernels::QuantShape one = kernels::packed_kv_shape(1, a.head_dim);
-  const std::int64_t hd = std::int64_t{a.heads} * a.head_dim;
+  const std::int64_t q_width = std::int64_t{a.heads} * a.head_dim;
+  const std::int64_t kv_width = std::int64_t{kv_heads} * a.head_dim;
   for (int b = 0; b < a.batch; ++b) {
-    for (int h = 0; h < a.heads; ++h) {
-      const std::int32_t slot = a.write_slot[std::int64_t{b} * a.heads + h];
+    for (int h = 0; h < kv_heads; ++h) {
+      const std::int32_t slot = a.write_slot[std::int64_t{b} * kv_heads + h];
       OFFGEN_CHECK(slot >= 0 && slot < a.capacity,
                    "offloaded kv: write slot {} outside a cache of {} slots", slot, a.capacity);
-      const std::int64_t row = (std::int64_t{b} * a.heads + h) * a.capacity + slot;
-      const Half* token = a.qkv + std::int64_t{b} * 3 * hd + std::int64_t{h} * a.head_dim;
-      for (auto [source, cache] : {std::pair{token + hd, k}, std::pair{token + 2 * hd, v}}) {
+      const std::int64_t row = (std::int64_t{b} * kv_heads + h) * a.capacity + slot;
+      const Half* k_row = a.qkv + std::int64_t{b} * (q_width + 2 * kv_width) + q_width +
+                          std::int64_t{h} * a.head_dim;
+      for (auto [source, cache] : {std::pair{k_row, k}, std::pair{k_row + kv_width, v}}) {
         kernels::cpu::quantize({.x = source,
                                 .data = cache.codes + row * one.data_bytes(),
                                 .params = cache.params + row * one.param_count(),
@@ -171,9 +175,10 @@ void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
                          .v_cache = packed ? expanded_v_.as<Half>() : s.v.as<Half>(),
                          .batch = n,
                          .seq = seq,
-                         .heads = heads_,
+                         .heads = q_heads_,
                          .head_dim = head_dim_,
-                         .capacity = capacity_});
+                         .capacity = capacity_,
+                         .kv_heads = heads_});
   if (packed) {
     kernels::pack_kv_rows(ops_, expanded_k_.as<Half>(), s.k.data(), cache_rows(task.gpu_batch),
                           head_dim_);
@@ -210,7 +215,7 @@ void OffloadedKv::prefetch(const BlockTask& task) {
 void OffloadedKv::send_rows(const BlockTask& task, Slot& s, const Half* qkv,
                             const std::int32_t* write_slot) {
   const auto n = static_cast<std::size_t>(offloaded(task.gpu_batch));
-  const std::size_t row_bytes = n * 3 * heads_ * head_dim_ * sizeof(Half);
+  const std::size_t row_bytes = n * (q_heads_ + 2 * heads_) * head_dim_ * sizeof(Half);
   const std::size_t slot_bytes = n * heads_ * sizeof(std::int32_t);
   s.rows_free->wait_on(compute_);
   device_.copy_async(s.rows.data(), qkv, row_bytes, compute_);
@@ -246,9 +251,10 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
                   .k_cache = k_cache,
                   .v_cache = v_cache,
                   .batch = n,
-                  .heads = heads_,
+                  .heads = q_heads_,
                   .head_dim = head_dim_,
-                  .capacity = capacity_});
+                  .capacity = capacity_,
+                  .kv_heads = heads_});
   // The new rows go back to the host cache while attention runs.
   send_rows(task, s, args.qkv, write_slot);
   const std::size_t c = cache_index(task);
@@ -257,9 +263,10 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
                                           .k_cache = k_host_[c].as<Half>(),
                                           .v_cache = v_host_[c].as<Half>(),
                                           .batch = n,
-                                          .heads = heads_,
+                                          .heads = q_heads_,
                                           .head_dim = head_dim_,
-                                          .capacity = capacity_};
+                                          .capacity = capacity_,
+                                          .kv_heads = heads_};
   if (packed) {
     device_.enqueue_host(d2h_, [host_append, k = k_host_[c].data(), v = v_host_[c].data()] {
       append_packed(host_append, k, v);
@@ -299,7 +306,8 @@ void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_sl
                                           .batch = host.batch,
                                           .heads = host.heads,
                                           .head_dim = host.head_dim,
-                                          .capacity = host.capacity};
+                                          .capacity = host.capacity,
+                                          .kv_heads = host.kv_heads};
   if (storage_ == Storage::int4) {
     // Expand the packed host cache, append the new rows in fp16 there (they attend exactly) and
     // packed into the cache, and attend over the fp16 block.
@@ -332,7 +340,7 @@ void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_sl
   cache_stored_[c]->record(d2h_);
   s.saved->record(d2h_);  // the host task has run
   s.saved->wait_on(h2d_);
-  const std::size_t out_bytes = static_cast<std::size_t>(n) * heads_ * head_dim_ * sizeof(Half);
+  const std::size_t out_bytes = static_cast<std::size_t>(n) * q_heads_ * head_dim_ * sizeof(Half);
   device_.copy_async(args.out, s.host_out.data(), out_bytes, h2d_);
   loaded_bytes_ += out_bytes;
   if (keeps_attention_scores_) {

@@ -27,7 +27,7 @@
 
 #include "engine/core/compression.h"
 #include "engine/device/device.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "kernels/ops.h"
 #include "scheduler/block_task.h"
 
@@ -39,7 +39,7 @@ class OffloadedKv {
   // capacity: slots per (layer, sequence, head). keeps_attention_scores: the policy keeps attention
   // scores, so cpu attention returns its softmax rows. Allocates offloaded_kv_layout
   // (scheduler/kv_cache_layout.h); throws OutOfMemoryError when a tier cannot hold it.
-  OffloadedKv(Device& device, Ops& ops, const OptConfig& config, std::vector<int> offloaded,
+  OffloadedKv(Device& device, Ops& ops, const ModelConfig& config, std::vector<int> offloaded,
               int capacity, bool keeps_attention_scores, bool cpu_attention,
               Storage storage = Storage::fp16);
   OffloadedKv(const OffloadedKv&) = delete;
@@ -63,7 +63,7 @@ class OffloadedKv {
   // nothing if already started). Call for task i + 1 before enqueuing task i's compute.
   void prefetch(const BlockTask& task);
   // Decode with gpu attention, on compute, after the qkv projection: appends the new rows
-  // (qkv [offloaded, 3·H·D], write_slot [offloaded, heads]) to the staged cache, queues their copy
+  // (qkv [offloaded, (H + 2·KV)·D], write_slot [offloaded, KV heads]) to the staged cache, queues their copy
   // back to the host cache, and runs decode attention over the staged cache (args: the offloaded
   // sequences' pointers; its caches are filled in here).
   void decode_gpu(const BlockTask& task, const std::int32_t* write_slot,
@@ -114,7 +114,8 @@ class OffloadedKv {
   Stream& compute_;
   Stream& h2d_;
   Stream& d2h_;
-  int heads_;
+  int q_heads_;  // query heads: the width of the qkv rows and attention output
+  int heads_;    // KV heads: the cache's, its slots' and its scores'
   int head_dim_;
   int capacity_;
   bool keeps_attention_scores_;

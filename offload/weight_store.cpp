@@ -19,7 +19,7 @@
 
 namespace offgen {
 
-WeightStore::WeightStore(Device& device, const OptConfig& config, const WeightSource& source,
+WeightStore::WeightStore(Device& device, const ModelConfig& config, const WeightSource& source,
                          const WeightPlacement& placement, const std::filesystem::path& disk_folder,
                          Storage storage, Ops* ops)
     : device_(device), ops_(ops) {

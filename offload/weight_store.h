@@ -21,7 +21,7 @@
 #include "engine/core/compression.h"
 #include "engine/device/device.h"
 #include "engine/model/model_weights.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "engine/model/weight_blocks.h"
 #include "engine/model/weight_source.h"
 #include "kernels/ops.h"
@@ -38,7 +38,7 @@ class WeightStore {
   // file under `disk_folder`. Throws offgen::Error for a missing / mis-shaped tensor (naming it),
   // ParameterError for a bad placement or a disk share without a folder, OutOfMemoryError when a
   // tier's budget is exceeded. int4 storage needs `ops` (of `device`) to expand layers with.
-  WeightStore(Device& device, const OptConfig& config, const WeightSource& source,
+  WeightStore(Device& device, const ModelConfig& config, const WeightSource& source,
               const WeightPlacement& placement = {}, const std::filesystem::path& disk_folder = {},
               Storage storage = Storage::fp16, Ops* ops = nullptr);
   ~WeightStore();

@@ -98,7 +98,7 @@ void measure_copies(Device& device, const CalibrationOptions& o, std::vector<Mea
 // fc1 of a model (bias + ReLU) on the gpu tier: its weights, and inputs and outputs of some rows.
 class Fc1 {
  public:
-  Fc1(Device& device, const OptConfig& m)
+  Fc1(Device& device, const ModelConfig& m)
       : device_(device),
         compute_(device.stream(StreamRole::compute)),
         in_(m.hidden_size),
@@ -135,7 +135,7 @@ class Fc1 {
   Buffer weight_, bias_, x_, y_;
 };
 
-void measure_gemm(Device& device, Ops& ops, const OptConfig& m, const CalibrationOptions& o,
+void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const CalibrationOptions& o,
                   std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
   Fc1 fc1(device, m);
@@ -154,7 +154,7 @@ void measure_gemm(Device& device, Ops& ops, const OptConfig& m, const Calibratio
 // the share of the shorter one hidden by the longer (1: together they take the longer's time; 0:
 // the sum). A GPU's copy engines overlap its kernels; the cpu device's copies and kernels share
 // its cores.
-void measure_overlap(Device& device, Ops& ops, const OptConfig& m, const CalibrationOptions& o,
+void measure_overlap(Device& device, Ops& ops, const ModelConfig& m, const CalibrationOptions& o,
                      std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
   Stream& h2d = device.stream(StreamRole::h2d_weights);
@@ -196,7 +196,7 @@ void measure_overlap(Device& device, Ops& ops, const OptConfig& m, const Calibra
 }
 
 // One decode step's attention over a full cache: every K and V byte read once.
-void measure_attention(Device& device, Ops& ops, const OptConfig& m, const CalibrationOptions& o,
+void measure_attention(Device& device, Ops& ops, const ModelConfig& m, const CalibrationOptions& o,
                        std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
   const int batch = kAttentionBatch;
@@ -264,7 +264,7 @@ void measure_attention(Device& device, Ops& ops, const OptConfig& m, const Calib
 // Expanding int4 to fp16 (--compress-weights, --compress-kv), on the device and on the CPU, fp16
 // bytes written / time: fc1's weights (groups down columns, wide rows) and a decode attention
 // cache (one group per head row), whose kernels take different paths.
-void measure_dequantize(Device& device, Ops& ops, const OptConfig& m, const CalibrationOptions& o,
+void measure_dequantize(Device& device, Ops& ops, const ModelConfig& m, const CalibrationOptions& o,
                         std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
   struct Shape {
@@ -373,7 +373,7 @@ void measure_disk(const CalibrationOptions& o, std::vector<Measurement>& out) {
 
 }  // namespace
 
-CalibrationFootprint calibration_footprint(const OptConfig& model,
+CalibrationFootprint calibration_footprint(const ModelConfig& model,
                                            const CalibrationOptions& options, int multiprocessors) {
   // Each allocation rounds up to the device's 256-byte alignment.
   const auto halves = [](std::uint64_t n) {
@@ -414,7 +414,7 @@ CalibrationFootprint calibration_footprint(const OptConfig& model,
   return footprint;
 }
 
-std::vector<Measurement> calibrate(OpenedDevice& opened, const OptConfig& model,
+std::vector<Measurement> calibrate(OpenedDevice& opened, const ModelConfig& model,
                                    const CalibrationOptions& options) {
   OFFGEN_CHECK(options.copy_bytes >= 4096, "calibrate: copies of at least 4 KiB (got {} bytes)",
                options.copy_bytes);

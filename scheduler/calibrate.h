@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "engine/runtime/device_setup.h"
 
 namespace offgen {
@@ -38,12 +38,12 @@ struct CalibrationFootprint {
   std::uint64_t pinned = 0;
   std::uint64_t host = 0;
 };
-CalibrationFootprint calibration_footprint(const OptConfig& model,
+CalibrationFootprint calibration_footprint(const ModelConfig& model,
                                            const CalibrationOptions& options,
                                            int multiprocessors = 0);
 
 // Runs every measurement on the opened device, with GEMM and attention shapes of `model`.
-std::vector<Measurement> calibrate(OpenedDevice& device, const OptConfig& model,
+std::vector<Measurement> calibrate(OpenedDevice& device, const ModelConfig& model,
                                    const CalibrationOptions& options);
 
 // The profile file: {"device": ..., "model": ..., "hidden_size": the shapes' hidden size,

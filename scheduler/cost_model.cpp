@@ -30,11 +30,12 @@ double measurement(const nlohmann::json& profile, const std::filesystem::path& p
   return value * scale;
 }
 
-// fp16 weights of one decoder layer and its GEMM parameters (q, k, v, out, fc1, fc2).
-double layer_params(const OptConfig& m) {
+// fp16 weights of one decoder layer and its GEMM parameters (q, k, v, out, fc1 — gate and up when
+// gated — and fc2).
+double layer_params(const ModelConfig& m) {
   const double h = m.hidden_size;
   const double f = m.ffn_dim;
-  return 4 * h * h + 2 * h * f;
+  return h * m.qkv_dim() + h * h + h * m.ffn_in_rows() + f * h;
 }
 
 }  // namespace
@@ -101,7 +102,7 @@ double LayerCost::total() const {
   return busiest + (1 - overlap) * (all - busiest);
 }
 
-Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& r) {
+Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape& r) {
   OFFGEN_CHECK(r.batch > 0 && r.prompt_len > 0 && r.gen_len > 0 && r.kv_capacity > 0,
                "cost model: batch, lengths and KV capacity must be positive");
   const std::vector<GpuBatch> batches = split_block(r.batch, r.block);
@@ -116,8 +117,8 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
   // What a layer's weights move as: fp16, or the packed image (weight_image.h).
   const double layer_bytes =
       int4_weights ? double(weight_layout(m, {}, Storage::int4).layer_bytes) : params * 2;
-  const double heads = m.num_heads;
-  const double row = heads * m.head_dim();  // one token's k (or v, or q) in one layer, elements
+  const double heads = m.kv_heads();  // of the cache; query heads only count in attention flops
+  const double row = m.kv_dim();      // one token's k (or v) in one layer, elements
   const double capacity = r.kv_capacity;
   // K and V of one offloaded sequence's cache in one layer, every slot, as stored: what a
   // stage-in copies.
@@ -153,7 +154,7 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
     out.prefill.gemm += gemm_seconds(p, double(g.size) * r.prompt_len, params);
     // Causal attention: q·k and p·v over half of the P x P scores per head.
     out.prefill.attention +=
-        2.0 * g.size * heads * r.prompt_len * r.prompt_len * m.head_dim() / p.gemm_large;
+        2.0 * g.size * m.num_heads * r.prompt_len * r.prompt_len * m.head_dim() / p.gemm_large;
   }
   out.prefill.kv_store = host * cache_bytes / p.d2h;
   // Hidden states in pinned memory: every (layer, GPU batch) loads its rows and stores them back.
@@ -175,7 +176,7 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
   double gemm = expand_weights;
   for (const GpuBatch& g : batches) gemm += gemm_seconds(p, g.size, params);
   // Each offloaded sequence sends its new q, k, v rows and write slots down every step.
-  const double rows_down = host * (3 * row * 2 + heads * 4) / p.d2h;
+  const double rows_down = host * (m.qkv_dim() * 2.0 + heads * 4) / p.d2h;
   const int steps = r.gen_len - 1;
   double decode_total = 0;
   for (int step = 0; step < steps; ++step) {
@@ -190,7 +191,7 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
       layer.cpu_attention =
           host * (kv_read / p.cpu_attention + (int4_kv ? expanded_cache / cpu_dequantize_kv : 0));
       // The output, and the softmax rows of a policy that keeps attention scores.
-      const double up = row * 2 + (r.keeps_attention_scores ? heads * capacity * 4 : 0);
+      const double up = m.hidden_size * 2.0 + (r.keeps_attention_scores ? heads * capacity * 4 : 0);
       layer.kv_load = host * up / p.h2d;
     } else {
       layer.kv_load = host * cache_bytes / p.h2d;
@@ -209,7 +210,7 @@ Prediction predict(const OptConfig& m, const MachineProfile& p, const RunShape& 
     out.decode.disk = weights_in.disk;
     out.decode_layer = decode_total / steps;
   }
-  // The tied LM head: vocab x dim weights over every sequence's newest row, in chunks of at least
+  // The LM head: vocab x dim weights over every sequence's newest row, in chunks of at least
   // 64 rows (or a GPU batch).
   const double head_params = double(m.vocab_size) * m.word_embed_proj_dim;
   const int chunk = std::max(gpu_batch_size(r.batch, r.block.num_gpu_batches), 64);

@@ -29,7 +29,7 @@
 #include <string>
 
 #include "engine/core/compression.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "scheduler/block_shape.h"
 #include "scheduler/placement.h"
 
@@ -120,6 +120,6 @@ struct Prediction {
 
 // Throws offgen::Error for a shape it cannot predict: non-positive sizes, weights on disk without
 // a disk measurement, cpu attention without a cpu attention measurement.
-Prediction predict(const OptConfig& model, const MachineProfile& profile, const RunShape& run);
+Prediction predict(const ModelConfig& model, const MachineProfile& profile, const RunShape& run);
 
 }  // namespace offgen

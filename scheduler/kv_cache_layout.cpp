@@ -2,13 +2,14 @@
 
 #include <algorithm>
 
+#include "kernels/attention_args.h"
 #include "kernels/packed_kv.h"
 
 namespace offgen {
 
-std::uint64_t kv_cache_bytes(const OptConfig& config, int sequences, int capacity,
+std::uint64_t kv_cache_bytes(const ModelConfig& config, int sequences, int capacity,
                              Storage storage) {
-  const auto rows = static_cast<std::int64_t>(sequences) * config.num_heads * capacity;
+  const auto rows = static_cast<std::int64_t>(sequences) * config.kv_heads() * capacity;
   switch (storage) {
     case Storage::fp16:
       return static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(config.head_dim()) *
@@ -19,8 +20,8 @@ std::uint64_t kv_cache_bytes(const OptConfig& config, int sequences, int capacit
   return 0;
 }
 
-std::uint64_t kv_row_bytes(const OptConfig& config, Storage storage) {
-  return kv_cache_bytes(config, 1, 1, storage) / static_cast<std::uint64_t>(config.num_heads);
+std::uint64_t kv_row_bytes(const ModelConfig& config, Storage storage) {
+  return kv_cache_bytes(config, 1, 1, storage) / static_cast<std::uint64_t>(config.kv_heads());
 }
 
 MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, int capacity,
@@ -42,10 +43,11 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
   return layout;
 }
 
-MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>& offloaded,
+MemoryLayout offloaded_kv_layout(const ModelConfig& config, const std::vector<int>& offloaded,
                                  int capacity, bool keeps_attention_scores, bool cpu_attention,
                                  Storage storage) {
-  const auto heads = static_cast<std::uint64_t>(config.num_heads);
+  const auto heads = static_cast<std::uint64_t>(config.kv_heads());
+  const auto q_heads = static_cast<std::uint64_t>(config.num_heads);
   const auto head_dim = static_cast<std::uint64_t>(config.head_dim());
   const std::uint64_t most = static_cast<std::uint64_t>(
       offloaded.empty() ? 0 : *std::max_element(offloaded.begin(), offloaded.end()));
@@ -56,10 +58,11 @@ MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>
     layout.add("host v cache", Tier::pinned, kv_cache_bytes(config, n, capacity, storage),
                config.num_layers);
   }
-  // Per sequence: one qkv row, a write slot per head, an attention output row and softmax rows.
-  const std::uint64_t rows = most * 3 * heads * head_dim * kHalfBytes;
+  // Per sequence: one qkv row, a write slot per KV head, an attention output row and softmax rows
+  // (per KV head).
+  const std::uint64_t rows = most * static_cast<std::uint64_t>(config.qkv_dim()) * kHalfBytes;
   const std::uint64_t slots = most * heads * kInt32Bytes;
-  const std::uint64_t out = cpu_attention ? most * heads * head_dim * kHalfBytes : 0;
+  const std::uint64_t out = cpu_attention ? most * q_heads * head_dim * kHalfBytes : 0;
   const std::uint64_t probs =
       cpu_attention && keeps_attention_scores
           ? most * heads * static_cast<std::uint64_t>(capacity) * kFloatBytes
@@ -83,7 +86,7 @@ MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>
   return layout;
 }
 
-DecodeSplits decode_splits(const OptConfig& config, const GpuBatch& batch,
+DecodeSplits decode_splits(const ModelConfig& config, const GpuBatch& batch,
                            const KvCacheShape& shape) {
   DecodeSplits splits;
   splits.resident = kernels::plan_decode_split(batch.resident, config.num_heads, shape.capacity,
@@ -95,10 +98,10 @@ DecodeSplits decode_splits(const OptConfig& config, const GpuBatch& batch,
   return splits;
 }
 
-MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheShape& shape) {
+MemoryLayout block_kv_cache_own_layout(const ModelConfig& config, const KvCacheShape& shape) {
   std::uint64_t block = 0;
   for (const GpuBatch& g : shape.gpu_batches) block += static_cast<std::uint64_t>(g.size);
-  const auto heads = static_cast<std::uint64_t>(config.num_heads);
+  const auto heads = static_cast<std::uint64_t>(config.kv_heads());
   MemoryLayout layout;
   layout.add("token slots", Tier::gpu,
              block * static_cast<std::uint64_t>(shape.max_prompt) * heads * kInt32Bytes);
@@ -123,20 +126,28 @@ MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheSha
     const DecodeSplits splits = decode_splits(config, g, shape);
     const auto needs = [&](const kernels::DecodeSplit& split, int sequences) {
       return kernels::decode_split_scratch_bytes(split, sequences, config.num_heads,
-                                                 config.head_dim());
+                                                 config.head_dim(), config.kv_heads());
     };
     scratch = std::max(
         {scratch, needs(splits.resident, g.resident), needs(splits.offloaded, g.offloaded())});
   }
   layout.add("decode attention scratch", Tier::gpu, scratch);
+  // Grouped-query attention's per-query-head prompt key sums, before their group sum.
+  std::uint64_t key_sums = 0;
+  for (const GpuBatch& g : shape.gpu_batches) {
+    if (!shape.keeps_attention_scores) break;
+    key_sums = std::max(key_sums, kernels::prefill_key_sum_scratch_bytes(
+                                      g.size, config.num_heads, config.kv_heads(), shape.max_prompt));
+  }
+  layout.add("prefill key sum scratch", Tier::gpu, key_sums);
   return layout;
 }
 
-MemoryLayout block_kv_cache_layout(const OptConfig& config, const KvCacheShape& shape) {
+MemoryLayout block_kv_cache_layout(const ModelConfig& config, const KvCacheShape& shape) {
   MemoryLayout layout = block_kv_cache_own_layout(config, shape);
   if (shape.keeps_attention_scores) {
     for (const GpuBatch& g : shape.gpu_batches) {
-      layout.append(attention_score_state_layout(g.size, config.num_layers, config.num_heads,
+      layout.append(attention_score_state_layout(g.size, config.num_layers, config.kv_heads(),
                                                  shape.capacity, shape.max_prompt));
     }
   }

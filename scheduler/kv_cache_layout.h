@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/core/compression.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "kernels/decode_split.h"
 #include "scheduler/block_shape.h"
 #include "scheduler/memory_layout.h"
@@ -17,10 +17,10 @@ namespace offgen {
 
 // Bytes of one layer's K (or V) cache of `sequences` sequences: [sequences, heads, capacity,
 // head_dim] fp16, or those rows int4-packed (kernels/packed_kv.h).
-std::uint64_t kv_cache_bytes(const OptConfig& config, int sequences, int capacity,
+std::uint64_t kv_cache_bytes(const ModelConfig& config, int sequences, int capacity,
                              Storage storage = Storage::fp16);
 // Bytes of one token's k (or v) row in one layer and head, as the cache stores it.
-std::uint64_t kv_row_bytes(const OptConfig& config, Storage storage);
+std::uint64_t kv_row_bytes(const ModelConfig& config, Storage storage);
 
 // AttentionScoreState of `sequences` sequences: per layer each slot's position (int32) and score
 // (fp32) and each head's write slot (int32); once, the prefill's key-probability sums [sequences,
@@ -36,7 +36,7 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
 // pinned memory. With int4 storage the caches and their staging hold packed rows, and a task's
 // cache is expanded into fp16 blocks before it is attended: one pair on the gpu tier (the
 // prefill stores through it too) and, with cpu attention, one pair in host memory.
-MemoryLayout offloaded_kv_layout(const OptConfig& config, const std::vector<int>& offloaded,
+MemoryLayout offloaded_kv_layout(const ModelConfig& config, const std::vector<int>& offloaded,
                                  int capacity, bool keeps_attention_scores, bool cpu_attention,
                                  Storage storage = Storage::fp16);
 
@@ -61,7 +61,7 @@ struct DecodeSplits {
   kernels::DecodeSplit resident;
   kernels::DecodeSplit offloaded;
 };
-DecodeSplits decode_splits(const OptConfig& config, const GpuBatch& batch,
+DecodeSplits decode_splits(const ModelConfig& config, const GpuBatch& batch,
                            const KvCacheShape& shape);
 
 // BlockKvCache's own buffers: the step's slot arrays, each GPU batch's resident K and V (one
@@ -69,11 +69,11 @@ DecodeSplits decode_splits(const OptConfig& config, const GpuBatch& batch,
 // decode attention runs on the compute stream, one after another); with int4 storage, one fp16
 // K and V block of the largest GPU batch's resident sequences, which a task's packed cache is
 // expanded into (the same reasoning: one at a time).
-MemoryLayout block_kv_cache_own_layout(const OptConfig& config, const KvCacheShape& shape);
+MemoryLayout block_kv_cache_own_layout(const ModelConfig& config, const KvCacheShape& shape);
 // Everything a BlockKvCache allocates: its own buffers, each GPU batch's AttentionScoreState
 // (when the policy keeps attention scores) and the OffloadedKv (when some KV lives in pinned
 // memory).
-MemoryLayout block_kv_cache_layout(const OptConfig& config, const KvCacheShape& shape);
+MemoryLayout block_kv_cache_layout(const ModelConfig& config, const KvCacheShape& shape);
 
 // The offloaded sequences of each GPU batch.
 std::vector<int> offloaded_per_gpu_batch(const std::vector<GpuBatch>& gpu_batches);

@@ -8,7 +8,7 @@ std::uint64_t KvFootprint::largest_batch(std::uint64_t memory) const {
   return per_sequence() == 0 ? 0 : memory / per_sequence();
 }
 
-KvFootprint kv_footprint(const OptConfig& config, int capacity, bool keeps_attention_scores,
+KvFootprint kv_footprint(const ModelConfig& config, int capacity, bool keeps_attention_scores,
                          int max_prompt, Storage storage) {
   KvFootprint footprint;
   // K and V of every layer.
@@ -19,7 +19,7 @@ KvFootprint kv_footprint(const OptConfig& config, int capacity, bool keeps_atten
   }
   if (keeps_attention_scores) {
     footprint.policy_state_bytes =
-        attention_score_state_layout(1, config.num_layers, config.num_heads, capacity, max_prompt)
+        attention_score_state_layout(1, config.num_layers, config.kv_heads(), capacity, max_prompt)
             .bytes(Tier::gpu);
   }
   return footprint;

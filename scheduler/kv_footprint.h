@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "engine/core/compression.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 
 namespace offgen {
 
@@ -30,7 +30,7 @@ struct KvFootprint {
 // the sequences.
 // storage: fp16, or int4-packed rows (0.28x the cache bytes where head_dim is a multiple of 64)
 // plus one layer's fp16 block to attend them in.
-KvFootprint kv_footprint(const OptConfig& config, int capacity, bool keeps_attention_scores,
+KvFootprint kv_footprint(const ModelConfig& config, int capacity, bool keeps_attention_scores,
                          int max_prompt, Storage storage = Storage::fp16);
 
 }  // namespace offgen

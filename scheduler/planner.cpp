@@ -34,7 +34,7 @@ std::vector<int> offloaded_per_gpu_batch(int block, const BlockShape& shape) {
   return offloaded_per_gpu_batch(split_block(block, shape));
 }
 
-PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
+PlanMemory plan_memory(const ModelConfig& model, const PlanRequest& request,
                        const Placement& placement, int block) {
   const WeightLayout weights = weight_layout(model, placement.weights, request.compression.weights);
   RunnerShape runner;
@@ -69,7 +69,7 @@ RunShape plan_run_shape(const PlanRequest& request, const Plan& plan) {
   return run;
 }
 
-std::optional<Plan> choose_plan(const OptConfig& model, const MachineProfile& profile,
+std::optional<Plan> choose_plan(const ModelConfig& model, const MachineProfile& profile,
                                 const PlanRequest& request) {
   // Block shapes: (block, GPU batch, GPU batches), smaller blocks first, then fewer GPU batches:
   // the order that breaks ties.

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "scheduler/block_shape.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/placement.h"
@@ -78,7 +78,7 @@ struct Plan {
 };
 
 // What `placement` puts on each tier for blocks of `block` sequences.
-PlanMemory plan_memory(const OptConfig& model, const PlanRequest& request,
+PlanMemory plan_memory(const ModelConfig& model, const PlanRequest& request,
                        const Placement& placement, int block);
 
 // The offloaded sequences of each GPU batch of a block (as split_block gives them).
@@ -88,7 +88,7 @@ std::vector<int> offloaded_per_gpu_batch(int block, const BlockShape& shape);
 RunShape plan_run_shape(const PlanRequest& request, const Plan& plan);
 
 // nullopt when nothing fits, not even one sequence with every layer streamed.
-std::optional<Plan> choose_plan(const OptConfig& model, const MachineProfile& profile,
+std::optional<Plan> choose_plan(const ModelConfig& model, const MachineProfile& profile,
                                 const PlanRequest& request);
 
 }  // namespace offgen

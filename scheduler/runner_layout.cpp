@@ -11,7 +11,7 @@ int output_chunk_rows(int block, int num_gpu_batches) {
   return std::max(gpu_batch_size(block, num_gpu_batches), 64);
 }
 
-MemoryLayout runner_own_layout(const OptConfig& config, const RunnerShape& shape) {
+MemoryLayout runner_own_layout(const ModelConfig& config, const RunnerShape& shape) {
   const BlockShape& placement = shape.placement;
   const auto block = static_cast<std::uint64_t>(shape.block);
   const std::uint64_t rows = block * static_cast<std::uint64_t>(shape.max_prompt);
@@ -23,7 +23,9 @@ MemoryLayout runner_own_layout(const OptConfig& config, const RunnerShape& shape
   const auto h = static_cast<std::uint64_t>(config.hidden_size);
   const auto p = static_cast<std::uint64_t>(config.word_embed_proj_dim);
   const auto f = static_cast<std::uint64_t>(config.ffn_dim);
-  const auto heads = static_cast<std::uint64_t>(config.num_heads);
+  const auto heads = static_cast<std::uint64_t>(config.kv_heads());  // of the cache's slots
+  const auto qkv = static_cast<std::uint64_t>(config.qkv_dim());
+  const auto rope = static_cast<std::uint64_t>(config.rotary() ? config.head_dim() / 2 : 0);
   const auto vocab = static_cast<std::uint64_t>(config.vocab_size);
 
   MemoryLayout layout;
@@ -37,17 +39,22 @@ MemoryLayout runner_own_layout(const OptConfig& config, const RunnerShape& shape
   layout.add("host picks", Tier::pinned, block * kInt32Bytes);
   // Every step's uploads fit: ids + valid + positions + per-head token slots of a prefill, or the
   // arrays of a decode step, the newest row of each sequence, the sampling parameters (four
-  // words a sequence), plus one chunk of output row ids and targets, each rounded up to 16 bytes.
+  // words a sequence), plus one chunk of output row ids and targets, each rounded up to 16 bytes;
+  // and once, before the first step, the rotary frequencies.
   static_assert(sizeof(kernels::SampleParams) == 4 * kInt32Bytes);
   layout.add("step staging", Tier::pinned,
-             kInt32Bytes * ((3 + heads) * rows + (9 + heads) * block + 2 * out) + 1024);
+             kInt32Bytes * ((3 + heads) * rows + (9 + heads) * block + 2 * out + rope) + 1024);
+  layout.add("rope frequencies", Tier::gpu, rope * kFloatBytes);
   // Activations: the block's hidden states, one GPU batch's scratch.
   layout.add("hidden states", Tier::gpu, placement.activations_on_host ? 0 : rows * h * kHalfBytes);
   layout.add("normed", Tier::gpu, gpu_batch_rows * std::max(h, p) * kHalfBytes);
   layout.add("embedded", Tier::gpu, config.has_projections() ? gpu_batch_rows * p * kHalfBytes : 0);
-  layout.add("qkv", Tier::gpu, gpu_batch_rows * 3 * h * kHalfBytes);
+  layout.add("qkv", Tier::gpu, gpu_batch_rows * qkv * kHalfBytes);
   layout.add("attention output", Tier::gpu, gpu_batch_rows * h * kHalfBytes);
-  layout.add("ffn", Tier::gpu, gpu_batch_rows * f * kHalfBytes);
+  layout.add("ffn", Tier::gpu,
+             gpu_batch_rows * static_cast<std::uint64_t>(config.ffn_in_rows()) * kHalfBytes);
+  // A gated MLP's silu(gate) * up, the down projection's input.
+  layout.add("gated ffn", Tier::gpu, config.gated_mlp() ? gpu_batch_rows * f * kHalfBytes : 0);
   // The output head's chunk.
   layout.add("output rows", Tier::gpu, out * kInt32Bytes);
   layout.add("gathered", Tier::gpu, out * h * kHalfBytes);
@@ -74,7 +81,7 @@ MemoryLayout host_activations_layout(const std::vector<GpuBatch>& gpu_batches,
   return layout;
 }
 
-MemoryLayout runner_layout(const OptConfig& config, const RunnerShape& shape) {
+MemoryLayout runner_layout(const ModelConfig& config, const RunnerShape& shape) {
   const std::vector<GpuBatch> gpu_batches = split_block(shape.block, shape.placement);
   MemoryLayout layout = runner_own_layout(config, shape);
   if (shape.placement.activations_on_host) {

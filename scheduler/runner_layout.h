@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "engine/core/compression.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "scheduler/block_shape.h"
 #include "scheduler/memory_layout.h"
 
@@ -32,7 +32,7 @@ int output_chunk_rows(int block, int num_gpu_batches);
 // picks and sampling parameters, the pinned staging every step's inputs go through, the block's
 // hidden states (unless they live in pinned memory), one GPU batch's activation scratch, and the
 // output head's chunk (fp32 logits included).
-MemoryLayout runner_own_layout(const OptConfig& config, const RunnerShape& shape);
+MemoryLayout runner_own_layout(const ModelConfig& config, const RunnerShape& shape);
 
 // HostActivations: the block's hidden states [block x max_rows_per_sequence rows, hidden] in
 // pinned memory, and two gpu slots of the largest GPU batch's rows.
@@ -41,6 +41,6 @@ MemoryLayout host_activations_layout(const std::vector<GpuBatch>& gpu_batches,
 
 // Everything a runner's construction allocates: its own buffers, its KV cache's, and its hidden
 // states' in pinned memory when the placement keeps them there.
-MemoryLayout runner_layout(const OptConfig& config, const RunnerShape& shape);
+MemoryLayout runner_layout(const ModelConfig& config, const RunnerShape& shape);
 
 }  // namespace offgen

@@ -15,7 +15,7 @@ std::uint64_t layer_share_bytes(std::uint64_t bytes, double share) {
                   static_cast<std::uint64_t>(share * static_cast<double>(bytes)) / step * step);
 }
 
-WeightLayout weight_layout(const OptConfig& config, const WeightPlacement& placement,
+WeightLayout weight_layout(const ModelConfig& config, const WeightPlacement& placement,
                            Storage storage) {
   WeightLayout w;
   w.storage = storage;

@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "engine/core/compression.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "scheduler/memory_layout.h"
 #include "scheduler/placement.h"
 
@@ -41,7 +41,7 @@ struct WeightLayout {
 
 // placement: the shares of each layer's bytes on the gpu tier and in pinned memory (the rest on
 // disk); storage: how the layers are kept.
-WeightLayout weight_layout(const OptConfig& config, const WeightPlacement& placement,
+WeightLayout weight_layout(const ModelConfig& config, const WeightPlacement& placement,
                            Storage storage = Storage::fp16);
 
 }  // namespace offgen

@@ -38,9 +38,9 @@ std::string sanitize(const std::string& name) {
 // opt-1.3b's, so it stays within seconds on a CPU, and no smaller than opt-125m's, because the
 // profile is cached for the device and rates measured at a toy model's shapes (per-call overhead,
 // not bandwidth) would mislead every later plan of a real one.
-OptConfig quick_shapes(const OptConfig& model) {
-  const OptConfig largest = OptConfig::from_name("opt-1.3b").value();
-  const OptConfig smallest = OptConfig::from_name("opt-125m").value();
+ModelConfig quick_shapes(const ModelConfig& model) {
+  const ModelConfig largest = ModelConfig::from_name("opt-1.3b").value();
+  const ModelConfig smallest = ModelConfig::from_name("opt-125m").value();
   if (model.hidden_size > largest.hidden_size) return largest;
   if (model.hidden_size < smallest.hidden_size) return smallest;
   return model;
@@ -51,11 +51,11 @@ OptConfig quick_shapes(const OptConfig& model) {
 // the tiers have free, so a small --gpu-mem / --cpu-mem still gets a profile. Throws an Error
 // naming the budgets when not even opt-125m's shapes and 4 KiB copies fit.
 struct QuickCalibration {
-  OptConfig shapes;
+  ModelConfig shapes;
   CalibrationOptions options;
 };
 
-QuickCalibration quick_calibration(const OptConfig& model, const Device& device) {
+QuickCalibration quick_calibration(const ModelConfig& model, const Device& device) {
   const auto free_bytes = [&device](Tier tier) {
     const TierUsage usage = device.usage(tier);
     return usage.budget > usage.used ? usage.budget - usage.used : std::uint64_t{0};
@@ -63,19 +63,19 @@ QuickCalibration quick_calibration(const OptConfig& model, const Device& device)
   const std::uint64_t gpu = free_bytes(Tier::gpu);
   const std::uint64_t pinned = free_bytes(Tier::pinned);
   const std::uint64_t host = free_bytes(Tier::host);
-  const auto fits = [&](const OptConfig& shapes, const CalibrationOptions& options) {
+  const auto fits = [&](const ModelConfig& shapes, const CalibrationOptions& options) {
     const CalibrationFootprint need =
         calibration_footprint(shapes, options, device.multiprocessors());
     return need.gpu <= gpu && need.pinned <= pinned && need.host <= host;
   };
-  std::vector<OptConfig> candidates = {quick_shapes(model)};
+  std::vector<ModelConfig> candidates = {quick_shapes(model)};
   for (const char* smaller : {"opt-350m", "opt-125m"}) {
-    const OptConfig known = OptConfig::from_name(smaller).value();
+    const ModelConfig known = ModelConfig::from_name(smaller).value();
     if (known.hidden_size < candidates.back().hidden_size) candidates.push_back(known);
   }
   QuickCalibration quick;
   quick.options.repeats = 1;
-  for (const OptConfig& shapes : candidates) {
+  for (const ModelConfig& shapes : candidates) {
     quick.shapes = shapes;
     for (quick.options.copy_bytes = std::uint64_t{64} << 20; quick.options.copy_bytes >= 4096;
          quick.options.copy_bytes /= 2) {
@@ -116,7 +116,7 @@ std::filesystem::path cached_profile_path(const std::string& device_name) {
 }
 
 MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
-                               const OptConfig& model) {
+                               const ModelConfig& model) {
   if (!path.empty()) return MachineProfile::load(path);
   const std::string device = opened.device->name();
   const std::filesystem::path cached = cached_profile_path(device);
@@ -157,7 +157,7 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
   return MachineProfile::load(file);
 }
 
-PlanRequest plan_request(const EngineOptions& engine, const OptConfig& model, const Device& device,
+PlanRequest plan_request(const EngineOptions& engine, const ModelConfig& model, const Device& device,
                          int prompt_len, int gen_len, int total_len) {
   PlanRequest request;
   request.prompt_len = prompt_len;
@@ -181,7 +181,7 @@ PlanRequest plan_request(const EngineOptions& engine, const OptConfig& model, co
 std::optional<Plan> plan_automatically(const CommonOptions& common, const RunLengths& lengths,
                                        EngineOptions& engine, MachineProfile* profile_out) {
   if (common.placement_source != PlacementSource::planned) return std::nullopt;
-  const OptConfig model = model_config(engine.model);
+  const ModelConfig model = model_config(engine.model);
   OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels);
   const MachineProfile profile = resolve_profile(common.profile, opened, model);
   if (profile_out != nullptr) *profile_out = profile;

@@ -94,7 +94,7 @@ std::string read_parameters(const Json& fields, const GenerateDefaults& defaults
   return {};
 }
 
-std::string read_plain(const Json& line, const OptConfig& config, const Tokenizer* tokenizer,
+std::string read_plain(const Json& line, const ModelConfig& config, const Tokenizer* tokenizer,
                        const std::string& model, ParsedLine& out) {
   if (line.contains("prompt_token_ids")) {
     return read_token_ids(line, "prompt_token_ids", config, out.request.prompt);
@@ -106,7 +106,7 @@ std::string read_plain(const Json& line, const OptConfig& config, const Tokenize
   return "the line has neither 'prompt' nor 'prompt_token_ids'";
 }
 
-std::string read_batch(const Json& line, const OptConfig& config, const Tokenizer* tokenizer,
+std::string read_batch(const Json& line, const ModelConfig& config, const Tokenizer* tokenizer,
                        const std::string& model, ParsedLine& out) {
   // (operator[] on a const object must not be asked for a missing key)
   if (!line.contains("custom_id") || !line["custom_id"].is_string()) {
@@ -143,7 +143,7 @@ std::string read_batch(const Json& line, const OptConfig& config, const Tokenize
   return read_token_ids(single, "prompt", config, out.request.prompt);
 }
 
-std::string visible_text(const Tokenizer& tokenizer, const OptConfig& c,
+std::string visible_text(const Tokenizer& tokenizer, const ModelConfig& c,
                          const std::vector<std::int32_t>& tokens) {
   std::vector<std::int32_t> visible;
   for (std::int32_t t : tokens) {
@@ -154,7 +154,7 @@ std::string visible_text(const Tokenizer& tokenizer, const OptConfig& c,
 
 }  // namespace
 
-ParsedLine parse_generate_line(const JsonlLine& line, const OptConfig& config,
+ParsedLine parse_generate_line(const JsonlLine& line, const ModelConfig& config,
                                const Tokenizer* tokenizer, const std::string& model,
                                const GenerateDefaults& defaults) {
   ParsedLine out;
@@ -189,7 +189,7 @@ ParsedLine parse_generate_line(const JsonlLine& line, const OptConfig& config,
   return out;
 }
 
-std::string completion_text(const Tokenizer& tokenizer, const OptConfig& config,
+std::string completion_text(const Tokenizer& tokenizer, const ModelConfig& config,
                             const std::vector<std::int32_t>& tokens,
                             const std::vector<std::string>& stop, bool* stopped_by_string) {
   std::string text = visible_text(tokenizer, config, tokens);
@@ -202,7 +202,7 @@ std::string completion_text(const Tokenizer& tokenizer, const OptConfig& config,
 
 nlohmann::ordered_json result_record(const JsonlLine& line, const ParsedLine& parsed,
                                      const GenerationResult& result, const std::string& problem,
-                                     const Tokenizer* tokenizer, const OptConfig& config,
+                                     const Tokenizer* tokenizer, const ModelConfig& config,
                                      const std::string& model, std::int64_t created) {
   // A line that is not JSON already names its file and line.
   const std::string where =

@@ -41,13 +41,13 @@ struct ParsedLine {
 
 // Parses line `line.index` of the input (a JsonlLine with a read error becomes a problem).
 // tokenizer may be null (then only token-id prompts work); model names it in messages.
-ParsedLine parse_generate_line(const JsonlLine& line, const OptConfig& config,
+ParsedLine parse_generate_line(const JsonlLine& line, const ModelConfig& config,
                                const Tokenizer* tokenizer, const std::string& model,
                                const GenerateDefaults& defaults);
 
 // The completion text: generated tokens without special ones, decoded, cut before the first stop
 // string; `stopped_by_string` says whether one was found.
-std::string completion_text(const Tokenizer& tokenizer, const OptConfig& config,
+std::string completion_text(const Tokenizer& tokenizer, const ModelConfig& config,
                             const std::vector<std::int32_t>& tokens,
                             const std::vector<std::string>& stop,
                             bool* stopped_by_string = nullptr);
@@ -56,7 +56,7 @@ std::string completion_text(const Tokenizer& tokenizer, const OptConfig& config,
 // name the completions body reports; created: its Unix time.
 nlohmann::ordered_json result_record(const JsonlLine& line, const ParsedLine& parsed,
                                      const GenerationResult& result, const std::string& problem,
-                                     const Tokenizer* tokenizer, const OptConfig& config,
+                                     const Tokenizer* tokenizer, const ModelConfig& config,
                                      const std::string& model, std::int64_t created);
 
 // The input index a record answers ("index" of a plain record, "batch_req_<index>" as the id of

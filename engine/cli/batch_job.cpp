@@ -149,7 +149,7 @@ int run_batch_job(BatchJob& job, const CommonOptions& common, const JobFiles& fi
   EngineOptions engine_options = common.engine_options();
   ResumableJsonlWriter writer(output, existing_output(files.resume, files.overwrite), record_index);
   // The lines are read before the model loads, so a planned placement fits the longest.
-  const OptConfig config = model_config(engine_options.model);
+  const ModelConfig config = model_config(engine_options.model);
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(engine_options);
   job.parse(lines, config, tokenizer.get());
 

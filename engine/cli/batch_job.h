@@ -51,7 +51,7 @@ class BatchJob {
   // Reads every input line (line.index = its position) into the request the engine runs for it.
   // A line that cannot run keeps why: it runs as a request the engine rejects at once, without
   // work, and its record reports the reason.
-  virtual void parse(const std::vector<JsonlLine>& lines, const OptConfig& config,
+  virtual void parse(const std::vector<JsonlLine>& lines, const ModelConfig& config,
                      const Tokenizer* tokenizer) = 0;
 
   // Throws offgen::Error (naming `output`) when `record`, which --resume keeps from `output` for

@@ -84,11 +84,11 @@ struct CommonOptions {
 void add_common_options(CLI::App& app, CommonOptions& options);
 // The config of a model as EngineOptions::model names it (a directory, org/name or dummy:NAME)
 // without loading weights. Throws offgen::Error naming the model otherwise.
-OptConfig model_config(const std::string& model);
+ModelConfig model_config(const std::string& model);
 // The "kind" of a plan file `offgen plan --output` writes.
 inline constexpr const char* kPlanKind = "offgen plan";
 // A plan file's "model_config": the sizes of `config` its memory depends on.
-nlohmann::ordered_json plan_model_config(const OptConfig& config);
+nlohmann::ordered_json plan_model_config(const ModelConfig& config);
 // Reads the placement of a plan file (`offgen plan --output`): batch size, GPU batches, weight
 // and KV shares, cpu attention, activations (placement_from_json: a field the file lacks, in
 // files from older versions, keeps the default). A bad field is an offgen::Error naming the file
@@ -125,12 +125,12 @@ std::filesystem::path cached_profile_path(const std::string& device_name);
 // The profile the planner uses: the file at `path` when one is given; else the profile cached for
 // this device; else a quick calibration on `opened` (one log line says so), cached for next time.
 MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
-                               const OptConfig& model);
+                               const ModelConfig& model);
 // The planner's request for runs of these lengths (prompt_len + gen_len - 1 fed-back positions,
 // total_len tokens per sequence for a --kv-budget fraction) under the device's budgets and the
 // engine options' policy and disk, for `model` (its layers: pyramidkv's caches are sized by its
 // largest layer budget).
-PlanRequest plan_request(const EngineOptions& engine, const OptConfig& model, const Device& device,
+PlanRequest plan_request(const EngineOptions& engine, const ModelConfig& model, const Device& device,
                          int prompt_len, int gen_len, int total_len);
 
 // What an automatically planned run looks like: the longest prompt and generation, and how many

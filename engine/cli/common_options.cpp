@@ -43,18 +43,25 @@ const CLI::Validator kNonNegativeNumber = number_validator(
 const CLI::Validator kProbability = number_validator(
     false, [](double v) { return v > 0.0 && v <= 1.0; }, "a number in (0, 1]", "(0,1]");
 
-OptConfig model_config(const std::string& model) {
+ModelConfig model_config(const std::string& model) {
   return resolve_model_name(model, BareConfigName::refused).config();
 }
 
-nlohmann::ordered_json plan_model_config(const OptConfig& config) {
-  return {{"num_hidden_layers", config.num_layers},
-          {"hidden_size", config.hidden_size},
-          {"num_attention_heads", config.num_heads},
-          {"ffn_dim", config.ffn_dim},
-          {"vocab_size", config.vocab_size},
-          {"max_position_embeddings", config.max_position_embeddings},
-          {"word_embed_proj_dim", config.word_embed_proj_dim}};
+nlohmann::ordered_json plan_model_config(const ModelConfig& config) {
+  nlohmann::ordered_json json = {{"num_hidden_layers", config.num_layers},
+                                 {"hidden_size", config.hidden_size},
+                                 {"num_attention_heads", config.num_heads},
+                                 {"ffn_dim", config.ffn_dim},
+                                 {"vocab_size", config.vocab_size},
+                                 {"max_position_embeddings", config.max_position_embeddings},
+                                 {"word_embed_proj_dim", config.word_embed_proj_dim}};
+  // OPT plans keep the fields they always had; other families say what else sizes them.
+  if (config.family != ModelFamily::opt) {
+    json["model_type"] = config.model_type;
+    json["num_key_value_heads"] = config.kv_heads();
+    json["tie_word_embeddings"] = config.tie_word_embeddings;
+  }
+  return json;
 }
 
 CommonOptions CommonOptions::measuring() {
@@ -66,9 +73,9 @@ CommonOptions CommonOptions::measuring() {
 
 ModelName CommonOptions::model_name() const {
   if (dummy && !model.starts_with(kDummyPrefix)) {
-    OFFGEN_CHECK(OptConfig::from_name(model).has_value(),
+    OFFGEN_CHECK(ModelConfig::from_name(model).has_value(),
                  "--dummy takes a config name as --model ({}), not '{}'",
-                 fmt::join(OptConfig::known_names(), ", "), model);
+                 fmt::join(ModelConfig::known_names(), ", "), model);
     return resolve_model_name(std::string(kDummyPrefix) + model, bare_config_name);
   }
   return resolve_model_name(model, bare_config_name);

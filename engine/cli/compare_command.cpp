@@ -49,7 +49,7 @@ fs::path tokenizer_folder(const CompareCommandOptions& options, const std::strin
 // file, so a bad line stops the run before anything is measured. `model` is the resolved --model.
 std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options,
                                     const std::string& model) {
-  const OptConfig config = model_config(model);
+  const ModelConfig config = model_config(model);
   std::unique_ptr<Tokenizer> tokenizer;
   const fs::path tokenizer_dir = tokenizer_folder(options, model);
   std::vector<ScoreRequest> texts;
@@ -75,9 +75,9 @@ std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options,
     }
     OFFGEN_CHECK(problem.empty(), "--eval {} line {}: {}", options.eval, line.line_number, problem);
     if (const std::size_t before =
-            truncate_tokens(request.tokens, config.max_position_embeddings)) {
+            truncate_tokens(request.tokens, config.max_positions())) {
       spdlog::info("--eval line {}: {} tokens, cut to the model's {} positions", line.line_number,
-                   before, config.max_position_embeddings);
+                   before, config.max_positions());
     }
     OFFGEN_CHECK(static_cast<int>(request.tokens.size()) > options.prefill_tokens + 1,
                  "--eval {} line {}: {} tokens leave nothing after --prefill-tokens {}",
@@ -114,7 +114,7 @@ std::string read_task_text(const CompareCommandOptions& options) {
 void build_task_samples(const CompareCommandOptions& options, const std::string& model,
                         bench::CompareOptions& compare) {
   if (options.tasks.empty()) return;
-  const OptConfig config = model_config(model);
+  const ModelConfig config = model_config(model);
   const fs::path tokenizer_dir = tokenizer_folder(options, model);
   OFFGEN_CHECK(!tokenizer_dir.empty(),
                "--tasks needs a tokenizer (--tokenizer DIR, or a model directory with vocab.json)");
@@ -126,10 +126,10 @@ void build_task_samples(const CompareCommandOptions& options, const std::string&
   compare.task_grid.seed = options.seed;
   // The answers are at most a few tokens: 8 positions are left for them.
   for (const int length : options.task_lengths) {
-    OFFGEN_CHECK(length + 8 <= config.max_position_embeddings,
+    OFFGEN_CHECK(length + 8 <= config.max_positions(),
                  "--task-lengths {} leaves no room for an answer within the model's {} positions "
                  "(at most {})",
-                 length, config.max_position_embeddings, config.max_position_embeddings - 8);
+                 length, config.max_positions(), config.max_positions() - 8);
   }
   const std::vector<std::int32_t> filler = bench::filler_tokens(
       *tokenizer, read_task_text(options), bench::filler_needed(compare.task_grid));

@@ -33,7 +33,7 @@ class GenerateJob final : public BatchJob {
 
   JobWords words() const override { return {"request", "requests", "answered"}; }
 
-  void parse(const std::vector<JsonlLine>& lines, const OptConfig& config,
+  void parse(const std::vector<JsonlLine>& lines, const ModelConfig& config,
              const Tokenizer* tokenizer) override {
     config_ = config;
     parsed_.reserve(lines.size());
@@ -80,7 +80,7 @@ class GenerateJob final : public BatchJob {
       const int prompt = static_cast<int>(parsed_[i].request.prompt.size());
       const int gen = parsed_[i].request.max_tokens;
       // (requests the engine rejects need no memory)
-      if (parsed_[i].problem.empty() && prompt + gen - 1 <= config_.max_position_embeddings) {
+      if (parsed_[i].problem.empty() && prompt + gen - 1 <= config_.max_positions()) {
         lengths.prompt_len = std::max(lengths.prompt_len, prompt);
         lengths.gen_len = std::max(lengths.gen_len, gen);
         ++lengths.sequences;
@@ -138,7 +138,7 @@ class GenerateJob final : public BatchJob {
  private:
   std::string model_name_;  // what the completions body reports
   GenerateDefaults defaults_;
-  OptConfig config_;
+  ModelConfig config_;
   std::vector<ParsedLine> parsed_;   // by input index
   std::vector<std::size_t> to_run_;  // input index of request k
   std::vector<GenerationRequest> requests_;

@@ -71,7 +71,7 @@ void add_plan_command(CLI::App& app, PlanOptions& options) {
 int run_plan(const PlanOptions& options) {
   const CommonOptions& common = options.common;
   const EngineOptions engine = common.engine_options();
-  const OptConfig model = model_config(engine.model);
+  const ModelConfig model = model_config(engine.model);
   // The budgets the run would get: what was asked for, else the device's defaults.
   OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels);
   const MachineProfile profile = resolve_profile(common.profile, opened, model);

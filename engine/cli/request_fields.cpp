@@ -9,7 +9,7 @@
 namespace offgen::cli {
 
 std::string read_token_ids(const nlohmann::ordered_json& line, const std::string& key,
-                           const OptConfig& config, std::vector<std::int32_t>& out) {
+                           const ModelConfig& config, std::vector<std::int32_t>& out) {
   const auto& ids = line[key];
   const std::string type_error = fmt::format("'{}' must be an array of integers", key);
   if (!ids.is_array()) return type_error;
@@ -28,7 +28,7 @@ std::string read_token_ids(const nlohmann::ordered_json& line, const std::string
 }
 
 std::string read_text(const nlohmann::ordered_json& line, const std::string& key,
-                      std::string_view ids_key, const OptConfig& config, const Tokenizer* tokenizer,
+                      std::string_view ids_key, const ModelConfig& config, const Tokenizer* tokenizer,
                       std::string_view model, std::vector<std::int32_t>& out) {
   if (!line[key].is_string()) return fmt::format("'{}' must be a string", key);
   if (tokenizer == nullptr) {

@@ -18,12 +18,12 @@ namespace offgen::cli {
 
 // Appends line[key] (an array of ids inside the vocabulary) to `out`; returns the problem or "".
 std::string read_token_ids(const nlohmann::ordered_json& line, const std::string& key,
-                           const OptConfig& config, std::vector<std::int32_t>& out);
+                           const ModelConfig& config, std::vector<std::int32_t>& out);
 
 // Appends BOS and the tokens of line[key] (a string) to `out`; returns the problem or "". `ids_key`
 // names the alternative a user without a tokenizer (null) of `model` can give.
 std::string read_text(const nlohmann::ordered_json& line, const std::string& key,
-                      std::string_view ids_key, const OptConfig& config, const Tokenizer* tokenizer,
+                      std::string_view ids_key, const ModelConfig& config, const Tokenizer* tokenizer,
                       std::string_view model, std::vector<std::int32_t>& out);
 
 // Cuts `tokens` to their first `limit` (BOS included) when there are more; returns how many there

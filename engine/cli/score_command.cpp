@@ -18,7 +18,7 @@
 namespace offgen::cli {
 namespace {
 
-std::string parse_request(const nlohmann::ordered_json& line, const OptConfig& config,
+std::string parse_request(const nlohmann::ordered_json& line, const ModelConfig& config,
                           const Tokenizer* tokenizer, const std::string& model,
                           ScoreRequest& request) {
   if (line.contains("token_ids")) {
@@ -38,7 +38,7 @@ class ScoreJob final : public BatchJob {
 
   JobWords words() const override { return {"text", "texts", "scored"}; }
 
-  void parse(const std::vector<JsonlLine>& lines, const OptConfig& config,
+  void parse(const std::vector<JsonlLine>& lines, const ModelConfig& config,
              const Tokenizer* tokenizer) override {
     config_ = config;
     parsed_.resize(lines.size());
@@ -75,7 +75,7 @@ class ScoreJob final : public BatchJob {
     for (const std::size_t i : to_run) {
       requests_.push_back(parsed_[i]);
       const int length = static_cast<int>(parsed_[i].tokens.size());
-      if (problems_[i].empty() && length > 0 && length <= config_.max_position_embeddings) {
+      if (problems_[i].empty() && length > 0 && length <= config_.max_positions()) {
         longest = std::max(longest, length);
         shortest_ = std::min(shortest_, length);
         ++sequences;
@@ -160,7 +160,7 @@ class ScoreJob final : public BatchJob {
   }
 
   const ScoreOptions& options_;
-  OptConfig config_;
+  ModelConfig config_;
   std::vector<ScoreRequest> parsed_;         // by input index
   std::vector<std::string> problems_;        // by input index; non-empty: why it cannot run
   std::vector<std::size_t> truncated_from_;  // by input index; 0: not cut

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
-#include "engine/model/opt_tensors.h"
+#include "engine/model/model_tensors.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/tensor_shape.h"
 #include "engine/model/torch_checkpoint.h"
@@ -89,7 +89,7 @@ fs::path shard_path(const fs::path& dir, const fs::path& index_path, const std::
 
 }  // namespace
 
-OptConfig Checkpoint::read_config(const fs::path& dir) {
+ModelConfig Checkpoint::read_config(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) fail("checkpoint directory {} does not exist", dir.string());
   if (!fs::is_directory(dir, ec)) {
@@ -102,7 +102,7 @@ OptConfig Checkpoint::read_config(const fs::path& dir) {
         "weights",
         dir.string());
   }
-  return OptConfig::from_json_file(config_path);
+  return ModelConfig::from_json_file(config_path);
 }
 
 std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
@@ -127,9 +127,11 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
   fail_no_weights(dir);
 }
 
-// Registers a tensor under its canonical name (no "model." prefix); the tied lm_head is skipped.
+// Registers a tensor under its canonical name (no "model." prefix); a tied lm_head is skipped, and
+// so are the rotary inverse frequencies older LLaMA checkpoints store (computed from the config).
 void Checkpoint::add(const TensorFile& file, const StoredTensor& tensor) {
-  if (tensor.name == kTiedLmHeadName) return;
+  if (tensor.name == kTiedLmHeadName && config_.tie_word_embeddings) return;
+  if (tensor.name.ends_with("rotary_emb.inv_freq")) return;
   const std::string canonical(canonical_tensor_name(tensor.name));
   const auto [it, inserted] = index_.emplace(canonical, std::pair{&file, &tensor});
   if (!inserted) {

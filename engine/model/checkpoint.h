@@ -1,9 +1,10 @@
-// A Hugging Face OPT checkpoint directory: config.json plus the weights in the first of
+// A Hugging Face checkpoint directory (OPT or the LLaMA family): config.json plus the weights in the first of
 //   model.safetensors, model.safetensors.index.json (+ the shards it names),
 //   pytorch_model.bin, pytorch_model.bin.index.json (+ the shards it names)
 // that the directory holds (safetensors first, as transformers prefers them). .bin files are
 // torch.save archives read by TorchCheckpointFile, without Python and without running their
-// pickles. A stored lm_head.weight is skipped: offgen ties the head to the token embedding.
+// pickles. A stored lm_head.weight is skipped when the config ties the head to the token embedding
+// (always for OPT).
 #pragma once
 
 #include <filesystem>
@@ -12,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "engine/model/tensor_file.h"
 #include "engine/model/weight_source.h"
 
@@ -23,9 +24,9 @@ class Checkpoint final : public WeightSource {
   // Opens and validates every file's header (offsets and shapes against the file); reads no data.
   static std::unique_ptr<Checkpoint> open(const std::filesystem::path& dir);
   // The directory's config.json, with the same errors open() gives for a missing one.
-  static OptConfig read_config(const std::filesystem::path& dir);
+  static ModelConfig read_config(const std::filesystem::path& dir);
 
-  const OptConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   const std::filesystem::path& dir() const { return dir_; }
   // The file the weights were found through: "model.safetensors", "pytorch_model.bin.index.json".
   const std::string& weights_file() const { return weights_file_; }
@@ -44,7 +45,7 @@ class Checkpoint final : public WeightSource {
                   std::unique_ptr<TensorFile> (*open_shard)(const std::filesystem::path&));
 
   std::filesystem::path dir_;
-  OptConfig config_;
+  ModelConfig config_;
   std::string weights_file_;
   std::vector<std::unique_ptr<TensorFile>> files_;
   std::map<std::string, std::pair<const TensorFile*, const StoredTensor*>> index_;

@@ -8,7 +8,7 @@
 #include <numbers>
 
 #include "engine/core/error.h"
-#include "engine/model/opt_tensors.h"
+#include "engine/model/model_tensors.h"
 #include "engine/model/tensor_shape.h"
 
 namespace offgen {
@@ -40,18 +40,19 @@ struct Distribution {
 Distribution distribution_for(std::string_view name) {
   // A uniform on [-a, a] has std a / sqrt(3); OPT initialises with std 0.02.
   constexpr float kStd002 = 0.02f * std::numbers::sqrt3_v<float>;
-  if (name.ends_with("layer_norm.weight")) return {1.0f, 0.05f};
-  if (name.ends_with("layer_norm.bias")) return {0.0f, 0.05f};
+  // OPT's layer_norm, LLaMA's input_layernorm, post_attention_layernorm and norm.
+  if (name.ends_with("norm.weight")) return {1.0f, 0.05f};
+  if (name.ends_with("norm.bias")) return {0.0f, 0.05f};
   if (name.ends_with(".bias")) return {0.0f, 0.01f};
   return {0.0f, kStd002};  // linear weights and both embeddings
 }
 
 }  // namespace
 
-DummyWeights::DummyWeights(OptConfig config, std::uint64_t seed)
+DummyWeights::DummyWeights(ModelConfig config, std::uint64_t seed)
     : config_(std::move(config)), seed_(seed) {
   config_.validate();
-  for (TensorSpec& spec : opt_tensor_specs(config_)) {
+  for (TensorSpec& spec : model_tensor_specs(config_)) {
     shapes_.emplace(std::move(spec.name), std::move(spec.shape));
   }
 }
@@ -98,7 +99,7 @@ void DummyWeights::read_f16(const std::string& name, std::span<const std::int64_
 }
 
 std::string DummyWeights::describe() const {
-  return fmt::format("{} (dummy weights, seed {})", config_.name.empty() ? "opt" : config_.name,
+  return fmt::format("{} (dummy weights, seed {})", config_.name.empty() ? config_.model_type : config_.name,
                      seed_);
 }
 

@@ -13,22 +13,22 @@ namespace {
 namespace fs = std::filesystem;
 
 ModelName dummy(std::string_view text, std::string_view name) {
-  const std::optional<OptConfig> config = OptConfig::from_name(name);
+  const std::optional<ModelConfig> config = ModelConfig::from_name(name);
   if (!config) {
     fail("--model {}: '{}' is not a config name; dummy weights come in the sizes {}", text, name,
-         fmt::join(OptConfig::known_names(), ", "));
+         fmt::join(ModelConfig::known_names(), ", "));
   }
   return {ModelName::Kind::dummy, {}, config->name};
 }
 
 }  // namespace
 
-OptConfig ModelName::config() const {
+ModelConfig ModelName::config() const {
   switch (kind) {
     case Kind::checkpoint:
       return Checkpoint::read_config(dir);
     case Kind::dummy:
-      return OptConfig::from_name(config_name).value();
+      return ModelConfig::from_name(config_name).value();
   }
   fail("unknown model kind");
 }
@@ -63,7 +63,7 @@ ModelName resolve_model_name(std::string_view text, BareConfigName bare) {
   std::error_code ec;
   const fs::path path(text);
   if (fs::is_directory(path, ec)) return {ModelName::Kind::checkpoint, path, {}};
-  if (const std::optional<OptConfig> config = OptConfig::from_name(text)) {
+  if (const std::optional<ModelConfig> config = ModelConfig::from_name(text)) {
     if (bare == BareConfigName::dummy_weights) return {ModelName::Kind::dummy, {}, config->name};
     fail(
         "--model {} is a config name, which would mean random (dummy) weights; generate, score "
@@ -85,7 +85,7 @@ ModelName resolve_model_name(std::string_view text, BareConfigName bare) {
   fail(
       "--model {}: no such directory, and not a Hugging Face name (org/name) or a config name "
       "(dummy:{} for dummy weights)",
-      text, fmt::join(OptConfig::known_names(), ", dummy:"));
+      text, fmt::join(ModelConfig::known_names(), ", dummy:"));
 }
 
 }  // namespace offgen

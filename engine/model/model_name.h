@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 
 namespace offgen {
 
@@ -27,7 +27,7 @@ struct ModelName {
   std::string config_name;    // dummy: the table's spelling, e.g. "opt-125m"
 
   // The checkpoint's config.json, or the table's config.
-  OptConfig config() const;
+  ModelConfig config() const;
   // The explicit spelling that resolves to exactly this: the directory, or "dummy:NAME".
   std::string spec() const;
   // For messages and reports: the directory, or "opt-125m (dummy weights)".

@@ -1,5 +1,5 @@
 // How a model's weights lie in device memory: the globals (embeddings, positions, projections,
-// final norm) as one contiguous block and each decoder layer as another, tensors back to back,
+// final norm, an untied LM head) as one contiguous block and each decoder layer as another, tensors back to back,
 // each 128-element aligned so vector loads never straddle tensors, q / k / v fused into one
 // matrix. A block's binders name the slots of ModelWeights its tensors go to; once the block is on
 // the device, binding publishes the tensors' pointers there.
@@ -12,7 +12,7 @@
 
 #include "engine/core/half.h"
 #include "engine/model/model_weights.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 
 namespace offgen {
 
@@ -38,15 +38,20 @@ struct WeightBlock {
   std::size_t add(std::string name, std::vector<std::int64_t> shape);
   // Adds a tensor and remembers to point `slot` at it.
   void add(std::string name, std::vector<std::int64_t> shape, const Half** slot);
-  // q, k, v stacked into one [3·rows, cols] matrix (or [3·rows] bias) at consecutive offsets.
-  void add_fused_qkv(const std::string& prefix, const std::string& suffix,
-                     std::vector<std::int64_t> shape, const Half** slot);
+  // Tensors stacked along dim 0 into one matrix (or vector) at consecutive offsets — q, k, v into
+  // [q rows + k rows + v rows, cols]; gate and up into [2·ffn, cols] — with `slot` at the first.
+  struct Part {
+    std::string name;
+    std::vector<std::int64_t> shape;
+  };
+  void add_fused(const std::vector<Part>& parts, const Half** slot);
 };
 
 // The globals' block; its binders point `w`'s global tensors into it.
-WeightBlock global_weight_block(const OptConfig& c, ModelWeights& w);
-// Decoder layer `index`'s block; its binders point `l`'s tensors into it. Every OPT layer has the
-// same shapes, so every layer's block has the same size.
-WeightBlock layer_weight_block(const OptConfig& c, int index, LayerWeights& l);
+WeightBlock global_weight_block(const ModelConfig& c, ModelWeights& w);
+// Decoder layer `index`'s block; its binders point `l`'s tensors into it. Every layer of a model
+// has the same shapes, so every layer's block has the same size. LLaMA-family layers fuse q, k, v
+// (k and v of kv_heads each) and gate, up like OPT's q, k, v.
+WeightBlock layer_weight_block(const ModelConfig& c, int index, LayerWeights& l);
 
 }  // namespace offgen

@@ -26,7 +26,7 @@ int largest_cache_slots(const std::vector<const KvPolicy*>& policies, int layers
 
 }  // namespace
 
-BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
+BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
                            std::vector<const KvPolicy*> policies,
                            const std::vector<GpuBatch>& gpu_batches, int max_prompt,
                            bool cpu_attention, Storage storage)
@@ -62,6 +62,7 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
   slot_count_ = layout.allocate(device, "slot counts");
   advancing_ = layout.allocate(device, "advancing");
   decode_scratch_ = layout.allocate(device, "decode attention scratch");
+  key_sum_scratch_ = layout.allocate(device, "prefill key sum scratch");
   expanded_k_ = layout.allocate(device, "expanded k cache");
   expanded_v_ = layout.allocate(device, "expanded v cache");
 
@@ -75,7 +76,7 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
       const auto first = policies_.begin() + g.first;
       const std::vector<const KvPolicy*> batch_policies(first, first + g.size);
       cache.scores = std::make_unique<AttentionScoreState>(
-          device, ops, batch_policies, config.num_layers, config.num_heads, capacity_, max_prompt);
+          device, ops, batch_policies, config.num_layers, config.kv_heads(), capacity_, max_prompt);
     }
     gpu_batches_.push_back(std::move(cache));
   }
@@ -125,7 +126,7 @@ void BlockKvCache::start_prefill(const PaddedBatch& prompts, StepStaging& stagin
   if (!slots_) return;  // each layer's policy step writes token_slot_ after its attention
   // The policy picks the prompt tokens each cache keeps (the same in every layer and head).
   slots_->start(prompts.lengths);
-  const int heads = config_.num_heads;
+  const int heads = config_.kv_heads();
   const std::int64_t rows = std::int64_t{prompts.batch} * prompts.seq;
   std::vector<std::int32_t> token_slot(static_cast<std::size_t>(rows * heads), -1);
   for (int b = 0; b < prompts.batch; ++b) {
@@ -162,7 +163,7 @@ std::span<const std::int32_t> BlockKvCache::start_decode(std::span<const std::ui
   staging.upload(advancing_.data(), advancing.data(), bytes_of<std::uint8_t>(block_));
   if (slots_) {
     // Position-based policies keep the same tokens in every head: one slot per sequence.
-    const int heads = config_.num_heads;
+    const int heads = config_.kv_heads();
     step_sequence_slot_.resize(n);
     step_slot_counts_.resize(n);
     step_write_slot_.resize(n * static_cast<std::size_t>(heads));
@@ -182,7 +183,7 @@ void BlockKvCache::commit(std::span<const std::uint8_t> advancing) {
   const std::size_t n = advancing.size();
   // K and V of one token in every (layer, head), as stored; the step attends over
   // step_counts_[b] of them.
-  const auto row_bytes = static_cast<std::uint64_t>(config_.num_layers) * config_.num_heads * 2 *
+  const auto row_bytes = static_cast<std::uint64_t>(config_.num_layers) * config_.kv_heads() * 2 *
                          kv_row_bytes(config_, storage_);
   // A row of step_counts_ stands for all the layers, or for one of them.
   const std::uint64_t layers_per_row = budgets_.size() > 1 ? 1 : config_.num_layers;
@@ -209,7 +210,7 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
                                   Half* out, int seq) {
   GpuBatchCache& cache = gpu_batches_[static_cast<std::size_t>(task.gpu_batch)];
   const GpuBatch& g = task.batch;
-  const int heads = config_.num_heads;
+  const int heads = config_.kv_heads();  // of the cache, its slots and scores
   const int head_dim = config_.head_dim();
   std::int32_t* token_slot = token_slot_.as<std::int32_t>() + std::int64_t{g.first} * heads * seq;
   kernels::PrefillAttentionArgs args;
@@ -218,12 +219,14 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
   args.out = out;
   args.batch = g.size;
   args.seq = seq;
-  args.heads = heads;
+  args.heads = config_.num_heads;
+  args.kv_heads = heads;
   args.head_dim = head_dim;
   args.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   if (cache.scores) {
     args.key_prob_sums = cache.scores->prefill_probs();
     args.key_sum_queries = cache.scores->prefill_score_queries();
+    args.key_sum_scratch = key_sum_scratch_.as<float>();
   }
   ops_.prefill_attention(args);
   if (cache.scores) cache.scores->after_prefill_attention(task.layer, seq, valid, token_slot);
@@ -237,9 +240,10 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
                            .v_cache = int4 ? expanded_v_.as<Half>() : v.as<Half>(),
                            .batch = g.resident,
                            .seq = seq,
-                           .heads = heads,
+                           .heads = config_.num_heads,
                            .head_dim = head_dim,
-                           .capacity = capacity_});
+                           .capacity = capacity_,
+                           .kv_heads = heads});
     if (int4) {
       // Every slot is packed, the ones no token went to as well (never attended: a slot counts
       // only once a token is written to it, and a write packs its row again).
@@ -250,7 +254,7 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
   }
   if (g.offloaded() > 0) {
     const std::int64_t resident = g.resident;
-    offloaded_->store_prefill(task, qkv + resident * seq * 3 * heads * head_dim,
+    offloaded_->store_prefill(task, qkv + resident * seq * config_.qkv_dim(),
                               token_slot + resident * heads * seq, seq);
   }
 }
@@ -259,8 +263,8 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
                                  const std::int32_t* positions, Half* out) {
   GpuBatchCache& cache = gpu_batches_[static_cast<std::size_t>(task.gpu_batch)];
   const GpuBatch& g = task.batch;
-  const int heads = config_.num_heads;
-  const int h = config_.hidden_size;
+  const int heads = config_.kv_heads();  // of the cache, its slots and scores
+  const int h = config_.hidden_size;     // of the attention output: every query head
   const std::int64_t resident = g.resident;
   const std::int32_t* write_slot =
       cache.scores ? cache.scores->write_slots(task.layer)
@@ -270,7 +274,8 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
   args.slot_count = slot_count_.as<std::int32_t>() + count_row(task.layer) + g.first;
   args.out = out;
   args.batch = g.resident;
-  args.heads = heads;
+  args.heads = config_.num_heads;
+  args.kv_heads = heads;
   args.head_dim = config_.head_dim();
   args.capacity = capacity_;
   args.scale = 1.0f / std::sqrt(static_cast<float>(args.head_dim));
@@ -281,7 +286,7 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
   // The host-resident sequences: the same arguments from their first row on.
   kernels::DecodeAttentionArgs off = args;
   off.split = cache.splits.offloaded;
-  off.qkv = args.qkv + resident * 3 * h;
+  off.qkv = args.qkv + resident * config_.qkv_dim();
   off.slot_count = args.slot_count + resident;
   off.out = args.out + resident * h;
   off.batch = g.offloaded();
@@ -310,9 +315,10 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
                     .k_cache = k_cache,
                     .v_cache = v_cache,
                     .batch = g.resident,
-                    .heads = heads,
+                    .heads = config_.num_heads,
                     .head_dim = args.head_dim,
-                    .capacity = capacity_});
+                    .capacity = capacity_,
+                    .kv_heads = heads});
     if (int4) {
       for (auto [fp16, buffer] : {std::pair{k_cache, &k}, std::pair{v_cache, &v}}) {
         const kernels::PackedKv packed = kernels::packed_kv(buffer->data(), rows, args.head_dim);

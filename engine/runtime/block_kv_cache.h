@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "engine/device/device.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "engine/runtime/attention_score_state.h"
 #include "engine/runtime/step_staging.h"
 #include "kernels/ops.h"
@@ -62,7 +62,7 @@ class BlockKvCache {
   // sequences attend on the CPU. Allocates block_kv_cache_layout (scheduler/kv_cache_layout.h),
   // decode attention's split planned for the device; throws OutOfMemoryError when a tier cannot
   // hold it.
-  BlockKvCache(Device& device, Ops& ops, const OptConfig& config,
+  BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
                std::vector<const KvPolicy*> policies, const std::vector<GpuBatch>& gpu_batches,
                int max_prompt, bool cpu_attention, Storage storage = Storage::fp16);
   BlockKvCache(const BlockKvCache&) = delete;
@@ -119,7 +119,7 @@ class BlockKvCache {
     DecodeSplits splits;                          // of its decode attention, planned once
   };
 
-  const OptConfig& config_;
+  const ModelConfig& config_;
   Ops& ops_;
   std::vector<const KvPolicy*> policies_;
   int block_;
@@ -139,6 +139,7 @@ class BlockKvCache {
   Buffer token_slot_, write_slot_, slot_count_, advancing_;
   // Decode attention's split scratch, sized for the largest split (gpu tier).
   Buffer decode_scratch_;
+  Buffer key_sum_scratch_;  // grouped-query attention's prompt key sums per query head (gpu)
 
   // C of each sequence, per layer where the policy's budgets differ by layer (pyramidkv), else
   // one row for every layer: [rows][block].

@@ -26,7 +26,7 @@ std::vector<const KvPolicy*> policy_pointers(const std::vector<std::unique_ptr<K
 
 }  // namespace
 
-BlockRunner::BlockRunner(Device& device, Ops& ops, const OptConfig& config,
+BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
                          const ModelWeights& weights, int max_prompt, int max_new,
                          std::vector<std::unique_ptr<KvPolicy>> policies, WeightStreamer* streamer,
                          const BlockShape& shape, Storage kv_storage)
@@ -69,12 +69,18 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const OptConfig& config,
     host_activations_ =
         std::make_unique<HostActivations>(device, gpu_batches_, max_prompt, config.hidden_size);
   }
+  rope_inv_freq_ = layout.allocate(device, "rope frequencies");
+  if (config.rotary()) {
+    const std::vector<float> inv_freq = config.rope_inv_freq();
+    staging_->upload(rope_inv_freq_.data(), inv_freq.data(), inv_freq.size() * sizeof(float));
+  }
   x_ = layout.allocate(device, "hidden states");
   t_ = layout.allocate(device, "normed");
   emb_ = layout.allocate(device, "embedded");
   qkv_ = layout.allocate(device, "qkv");
   attn_ = layout.allocate(device, "attention output");
   ffn_ = layout.allocate(device, "ffn");
+  gated_ = layout.allocate(device, "gated ffn");
   out_rows_ = layout.allocate(device, "output rows");
   gathered_ = layout.allocate(device, "gathered");
   projected_ = layout.allocate(device, "projected");
@@ -138,6 +144,7 @@ void BlockRunner::embed(const GpuBatch& batch, Half* x) {
                       .rows = rows,
                       .dim = h});
   }
+  if (!config_.learned_positions()) return;  // rotary positions are applied to q and k
   ops_.add_position_embeddings({.x = x,
                                 .table = w.embed_positions,
                                 .positions = positions_.as<std::int32_t>() + first,
@@ -158,10 +165,15 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
   Half* t = t_.as<Half>();
   Half* qkv = qkv_.as<Half>();
   Half* attn = attn_.as<Half>();
-  // Layer norm of x's rows into y (t before a block, pre-LN; x itself after one, post-LN).
+  // Layer norm (RMS norm) of x's rows into y (t before a block, pre-LN; x itself after one,
+  // post-LN).
   const auto norm = [&](const Half* gamma, const Half* beta, Half* y) {
-    ops_.layer_norm(
-        {.x = x, .gamma = gamma, .beta = beta, .y = y, .rows = rows, .dim = h, .eps = eps});
+    if (config_.rms_norm()) {
+      ops_.rms_norm({.x = x, .gamma = gamma, .y = y, .rows = rows, .dim = h, .eps = eps});
+    } else {
+      ops_.layer_norm(
+          {.x = x, .gamma = gamma, .beta = beta, .y = y, .rows = rows, .dim = h, .eps = eps});
+    }
   };
 
   if (task.layer == 0) embed(g, x);
@@ -176,8 +188,18 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .bias = w.qkv_bias,
                .y = qkv,
                .rows = rows,
-               .out_features = 3 * h,
+               .out_features = config_.qkv_dim(),
                .in_features = h});
+  if (config_.rotary()) {
+    // Keys are rotated before they are cached, so the cache never needs rotating again.
+    ops_.rotary({.qkv = qkv,
+                 .positions = positions_.as<std::int32_t>() + std::int64_t{g.first} * seq,
+                 .inv_freq = rope_inv_freq_.as<float>(),
+                 .rows = rows,
+                 .heads = config_.num_heads,
+                 .kv_heads = config_.kv_heads(),
+                 .head_dim = config_.head_dim()});
+  }
   switch (step) {
     case Step::prefill:
       kv_cache_->attend_prefill(task, qkv, valid_.as<std::uint8_t>() + std::int64_t{g.first} * seq,
@@ -203,15 +225,19 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
     norm(w.ffn_ln_weight, w.ffn_ln_bias, t);
     ffn_in = t;
   }
+  const bool gated = config_.gated_mlp();
   ops_.linear({.x = ffn_in,
                .weight = w.fc1_weight,
                .bias = w.fc1_bias,
                .y = ffn_.as<Half>(),
                .rows = rows,
-               .out_features = f,
+               .out_features = config_.ffn_in_rows(),
                .in_features = h,
-               .activation = Activation::relu});
-  ops_.linear({.x = ffn_.as<Half>(),
+               .activation = gated ? Activation::none : Activation::relu});
+  if (gated) {
+    ops_.silu_mul({.gate_up = ffn_.as<Half>(), .out = gated_.as<Half>(), .rows = rows, .ffn = f});
+  }
+  ops_.linear({.x = gated ? gated_.as<Half>() : ffn_.as<Half>(),
                .weight = w.fc2_weight,
                .bias = w.fc2_bias,
                .y = t,
@@ -291,7 +317,14 @@ void BlockRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_
                     .table_rows = rows_in_x,
                     .rows = n,
                     .dim = h});
-  if (config_.has_final_layer_norm()) {
+  if (config_.rms_norm()) {
+    ops_.rms_norm({.x = g,
+                   .gamma = weights_.final_ln_weight,
+                   .y = g,
+                   .rows = n,
+                   .dim = h,
+                   .eps = config_.layer_norm_eps});
+  } else if (config_.has_final_layer_norm()) {
     ops_.layer_norm({.x = g,
                      .gamma = weights_.final_ln_weight,
                      .beta = weights_.final_ln_bias,
@@ -311,7 +344,7 @@ void BlockRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_
     features = projected_.as<Half>();
   }
   ops_.logits({.x = features,
-               .embed = weights_.embed_tokens,
+               .embed = weights_.head(),
                .out = logits_.as<float>(),
                .rows = n,
                .vocab = config_.vocab_size,

@@ -1,4 +1,4 @@
-// Runs one block of sequences through the OPT forward pass: a prefill of the left-padded prompts,
+// Runs one block of sequences through the model's forward pass: a prefill of the left-padded prompts,
 // then decode steps of one token per sequence over the KV cache. It owns the block's KV cache
 // (block_kv_cache.h), its hidden states and activation scratch, and the output head, and issues
 // every op through `Ops` on the compute stream; the host waits only when it reads an output.
@@ -12,7 +12,9 @@
 //
 // Semantics are Hugging Face's OPTForCausalLM (design section 4): learned positions offset by 2
 // with position ids cumsum(mask) - 1, q scaled by head_dim^-0.5, ReLU MLP, pre- or post-LN,
-// optional project_in / project_out, LM head tied to the token embedding.
+// optional project_in / project_out, LM head tied to the token embedding; or LlamaForCausalLM's
+// (and Mistral's, Qwen2's): RMSNorm, rotary positions cumsum(mask) - 1 applied to q and k before
+// K is cached, grouped-query attention over a cache of kv_heads, SwiGLU MLP, head tied or not.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,7 @@
 
 #include "engine/device/device.h"
 #include "engine/model/model_weights.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "engine/runtime/block_kv_cache.h"
 #include "engine/runtime/step_staging.h"
 #include "kernels/ops.h"
@@ -44,7 +46,7 @@ class BlockRunner {
   // (scheduler/runner_layout.h), and nothing later; throws OutOfMemoryError if it does not fit.
   // streamer: where layer weights are offloaded, what brings them in per layer (else null).
   // shape: GPU batches and KV placement. kv_storage: how the KV cache keeps its rows.
-  BlockRunner(Device& device, Ops& ops, const OptConfig& config, const ModelWeights& weights,
+  BlockRunner(Device& device, Ops& ops, const ModelConfig& config, const ModelWeights& weights,
               int max_prompt, int max_new, std::vector<std::unique_ptr<KvPolicy>> policies,
               WeightStreamer* streamer = nullptr, const BlockShape& shape = {},
               Storage kv_storage = Storage::fp16);
@@ -117,7 +119,7 @@ class BlockRunner {
 
   Device& device_;
   Ops& ops_;
-  const OptConfig& config_;
+  const ModelConfig& config_;
   const ModelWeights& weights_;
   Stream& compute_;
   int block_;  // sequences of the block (every GPU batch)
@@ -139,7 +141,8 @@ class BlockRunner {
   std::unique_ptr<StepStaging> staging_;
   // Activations: the block's hidden states (on the gpu tier, unless host_activations_ keeps them
   // in pinned memory), and one GPU batch's scratch.
-  Buffer x_, t_, emb_, qkv_, attn_, ffn_;
+  Buffer x_, t_, emb_, qkv_, attn_, ffn_, gated_;
+  Buffer rope_inv_freq_;  // [head_dim / 2] fp32, with rotary positions
   std::unique_ptr<HostActivations> host_activations_;
   // Where the output head finds the block's hidden states after the last pass.
   const Half* hidden_states_ = nullptr;

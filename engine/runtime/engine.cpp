@@ -252,7 +252,7 @@ std::uint64_t scored_rows(std::span<const std::int32_t> targets) {
       std::count_if(targets.begin(), targets.end(), [](std::int32_t t) { return t >= 0; }));
 }
 
-std::string check_ids(std::span<const std::int32_t> ids, const OptConfig& config) {
+std::string check_ids(std::span<const std::int32_t> ids, const ModelConfig& config) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= config.vocab_size) {
       return fmt::format("token id {} at position {} is outside the vocabulary [0, {})", ids[i], i,
@@ -260,6 +260,13 @@ std::string check_ids(std::span<const std::int32_t> ids, const OptConfig& config
     }
   }
   return {};
+}
+
+// Why a sliding-window model's limit is its window.
+std::string window_note(const ModelConfig& config) {
+  if (config.max_positions() == config.max_position_embeddings) return {};
+  return " (its sliding window: offgen attends every cached token, which equals the model only "
+         "within the window)";
 }
 }  // namespace
 
@@ -270,9 +277,10 @@ std::string Engine::check(const GenerationRequest& request) const {
   // Positions used: the prompt's, then one per generated token fed back — the last one never is.
   const std::int64_t positions =
       static_cast<std::int64_t>(request.prompt.size()) + request.max_tokens - 1;
-  if (positions > config_.max_position_embeddings) {
-    return fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 exceeds the model's {} positions",
-                       request.prompt.size(), request.max_tokens, config_.max_position_embeddings);
+  if (positions > config_.max_positions()) {
+    return fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 exceeds the model's {} positions{}",
+                       request.prompt.size(), request.max_tokens, config_.max_positions(),
+                       window_note(config_));
   }
   try {
     validate(request.sampling);
@@ -284,9 +292,9 @@ std::string Engine::check(const GenerationRequest& request) const {
 
 std::string Engine::check(const ScoreRequest& request) const {
   if (request.tokens.empty()) return "the text has no tokens";
-  if (static_cast<std::int64_t>(request.tokens.size()) > config_.max_position_embeddings) {
-    return fmt::format("the text has {} tokens, more than the model's {} positions",
-                       request.tokens.size(), config_.max_position_embeddings);
+  if (static_cast<std::int64_t>(request.tokens.size()) > config_.max_positions()) {
+    return fmt::format("the text has {} tokens, more than the model's {} positions{}",
+                       request.tokens.size(), config_.max_positions(), window_note(config_));
   }
   return check_ids(request.tokens, config_);
 }
@@ -419,7 +427,7 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
       GenerationResult& result = results[indices[b]];
       const std::int32_t token = picks[b];
       result.tokens.push_back(token);
-      const bool eos = token == config_.eos_token_id && !request.ignore_eos;
+      const bool eos = config_.is_eos(token) && !request.ignore_eos;
       const bool stopped = eos || (request.stop && request.stop(result.tokens));
       if (stopped || static_cast<int>(result.tokens.size()) >= request.max_tokens) {
         result.finish = stopped ? FinishReason::stop : FinishReason::length;

@@ -13,7 +13,7 @@
 #include "engine/core/compression.h"
 #include "engine/core/error.h"
 #include "engine/device/device.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "engine/runtime/device_setup.h"
 #include "engine/runtime/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -110,7 +110,7 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  const OptConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   // Null when the model has no tokenizer files (dummy weights without --tokenizer).
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   Device& device() { return *device_; }
@@ -220,7 +220,7 @@ class Engine {
   void before_block(std::size_t requests) const;
 
   EngineOptions options_;
-  OptConfig config_;
+  ModelConfig config_;
   std::string model_description_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<Ops> ops_;

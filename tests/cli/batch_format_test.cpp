@@ -32,7 +32,7 @@ class BatchFormat : public ::testing::Test {
  protected:
   BatchFormat()
       : config_(
-            OptConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json")),
+            ModelConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json")),
         tokenizer_(Tokenizer::load(test::data_dir() / "golden" / "tiny-preln")) {
     defaults_.max_tokens = 7;
     defaults_.sampling.temperature = 0.0f;
@@ -43,7 +43,7 @@ class BatchFormat : public ::testing::Test {
                                     defaults_);
   }
 
-  OptConfig config_;
+  ModelConfig config_;
   std::unique_ptr<Tokenizer> tokenizer_;
   cli::GenerateDefaults defaults_;
 };

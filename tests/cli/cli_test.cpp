@@ -668,7 +668,7 @@ TEST(PlannedRuns, GenerateWithoutPlacementFlagsPlansAndMatchesTheResidentRun) {
   // A gpu budget just short of all four sequences resident in one GPU batch.
   EngineOptions engine = planned.common.engine_options();
   OpenedDevice opened = open_device(DeviceChoice::cpu, engine.budgets);
-  const OptConfig config = cli::model_config(planned.common.model);
+  const ModelConfig config = cli::model_config(planned.common.model);
   const PlanRequest request =
       cli::plan_request(engine, config, *opened.device, longest, max_tokens, 0);
   Placement resident;
@@ -834,7 +834,7 @@ TEST(PlannedRuns, TheQuickCalibrationShrinksToFitTheBudgets) {
   budgets.host = std::uint64_t{1} << 30;
   OpenedDevice opened = open_device(DeviceChoice::cpu, budgets);
   // opt-1.3b's attention measurement alone holds 64 MiB of KV: opt-350m's shapes, 16 MiB copies.
-  const OptConfig big = OptConfig::from_name("opt-1.3b").value();
+  const ModelConfig big = ModelConfig::from_name("opt-1.3b").value();
   const MachineProfile measured = cli::resolve_profile("", opened, big);
   EXPECT_GT(measured.h2d, 0.0);
   EXPECT_LE(opened.device->usage(Tier::gpu).peak, budgets.gpu);
@@ -866,7 +866,7 @@ TEST(PlannedRuns, WithoutAProfileAQuickCalibrationIsCachedForTheDevice) {
   EXPECT_EQ(path.parent_path(), dir.path() / "offgen");
   EXPECT_EQ(path.filename().string().find(' '), std::string::npos);
   ASSERT_FALSE(std::filesystem::exists(path));
-  const OptConfig config = cli::model_config(tiny_model().model);
+  const ModelConfig config = cli::model_config(tiny_model().model);
   const MachineProfile measured = cli::resolve_profile("", opened, config);
   ASSERT_TRUE(std::filesystem::exists(path));
   EXPECT_GT(measured.h2d, 0.0);

@@ -5,14 +5,14 @@
 #include <string_view>
 
 #include "engine/core/error.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "tests/fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  offgen::OptConfig config;
+  offgen::ModelConfig config;
   try {
-    config = offgen::OptConfig::from_json_text(text, "config.json");
+    config = offgen::ModelConfig::from_json_text(text, "config.json");
   } catch (const offgen::Error&) {
     return 0;
   }

@@ -15,7 +15,7 @@
 #include "engine/cli/batch_format.h"
 #include "engine/cli/jsonl.h"
 #include "engine/core/error.h"
-#include "engine/model/opt_config.h"
+#include "engine/model/model_config.h"
 #include "engine/runtime/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_support.h"
@@ -23,7 +23,7 @@
 namespace {
 
 struct Fixture {
-  offgen::OptConfig config = offgen::OptConfig::from_json_file(offgen::fuzz::data_dir() / "golden" /
+  offgen::ModelConfig config = offgen::ModelConfig::from_json_file(offgen::fuzz::data_dir() / "golden" /
                                                                "tiny-preln" / "config.json");
   std::unique_ptr<offgen::Tokenizer> tokenizer =
       offgen::Tokenizer::load(offgen::fuzz::data_dir() / "tokenizer");

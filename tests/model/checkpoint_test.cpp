@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/model/opt_tensors.h"
+#include "engine/model/model_tensors.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_support.h"
 #include "tests/support/torch_save_writer.h"
@@ -27,8 +27,8 @@ constexpr const char* kTinyConfig = R"({
   "do_layer_norm_before": true, "activation_function": "relu"
 })";
 
-OptConfig tiny_config() {
-  return OptConfig::from_json_text(kTinyConfig, "tiny");
+ModelConfig tiny_config() {
+  return ModelConfig::from_json_text(kTinyConfig, "tiny");
 }
 
 // Value k of the tensor at position `t` in the spec list, so every tensor's contents differ.
@@ -39,7 +39,7 @@ float value_of(std::size_t t, std::int64_t k) {
 // Every tensor of the tiny model as F16 entries named `prefix` + canonical name.
 std::vector<SafetensorsEntry> tiny_entries(const std::string& prefix, const char* dtype = "F16") {
   std::vector<SafetensorsEntry> entries;
-  const auto specs = opt_tensor_specs(tiny_config());
+  const auto specs = model_tensor_specs(tiny_config());
   for (std::size_t t = 0; t < specs.size(); ++t) {
     std::vector<float> values(static_cast<std::size_t>(specs[t].numel()));
     for (std::size_t k = 0; k < values.size(); ++k) {
@@ -68,7 +68,7 @@ std::string torch_save_bytes(const std::vector<SafetensorsEntry>& entries) {
 
 // Reads every spec'd tensor and checks its values against value_of().
 void expect_tiny_contents(const Checkpoint& checkpoint) {
-  const auto specs = opt_tensor_specs(checkpoint.config());
+  const auto specs = model_tensor_specs(checkpoint.config());
   for (std::size_t t = 0; t < specs.size(); ++t) {
     ASSERT_TRUE(checkpoint.contains(specs[t].name)) << specs[t].name;
     ASSERT_TRUE(checkpoint.contains("model." + specs[t].name)) << specs[t].name;
@@ -219,7 +219,7 @@ TEST(CheckpointFixtures, TorchSaveFilesReadAsTheSafetensorsOnes) {
     const auto safetensors = Checkpoint::open(test::data_dir() / "golden" / name);
     const auto torch_save = Checkpoint::open(test::data_dir() / "golden" / (name + "-bin"));
     EXPECT_EQ(torch_save->weights_file().find("pytorch_model.bin"), 0u);
-    const auto specs = opt_tensor_specs(safetensors->config());
+    const auto specs = model_tensor_specs(safetensors->config());
     for (const TensorSpec& spec : specs) {
       ASSERT_TRUE(torch_save->contains(spec.name)) << spec.name;
       std::vector<Half> want(static_cast<std::size_t>(spec.numel()));

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "engine/core/error.h"
-#include "engine/model/opt_tensors.h"
+#include "engine/model/model_tensors.h"
 
 namespace offgen {
 namespace {
@@ -46,23 +46,23 @@ Stats stats(const std::vector<Half>& values) {
 
 TEST(DummyWeights, ContainsEveryTensorOfTheConfig) {
   for (const char* name : {"opt-125m", "opt-350m"}) {
-    const OptConfig config = *OptConfig::from_name(name);
+    const ModelConfig config = *ModelConfig::from_name(name);
     const DummyWeights weights(config, 0);
-    for (const TensorSpec& spec : opt_tensor_specs(config)) {
+    for (const TensorSpec& spec : model_tensor_specs(config)) {
       EXPECT_TRUE(weights.contains(spec.name)) << spec.name;
       EXPECT_TRUE(weights.contains("model." + spec.name)) << spec.name;
     }
     EXPECT_FALSE(weights.contains("lm_head.weight"));
     EXPECT_FALSE(weights.contains("decoder.layers.99.fc1.weight"));
   }
-  EXPECT_EQ(DummyWeights(*OptConfig::from_name("OPT-125M"), 0).describe(),
+  EXPECT_EQ(DummyWeights(*ModelConfig::from_name("OPT-125M"), 0).describe(),
             "opt-125m (dummy weights, seed 0)");
-  EXPECT_EQ(DummyWeights(*OptConfig::from_name("opt-1.3b"), 7).describe(),
+  EXPECT_EQ(DummyWeights(*ModelConfig::from_name("opt-1.3b"), 7).describe(),
             "opt-1.3b (dummy weights, seed 7)");
 }
 
 TEST(DummyWeights, DeterministicAndIndependentOfThreadCount) {
-  const OptConfig config = *OptConfig::from_name("opt-125m");
+  const ModelConfig config = *ModelConfig::from_name("opt-125m");
   const DummyWeights weights(config, 1234);
   const TensorSpec specs[] = {{"decoder.embed_tokens.weight", {50272, 768}},
                               {"decoder.layers.3.fc1.weight", {3072, 768}},
@@ -78,7 +78,7 @@ TEST(DummyWeights, DeterministicAndIndependentOfThreadCount) {
 }
 
 TEST(DummyWeights, DifferBySeedAndByTensor) {
-  const OptConfig config = *OptConfig::from_name("opt-125m");
+  const ModelConfig config = *ModelConfig::from_name("opt-125m");
   const TensorSpec q{"decoder.layers.0.self_attn.q_proj.weight", {768, 768}};
   const TensorSpec k{"decoder.layers.0.self_attn.k_proj.weight", {768, 768}};
   const auto seed0 = read(DummyWeights(config, 0), q);
@@ -95,7 +95,7 @@ TEST(DummyWeights, DifferBySeedAndByTensor) {
 }
 
 TEST(DummyWeights, ValuesLookLikeOptInitialisation) {
-  const OptConfig config = *OptConfig::from_name("opt-125m");
+  const ModelConfig config = *ModelConfig::from_name("opt-125m");
   const DummyWeights weights(config, 0);
 
   const Stats linear = stats(read(weights, {"decoder.layers.0.fc1.weight", {3072, 768}}));
@@ -121,7 +121,7 @@ TEST(DummyWeights, ValuesLookLikeOptInitialisation) {
 }
 
 TEST(DummyWeights, ShapeMismatchAndUnknownNamesAreErrors) {
-  const DummyWeights weights(*OptConfig::from_name("opt-125m"), 0);
+  const DummyWeights weights(*ModelConfig::from_name("opt-125m"), 0);
   std::vector<Half> out(3072 * 768);
   const std::vector<std::int64_t> wrong = {768, 3072};
   try {
@@ -137,7 +137,7 @@ TEST(DummyWeights, ShapeMismatchAndUnknownNamesAreErrors) {
 }
 
 TEST(DummyWeights, RejectsAnInvalidConfig) {
-  OptConfig config = *OptConfig::from_name("opt-125m");
+  ModelConfig config = *ModelConfig::from_name("opt-125m");
   config.num_heads = 7;
   EXPECT_THROW(DummyWeights(config, 0), Error);
 }
@@ -145,12 +145,12 @@ TEST(DummyWeights, RejectsAnInvalidConfig) {
 // Whole opt-125m: every tensor filled once; reports the time (the brief asks for well under 2 s
 // on 2 cores) but asserts only a loose bound so a loaded CI machine does not flake.
 TEST(DummyWeights, FillsOpt125mQuickly) {
-  const OptConfig config = *OptConfig::from_name("opt-125m");
+  const ModelConfig config = *ModelConfig::from_name("opt-125m");
   const DummyWeights weights(config, 0);
   std::vector<Half> buffer(static_cast<std::size_t>(config.num_parameters()));
   const auto start = std::chrono::steady_clock::now();
   std::size_t offset = 0;
-  for (const TensorSpec& spec : opt_tensor_specs(config)) {
+  for (const TensorSpec& spec : model_tensor_specs(config)) {
     weights.read_f16(spec.name, spec.shape, buffer.data() + offset);
     offset += static_cast<std::size_t>(spec.numel());
   }

@@ -209,7 +209,7 @@ class StreamGate {
 TEST(DiskWeights, LoadingALayerNeverWaitsForTheDiskOnTheCallingThread) {
   test::TempDir disk;
   auto checkpoint = Checkpoint::open(tiny_checkpoint());
-  const OptConfig& config = checkpoint->config();
+  const ModelConfig& config = checkpoint->config();
   CpuDevice device;
   WeightStore resident(device, config, *checkpoint);
   WeightStore on_disk(device, config, *checkpoint, {0.2, 0.3}, disk.path());
@@ -247,7 +247,7 @@ TEST(DiskWeights, LoadingALayerNeverWaitsForTheDiskOnTheCallingThread) {
 TEST(DiskWeights, APassesFirstTwoLayersLoadWhileThePassBeforeEnds) {
   test::TempDir disk;
   auto checkpoint = Checkpoint::open(tiny_checkpoint());
-  const OptConfig& config = checkpoint->config();
+  const ModelConfig& config = checkpoint->config();
   ASSERT_GE(config.num_layers, 2);
   CpuDevice device;
   WeightStore store(device, config, *checkpoint, {0.2, 0.3}, disk.path());
@@ -302,7 +302,7 @@ int weights_file_descriptor(const std::filesystem::path& folder) {
 TEST(DiskWeights, AFailedReadIsAnErrorOfTheComputeStreamAndOfTheNextLoad) {
   test::TempDir disk;
   auto checkpoint = Checkpoint::open(tiny_checkpoint());
-  const OptConfig& config = checkpoint->config();
+  const ModelConfig& config = checkpoint->config();
   CpuDevice device;
   WeightStore store(device, config, *checkpoint, {0.2, 0.3}, disk.path());
   WeightStreamer streamer(device, store, config.num_layers);

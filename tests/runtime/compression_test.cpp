@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "engine/model/checkpoint.h"
-#include "engine/model/opt_tensors.h"
+#include "engine/model/model_tensors.h"
 #include "engine/runtime/engine.h"
 #include "kernels/quantize_args.h"
 #include "kernels/reference/reference.h"
@@ -35,7 +35,7 @@ std::filesystem::path write_rounded_checkpoint(const std::filesystem::path& dir)
   std::filesystem::create_directories(dir);
   const std::unique_ptr<Checkpoint> source = Checkpoint::open(kTiny);
   std::vector<test::SafetensorsEntry> tensors;
-  for (const TensorSpec& spec : opt_tensor_specs(source->config())) {
+  for (const TensorSpec& spec : model_tensor_specs(source->config())) {
     std::vector<Half> values(static_cast<std::size_t>(spec.numel()));
     source->read_f16(spec.name, spec.shape, values.data());
     if (spec.shape.size() == 2) {

@@ -3,9 +3,13 @@
 // "model." prefix), references computed in fp32 from the stored weights. Each runs from its
 // safetensors files and again from the same weights saved by torch.save (<name>-bin, made by
 // tools/make_torch_save_fixtures.py), against the same expected values.
+// And with the LLaMA family's (tools/make_llama_golden.py): LlamaForCausalLM with grouped-query
+// attention and an untied head; with LLaMA 3.1's rope scaling, tied, bf16, sharded;
+// Qwen2ForCausalLM with q / k / v biases and one KV head; MistralForCausalLM from a .bin.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/engine.h"
@@ -18,6 +22,17 @@ namespace {
 // The engine keeps activations in fp16 (fp32 accumulation) while the references are fp32: Hugging
 // Face itself in fp16 differs from these fixtures by up to 0.026 nats on these models, so 0.05.
 constexpr float kLogprobTolerance = 0.05f;
+// The LLaMA family's fixtures add a term relative to the log-probability: the engine rounds the
+// rotary cos / sin and the RMS-normalized rows to fp16 as transformers does in fp16, while the
+// fp32 references do not, and the error grows with the logit's size. Measured worst: 0.084 nats
+// on a -15.8 log-probability (tiny-mistral-bin), 0.082 on -23.3 (tiny-llama3-tied); every greedy
+// token matches exactly.
+constexpr float kLlamaRelativeTolerance = 0.005f;
+
+bool is_llama_family(const std::string& model) {
+  return model.find("llama") != std::string::npos || model.find("qwen2") != std::string::npos ||
+         model.find("mistral") != std::string::npos;
+}
 
 // Each checkpoint runs on both cpu kernel sets: the TBB kernels and the naive references.
 class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernelSet>> {
@@ -26,7 +41,9 @@ class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernel
   // The fixture holding the expected values: a -bin directory's safetensors twin.
   nlohmann::json expected() const {
     std::string model = name();
-    if (model.ends_with("-bin")) model.resize(model.size() - 4);
+    const bool has_own = std::filesystem::exists(test::data_dir() / "golden" / model /
+                                                 "expected.json");
+    if (model.ends_with("-bin") && !has_own) model.resize(model.size() - 4);
     return test::golden_expected(model);
   }
   EngineOptions options_for(const std::string& model, int batch) const {
@@ -40,6 +57,7 @@ class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernel
 };
 
 void expect_scores_match(Engine& engine, const nlohmann::json& expected, int prefill_tokens) {
+  const bool llama = is_llama_family(expected["model"].get<std::string>());
   const std::vector<ScoreRequest> requests = test::score_requests(expected);
   const auto results = engine.score(requests, prefill_tokens);
   ASSERT_EQ(results.size(), requests.size());
@@ -52,7 +70,10 @@ void expect_scores_match(Engine& engine, const nlohmann::json& expected, int pre
     for (std::size_t i = 1; i < want.size(); ++i) {
       const float got = results[r].token_logprobs[i];
       ASSERT_TRUE(std::isfinite(got)) << "token " << i;
-      EXPECT_NEAR(got, want[i].get<float>(), kLogprobTolerance) << "token " << i;
+      const float value = want[i].get<float>();
+      const float tolerance =
+          kLogprobTolerance + (llama ? kLlamaRelativeTolerance * std::abs(value) : 0.0f);
+      EXPECT_NEAR(got, value, tolerance) << "token " << i;
     }
   }
 }
@@ -106,7 +127,9 @@ INSTANTIATE_TEST_SUITE_P(
     Checkpoints, Golden,
     ::testing::Combine(::testing::Values("tiny-preln", "tiny-postln-proj", "tiny-bf16-noprefix",
                                          "tiny-preln-bin", "tiny-postln-proj-bin",
-                                         "tiny-bf16-noprefix-bin"),
+                                         "tiny-bf16-noprefix-bin", "tiny-llama-gqa",
+                                         "tiny-llama3-tied", "tiny-qwen2-mqa",
+                                         "tiny-mistral-bin"),
                        ::testing::Values(CpuKernelSet::optimized, CpuKernelSet::reference)),
     [](const auto& param_info) {
       std::string name = std::get<0>(param_info.param);

@@ -58,7 +58,7 @@ std::vector<Half> band_attention(const std::vector<Half>& qkv, int n, int heads,
 }
 
 // log p(tokens[i] | tokens[:i]) for i >= 1 under the band-limited model (pre-LN OPT).
-std::vector<float> band_forward_logprobs(const OptConfig& c, const ModelWeights& w,
+std::vector<float> band_forward_logprobs(const ModelConfig& c, const ModelWeights& w,
                                          const std::vector<std::int32_t>& tokens, int window) {
   const int n = static_cast<int>(tokens.size());
   const int h = c.hidden_size;

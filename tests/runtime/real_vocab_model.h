@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "engine/model/dummy_weights.h"
-#include "engine/model/opt_config.h"
-#include "engine/model/opt_tensors.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_tensors.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_support.h"
 
 namespace offgen::test {
 
-inline OptConfig real_vocab_config() {
-  OptConfig c;
+inline ModelConfig real_vocab_config() {
+  ModelConfig c;
   c.name = "real-vocab";
   c.hidden_size = 32;
   c.num_layers = 2;
@@ -31,10 +31,10 @@ inline OptConfig real_vocab_config() {
 // Writes config.json, model.safetensors (fp16 dummy weights) and the 1000-entry tokenizer of the
 // golden tiny models into `dir`.
 inline void write_real_vocab_model(const std::filesystem::path& dir, std::uint64_t seed = 3) {
-  const OptConfig c = real_vocab_config();
+  const ModelConfig c = real_vocab_config();
   const DummyWeights weights(c, seed);
   std::vector<SafetensorsEntry> tensors;
-  for (const TensorSpec& spec : opt_tensor_specs(c)) {
+  for (const TensorSpec& spec : model_tensor_specs(c)) {
     std::vector<Half> values(static_cast<std::size_t>(spec.numel()));
     weights.read_f16(spec.name, spec.shape, values.data());
     tensors.push_back(

@@ -14,8 +14,8 @@ namespace {
 TEST(Calibrate, MeasuresEveryQuantityWithPositiveFiniteValues) {
   test::TempDir disk;
   OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
-  const OptConfig model =
-      OptConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json");
+  const ModelConfig model =
+      ModelConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json");
   CalibrationOptions options;
   options.copy_bytes = 1 << 20;
   options.repeats = 1;
@@ -48,8 +48,8 @@ TEST(Calibrate, MeasuresEveryQuantityWithPositiveFiniteValues) {
 
 TEST(Calibrate, AMissingDiskFolderIsAnErrorNamingIt) {
   OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
-  const OptConfig model =
-      OptConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json");
+  const ModelConfig model =
+      ModelConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json");
   CalibrationOptions options;
   options.copy_bytes = 1 << 20;
   options.repeats = 1;

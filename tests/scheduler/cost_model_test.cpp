@@ -33,7 +33,7 @@ RunShape opt_run(int batch) {
 }
 
 TEST(CostModel, StreamingWeightsCostsTheirTransferAndH2oCutsAttention) {
-  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   RunShape run = opt_run(64);
   const Prediction resident = predict(model, pcie_like(), run);
   EXPECT_EQ(resident.decode.weights_in, 0.0);
@@ -51,7 +51,7 @@ TEST(CostModel, StreamingWeightsCostsTheirTransferAndH2oCutsAttention) {
 }
 
 TEST(CostModel, EachResourceCostsItsBytesOverItsBandwidth) {
-  const OptConfig model = OptConfig::from_name("opt-6.7b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-6.7b").value();
   RunShape run = opt_run(8);
   run.gen_len = 2;  // one decode step, attending prompt + 1 slots
   run.kv_capacity = 600;
@@ -79,7 +79,7 @@ TEST(CostModel, EachResourceCostsItsBytesOverItsBandwidth) {
 }
 
 TEST(CostModel, CpuAttentionBeatsStagingWhenPcieIsSlow) {
-  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   RunShape run = opt_run(64);
   run.weights = {0.3, 0.7};
   run.block = {4, 0.0, false};
@@ -109,7 +109,7 @@ TEST(CostModel, CpuAttentionBeatsStagingWhenPcieIsSlow) {
 
 TEST(CostModel, MoreGpuBatchesAmortizeTheWeightLoads) {
   // GPU batches of 8 with every weight streamed: each block loads a layer once for all of them.
-  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   double previous = 0;
   for (const int batches : {1, 2, 4, 8}) {
     RunShape run = opt_run(8 * batches);
@@ -170,7 +170,7 @@ TEST(CostModel, ALayerCostsBetweenItsBusiestResourceAndTheSumByTheOverlap) {
   layer.overlap = 0.25;
   EXPECT_DOUBLE_EQ(layer.total(), 6 + 0.75 * 6);
 
-  const OptConfig model = OptConfig::from_name("opt-1.3b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-1.3b").value();
   RunShape run = opt_run(8);
   run.weights = {0.5, 0.5};
   MachineProfile p = pcie_like();

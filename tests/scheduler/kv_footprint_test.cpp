@@ -103,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(Policies, FootprintOfEveryPolicy,
 
 TEST(KvFootprint, H2oAtOneFifthOfA512By512RunNeedsAFifthOfTheMemoryAndFitsMoreThan4_5xTheBatch) {
   for (const char* name : {"opt-125m", "opt-6.7b", "opt-30b"}) {
-    const OptConfig config = OptConfig::from_name(name).value();
+    const ModelConfig config = ModelConfig::from_name(name).value();
     const int prompt = 512, gen = 512;
     // As the engine sizes them: full caches every fed-back position, h2o 0.2 of the length.
     const KvFootprint full = kv_footprint(config, prompt + gen - 1 + 1, false, prompt);
@@ -123,7 +123,7 @@ TEST(KvFootprint, H2oAtOneFifthOfA512By512RunNeedsAFifthOfTheMemoryAndFitsMoreTh
 }
 
 TEST(KvFootprint, Opt30bFullCacheIsTheKnown1_38MBPerToken) {
-  const OptConfig config = OptConfig::from_name("opt-30b").value();
+  const ModelConfig config = ModelConfig::from_name("opt-30b").value();
   const KvFootprint one_token = kv_footprint(config, 1, false, 1);
   EXPECT_NEAR(static_cast<double>(one_token.cache_bytes), 1.38e6, 0.01e6);
 }
@@ -131,7 +131,7 @@ TEST(KvFootprint, Opt30bFullCacheIsTheKnown1_38MBPerToken) {
 TEST(KvTraffic, DecodeReadsEveryCachedRowAndWritesOne) {
   // local, budget 4: a 6-token prompt caches 4 tokens; each step attends the cache plus itself.
   Engine engine(tiny_engine(PolicyKind::local, KvBudget::tokens(4)));
-  const OptConfig& config = engine.config();
+  const ModelConfig& config = engine.config();
   auto runner = engine.make_runner(2, 6, 3);
   const std::vector<std::vector<std::int32_t>> texts = {{2, 10, 11, 12, 13, 14}, {2, 20, 21}};
   const PaddedBatch prompts = left_pad(texts, config.pad_token_id);

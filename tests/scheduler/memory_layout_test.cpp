@@ -74,7 +74,7 @@ TEST(DecodeSplit, CoversTheCapacityInWholeChunksAndOnlySplitsOnAGpu) {
 }
 
 TEST(KvCacheLayout, HoldsTheLargestSplitScratchOfTheAttentionsThatRunOnTheGpu) {
-  const OptConfig config = OptConfig::from_name("opt-125m").value();
+  const ModelConfig config = ModelConfig::from_name("opt-125m").value();
   KvCacheShape shape;
   shape.gpu_batches = split_block(4, {.num_gpu_batches = 2, .kv_gpu_fraction = 0.5});
   shape.capacity = 2048;

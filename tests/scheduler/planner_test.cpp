@@ -35,7 +35,7 @@ Placement placement(int gpu_batch, int num_gpu_batches, double weights_gpu, doub
 }
 
 // What plan_memory says of a placement's whole blocks.
-PlanMemory memory_of(const OptConfig& model, const PlanRequest& request, const Placement& p) {
+PlanMemory memory_of(const ModelConfig& model, const PlanRequest& request, const Placement& p) {
   return plan_memory(model, request, p, p.block_size());
 }
 
@@ -111,7 +111,7 @@ PlanRequest opt_request(const char* gpu, const char* pinned) {
 }
 
 TEST(Planner, PrefersResidentWeightsAndBigBatchesAndStreamsWhenItMust) {
-  const OptConfig model = OptConfig::from_name("opt-6.7b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-6.7b").value();
   PlanRequest request = opt_request("70GiB", "100GiB");
   request.max_sequences = 64;  // 13 GB of weights and 64 sequences' KV fit: nothing moves
   const auto roomy = choose_plan(model, pcie_like(), request);
@@ -136,7 +136,7 @@ TEST(Planner, PrefersResidentWeightsAndBigBatchesAndStreamsWhenItMust) {
 TEST(Planner, TightGpuStreamsWeightsOffloadsKvAndAddsGpuBatches) {
   // opt-30b (60 GB of weights, 0.75 GB of KV per sequence at 543 tokens) on a 16 GiB gpu tier:
   // the weights stream, so a big block amortizes them, and its KV can only live on the host.
-  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   const PlanRequest request = opt_request("16GiB", "200GiB");
   const auto plan = choose_plan(model, pcie_like(), request);
   ASSERT_TRUE(plan.has_value());
@@ -156,7 +156,7 @@ TEST(Planner, TightGpuStreamsWeightsOffloadsKvAndAddsGpuBatches) {
 // KV shares are not limited to quarters: with a gpu tier between what half and three quarters of
 // a block's KV need (weights resident), the planner keeps as many sequences there as fit.
 TEST(Planner, KeepsAsMuchKvOnTheGpuAsFitsNotJustQuarters) {
-  const OptConfig model = OptConfig::from_name("opt-1.3b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-1.3b").value();
   PlanRequest request = opt_request("80GiB", "200GiB");
   request.block = 20;
   request.max_gpu_batches = 1;
@@ -173,7 +173,7 @@ TEST(Planner, KeepsAsMuchKvOnTheGpuAsFitsNotJustQuarters) {
 }
 
 TEST(Planner, PicksCpuAttentionWhenPcieIsSlowAndStagingWhenItIsFast) {
-  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   const PlanRequest request = opt_request("16GiB", "200GiB");
   MachineProfile slow = pcie_like();
   slow.h2d = slow.d2h = 4e9;  // PCIe 3 x4: far below host memory bandwidth
@@ -198,7 +198,7 @@ TEST(Planner, PicksCpuAttentionWhenPcieIsSlowAndStagingWhenItIsFast) {
 }
 
 TEST(Planner, DiskTakesTheWeightsPinnedMemoryCannotHold) {
-  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   PlanRequest request = opt_request("16GiB", "32GiB");  // 60 GB of weights fit neither
   EXPECT_FALSE(choose_plan(model, pcie_like(), request).has_value());
   request.disk = true;
@@ -216,7 +216,7 @@ TEST(Planner, DiskTakesTheWeightsPinnedMemoryCannotHold) {
 }
 
 TEST(Planner, TakesTheAllResidentPlanWhenTheWholeBlockFits) {
-  const OptConfig model = OptConfig::from_name("opt-125m").value();
+  const ModelConfig model = ModelConfig::from_name("opt-125m").value();
   PlanRequest request;
   request.prompt_len = 512;
   request.gen_len = 32;
@@ -242,7 +242,7 @@ TEST(Planner, TakesTheAllResidentPlanWhenTheWholeBlockFits) {
 }
 
 TEST(Planner, MovesTheHiddenStatesToTheHostWhenOnlyThatLetsTheBlockFit) {
-  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   PlanRequest request = opt_request("80GiB", "400GiB");
   request.prompt_len = 2048;
   request.kv_tokens = 2048 + 31;
@@ -270,7 +270,7 @@ TEST(Planner, MovesTheHiddenStatesToTheHostWhenOnlyThatLetsTheBlockFit) {
 }
 
 TEST(Planner, BlocksStopAtTheSequencesThereAre) {
-  const OptConfig model = OptConfig::from_name("opt-30b").value();
+  const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   PlanRequest request = opt_request("16GiB", "200GiB");
   request.max_sequences = 3;
   const auto plan = choose_plan(model, pcie_like(), request);

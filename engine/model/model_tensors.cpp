@@ -1,4 +1,4 @@
-#include "engine/model/opt_tensors.h"
+#include "engine/model/model_tensors.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,47 @@ std::int64_t TensorSpec::numel() const {
   return shape_numel(shape).value_or(0);
 }
 
-std::vector<TensorSpec> opt_tensor_specs(const OptConfig& config) {
+namespace {
+
+// LlamaForCausalLM's tensors without the "model." prefix: the embedding, each layer, the final
+// norm, and lm_head unless it is tied.
+std::vector<TensorSpec> llama_tensor_specs(const ModelConfig& config) {
+  const std::int64_t hidden = config.hidden_size;
+  const std::int64_t ffn = config.ffn_dim;
+  const std::int64_t kv = config.kv_dim();
+  std::vector<TensorSpec> specs;
+  const auto add = [&specs](std::string name, std::vector<std::int64_t> shape) {
+    specs.push_back(TensorSpec{std::move(name), std::move(shape)});
+  };
+  add("embed_tokens.weight", {config.vocab_size, hidden});
+  add("norm.weight", {hidden});
+  if (!config.tie_word_embeddings) add(std::string(kTiedLmHeadName), {config.vocab_size, hidden});
+  for (int layer = 0; layer < config.num_layers; ++layer) {
+    const std::string prefix = fmt::format("layers.{}.", layer);
+    add(prefix + "input_layernorm.weight", {hidden});
+    const std::pair<const char*, std::int64_t> projections[] = {
+        {"q_proj", hidden}, {"k_proj", kv}, {"v_proj", kv}};
+    for (const auto& [name, rows] : projections) {
+      add(prefix + "self_attn." + name + ".weight", {rows, hidden});
+      if (config.qkv_bias) add(prefix + "self_attn." + name + ".bias", {rows});
+    }
+    add(prefix + "self_attn.o_proj.weight", {hidden, hidden});
+    if (config.out_bias) add(prefix + "self_attn.o_proj.bias", {hidden});
+    add(prefix + "post_attention_layernorm.weight", {hidden});
+    for (const char* name : {"gate_proj", "up_proj"}) {
+      add(prefix + "mlp." + name + ".weight", {ffn, hidden});
+      if (config.out_bias) add(prefix + "mlp." + name + ".bias", {ffn});
+    }
+    add(prefix + "mlp.down_proj.weight", {hidden, ffn});
+    if (config.out_bias) add(prefix + "mlp.down_proj.bias", {hidden});
+  }
+  return specs;
+}
+
+}  // namespace
+
+std::vector<TensorSpec> model_tensor_specs(const ModelConfig& config) {
+  if (config.family == ModelFamily::llama) return llama_tensor_specs(config);
   const std::int64_t hidden = config.hidden_size;
   const std::int64_t ffn = config.ffn_dim;
   const std::int64_t proj = config.word_embed_proj_dim;

@@ -1,5 +1,5 @@
-// opt_tensor_specs: the Hugging Face names and shapes for each config variant.
-#include "engine/model/opt_tensors.h"
+// model_tensor_specs: the Hugging Face names and shapes for each config variant.
+#include "engine/model/model_tensors.h"
 
 #include <gtest/gtest.h>
 
@@ -8,9 +8,9 @@
 namespace offgen {
 namespace {
 
-std::map<std::string, std::vector<std::int64_t>> spec_map(const OptConfig& config) {
+std::map<std::string, std::vector<std::int64_t>> spec_map(const ModelConfig& config) {
   std::map<std::string, std::vector<std::int64_t>> out;
-  for (const TensorSpec& spec : opt_tensor_specs(config)) {
+  for (const TensorSpec& spec : model_tensor_specs(config)) {
     EXPECT_TRUE(out.emplace(spec.name, spec.shape).second) << "duplicate " << spec.name;
   }
   return out;
@@ -19,7 +19,7 @@ std::map<std::string, std::vector<std::int64_t>> spec_map(const OptConfig& confi
 using Shape = std::vector<std::int64_t>;
 
 TEST(OptTensors, PreLnModel) {
-  const OptConfig config = *OptConfig::from_name("opt-125m");
+  const ModelConfig config = *ModelConfig::from_name("opt-125m");
   const auto specs = spec_map(config);
   EXPECT_EQ(specs.size(), 4u + 12u * 16u);  // embed, positions, final LN w/b; 16 per layer
   EXPECT_EQ(specs.at("decoder.embed_tokens.weight"), (Shape{50272, 768}));
@@ -43,7 +43,7 @@ TEST(OptTensors, PreLnModel) {
 }
 
 TEST(OptTensors, PostLnModelWithProjections) {
-  const auto specs = spec_map(*OptConfig::from_name("opt-350m"));
+  const auto specs = spec_map(*ModelConfig::from_name("opt-350m"));
   EXPECT_EQ(specs.at("decoder.embed_tokens.weight"), (Shape{50272, 512}));
   EXPECT_EQ(specs.at("decoder.embed_positions.weight"), (Shape{2050, 1024}));
   EXPECT_EQ(specs.at("decoder.project_in.weight"), (Shape{1024, 512}));
@@ -54,14 +54,14 @@ TEST(OptTensors, PostLnModelWithProjections) {
 }
 
 TEST(OptTensors, NoBiasNoAffineNoFinalNorm) {
-  OptConfig config = *OptConfig::from_name("opt-125m");
+  ModelConfig config = *ModelConfig::from_name("opt-125m");
   config.enable_bias = false;
   config.layer_norm_elementwise_affine = false;
   for (const auto& [name, shape] : spec_map(config)) {
     EXPECT_FALSE(name.ends_with(".bias")) << name;
     EXPECT_EQ(name.find("layer_norm"), std::string::npos) << name;
   }
-  config = *OptConfig::from_name("opt-125m");
+  config = *ModelConfig::from_name("opt-125m");
   config.remove_final_layer_norm = true;
   EXPECT_FALSE(spec_map(config).contains("decoder.final_layer_norm.weight"));
 }
