@@ -63,9 +63,9 @@ class OffloadedKv {
   // nothing if already started). Call for task i + 1 before enqueuing task i's compute.
   void prefetch(const BlockTask& task);
   // Decode with gpu attention, on compute, after the qkv projection: appends the new rows
-  // (qkv [offloaded, (H + 2·KV)·D], write_slot [offloaded, KV heads]) to the staged cache, queues their copy
-  // back to the host cache, and runs decode attention over the staged cache (args: the offloaded
-  // sequences' pointers; its caches are filled in here).
+  // (qkv [offloaded, (H + 2·KV)·D], write_slot [offloaded, KV heads]) to the staged cache, queues
+  // their copy back to the host cache, and runs decode attention over the staged cache (args: the
+  // offloaded sequences' pointers; its caches are filled in here).
   void decode_gpu(const BlockTask& task, const std::int32_t* write_slot,
                   kernels::DecodeAttentionArgs args);
 

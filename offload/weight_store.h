@@ -20,8 +20,8 @@
 
 #include "engine/core/compression.h"
 #include "engine/device/device.h"
-#include "engine/model/model_weights.h"
 #include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
 #include "engine/model/weight_blocks.h"
 #include "engine/model/weight_source.h"
 #include "kernels/ops.h"

@@ -136,8 +136,9 @@ MemoryLayout block_kv_cache_own_layout(const ModelConfig& config, const KvCacheS
   std::uint64_t key_sums = 0;
   for (const GpuBatch& g : shape.gpu_batches) {
     if (!shape.keeps_attention_scores) break;
-    key_sums = std::max(key_sums, kernels::prefill_key_sum_scratch_bytes(
-                                      g.size, config.num_heads, config.kv_heads(), shape.max_prompt));
+    key_sums =
+        std::max(key_sums, kernels::prefill_key_sum_scratch_bytes(
+                               g.size, config.num_heads, config.kv_heads(), shape.max_prompt));
   }
   layout.add("prefill key sum scratch", Tier::gpu, key_sums);
   return layout;

@@ -157,8 +157,8 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
   return MachineProfile::load(file);
 }
 
-PlanRequest plan_request(const EngineOptions& engine, const ModelConfig& model, const Device& device,
-                         int prompt_len, int gen_len, int total_len) {
+PlanRequest plan_request(const EngineOptions& engine, const ModelConfig& model,
+                         const Device& device, int prompt_len, int gen_len, int total_len) {
   PlanRequest request;
   request.prompt_len = prompt_len;
   request.gen_len = gen_len;

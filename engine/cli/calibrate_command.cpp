@@ -37,7 +37,8 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& options) {
 
 int run_calibrate(const CalibrateOptions& options) {
   // Only the shapes matter here, so a bare config name is as good as dummy:NAME.
-  const ModelConfig model = resolve_model_name(options.model, BareConfigName::dummy_weights).config();
+  const ModelConfig model =
+      resolve_model_name(options.model, BareConfigName::dummy_weights).config();
   CalibrationOptions settings;
   settings.copy_bytes = parse_bytes(options.copy_size);
   settings.repeats = options.repeats;

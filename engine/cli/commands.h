@@ -130,8 +130,8 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
 // total_len tokens per sequence for a --kv-budget fraction) under the device's budgets and the
 // engine options' policy and disk, for `model` (its layers: pyramidkv's caches are sized by its
 // largest layer budget).
-PlanRequest plan_request(const EngineOptions& engine, const ModelConfig& model, const Device& device,
-                         int prompt_len, int gen_len, int total_len);
+PlanRequest plan_request(const EngineOptions& engine, const ModelConfig& model,
+                         const Device& device, int prompt_len, int gen_len, int total_len);
 
 // What an automatically planned run looks like: the longest prompt and generation, and how many
 // sequences there are (generate, score) or the block every run has (bench).

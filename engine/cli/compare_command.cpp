@@ -74,8 +74,7 @@ std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options,
       problem = "the line has neither a 'text' string nor 'token_ids'";
     }
     OFFGEN_CHECK(problem.empty(), "--eval {} line {}: {}", options.eval, line.line_number, problem);
-    if (const std::size_t before =
-            truncate_tokens(request.tokens, config.max_positions())) {
+    if (const std::size_t before = truncate_tokens(request.tokens, config.max_positions())) {
       spdlog::info("--eval line {}: {} tokens, cut to the model's {} positions", line.line_number,
                    before, config.max_positions());
     }

@@ -28,8 +28,9 @@ std::string read_token_ids(const nlohmann::ordered_json& line, const std::string
 }
 
 std::string read_text(const nlohmann::ordered_json& line, const std::string& key,
-                      std::string_view ids_key, const ModelConfig& config, const Tokenizer* tokenizer,
-                      std::string_view model, std::vector<std::int32_t>& out) {
+                      std::string_view ids_key, const ModelConfig& config,
+                      const Tokenizer* tokenizer, std::string_view model,
+                      std::vector<std::int32_t>& out) {
   if (!line[key].is_string()) return fmt::format("'{}' must be a string", key);
   if (tokenizer == nullptr) {
     return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give '{}'", model,

@@ -1,4 +1,5 @@
-// A Hugging Face checkpoint directory (OPT or the LLaMA family): config.json plus the weights in the first of
+// A Hugging Face checkpoint directory (OPT or the LLaMA family): config.json plus the weights in
+// the first of
 //   model.safetensors, model.safetensors.index.json (+ the shards it names),
 //   pytorch_model.bin, pytorch_model.bin.index.json (+ the shards it names)
 // that the directory holds (safetensors first, as transformers prefers them). .bin files are

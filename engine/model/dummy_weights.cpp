@@ -99,8 +99,8 @@ void DummyWeights::read_f16(const std::string& name, std::span<const std::int64_
 }
 
 std::string DummyWeights::describe() const {
-  return fmt::format("{} (dummy weights, seed {})", config_.name.empty() ? config_.model_type : config_.name,
-                     seed_);
+  return fmt::format("{} (dummy weights, seed {})",
+                     config_.name.empty() ? config_.model_type : config_.name, seed_);
 }
 
 }  // namespace offgen

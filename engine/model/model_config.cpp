@@ -7,8 +7,8 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
-#include <numbers>
 #include <nlohmann/json.hpp>
+#include <numbers>
 #include <sstream>
 
 #include "engine/core/error.h"
@@ -376,13 +376,12 @@ constexpr KnownLlama kKnownLlamas[] = {
     {"tinyllama-1.1b", "llama", 22, 2048, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 1, 2, false,
      0},
     {"llama-2-7b", "llama", 32, 4096, 32, 32, 11008, 32000, 4096, 10000.0f, 1e-5f, 1, 2, false, 0},
-    {"llama-2-13b", "llama", 40, 5120, 40, 40, 13824, 32000, 4096, 10000.0f, 1e-5f, 1, 2, false,
-     0},
+    {"llama-2-13b", "llama", 40, 5120, 40, 40, 13824, 32000, 4096, 10000.0f, 1e-5f, 1, 2, false, 0},
     {"llama-2-70b", "llama", 80, 8192, 64, 8, 28672, 32000, 4096, 10000.0f, 1e-5f, 1, 2, false, 0},
     {"llama-3-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 8192, 500000.0f, 1e-5f, 128000, 128001,
      false, 0},
-    {"llama-3-70b", "llama", 80, 8192, 64, 8, 28672, 128256, 8192, 500000.0f, 1e-5f, 128000,
-     128001, false, 0},
+    {"llama-3-70b", "llama", 80, 8192, 64, 8, 28672, 128256, 8192, 500000.0f, 1e-5f, 128000, 128001,
+     false, 0},
     {"mistral-7b", "mistral", 32, 4096, 32, 8, 14336, 32000, 32768, 10000.0f, 1e-5f, 1, 2, false,
      4096},
     {"qwen2-7b", "qwen2", 28, 3584, 28, 4, 18944, 152064, 32768, 1000000.0f, 1e-6f, 151643, 151643,

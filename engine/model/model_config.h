@@ -27,8 +27,8 @@ struct RopeScaling {
   enum class Kind { none, linear, llama3 };
   Kind kind = Kind::none;
   float factor = 1.0f;
-  float low_freq_factor = 1.0f;   // llama3
-  float high_freq_factor = 4.0f;  // llama3
+  float low_freq_factor = 1.0f;                 // llama3
+  float high_freq_factor = 4.0f;                // llama3
   int original_max_position_embeddings = 8192;  // llama3
 };
 
@@ -53,11 +53,11 @@ struct ModelConfig {
   int eos_token_id = 2;
   std::vector<int> more_eos_token_ids;  // LLaMA 3.1 lists several; generation stops at any
   int pad_token_id = 1;
-  float layer_norm_eps = 1e-5f;  // LayerNorm's eps, or llama's rms_norm_eps
-  int position_offset = 2;       // OPT's learned positions are offset by 2 (llama: 0)
+  float layer_norm_eps = 1e-5f;     // LayerNorm's eps, or llama's rms_norm_eps
+  int position_offset = 2;          // OPT's learned positions are offset by 2 (llama: 0)
   bool tie_word_embeddings = true;  // the LM head is the token embedding (else lm_head.weight)
-  bool qkv_bias = true;   // q / k / v projections have biases (opt: enable_bias; qwen2: always)
-  bool out_bias = true;   // o_proj / out_proj and the MLP have biases (opt: enable_bias)
+  bool qkv_bias = true;  // q / k / v projections have biases (opt: enable_bias; qwen2: always)
+  bool out_bias = true;  // o_proj / out_proj and the MLP have biases (opt: enable_bias)
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
   int sliding_window = 0;  // Mistral's attention window; 0 = none. Longer sequences are refused.
@@ -70,9 +70,8 @@ struct ModelConfig {
                               : max_position_embeddings;
   }
   bool is_eos(int token) const {
-    return token == eos_token_id ||
-           std::find(more_eos_token_ids.begin(), more_eos_token_ids.end(), token) !=
-               more_eos_token_ids.end();
+    return token == eos_token_id || std::find(more_eos_token_ids.begin(), more_eos_token_ids.end(),
+                                              token) != more_eos_token_ids.end();
   }
   int kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
   // Width of the fused q / k / v projection's output: q heads, then k heads, then v heads.
@@ -97,7 +96,8 @@ struct ModelConfig {
   // Throws offgen::Error if fields are missing, non-positive or inconsistent (hidden % heads, ...).
   void validate() const;
 
-  // Reads config.json (model_type opt, llama, mistral or qwen2); throws offgen::Error naming the file and the field on any problem.
+  // Reads config.json (model_type opt, llama, mistral or qwen2); throws offgen::Error naming the
+  // file and the field on any problem.
   static ModelConfig from_json_file(const std::filesystem::path& path);
   // Parses config.json text; `source` names it in error messages.
   static ModelConfig from_json_text(std::string_view text, std::string_view source);

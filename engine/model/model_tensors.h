@@ -20,8 +20,8 @@ struct TensorSpec {
 };
 
 // Every tensor a valid model of this config has (LLaMA family: embedding, final norm, lm_head, then
-// each layer). OPT: every tensor a valid OPT of this config has, in a fixed order: embeddings, projections, final
-// layer norm, then each layer. Biases only when enable_bias; LN params only when
+// each layer). OPT: every tensor a valid OPT of this config has, in a fixed order: embeddings,
+// projections, final layer norm, then each layer. Biases only when enable_bias; LN params only when
 // elementwise_affine.
 std::vector<TensorSpec> model_tensor_specs(const ModelConfig& config);
 

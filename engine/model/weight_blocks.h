@@ -1,8 +1,8 @@
 // How a model's weights lie in device memory: the globals (embeddings, positions, projections,
-// final norm, an untied LM head) as one contiguous block and each decoder layer as another, tensors back to back,
-// each 128-element aligned so vector loads never straddle tensors, q / k / v fused into one
-// matrix. A block's binders name the slots of ModelWeights its tensors go to; once the block is on
-// the device, binding publishes the tensors' pointers there.
+// final norm, an untied LM head) as one contiguous block and each decoder layer as another, tensors
+// back to back, each 128-element aligned so vector loads never straddle tensors, q / k / v fused
+// into one matrix. A block's binders name the slots of ModelWeights its tensors go to; once the
+// block is on the device, binding publishes the tensors' pointers there.
 #pragma once
 
 #include <cstddef>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "engine/core/half.h"
-#include "engine/model/model_weights.h"
 #include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
 
 namespace offgen {
 

@@ -1,7 +1,7 @@
-// Runs one block of sequences through the model's forward pass: a prefill of the left-padded prompts,
-// then decode steps of one token per sequence over the KV cache. It owns the block's KV cache
-// (block_kv_cache.h), its hidden states and activation scratch, and the output head, and issues
-// every op through `Ops` on the compute stream; the host waits only when it reads an output.
+// Runs one block of sequences through the model's forward pass: a prefill of the left-padded
+// prompts, then decode steps of one token per sequence over the KV cache. It owns the block's KV
+// cache (block_kv_cache.h), its hidden states and activation scratch, and the output head, and
+// issues every op through `Ops` on the compute stream; the host waits only when it reads an output.
 //
 // The block schedule (design section 6): the block runs as GPU batches (block_shape.h); a pass
 // runs its BlockTasks (block_task.h) layer by layer, GPU batch by GPU batch, so each layer's
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "engine/device/device.h"
-#include "engine/model/model_weights.h"
 #include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
 #include "engine/runtime/block_kv_cache.h"
 #include "engine/runtime/step_staging.h"
 #include "kernels/ops.h"

@@ -278,9 +278,9 @@ std::string Engine::check(const GenerationRequest& request) const {
   const std::int64_t positions =
       static_cast<std::int64_t>(request.prompt.size()) + request.max_tokens - 1;
   if (positions > config_.max_positions()) {
-    return fmt::format("prompt ({} tokens) + max_tokens ({}) - 1 exceeds the model's {} positions{}",
-                       request.prompt.size(), request.max_tokens, config_.max_positions(),
-                       window_note(config_));
+    return fmt::format(
+        "prompt ({} tokens) + max_tokens ({}) - 1 exceeds the model's {} positions{}",
+        request.prompt.size(), request.max_tokens, config_.max_positions(), window_note(config_));
   }
   try {
     validate(request.sampling);

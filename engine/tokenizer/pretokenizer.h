@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-struct pcre2_real_code_8;  // pcre2_code from <pcre2.h>, kept out of this header
+#include "engine/tokenizer/pcre2_regex.h"
 
 namespace offgen {
 
@@ -16,9 +16,6 @@ class Pretokenizer {
   // Compiles the pattern, JIT-compiled when `use_jit` and PCRE2 supports it (tests turn it off to
   // check the interpreter gives the same pieces). Throws offgen::Error on failure.
   explicit Pretokenizer(bool use_jit = true);
-  ~Pretokenizer();
-  Pretokenizer(const Pretokenizer&) = delete;
-  Pretokenizer& operator=(const Pretokenizer&) = delete;
 
   // Calls `emit` with each piece of `text`, in order; pieces are non-empty and concatenate to
   // `text`. Valid UTF-8 splits exactly as HF does. Invalid UTF-8 (which HF's str-only API never
@@ -28,13 +25,13 @@ class Pretokenizer {
   void split(std::string_view text, const std::function<void(std::string_view)>& emit) const;
   std::vector<std::string> split(std::string_view text) const;
 
-  bool jit() const { return jit_; }
+  bool jit() const { return regex_.jit(); }
 
- private:
+  // Calls `emit` with each piece of `text`, which must be valid UTF-8 (unchecked).
   void split_valid(std::string_view text, const std::function<void(std::string_view)>& emit) const;
 
-  pcre2_real_code_8* code_ = nullptr;
-  bool jit_ = false;
+ private:
+  Pcre2Regex regex_;
 };
 
 }  // namespace offgen

@@ -31,8 +31,8 @@ cli::JsonlLine line_of(const std::string& text, std::size_t index = 0) {
 class BatchFormat : public ::testing::Test {
  protected:
   BatchFormat()
-      : config_(
-            ModelConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json")),
+      : config_(ModelConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" /
+                                            "config.json")),
         tokenizer_(Tokenizer::load(test::data_dir() / "golden" / "tiny-preln")) {
     defaults_.max_tokens = 7;
     defaults_.sampling.temperature = 0.0f;

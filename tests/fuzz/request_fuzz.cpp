@@ -23,8 +23,8 @@
 namespace {
 
 struct Fixture {
-  offgen::ModelConfig config = offgen::ModelConfig::from_json_file(offgen::fuzz::data_dir() / "golden" /
-                                                               "tiny-preln" / "config.json");
+  offgen::ModelConfig config = offgen::ModelConfig::from_json_file(
+      offgen::fuzz::data_dir() / "golden" / "tiny-preln" / "config.json");
   std::unique_ptr<offgen::Tokenizer> tokenizer =
       offgen::Tokenizer::load(offgen::fuzz::data_dir() / "tokenizer");
   offgen::cli::GenerateDefaults defaults;

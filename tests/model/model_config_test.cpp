@@ -142,12 +142,12 @@ TEST(ModelConfig, OptionalFieldsTakeTransformersDefaults) {
 TEST(ModelConfig, ReadsOptionalFlags) {
   const ModelConfig c =
       ModelConfig::from_json_text(edited_125m({{"enable_bias", false},
-                                             {"layer_norm_elementwise_affine", false},
-                                             {"_remove_final_layer_norm", true},
-                                             {"bos_token_id", 0},
-                                             {"eos_token_id", 5},
-                                             {"pad_token_id", 7}}),
-                                "config.json");
+                                               {"layer_norm_elementwise_affine", false},
+                                               {"_remove_final_layer_norm", true},
+                                               {"bos_token_id", 0},
+                                               {"eos_token_id", 5},
+                                               {"pad_token_id", 7}}),
+                                  "config.json");
   EXPECT_FALSE(c.enable_bias);
   EXPECT_FALSE(c.layer_norm_elementwise_affine);
   EXPECT_TRUE(c.remove_final_layer_norm);
@@ -345,7 +345,9 @@ TEST(ModelConfig, BuiltInTableMatchesTheReleasedModels) {
   // The OPT sizes first, then the LLaMA family's (llama_config_test.cpp).
   const std::vector<std::string> known = ModelConfig::known_names();
   ASSERT_GE(known.size(), names.size());
-  EXPECT_EQ(std::vector<std::string>(known.begin(), known.begin() + static_cast<std::ptrdiff_t>(names.size())), names);
+  EXPECT_EQ(std::vector<std::string>(known.begin(),
+                                     known.begin() + static_cast<std::ptrdiff_t>(names.size())),
+            names);
 }
 
 // Exact counts, worked out by hand from the HF module shapes (embeddings + (max_pos+2) positions

@@ -41,8 +41,8 @@ class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernel
   // The fixture holding the expected values: a -bin directory's safetensors twin.
   nlohmann::json expected() const {
     std::string model = name();
-    const bool has_own = std::filesystem::exists(test::data_dir() / "golden" / model /
-                                                 "expected.json");
+    const bool has_own =
+        std::filesystem::exists(test::data_dir() / "golden" / model / "expected.json");
     if (model.ends_with("-bin") && !has_own) model.resize(model.size() - 4);
     return test::golden_expected(model);
   }
@@ -128,8 +128,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("tiny-preln", "tiny-postln-proj", "tiny-bf16-noprefix",
                                          "tiny-preln-bin", "tiny-postln-proj-bin",
                                          "tiny-bf16-noprefix-bin", "tiny-llama-gqa",
-                                         "tiny-llama3-tied", "tiny-qwen2-mqa",
-                                         "tiny-mistral-bin"),
+                                         "tiny-llama3-tied", "tiny-qwen2-mqa", "tiny-mistral-bin"),
                        ::testing::Values(CpuKernelSet::optimized, CpuKernelSet::reference)),
     [](const auto& param_info) {
       std::string name = std::get<0>(param_info.param);
