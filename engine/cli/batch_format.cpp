@@ -147,7 +147,7 @@ std::string visible_text(const Tokenizer& tokenizer, const ModelConfig& c,
                          const std::vector<std::int32_t>& tokens) {
   std::vector<std::int32_t> visible;
   for (std::int32_t t : tokens) {
-    if (t != c.eos_token_id && t != c.bos_token_id && t != c.pad_token_id) visible.push_back(t);
+    if (!c.is_eos(t) && t != c.bos_token_id && t != c.pad_token_id) visible.push_back(t);
   }
   return tokenizer.decode(visible);
 }

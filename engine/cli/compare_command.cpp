@@ -41,7 +41,10 @@ fs::path plot_script() {
 // --tokenizer, else the model directory's own; empty when there is neither.
 fs::path tokenizer_folder(const CompareCommandOptions& options, const std::string& model) {
   fs::path dir = options.common.tokenizer;
-  if (dir.empty() && fs::exists(fs::path(model) / "vocab.json")) dir = model;
+  if (dir.empty() && (fs::exists(fs::path(model) / "vocab.json") ||
+                      fs::exists(fs::path(model) / "tokenizer.json"))) {
+    dir = model;
+  }
   return dir;
 }
 
@@ -63,11 +66,11 @@ std::vector<ScoreRequest> read_eval(const CompareCommandOptions& options,
       if (!tokenizer) {
         OFFGEN_CHECK(!tokenizer_dir.empty(),
                      "--eval {} line {}: a text needs a tokenizer (--tokenizer DIR, or a model "
-                     "directory with vocab.json)",
+                     "directory with vocab.json or tokenizer.json)",
                      options.eval, line.line_number);
         tokenizer = Tokenizer::load(tokenizer_dir);
       }
-      request.tokens.push_back(config.bos_token_id);
+      request.tokens = prompt_prefix(config, *tokenizer);
       const auto ids = tokenizer->encode(line.value["text"].get_ref<const std::string&>());
       request.tokens.insert(request.tokens.end(), ids.begin(), ids.end());
     } else {

@@ -36,10 +36,17 @@ std::string read_text(const nlohmann::ordered_json& line, const std::string& key
     return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give '{}'", model,
                        ids_key);
   }
-  out.push_back(config.bos_token_id);  // OPT prepends </s> as BOS
+  const std::vector<std::int32_t> prefix = prompt_prefix(config, *tokenizer);
+  out.insert(out.end(), prefix.begin(), prefix.end());
   const auto ids = tokenizer->encode(line[key].get_ref<const std::string&>());
   out.insert(out.end(), ids.begin(), ids.end());
   return {};
+}
+
+std::vector<std::int32_t> prompt_prefix(const ModelConfig& config, const Tokenizer& tokenizer) {
+  // tokenizer.json says what goes first (LLaMA: its BOS; Qwen2: nothing); OPT's vocab.json does
+  // not, and OPT prepends </s> as BOS.
+  return tokenizer.prompt_prefix().value_or(std::vector<std::int32_t>{config.bos_token_id});
 }
 
 std::size_t truncate_tokens(std::vector<std::int32_t>& tokens, int limit) {
@@ -52,9 +59,11 @@ std::size_t truncate_tokens(std::vector<std::int32_t>& tokens, int limit) {
 std::unique_ptr<Tokenizer> load_tokenizer(const EngineOptions& options) {
   namespace fs = std::filesystem;
   fs::path dir = options.tokenizer;
-  // As the engine finds it: --tokenizer, else a checkpoint directory with vocab.json.
+  // As the engine finds it: --tokenizer, else a checkpoint directory with vocab.json or
+  // tokenizer.json.
   if (dir.empty() && fs::is_directory(options.model) &&
-      fs::exists(fs::path(options.model) / "vocab.json")) {
+      (fs::exists(fs::path(options.model) / "vocab.json") ||
+       fs::exists(fs::path(options.model) / "tokenizer.json"))) {
     dir = options.model;
   }
   return dir.empty() ? nullptr : Tokenizer::load(dir);

@@ -30,6 +30,10 @@ std::string read_text(const nlohmann::ordered_json& line, const std::string& key
 // Cuts `tokens` to their first `limit` (BOS included) when there are more; returns how many there
 // were before, or 0 when nothing was cut. `score --truncate` and compare's --eval texts (at the
 // model's positions) cut by this one rule.
+// The ids every text prompt starts with: the tokenizer.json template's (or tokenizer_config.json's
+// add_bos_token), else the model's BOS, as OPT prepends it.
+std::vector<std::int32_t> prompt_prefix(const ModelConfig& config, const Tokenizer& tokenizer);
+
 std::size_t truncate_tokens(std::vector<std::int32_t>& tokens, int limit);
 
 // The tokenizer a run of these options uses (--tokenizer, else the checkpoint directory's
