@@ -24,20 +24,26 @@ namespace {
 struct RandomPlan {
   Placement placement{4, {}, {}};  // GPU batches of 4
   PolicyKind policy = PolicyKind::full;
+  // An OPT checkpoint, or a LLaMA one: grouped-query attention (2 KV heads of 4), rotary keys
+  // cached after rotation, an untied head.
+  std::string model = "tiny-preln";
 
   std::string describe() const {
-    return fmt::format("{}, policy {}", placement.describe(), policy_name(policy));
+    return fmt::format("{}, {}, policy {}", model, placement.describe(), policy_name(policy));
   }
 };
 
+constexpr const char* kModels[] = {"tiny-preln", "tiny-llama-gqa"};
+
 EngineOptions tiny(const RandomPlan& plan) {
   EngineOptions options;
-  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.model = (test::data_dir() / "golden" / plan.model).string();
   options.device = DeviceChoice::cpu;
   options.placement = plan.placement;
   options.policy.kind = plan.policy;
   options.kv_budget = plan.policy == PolicyKind::full ? KvBudget{} : KvBudget::tokens(6);
   options.policy.sinks = 2;
+  options.policy.observation_window = 2;  // snapkv: below the budget
   return options;
 }
 
@@ -46,6 +52,7 @@ EngineOptions resident_block(const RandomPlan& plan) {
   RandomPlan resident;
   resident.placement.gpu_batch = plan.placement.block_size();
   resident.policy = plan.policy;
+  resident.model = plan.model;
   return tiny(resident);
 }
 
@@ -102,8 +109,9 @@ TEST(BlockSchedule, RandomPlansGiveExactlyTheResidentRunsOutputs) {
                                  PolicyKind::streaming};
   const double kv_shares[] = {0.0, 0.34, 0.5, 1.0};
   const double weight_shares[] = {1.0, 0.5, 0.0};
-  for (int trial = 0; trial < 16; ++trial) {
+  for (int trial = 0; trial < 24; ++trial) {
     RandomPlan plan;
+    plan.model = kModels[trial % 3 == 2 ? 1 : 0];
     plan.placement.gpu_batch = 1 + static_cast<int>(rng() % 3);
     plan.placement.block.num_gpu_batches = 1 + static_cast<int>(rng() % 3);
     plan.placement.block.kv_gpu_fraction = kv_shares[rng() % 4];
@@ -119,18 +127,21 @@ TEST(BlockSchedule, RandomPlansGiveExactlyTheResidentRunsOutputs) {
 }
 
 TEST(BlockSchedule, EveryPolicyWithAllKvOnTheHostAttendedOnEitherSide) {
-  for (PolicyKind policy :
-       {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming}) {
-    for (bool cpu_attention : {false, true}) {
-      RandomPlan plan;
-      plan.placement.gpu_batch = 2;
-      plan.placement.block.num_gpu_batches = 2;
-      plan.placement.block.kv_gpu_fraction = 0.0;
-      plan.placement.block.cpu_attention = cpu_attention;
-      plan.policy = policy;
-      Engine offloaded(tiny(plan));
-      Engine resident(resident_block(plan));
-      expect_same_outputs(offloaded, resident, plan.describe());
+  for (const char* model : kModels) {
+    for (PolicyKind policy : {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
+                              PolicyKind::streaming, PolicyKind::tova, PolicyKind::snapkv}) {
+      for (bool cpu_attention : {false, true}) {
+        RandomPlan plan;
+        plan.model = model;
+        plan.placement.gpu_batch = 2;
+        plan.placement.block.num_gpu_batches = 2;
+        plan.placement.block.kv_gpu_fraction = 0.0;
+        plan.placement.block.cpu_attention = cpu_attention;
+        plan.policy = policy;
+        Engine offloaded(tiny(plan));
+        Engine resident(resident_block(plan));
+        expect_same_outputs(offloaded, resident, plan.describe());
+      }
     }
   }
 }
@@ -142,51 +153,54 @@ struct Taken {
 };
 
 TEST(BlockSchedule, MemoryEqualsWhatThePlanArithmeticSays) {
-  for (bool cpu_attention : {false, true}) {
-    for (PolicyKind policy : {PolicyKind::full, PolicyKind::h2o}) {
-      RandomPlan plan;
-      plan.placement.gpu_batch = 3;
-      plan.placement.block.num_gpu_batches = 2;
-      plan.placement.block.kv_gpu_fraction =
-          0.34;  // one of each GPU batch's three sequences stays on the gpu tier
-      plan.placement.block.cpu_attention = cpu_attention;
-      plan.policy = policy;
-      Engine engine(tiny(plan));
-      const int batch = 6, prompt = 12, new_tokens = 5;
-      const std::uint64_t gpu_before = engine.device().usage(Tier::gpu).used;
-      const std::uint64_t pinned_before = engine.device().usage(Tier::pinned).used;
-      auto runner = engine.make_runner(batch, prompt, new_tokens);
-      const Taken taken{engine.device().usage(Tier::gpu).used - gpu_before,
-                        engine.device().usage(Tier::pinned).used - pinned_before};
+  for (const char* model : kModels) {
+    for (bool cpu_attention : {false, true}) {
+      for (PolicyKind policy : {PolicyKind::full, PolicyKind::h2o}) {
+        RandomPlan plan;
+        plan.model = model;
+        plan.placement.gpu_batch = 3;
+        plan.placement.block.num_gpu_batches = 2;
+        plan.placement.block.kv_gpu_fraction =
+            0.34;  // one of each GPU batch's three sequences stays on the gpu tier
+        plan.placement.block.cpu_attention = cpu_attention;
+        plan.policy = policy;
+        Engine engine(tiny(plan));
+        const int batch = 6, prompt = 12, new_tokens = 5;
+        const std::uint64_t gpu_before = engine.device().usage(Tier::gpu).used;
+        const std::uint64_t pinned_before = engine.device().usage(Tier::pinned).used;
+        auto runner = engine.make_runner(batch, prompt, new_tokens);
+        const Taken taken{engine.device().usage(Tier::gpu).used - gpu_before,
+                          engine.device().usage(Tier::pinned).used - pinned_before};
 
-      const KvFootprint kv = engine.kv_footprint(prompt, new_tokens);
-      const int capacity = engine.kv_capacity(prompt, new_tokens);
-      const bool keeps_scores = policy == PolicyKind::h2o;
-      const MemoryLayout off =
-          offloaded_kv_layout(engine.config(), {2, 2}, capacity, keeps_scores, cpu_attention);
-      SCOPED_TRACE(plan.describe());
-      EXPECT_EQ(runner->kv_host_bytes(), 4 * kv.cache_bytes);
-      EXPECT_EQ(runner->kv_bytes(), 6 * kv.cache_bytes);
-      RunnerShape shape;
-      shape.block = batch;
-      shape.max_prompt = prompt;
-      shape.kv_capacity = capacity;
-      shape.keeps_attention_scores = keeps_scores;
-      shape.placement = engine.placement().block;
-      const MemoryLayout layout = runner_layout(engine.config(), shape);
-      // The KV of the 2 resident sequences and everyone's policy state, the offloaded KV's
-      // staging, and the runner's own buffers.
-      EXPECT_EQ(layout.bytes(Tier::gpu),
-                runner_own_layout(engine.config(), shape).bytes(Tier::gpu) +
-                    block_kv_cache_own_layout(
-                        engine.config(), {split_block(batch, shape.placement), capacity, prompt,
-                                          keeps_scores, cpu_attention})
-                        .bytes(Tier::gpu) +
-                    6 * kv.policy_state_bytes + off.bytes(Tier::gpu));
-      // The device accounts the bytes asked for (not its 256-byte rounding): exactly equal.
-      EXPECT_EQ(taken.gpu, layout.bytes(Tier::gpu));
-      EXPECT_EQ(taken.pinned, layout.bytes(Tier::pinned));
-      EXPECT_GE(taken.pinned, off.bytes(Tier::pinned));
+        const KvFootprint kv = engine.kv_footprint(prompt, new_tokens);
+        const int capacity = engine.kv_capacity(prompt, new_tokens);
+        const bool keeps_scores = policy == PolicyKind::h2o;
+        const MemoryLayout off =
+            offloaded_kv_layout(engine.config(), {2, 2}, capacity, keeps_scores, cpu_attention);
+        SCOPED_TRACE(plan.describe());
+        EXPECT_EQ(runner->kv_host_bytes(), 4 * kv.cache_bytes);
+        EXPECT_EQ(runner->kv_bytes(), 6 * kv.cache_bytes);
+        RunnerShape shape;
+        shape.block = batch;
+        shape.max_prompt = prompt;
+        shape.kv_capacity = capacity;
+        shape.keeps_attention_scores = keeps_scores;
+        shape.placement = engine.placement().block;
+        const MemoryLayout layout = runner_layout(engine.config(), shape);
+        // The KV of the 2 resident sequences and everyone's policy state, the offloaded KV's
+        // staging, and the runner's own buffers.
+        EXPECT_EQ(layout.bytes(Tier::gpu),
+                  runner_own_layout(engine.config(), shape).bytes(Tier::gpu) +
+                      block_kv_cache_own_layout(
+                          engine.config(), {split_block(batch, shape.placement), capacity, prompt,
+                                            keeps_scores, cpu_attention})
+                          .bytes(Tier::gpu) +
+                      6 * kv.policy_state_bytes + off.bytes(Tier::gpu));
+        // The device accounts the bytes asked for (not its 256-byte rounding): exactly equal.
+        EXPECT_EQ(taken.gpu, layout.bytes(Tier::gpu));
+        EXPECT_EQ(taken.pinned, layout.bytes(Tier::pinned));
+        EXPECT_GE(taken.pinned, off.bytes(Tier::pinned));
+      }
     }
   }
 }

@@ -1,6 +1,10 @@
 // KV eviction policies through the whole engine, on the golden checkpoints.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <tuple>
+
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,9 +19,10 @@ namespace offgen {
 namespace {
 
 std::vector<ScoreResult> score_with(PolicyKind kind, KvBudget budget, int prefill_tokens,
-                                    CpuKernelSet kernels = CpuKernelSet::optimized) {
+                                    CpuKernelSet kernels = CpuKernelSet::optimized,
+                                    const std::string& model = "tiny-preln") {
   EngineOptions options;
-  options.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.model = (test::data_dir() / "golden" / model).string();
   options.device = DeviceChoice::cpu;
   options.cpu_kernels = kernels;
   options.placement.gpu_batch = 4;
@@ -30,11 +35,26 @@ std::vector<ScoreResult> score_with(PolicyKind kind, KvBudget budget, int prefil
   return engine.score(test::golden_score_requests(), prefill_tokens);
 }
 
-class EveryPolicy : public ::testing::TestWithParam<PolicyKind> {};
+// Each policy on an OPT checkpoint and on a LLaMA one (grouped-query attention: the policies keep
+// and score per KV head).
+using PolicyOnModel = std::tuple<PolicyKind, std::string>;
+std::string policy_on_model_name(const ::testing::TestParamInfo<PolicyOnModel>& info) {
+  std::string model = std::get<1>(info.param);
+  std::replace(model.begin(), model.end(), '-', '_');
+  return std::string(policy_name(std::get<0>(info.param))) + "_" + model;
+}
+
+class EveryPolicy : public ::testing::TestWithParam<PolicyOnModel> {
+ protected:
+  PolicyKind policy() const { return std::get<0>(GetParam()); }
+  const std::string& model() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(EveryPolicy, ABudgetAsLongAsTheTextGivesExactlyFullsLogprobs) {
-  const auto full = score_with(PolicyKind::full, KvBudget{}, 3);
-  const auto policy = score_with(GetParam(), KvBudget::tokens(64), 3);  // >= every text's length
+  const auto full = score_with(PolicyKind::full, KvBudget{}, 3, CpuKernelSet::optimized, model());
+  // >= every text's length
+  const auto policy =
+      score_with(this->policy(), KvBudget::tokens(64), 3, CpuKernelSet::optimized, model());
   ASSERT_EQ(full.size(), policy.size());
   for (std::size_t r = 0; r < full.size(); ++r) {
     ASSERT_TRUE(policy[r].error.empty()) << policy[r].error;
@@ -46,13 +66,15 @@ TEST_P(EveryPolicy, ABudgetAsLongAsTheTextGivesExactlyFullsLogprobs) {
 }
 
 // The policies that evict (full keeps everything; the golden tests cover it).
-class EvictingPolicy : public ::testing::TestWithParam<PolicyKind> {};
+using EvictingPolicy = EveryPolicy;
 
 TEST_P(EvictingPolicy, ASmallBudgetChangesLaterTokensOnlyAndStaysFinite) {
   const int budget = 6;
   const int prefill = 3;
-  const auto full = score_with(PolicyKind::full, KvBudget{}, prefill);
-  const auto policy = score_with(GetParam(), KvBudget::tokens(budget), prefill);
+  const auto full =
+      score_with(PolicyKind::full, KvBudget{}, prefill, CpuKernelSet::optimized, model());
+  const auto policy = score_with(this->policy(), KvBudget::tokens(budget), prefill,
+                                 CpuKernelSet::optimized, model());
   bool any_different = false;
   for (std::size_t r = 0; r < full.size(); ++r) {
     const auto& got = policy[r].token_logprobs;
@@ -70,8 +92,10 @@ TEST_P(EvictingPolicy, ASmallBudgetChangesLaterTokensOnlyAndStaysFinite) {
 }
 
 TEST_P(EvictingPolicy, BothKernelSetsAgree) {
-  const auto optimized = score_with(GetParam(), KvBudget::tokens(8), 2, CpuKernelSet::optimized);
-  const auto reference = score_with(GetParam(), KvBudget::tokens(8), 2, CpuKernelSet::reference);
+  const auto optimized =
+      score_with(policy(), KvBudget::tokens(8), 2, CpuKernelSet::optimized, model());
+  const auto reference =
+      score_with(policy(), KvBudget::tokens(8), 2, CpuKernelSet::reference, model());
   for (std::size_t r = 0; r < optimized.size(); ++r) {
     for (std::size_t i = 1; i < optimized[r].token_logprobs.size(); ++i) {
       // Same tolerance as the golden tests: fp16 activations, different summation orders.
@@ -81,20 +105,20 @@ TEST_P(EvictingPolicy, BothKernelSetsAgree) {
   }
 }
 
+const auto kModels = ::testing::Values(std::string("tiny-preln"), std::string("tiny-llama-gqa"));
 INSTANTIATE_TEST_SUITE_P(Policies, EvictingPolicy,
-                         ::testing::Values(PolicyKind::local, PolicyKind::h2o,
-                                           PolicyKind::streaming, PolicyKind::tova,
-                                           PolicyKind::snapkv),
-                         [](const auto& param_info) {
-                           return std::string(policy_name(param_info.param));
-                         });
+                         ::testing::Combine(::testing::Values(PolicyKind::local, PolicyKind::h2o,
+                                                              PolicyKind::streaming,
+                                                              PolicyKind::tova, PolicyKind::snapkv),
+                                            kModels),
+                         policy_on_model_name);
 INSTANTIATE_TEST_SUITE_P(Policies, EveryPolicy,
-                         ::testing::Values(PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
-                                           PolicyKind::streaming, PolicyKind::tova,
-                                           PolicyKind::snapkv),
-                         [](const auto& param_info) {
-                           return std::string(policy_name(param_info.param));
-                         });
+                         ::testing::Combine(::testing::Values(PolicyKind::full, PolicyKind::local,
+                                                              PolicyKind::h2o,
+                                                              PolicyKind::streaming,
+                                                              PolicyKind::tova, PolicyKind::snapkv),
+                                            kModels),
+                         policy_on_model_name);
 
 // pyramidkv's upper layers keep fewer than C tokens, so even a budget as long as the text can
 // change log-probabilities; they stay finite, and both kernel sets agree.

@@ -8,6 +8,7 @@
 #include "engine/runtime/block_runner.h"
 #include "engine/runtime/engine.h"
 #include "policies/kv_budget.h"
+#include "scheduler/kv_cache_layout.h"
 #include "scheduler/kv_footprint.h"
 #include "scheduler/runner_layout.h"
 #include "tests/support/test_support.h"
@@ -24,6 +25,18 @@ EngineOptions tiny_engine(PolicyKind kind, KvBudget budget) {
   options.policy.observation_window = 2;  // snapkv, pyramidkv: below the budgets
   options.kv_budget = budget;
   return options;
+}
+
+// Grouped-query attention stores K and V per KV head: LLaMA-3-8B's 8 KV heads of 128 keep
+// 2 x 32 layers x 8 x 128 fp16 = 128 KiB per token, a quarter of its 32 query heads' worth.
+TEST(KvFootprint, GroupedQueryAttentionStoresPerKvHead) {
+  const ModelConfig llama3 = *ModelConfig::from_name("llama-3-8b");
+  const std::uint64_t per_token = 2 * std::uint64_t{32} * kv_cache_bytes(llama3, 1, 1);
+  EXPECT_EQ(per_token, 128u * 1024u);
+  ModelConfig multi_head = llama3;
+  multi_head.num_kv_heads = 32;
+  EXPECT_EQ(kv_cache_bytes(multi_head, 3, 100), 4 * kv_cache_bytes(llama3, 3, 100));
+  EXPECT_EQ(kv_row_bytes(llama3, Storage::fp16), 128u * 2u);
 }
 
 class FootprintOfEveryPolicy : public ::testing::TestWithParam<PolicyKind> {};
