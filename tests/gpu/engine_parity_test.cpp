@@ -100,7 +100,14 @@ INSTANTIATE_TEST_SUITE_P(
                       ParityCase{"tiny-preln", PolicyKind::streaming, KvBudget::tokens(6)},
                       ParityCase{"tiny-preln", PolicyKind::tova, KvBudget::tokens(6)},
                       ParityCase{"tiny-preln", PolicyKind::snapkv, KvBudget::tokens(6)},
-                      ParityCase{"tiny-preln", PolicyKind::pyramidkv, KvBudget::tokens(6)}),
+                      ParityCase{"tiny-preln", PolicyKind::pyramidkv, KvBudget::tokens(6)},
+                      // The LLaMA family: RMSNorm, rotary, SwiGLU, grouped / multi-query
+                      // attention, and the attention-score policies over KV heads.
+                      ParityCase{"tiny-llama-gqa", PolicyKind::full, KvBudget{}},
+                      ParityCase{"tiny-llama3-tied", PolicyKind::full, KvBudget{}},
+                      ParityCase{"tiny-qwen2-mqa", PolicyKind::full, KvBudget{}},
+                      ParityCase{"tiny-llama-gqa", PolicyKind::h2o, KvBudget::tokens(6)},
+                      ParityCase{"tiny-qwen2-mqa", PolicyKind::snapkv, KvBudget::tokens(6)}),
     [](const auto& param) {
       std::string name =
           std::string(param.param.model) + "_" + std::string(policy_name(param.param.policy));
