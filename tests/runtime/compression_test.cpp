@@ -10,6 +10,8 @@
 // batches) gives the resident run's outputs bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -29,11 +31,14 @@ namespace offgen {
 namespace {
 
 const std::filesystem::path kTiny = test::data_dir() / "golden" / "tiny-preln";
+// A LLaMA checkpoint: grouped q / k / v, fused gate / up, an untied head.
+const std::filesystem::path kTinyLlama = test::data_dir() / "golden" / "tiny-llama-gqa";
 
-// A copy of tiny-preln whose 2-D tensors went through int4 and back (the reference kernels).
-std::filesystem::path write_rounded_checkpoint(const std::filesystem::path& dir) {
+// A copy of `model` whose 2-D tensors went through int4 and back (the reference kernels).
+std::filesystem::path write_rounded_checkpoint(const std::filesystem::path& dir,
+                                               const std::filesystem::path& model = kTiny) {
   std::filesystem::create_directories(dir);
-  const std::unique_ptr<Checkpoint> source = Checkpoint::open(kTiny);
+  const std::unique_ptr<Checkpoint> source = Checkpoint::open(model);
   std::vector<test::SafetensorsEntry> tensors;
   for (const TensorSpec& spec : model_tensor_specs(source->config())) {
     std::vector<Half> values(static_cast<std::size_t>(spec.numel()));
@@ -53,7 +58,7 @@ std::filesystem::path write_rounded_checkpoint(const std::filesystem::path& dir)
   }
   test::write_safetensors(dir / "model.safetensors", tensors);
   for (const char* name : {"config.json", "vocab.json", "merges.txt"}) {
-    std::filesystem::copy_file(kTiny / name, dir / name,
+    std::filesystem::copy_file(model / name, dir / name,
                                std::filesystem::copy_options::overwrite_existing);
   }
   return dir;
@@ -108,16 +113,18 @@ void expect_same(Engine& got, Engine& want, int prefill_tokens, const std::strin
   }
 }
 
-TEST(Int4Weights, RunExactlyAsTheFp16ModelOfTheRoundedCheckpoint) {
+class Int4WeightsOf : public ::testing::TestWithParam<std::filesystem::path> {};
+
+TEST_P(Int4WeightsOf, RunExactlyAsTheFp16ModelOfTheRoundedCheckpoint) {
   const test::TempDir dir;
-  const auto rounded = write_rounded_checkpoint(dir.path() / "rounded");
+  const auto rounded = write_rounded_checkpoint(dir.path() / "rounded", GetParam());
   const WeightPlacement placements[] = {{1.0, 0.0}, {0.4, 0.6}, {0.0, 1.0}, {0.2, 0.3}};
   for (const CpuKernelSet kernels : {CpuKernelSet::optimized, CpuKernelSet::reference}) {
     EngineOptions fp16 = tiny_options(rounded);
     fp16.cpu_kernels = kernels;
     Engine want(fp16);
     for (const WeightPlacement& weights : placements) {
-      EngineOptions int4 = tiny_options(kTiny);
+      EngineOptions int4 = tiny_options(GetParam());
       int4.cpu_kernels = kernels;
       int4.compression.weights = Storage::int4;
       int4.placement.weights = weights;
@@ -132,6 +139,13 @@ TEST(Int4Weights, RunExactlyAsTheFp16ModelOfTheRoundedCheckpoint) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, Int4WeightsOf, ::testing::Values(kTiny, kTinyLlama),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param.filename().string();
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(Int4Weights, KeepAndMoveAboutAThirdOfTheBytes) {
   EngineOptions fp16 = tiny_options(kTiny);
