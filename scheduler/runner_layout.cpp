@@ -26,6 +26,9 @@ MemoryLayout runner_own_layout(const ModelConfig& config, const RunnerShape& sha
   const auto heads = static_cast<std::uint64_t>(config.kv_heads());  // of the cache's slots
   const auto qkv = static_cast<std::uint64_t>(config.qkv_dim());
   const auto rope = static_cast<std::uint64_t>(config.rotary() ? config.head_dim() / 2 : 0);
+  // A decode step's slot counts: one row per layer when the budgets differ by layer (pyramidkv).
+  const auto count_rows =
+      static_cast<std::uint64_t>(shape.per_layer_budgets ? config.num_layers : 1);
   const auto vocab = static_cast<std::uint64_t>(config.vocab_size);
 
   MemoryLayout layout;
@@ -42,8 +45,10 @@ MemoryLayout runner_own_layout(const ModelConfig& config, const RunnerShape& sha
   // words a sequence), plus one chunk of output row ids and targets, each rounded up to 16 bytes;
   // and once, before the first step, the rotary frequencies.
   static_assert(sizeof(kernels::SampleParams) == 4 * kInt32Bytes);
-  layout.add("step staging", Tier::pinned,
-             kInt32Bytes * ((3 + heads) * rows + (9 + heads) * block + 2 * out + rope) + 1024);
+  layout.add(
+      "step staging", Tier::pinned,
+      kInt32Bytes * ((3 + heads) * rows + (9 + heads + count_rows) * block + 2 * out + rope) +
+          1024);
   layout.add("rope frequencies", Tier::gpu, rope * kFloatBytes);
   // Activations: the block's hidden states, one GPU batch's scratch.
   layout.add("hidden states", Tier::gpu, placement.activations_on_host ? 0 : rows * h * kHalfBytes);

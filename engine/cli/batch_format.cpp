@@ -147,7 +147,8 @@ std::string visible_text(const Tokenizer& tokenizer, const ModelConfig& c,
                          const std::vector<std::int32_t>& tokens) {
   std::vector<std::int32_t> visible;
   for (std::int32_t t : tokens) {
-    if (!c.is_eos(t) && t != c.bos_token_id && t != c.pad_token_id) visible.push_back(t);
+    const bool pad = c.has_pad_token && t == c.pad_token_id;
+    if (!c.is_eos(t) && t != c.bos_token_id && !pad) visible.push_back(t);
   }
   return tokenizer.decode(visible);
 }

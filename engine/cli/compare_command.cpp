@@ -119,7 +119,8 @@ void build_task_samples(const CompareCommandOptions& options, const std::string&
   const ModelConfig config = model_config(model);
   const fs::path tokenizer_dir = tokenizer_folder(options, model);
   OFFGEN_CHECK(!tokenizer_dir.empty(),
-               "--tasks needs a tokenizer (--tokenizer DIR, or a model directory with vocab.json)");
+               "--tasks needs a tokenizer (--tokenizer DIR, or a model directory with vocab.json "
+               "or tokenizer.json)");
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::load(tokenizer_dir);
   for (const std::string& name : options.tasks) compare.tasks.push_back(bench::parse_task(name));
   compare.task_grid.lengths = options.task_lengths;
@@ -133,11 +134,19 @@ void build_task_samples(const CompareCommandOptions& options, const std::string&
                  "(at most {})",
                  length, config.max_positions(), config.max_positions() - 8);
   }
+  // Each sample opens with one document-start token: what the tokenizer's template puts first
+  // (LLaMA's BOS), else the model's BOS (OPT's </s>; Qwen2's <|endoftext|>, its document
+  // separator, since its template adds nothing).
+  const std::vector<std::int32_t> prefix = prompt_prefix(config, *tokenizer);
+  OFFGEN_CHECK(prefix.size() <= 1,
+               "--tasks: the tokenizer's template starts a prompt with {} tokens; the tasks' "
+               "samples start with one",
+               prefix.size());
+  const std::int32_t task_bos = prefix.empty() ? config.bos_token_id : prefix.front();
   const std::vector<std::int32_t> filler = bench::filler_tokens(
       *tokenizer, read_task_text(options), bench::filler_needed(compare.task_grid));
   for (const bench::LongContextTask task : compare.tasks) {
-    auto samples =
-        bench::make_task_samples(task, compare.task_grid, filler, *tokenizer, config.bos_token_id);
+    auto samples = bench::make_task_samples(task, compare.task_grid, filler, *tokenizer, task_bos);
     compare.task_samples.insert(compare.task_samples.end(),
                                 std::make_move_iterator(samples.begin()),
                                 std::make_move_iterator(samples.end()));

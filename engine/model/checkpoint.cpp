@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 #include "engine/model/model_tensors.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/tensor_shape.h"
@@ -87,6 +88,27 @@ fs::path shard_path(const fs::path& dir, const fs::path& index_path, const std::
   return dir / relative;
 }
 
+// generation_config.json's eos_token_id (an id or a list): instruct models list their end-of-turn
+// ids there (Llama-3-Instruct's <|eot_id|>, Qwen2-Instruct's <|im_end|>), and transformers'
+// generate stops at any of them, so offgen does too. A missing file or field adds nothing.
+void add_generation_eos(const fs::path& path, ModelConfig& config) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  const Json json = read_json_file(path);
+  if (!json.is_object()) fail("{}: expected a JSON object", path.string());
+  const auto it = json.find("eos_token_id");
+  if (it == json.end() || it->is_null()) return;
+  const Json ids = it->is_array() ? *it : Json::array({*it});
+  for (const Json& id : ids) {
+    const auto value = json_integer<int>(id);
+    if (!value || *value < 0 || *value >= config.vocab_size) {
+      fail("{}: eos_token_id {} is not a token id of the vocabulary (vocab_size {})", path.string(),
+           id.dump(), config.vocab_size);
+    }
+    if (!config.is_eos(*value)) config.more_eos_token_ids.push_back(*value);
+  }
+}
+
 }  // namespace
 
 ModelConfig Checkpoint::read_config(const fs::path& dir) {
@@ -102,7 +124,9 @@ ModelConfig Checkpoint::read_config(const fs::path& dir) {
         "weights",
         dir.string());
   }
-  return ModelConfig::from_json_file(config_path);
+  ModelConfig config = ModelConfig::from_json_file(config_path);
+  add_generation_eos(dir / "generation_config.json", config);
+  return config;
 }
 
 std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {

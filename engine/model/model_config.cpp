@@ -70,6 +70,15 @@ class FieldReader {
     return value->get<bool>();
   }
 
+  // Any integer (negative too), or nullopt when absent or null.
+  std::optional<int> integer_or_none(const char* field) const {
+    const Json* value = optional(field);
+    if (!value) return std::nullopt;
+    const auto number = json_integer<int>(*value);
+    if (!number) fail("{}: field '{}' must be an integer, got {}", source_, field, brief(*value));
+    return number;
+  }
+
   float positive_float_or(const char* field, float fallback) const {
     const Json* value = optional(field);
     if (!value) return fallback;
@@ -312,7 +321,11 @@ ModelConfig llama_from_fields(const FieldReader& fields, const std::string& mode
     fail("{}: head_dim {} is not hidden_size / num_attention_heads ({}); offgen needs them equal",
          fields.source(), head_dim, config.hidden_size / config.num_heads);
   }
-  if (model_type == "mistral" || fields.boolean_or("use_sliding_window", model_type != "qwen2")) {
+  // MistralConfig's window defaults to 4096; Qwen2's applies only with use_sliding_window;
+  // LlamaConfig has none (a stray field is ignored, as transformers does).
+  if (model_type == "mistral") {
+    config.sliding_window = fields.positive_or("sliding_window", 4096);
+  } else if (model_type == "qwen2" && fields.boolean_or("use_sliding_window", false)) {
     config.sliding_window = fields.positive_or("sliding_window", 0);
   }
   // Token ids: LLaMA's configs often leave pad unset; any id works as padding (it is masked).
@@ -321,7 +334,11 @@ ModelConfig llama_from_fields(const FieldReader& fields, const std::string& mode
   config.bos_token_id = bos.empty() ? 1 : bos.front();
   config.eos_token_id = eos.empty() ? 2 : eos.front();
   if (eos.size() > 1) config.more_eos_token_ids.assign(eos.begin() + 1, eos.end());
-  config.pad_token_id = fields.non_negative_or("pad_token_id", 0);
+  // A missing, null or negative pad (LLaMA 3, Qwen2, older conversions' -1) means none: padding
+  // is masked, so it takes the EOS id, and no generated token is hidden as padding.
+  const std::optional<int> pad = fields.integer_or_none("pad_token_id");
+  config.has_pad_token = pad.has_value() && *pad >= 0;
+  config.pad_token_id = config.has_pad_token ? *pad : config.eos_token_id;
   return config;
 }
 
@@ -505,7 +522,8 @@ std::optional<ModelConfig> ModelConfig::from_name(std::string_view name) {
     config.sliding_window = size.sliding_window;
     config.bos_token_id = size.bos;
     config.eos_token_id = size.eos;
-    config.pad_token_id = 0;
+    config.pad_token_id = size.eos;
+    config.has_pad_token = false;
     return config;
   }
   return std::nullopt;

@@ -52,7 +52,10 @@ struct ModelConfig {
   int bos_token_id = 2;
   int eos_token_id = 2;
   std::vector<int> more_eos_token_ids;  // LLaMA 3.1 lists several; generation stops at any
-  int pad_token_id = 1;
+  int pad_token_id = 1;  // what fills padding (masked); the EOS where the config names none
+  // Whether pad_token_id is the config's own (OPT's <pad>): only then is it hidden from text.
+  // LLaMA 3 and Qwen2 name none, and their id 0 is an ordinary token ("!").
+  bool has_pad_token = true;
   float layer_norm_eps = 1e-5f;     // LayerNorm's eps, or llama's rms_norm_eps
   int position_offset = 2;          // OPT's learned positions are offset by 2 (llama: 0)
   bool tie_word_embeddings = true;  // the LM head is the token embedding (else lm_head.weight)

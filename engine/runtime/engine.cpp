@@ -90,7 +90,11 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   }
 
   fs::path tokenizer_dir = options.tokenizer;
-  if (tokenizer_dir.empty() && checkpoint && fs::exists(checkpoint->dir() / "vocab.json")) {
+  // A checkpoint's own tokenizer: vocab.json + merges.txt (OPT) or tokenizer.json (the LLaMA
+  // family), as the CLI finds it (engine/cli/request_fields.cpp).
+  if (tokenizer_dir.empty() && checkpoint &&
+      (fs::exists(checkpoint->dir() / "vocab.json") ||
+       fs::exists(checkpoint->dir() / "tokenizer.json"))) {
     tokenizer_dir = checkpoint->dir();
   }
   if (!tokenizer_dir.empty()) tokenizer_ = Tokenizer::load(tokenizer_dir);

@@ -2,8 +2,11 @@
 // Qwen2: nothing), else the model's BOS as OPT prepends it.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "engine/cli/request_fields.h"
 #include "engine/model/model_config.h"
+#include "engine/runtime/engine.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/support/test_support.h"
 
@@ -34,6 +37,25 @@ TEST(PromptPrefix, VocabAndMergesUseTheModelsBos) {
   EXPECT_EQ(prompt_prefix(opt, *tokenizer), (std::vector<std::int32_t>{2}));
   opt.bos_token_id = 7;
   EXPECT_EQ(prompt_prefix(opt, *tokenizer), (std::vector<std::int32_t>{7}));
+}
+
+// A LLaMA checkpoint ships tokenizer.json and no vocab.json: the engine finds it as the CLI does,
+// so results carry text and the ids without an entry are never sampled.
+TEST(PromptPrefix, TheEngineFindsACheckpointsTokenizerJson) {
+  namespace fs = std::filesystem;
+  const test::TempDir dir;
+  const fs::path golden = test::data_dir() / "golden" / "tiny-llama-gqa";
+  for (const char* name : {"config.json", "model.safetensors"}) {
+    fs::copy_file(golden / name, dir.path() / name);
+  }
+  fs::copy_file(test::data_dir() / "tokenizer" / "json" / "llama2-style" / "tokenizer.json",
+                dir.path() / "tokenizer.json");
+  EngineOptions options;
+  options.model = dir.path().string();
+  options.device = DeviceChoice::cpu;
+  Engine engine(options);
+  ASSERT_NE(engine.tokenizer(), nullptr);
+  EXPECT_EQ(engine.tokenizer()->prompt_prefix(), (std::vector<std::int32_t>{1}));
 }
 
 }  // namespace

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numbers>
 
 #include "engine/core/error.h"
+#include "engine/model/checkpoint.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_tensors.h"
+#include "tests/support/test_support.h"
 
 namespace offgen {
 namespace {
@@ -295,6 +298,54 @@ TEST(LlamaConfig, Rejections) {
   EXPECT_NE(parse_error(edited(kLlama2_7b, {{"attention_bias", true}}))
                 .find("attention_bias true with mlp_bias false"),
             std::string::npos);
+}
+
+// LLaMA 3 and Qwen2 name no pad token, and their id 0 is "!": padding takes the EOS id and no
+// generated token is hidden as padding. Older conversions write -1 for none.
+TEST(LlamaConfig, AMissingPadIsNone) {
+  const ModelConfig llama3 = parse(kLlama31_8b);
+  EXPECT_FALSE(llama3.has_pad_token);
+  EXPECT_EQ(llama3.pad_token_id, 128001);
+  const ModelConfig minus_one = parse(edited(kLlama2_7b, {{"pad_token_id", -1}}));
+  EXPECT_FALSE(minus_one.has_pad_token);
+  const ModelConfig own = parse(edited(kLlama2_7b, {{"pad_token_id", 0}}));
+  EXPECT_TRUE(own.has_pad_token);
+  EXPECT_EQ(own.pad_token_id, 0);
+  EXPECT_TRUE(ModelConfig::from_name("opt-125m")->has_pad_token);
+  EXPECT_FALSE(ModelConfig::from_name("llama-3-8b")->has_pad_token);
+}
+
+TEST(LlamaConfig, SlidingWindowDefaultsAreTransformers) {
+  Json mistral = Json::parse(kMistral7b);
+  mistral.erase("sliding_window");
+  EXPECT_EQ(parse(mistral.dump()).sliding_window, 4096);  // MistralConfig's default
+  // LlamaConfig has no window: a stray field limits nothing.
+  EXPECT_EQ(parse(edited(kLlama2_7b, {{"sliding_window", 128}})).max_positions(), 4096);
+  EXPECT_EQ(parse(edited(kQwen2_05b, {{"use_sliding_window", true}, {"sliding_window", 1024}}))
+                .max_positions(),
+            1024);
+}
+
+// Instruct models list their end-of-turn ids in generation_config.json; generation stops there.
+TEST(LlamaConfig, GenerationConfigAddsEosIds) {
+  const test::TempDir dir;
+  std::ofstream(dir.path() / "config.json") << kLlama31_8b;
+  std::ofstream(dir.path() / "generation_config.json")
+      << R"({"bos_token_id": 128000, "eos_token_id": [128001, 128009, 128256], "do_sample": true})";
+  try {
+    Checkpoint::read_config(dir.path());
+    ADD_FAILURE() << "an EOS id outside the vocabulary was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("generation_config.json: eos_token_id 128256"),
+              std::string::npos)
+        << e.what();
+  }
+  std::ofstream(dir.path() / "generation_config.json")
+      << R"({"eos_token_id": [128001, 128009, 128007]})";
+  const ModelConfig c = Checkpoint::read_config(dir.path());
+  EXPECT_EQ(c.eos_token_id, 128001);
+  EXPECT_EQ(c.more_eos_token_ids, (std::vector<int>{128008, 128009, 128007}));
+  EXPECT_TRUE(c.is_eos(128007));
 }
 
 // The built-in LLaMA-family sizes and their published parameter counts.
