@@ -195,25 +195,29 @@ void measure_overlap(Device& device, Ops& ops, const ModelConfig& m, const Calib
                              1e3 * both)});
 }
 
-// One decode step's attention over a full cache: every K and V byte read once.
+// One decode step's attention over a full cache: every K and V byte read once. The cache has the
+// model's KV heads (grouped-query attention: fewer than its query heads), so the rate is of the
+// bytes the cost model charges, however the kernel shares them across a group.
 void measure_attention(Device& device, Ops& ops, const ModelConfig& m, const CalibrationOptions& o,
                        std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
   const int batch = kAttentionBatch;
   const int capacity = kAttentionCapacity;
   const int heads = m.num_heads;
+  const int kv_heads = m.kv_heads();
   const int dim = m.head_dim();
-  const std::size_t cache = static_cast<std::size_t>(batch) * heads * capacity * dim;
-  const std::size_t qkv_halves = static_cast<std::size_t>(batch) * 3 * heads * dim;
+  const std::size_t cache = static_cast<std::size_t>(batch) * kv_heads * capacity * dim;
+  const std::size_t qkv_halves = static_cast<std::size_t>(batch) * m.qkv_dim();
+  const std::size_t out_halves = static_cast<std::size_t>(batch) * heads * dim;
   const double kv_bytes = 2.0 * static_cast<double>(cache) * sizeof(Half);
-  const std::string what = "decode over " + std::to_string(batch) + " x " + std::to_string(heads) +
-                           " heads x " + std::to_string(capacity) + " slots x " +
-                           std::to_string(dim) + ", K and V bytes / time";
+  const std::string what = "decode over " + std::to_string(batch) + " x " +
+                           std::to_string(kv_heads) + " KV heads x " + std::to_string(capacity) +
+                           " slots x " + std::to_string(dim) + ", K and V bytes / time";
   {
     Buffer k = filled(device, Tier::gpu, cache, compute);
     Buffer v = filled(device, Tier::gpu, cache, compute);
     Buffer qkv = filled(device, Tier::gpu, qkv_halves, compute);
-    Buffer out_buf = device.allocate(Tier::gpu, qkv_halves / 3 * sizeof(Half));
+    Buffer out_buf = device.allocate(Tier::gpu, out_halves * sizeof(Half));
     Buffer counts = device.allocate(Tier::gpu, batch * sizeof(std::int32_t));
     Buffer staging = device.allocate(Tier::pinned, batch * sizeof(std::int32_t));
     std::fill_n(staging.as<std::int32_t>(), batch, capacity);
@@ -221,8 +225,8 @@ void measure_attention(Device& device, Ops& ops, const ModelConfig& m, const Cal
     // The split a runner would plan for this cache, and its scratch.
     const kernels::DecodeSplit split =
         kernels::plan_decode_split(batch, heads, capacity, device.multiprocessors());
-    Buffer scratch =
-        device.allocate(Tier::gpu, kernels::decode_split_scratch_bytes(split, batch, heads, dim));
+    Buffer scratch = device.allocate(
+        Tier::gpu, kernels::decode_split_scratch_bytes(split, batch, heads, dim, kv_heads));
     kernels::DecodeAttentionArgs args;
     args.split = split;
     args.split_scratch = scratch.as<float>();
@@ -233,6 +237,7 @@ void measure_attention(Device& device, Ops& ops, const ModelConfig& m, const Cal
     args.out = out_buf.as<Half>();
     args.batch = batch;
     args.heads = heads;
+    args.kv_heads = kv_heads;
     args.head_dim = dim;
     args.capacity = capacity;
     args.scale = 0.125f;
@@ -244,7 +249,7 @@ void measure_attention(Device& device, Ops& ops, const ModelConfig& m, const Cal
   }
   // The same on the host with the cpu kernels: what --cpu-attention would get.
   std::vector<Half> k(cache, float_to_half(0.01f)), v(cache, float_to_half(0.01f));
-  std::vector<Half> qkv(qkv_halves, float_to_half(0.01f)), result(qkv_halves / 3);
+  std::vector<Half> qkv(qkv_halves, float_to_half(0.01f)), result(out_halves);
   std::vector<std::int32_t> counts(batch, capacity);
   kernels::DecodeAttentionArgs args;
   args.qkv = qkv.data();
@@ -254,6 +259,7 @@ void measure_attention(Device& device, Ops& ops, const ModelConfig& m, const Cal
   args.out = result.data();
   args.batch = batch;
   args.heads = heads;
+  args.kv_heads = kv_heads;
   args.head_dim = dim;
   args.capacity = capacity;
   args.scale = 0.125f;
@@ -385,16 +391,18 @@ CalibrationFootprint calibration_footprint(const ModelConfig& model,
   // measure_gemm at its larger row count.
   const std::uint64_t gemm = halves(f * h) + halves(f) + halves(512 * h) + halves(512 * f);
   const std::uint64_t cache = static_cast<std::uint64_t>(kAttentionBatch) *
-                              static_cast<std::uint64_t>(model.num_heads) * kAttentionCapacity *
+                              static_cast<std::uint64_t>(model.kv_heads()) * kAttentionCapacity *
                               static_cast<std::uint64_t>(model.head_dim());
+  // Halves of q, k and v, and of the output (every query head).
   const std::uint64_t qkv =
-      static_cast<std::uint64_t>(kAttentionBatch) * 3 * h;  // halves of q, k and v
+      static_cast<std::uint64_t>(kAttentionBatch) * static_cast<std::uint64_t>(model.qkv_dim());
+  const std::uint64_t attention_out = static_cast<std::uint64_t>(kAttentionBatch) * h;
   const kernels::DecodeSplit split = kernels::plan_decode_split(
       kAttentionBatch, model.num_heads, kAttentionCapacity, multiprocessors);
   const std::uint64_t scratch = kernels::decode_split_scratch_bytes(
-      split, kAttentionBatch, model.num_heads, model.head_dim());
+      split, kAttentionBatch, model.num_heads, model.head_dim(), model.kv_heads());
   const std::uint64_t attention =
-      2 * halves(cache) + halves(qkv) + halves(qkv / 3) + 256 + (scratch + 255) / 256 * 256;
+      2 * halves(cache) + halves(qkv) + halves(attention_out) + 256 + (scratch + 255) / 256 * 256;
   // measure_overlap: a 128-row GEMM and one copy's gpu side.
   const std::uint64_t overlap =
       halves(f * h) + halves(f) + halves(128 * h) + halves(128 * f) + copy;

@@ -11,11 +11,14 @@
 namespace offgen {
 namespace {
 
-TEST(Calibrate, MeasuresEveryQuantityWithPositiveFiniteValues) {
+// An OPT model, and a LLaMA one whose attention is measured over its (fewer) KV heads.
+class CalibrateModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CalibrateModel, MeasuresEveryQuantityWithPositiveFiniteValues) {
   test::TempDir disk;
   OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
   const ModelConfig model =
-      ModelConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" / "config.json");
+      ModelConfig::from_json_file(test::data_dir() / "golden" / GetParam() / "config.json");
   CalibrationOptions options;
   options.copy_bytes = 1 << 20;
   options.repeats = 1;
@@ -45,6 +48,17 @@ TEST(Calibrate, MeasuresEveryQuantityWithPositiveFiniteValues) {
   EXPECT_DOUBLE_EQ(profile["measurements"]["h2d_pinned"]["value"].get<double>(),
                    measurements.front().value);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, CalibrateModel,
+                         ::testing::Values(std::string("tiny-preln"),
+                                           std::string("tiny-llama-gqa")),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
 
 TEST(Calibrate, AMissingDiskFolderIsAnErrorNamingIt) {
   OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
