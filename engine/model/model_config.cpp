@@ -499,31 +499,23 @@ std::optional<ModelConfig> ModelConfig::from_name(std::string_view name) {
   }
   for (const KnownLlama& size : kKnownLlamas) {
     if (key != size.name) continue;
-    ModelConfig config;
+    // The table's fields go through the reader config.json goes through, so both share one set
+    // of LLaMA-family defaults.
+    Json json = {{"hidden_size", size.hidden},
+                 {"num_hidden_layers", size.layers},
+                 {"num_attention_heads", size.heads},
+                 {"num_key_value_heads", size.kv_heads},
+                 {"intermediate_size", size.ffn},
+                 {"vocab_size", size.vocab},
+                 {"max_position_embeddings", size.positions},
+                 {"rope_theta", size.rope_theta},
+                 {"rms_norm_eps", size.rms_norm_eps},
+                 {"bos_token_id", size.bos},
+                 {"eos_token_id", size.eos},
+                 {"tie_word_embeddings", size.tied}};
+    if (size.sliding_window > 0) json["sliding_window"] = size.sliding_window;
+    ModelConfig config = llama_from_fields(FieldReader(json, size.name), size.model_type);
     config.name = size.name;
-    config.family = ModelFamily::llama;
-    config.model_type = size.model_type;
-    config.hidden_size = size.hidden;
-    config.num_layers = size.layers;
-    config.num_heads = size.heads;
-    config.num_kv_heads = size.kv_heads;
-    config.ffn_dim = size.ffn;
-    config.vocab_size = size.vocab;
-    config.max_position_embeddings = size.positions;
-    config.word_embed_proj_dim = size.hidden;
-    config.position_offset = 0;
-    config.enable_bias = false;
-    config.qkv_bias = config.model_type == "qwen2";
-    config.out_bias = false;
-    config.activation_function = "silu";
-    config.layer_norm_eps = size.rms_norm_eps;
-    config.rope_theta = size.rope_theta;
-    config.tie_word_embeddings = size.tied;
-    config.sliding_window = size.sliding_window;
-    config.bos_token_id = size.bos;
-    config.eos_token_id = size.eos;
-    config.pad_token_id = size.eos;
-    config.has_pad_token = false;
     return config;
   }
   return std::nullopt;
