@@ -11,7 +11,9 @@ namespace offgen::bench {
 nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const BenchRow& r : rows) {
-    nlohmann::ordered_json row = {
+    nlohmann::ordered_json row = nlohmann::ordered_json::object();
+    if (!r.rank.empty()) row["rank"] = r.rank;
+    row.update(nlohmann::ordered_json{
         {"policy", r.policy},
         {"kv_budget", r.kv_budget},
         {"gpu_batch_size", r.gpu_batch},
@@ -27,7 +29,7 @@ nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows) {
         {"status",
          r.measured ? "measured" : (r.predicted_tokens_per_second > 0 ? "projected" : "not run")},
         {"error",
-         r.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.error)}};
+         r.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.error)}});
     if (r.measured) {
       row["prefill_seconds"] = r.prefill_seconds;
       row["decode_seconds"] = r.decode_seconds;
@@ -97,11 +99,14 @@ TableColumns table_columns(const std::vector<BenchRow>& rows, std::uint64_t kv_m
   columns.overlap = std::any_of(rows.begin(), rows.end(),
                                 [](const BenchRow& r) { return r.copy_overlap() >= 0; });
   columns.kv_memory = kv_memory;
+  columns.ranks =
+      std::any_of(rows.begin(), rows.end(), [](const BenchRow& r) { return !r.rank.empty(); });
   return columns;
 }
 
 std::string format_header(const TableColumns& columns) {
-  std::string out = fmt::format(
+  std::string out = columns.ranks ? fmt::format("{:>5} ", "rank") : std::string();
+  out += fmt::format(
       "{:>9} {:>6} {:>9} {:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>11} "
       "{:>10} {:>8} {:>11} {:>11} {:>11}",
       "policy", "budget", "block", "batch", "prompt", "gen", "prefill s", "decode s", "total s",
@@ -115,10 +120,11 @@ std::string format_header(const TableColumns& columns) {
 }
 
 std::string format_row(const BenchRow& r, const TableColumns& columns) {
-  std::string out = fmt::format("{:>9} {:>6} {:>9} {:>6} {:>7} {:>5}", r.policy,
-                                r.kv_budget.empty() ? std::string("-") : r.kv_budget,
-                                fmt::format("{}x{}", r.gpu_batch, r.num_gpu_batches),
-                                r.config.batch, r.config.prompt_len, r.config.gen_len);
+  std::string out = columns.ranks ? fmt::format("{:>5} ", r.rank) : std::string();
+  out += fmt::format("{:>9} {:>6} {:>9} {:>6} {:>7} {:>5}", r.policy,
+                     r.kv_budget.empty() ? std::string("-") : r.kv_budget,
+                     fmt::format("{}x{}", r.gpu_batch, r.num_gpu_batches), r.config.batch,
+                     r.config.prompt_len, r.config.gen_len);
   if (!r.error.empty()) {
     out += fmt::format("  {}", r.error);
     if (r.predicted_tokens_per_second > 0) {

@@ -27,6 +27,7 @@ struct TableColumns {
   bool predicted = false;       // "predicted", "ratio"
   bool overlap = false;         // "overlap"
   std::uint64_t kv_memory = 0;  // > 0: "max batch", "full max"
+  bool ranks = false;           // "rank" first (bench under MPI)
 };
 // The columns format_table gives `rows`.
 TableColumns table_columns(const std::vector<BenchRow>& rows, std::uint64_t kv_memory = 0);

@@ -24,6 +24,7 @@ struct BenchCase {
 
 struct BenchRow {
   BenchCase config;
+  std::string rank;  // under MPI: the rank that ran it, or "sum" (bench/rank_rows.h); else ""
   std::string policy = "full";  // the engine's KV policy and --kv-budget for the row
   std::string kv_budget;        // as given ("" = the whole sequence)
   Compression compression{};    // the engine's storage of weights and KV

@@ -182,7 +182,8 @@ std::optional<Plan> plan_automatically(const CommonOptions& common, const RunLen
                                        EngineOptions& engine, MachineProfile* profile_out) {
   if (common.placement_source != PlacementSource::planned) return std::nullopt;
   const ModelConfig model = model_config(engine.model);
-  OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels);
+  OpenedDevice opened =
+      open_device(engine.device, engine.budgets, engine.cpu_kernels, engine.gpu_slot);
   const MachineProfile profile = resolve_profile(common.profile, opened, model);
   if (profile_out != nullptr) *profile_out = profile;
   PlanRequest request = plan_request(engine, model, *opened.device, lengths.prompt_len,

@@ -59,6 +59,10 @@ class BatchJob {
   virtual void check_recovered(const JsonlLine& line, const nlohmann::ordered_json& record,
                                const std::string& output) const = 0;
 
+  // What line `index` (after parse) costs, in tokens: ranks under MPI split the lines so that
+  // their sums are equal. A line that cannot run costs 1 (it is answered at once).
+  virtual std::uint64_t work(std::size_t index) const = 0;
+
   // The lines this run answers (input indices, in order): the engine's request k is the request
   // of line to_run[k]. Returns the lengths to plan for, or none when not one of them can run
   // (then nothing needs memory).
@@ -98,7 +102,21 @@ struct JobFiles {
 // then put in input order. Returns the exit code: 0 when every record is a result, 2 when some
 // report an error, 128 + the signal when a stop signal ended the run (what is kept, and how
 // --resume answers the rest, is logged); a failure during the run is rethrown with the same.
+// Under mpirun / srun with several ranks (ranks.h) this is run_batch_job_on_ranks; parts that
+// such a run left beside --output (rank_parts.h) count as output here: --resume keeps their
+// records, --overwrite removes them, and without either they refuse the run as --output does.
 int run_batch_job(BatchJob& job, const CommonOptions& common, const JobFiles& files);
+
+class Ranks;
+// run_batch_job over the ranks of an MPI job (rank_job.cpp): the lines still to answer are split
+// by tokens (BatchJob::work) into one contiguous run per rank; rank r writes its records to
+// `<output>.part-<r>` as they finish; rank 0 shows everyone's progress, then merges every part
+// into --output in input order and removes them. A rank that fails, stops or dies leaves its
+// finished records: rank 0 says which requests are not answered, and --resume (with any number of
+// ranks) runs only those. The exit code (rank 0's) is as run_batch_job's; other ranks exit 0
+// unless stopped.
+int run_batch_job_on_ranks(BatchJob& job, const CommonOptions& common, const JobFiles& files,
+                           Ranks& ranks);
 
 // Fails before any request runs (offgen::Error) when not even one sequence of the smallest request
 // (shortest prompt, fewest new tokens / decode steps) fits the memory budgets with the engine's

@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/rank_rows.h"
 #include "bench/rewritten_file.h"
 #include "bench/table.h"
 #include "bench/throughput.h"
 #include "engine/cli/batch_job.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/ranks.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
 #include "policies/kv_budget.h"
@@ -90,12 +92,18 @@ int run_bench(const BenchOptions& options) {
                  "--policy {} needs --kv-budget (a fraction like 0.2 or a token count)", name);
     for (const std::string& budget : options.kv_budgets) policies.emplace_back(kind, budget);
   }
+  // Under mpirun / srun every rank runs each row at the same time on its own engine, and rank 0
+  // reports a row per rank and their sum (bench/rank_rows.h).
+  Ranks& ranks = job_ranks();
+  const RankInfo me = ranks.info();
+  const bool several = me.size > 1;
+  const bool reports = me.rank == 0;
   // The files hold every finished row from the start (none yet), so an unwritable one fails
-  // before the sweep, not after it.
+  // before the sweep, not after it. Rank 0 alone writes them.
   std::optional<bench::RewrittenFile> json;
   std::optional<bench::RewrittenFile> csv;
-  if (!options.json.empty()) json.emplace(options.json, "[]\n");
-  if (!options.csv.empty()) csv.emplace(options.csv, "");
+  if (reports && !options.json.empty()) json.emplace(options.json, "[]\n");
+  if (reports && !options.csv.empty()) csv.emplace(options.csv, "");
 
   std::optional<MachineProfile> profile;
   if (!options.common.profile.empty()) profile = MachineProfile::load(options.common.profile);
@@ -114,16 +122,24 @@ int run_bench(const BenchOptions& options) {
     if (plan_automatically(common, lengths, engine_options, &used)) profile = used;
   }
   Engine engine(engine_options);
-  fmt::print("model: {}   device: {}   weights: {} ({} on the gpu tier)   storage: {}\n",
-             engine.model_description(), engine.device().name(),
-             format_bytes(engine.weight_bytes()), format_bytes(engine.weight_gpu_bytes()),
-             compression_name(engine.compression()));
+  if (reports) {
+    fmt::print("model: {}   device: {}   weights: {} ({} on the gpu tier)   storage: {}\n",
+               engine.model_description(), engine.device().name(),
+               format_bytes(engine.weight_bytes()), format_bytes(engine.weight_gpu_bytes()),
+               compression_name(engine.compression()));
+    if (several) {
+      fmt::print(
+          "ranks: {}, one engine each, every row run by all at once; the sum row is the job's "
+          "(every rank's batch, the slowest rank's seconds)\n",
+          me.size);
+    }
+  }
   // One small untimed case first, so first-touch page faults and thread-pool start-up are not
   // charged to the first row.
   bench::run_case(engine, {1, 8, 2}, options.seed);
   const SamplingParams sampling{options.temperature, options.top_k, options.top_p};
   validate(sampling);
-  if (!is_greedy(sampling)) {
+  if (reports && !is_greedy(sampling)) {
     fmt::print("sampling: temperature {}, top_k {}, top_p {} (on the device)\n",
                sampling.temperature, sampling.top_k, sampling.top_p);
   }
@@ -139,7 +155,8 @@ int run_bench(const BenchOptions& options) {
   columns.overlap =
       engine.weight_offloaded_bytes() > 0 && engine.device().busy_seconds(StreamRole::compute) >= 0;
   columns.kv_memory = kv_memory;
-  fmt::print("{}", bench::format_header(columns));
+  columns.ranks = several;
+  if (reports) fmt::print("{}", bench::format_header(columns));
   std::fflush(stdout);
   std::vector<bench::BenchRow> rows;
   const int stopped = run_guarded(
@@ -150,11 +167,29 @@ int run_bench(const BenchOptions& options) {
           policy.kind = kind;
           engine.set_policy(policy, budget.empty() ? KvBudget{} : KvBudget::parse(budget));
           for (const bench::BenchCase& c : cases) {
+            if (several && !ranks.barrier()) throw Interrupted("stopped");  // rows start together
             bench::BenchRow row =
                 bench::run_case(engine, c, options.seed, profile ? &*profile : nullptr);
             row.kv_budget = budget;
-            rows.push_back(std::move(row));
-            fmt::print("{}", bench::format_row(rows.back(), columns));
+            const std::size_t first = rows.size();
+            if (several) {
+              const std::vector<std::string> measured =
+                  ranks.gather(bench::row_measurement(row).dump());
+              if (!reports) continue;
+              std::vector<bench::BenchRow> of_ranks;
+              for (std::size_t r = 0; r < measured.size(); ++r) {
+                of_ranks.push_back(
+                    bench::with_measurement(row, nlohmann::json::parse(measured[r])));
+                of_ranks.back().rank = std::to_string(r);
+              }
+              rows.insert(rows.end(), of_ranks.begin(), of_ranks.end());
+              rows.push_back(bench::sum_of_ranks(of_ranks));
+            } else {
+              rows.push_back(std::move(row));
+            }
+            for (std::size_t i = first; i < rows.size(); ++i) {
+              fmt::print("{}", bench::format_row(rows[i], columns));
+            }
             std::fflush(stdout);
             if (json) json->update(bench::rows_json(rows).dump(2) + "\n");
             if (csv) csv->update(bench::rows_csv(rows));

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "engine/cli/flag_names.h"
+#include "engine/cli/ranks.h"
 #include "engine/core/error.h"
 #include "engine/core/json_integer.h"
 #include "engine/core/units.h"
@@ -275,6 +276,10 @@ EngineOptions CommonOptions::engine_options() const {
     out.tokenizer = tokenizer;
     out.device = parse_device_choice(device);
     out.dummy_seed = dummy_seed;
+    // Ranks of one MPI job on this machine take one GPU each and share its host memory.
+    const RankInfo rank = job_ranks().info();
+    out.gpu_slot = rank.local_rank;
+    out.budgets.host_sharers = static_cast<std::uint32_t>(rank.local_size);
     if (!gpu_mem.empty()) out.budgets.gpu = parse_bytes(gpu_mem);
     if (!cpu_mem.empty()) {
       // One cap for host memory, pinned included: pinned is host memory the driver locked.

@@ -71,6 +71,12 @@ class GenerateJob final : public BatchJob {
     }
   }
 
+  std::uint64_t work(std::size_t index) const override {
+    const ParsedLine& p = parsed_[index];
+    if (!p.problem.empty()) return 1;
+    return p.request.prompt.size() + static_cast<std::uint64_t>(std::max(p.request.max_tokens, 0));
+  }
+
   std::optional<RunLengths> prepare(const std::vector<std::size_t>& to_run) override {
     to_run_ = to_run;
     RunLengths lengths;

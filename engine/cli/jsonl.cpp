@@ -99,6 +99,43 @@ void OrderedJsonlWriter::put(std::size_t index, const nlohmann::ordered_json& re
 
 namespace offgen::cli {
 
+std::map<std::size_t, nlohmann::ordered_json> read_jsonl_records(
+    const std::filesystem::path& path,
+    const std::function<std::int64_t(const nlohmann::ordered_json&)>& index_of,
+    std::size_t* dropped_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  OFFGEN_CHECK(in.good(), "--resume: cannot read {}: {}", path.string(), std::strerror(errno));
+  const std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::map<std::size_t, nlohmann::ordered_json> records;
+  std::size_t start = 0;
+  std::size_t line_number = 0;
+  while (start < content.size()) {
+    const std::size_t end = content.find('\n', start);
+    if (end == std::string::npos) break;  // no newline: a partial last line
+    ++line_number;
+    const std::string_view text(content.data() + start, end - start);
+    if (text.find_first_not_of(" \t\r") != std::string_view::npos) {
+      nlohmann::ordered_json record;
+      try {
+        record = nlohmann::ordered_json::parse(text);
+      } catch (const nlohmann::ordered_json::exception&) {
+        // Whole lines are written at once, so only the last can be torn.
+        OFFGEN_CHECK(content.find('\n', end + 1) == std::string::npos,
+                     "--resume: {} line {} is not JSON; is this the output of this command?",
+                     path.string(), line_number);
+        break;
+      }
+      const std::int64_t index = index_of(record);
+      OFFGEN_CHECK(index >= 0, "--resume: {} line {} is not a result record of this command",
+                   path.string(), line_number);
+      records[static_cast<std::size_t>(index)] = std::move(record);  // a later record wins
+    }
+    start = end + 1;
+  }
+  if (dropped_bytes != nullptr) *dropped_bytes = content.size() - start;
+  return records;
+}
+
 ResumableJsonlWriter::ResumableJsonlWriter(
     const std::filesystem::path& path, ExistingOutput existing,
     std::function<std::int64_t(const nlohmann::ordered_json&)> index_of)
@@ -112,39 +149,10 @@ ResumableJsonlWriter::ResumableJsonlWriter(
                "the rest, or --overwrite to replace them",
                path.string(), existing_bytes);
   if (resume && fs::exists(path)) {
-    std::ifstream in(path, std::ios::binary);
-    OFFGEN_CHECK(in.good(), "--resume: cannot read {}: {}", path.string(), std::strerror(errno));
-    const std::string content((std::istreambuf_iterator<char>(in)),
-                              std::istreambuf_iterator<char>());
-    std::size_t start = 0;
-    std::size_t line_number = 0;
-    while (start < content.size()) {
-      const std::size_t end = content.find('\n', start);
-      if (end == std::string::npos) break;  // no newline: a partial last line
-      ++line_number;
-      const std::string_view text(content.data() + start, end - start);
-      if (text.find_first_not_of(" \t\r") != std::string_view::npos) {
-        nlohmann::ordered_json record;
-        try {
-          record = nlohmann::ordered_json::parse(text);
-        } catch (const nlohmann::ordered_json::exception&) {
-          // Whole lines are written at once, so only the last can be torn.
-          OFFGEN_CHECK(content.find('\n', end + 1) == std::string::npos,
-                       "--resume: {} line {} is not JSON; is this the output of this command?",
-                       path.string(), line_number);
-          break;
-        }
-        const std::int64_t index = index_of_(record);
-        OFFGEN_CHECK(index >= 0, "--resume: {} line {} is not a result record of this command",
-                     path.string(), line_number);
-        recovered_[static_cast<std::size_t>(index)] = std::move(record);
-      }
-      start = end + 1;
-    }
-    dropped_bytes_ = content.size() - start;
+    recovered_ = read_jsonl_records(path, index_of_, &dropped_bytes_);
     if (dropped_bytes_ > 0) {
       std::error_code ec;
-      fs::resize_file(path, start, ec);
+      fs::resize_file(path, existing_bytes - dropped_bytes_, ec);
       OFFGEN_CHECK(!ec, "--resume: cannot cut the partial last line of {}: {}", path.string(),
                    ec.message());
     }

@@ -65,6 +65,15 @@ inline ExistingOutput existing_output(bool resume, bool overwrite) {
   return overwrite ? ExistingOutput::overwrite : ExistingOutput::refuse;
 }
 
+// The whole records of a results file written by ResumableJsonlWriter, by input index (a later
+// record of an index wins). A partial last line (a run killed mid-write) is left out and its bytes
+// counted in `dropped_bytes`. Throws offgen::Error naming the file when it cannot be read, when a
+// line before the last is not JSON, or when a line is not a record of ours (index_of gives -1).
+std::map<std::size_t, nlohmann::ordered_json> read_jsonl_records(
+    const std::filesystem::path& path,
+    const std::function<std::int64_t(const nlohmann::ordered_json&)>& index_of,
+    std::size_t* dropped_bytes = nullptr);
+
 // An output file written as results finish, in any order, that survives being killed: each
 // record is one whole line, written and flushed at once, so a crash leaves at most a partial
 // last line. `--resume` reopens it: the partial line is cut off, the complete records are kept

@@ -1,17 +1,29 @@
 // offgen: throughput-oriented batch inference for OPT models.
+#include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <memory>
 #include <new>
 #include <string>
 
 #include "engine/cli/commands.h"
 #include "engine/cli/compare_command.h"
 #include "engine/cli/flag_names.h"
+#include "engine/cli/ranks.h"
 #include "engine/core/error.h"
 
 int main(int argc, char** argv) {
+  // Under mpirun / srun: MPI for the life of main (the job's ranks split batch jobs; ranks.h).
+  std::unique_ptr<offgen::cli::MpiSession> mpi;
+  try {
+    mpi = std::make_unique<offgen::cli::MpiSession>(argc, argv);
+  } catch (const offgen::Error& e) {
+    std::fprintf(stderr, "offgen: %s\n", e.what());
+    return 1;
+  }
   CLI::App app{"offgen: batch inference for OPT language models on one device"};
   app.require_subcommand(1);
   // OFFGEN_VERSION: the project's VERSION in CMakeLists.txt.
@@ -43,7 +55,11 @@ int main(int argc, char** argv) {
 
   // Logs go to stderr so stdout carries only results (the bench table).
   spdlog::set_default_logger(spdlog::stderr_color_mt("offgen"));
-  spdlog::set_pattern("[%H:%M:%S.%e] [%^%l%$] %v");
+  // Each rank's lines say which rank wrote them.
+  const offgen::cli::RankInfo rank = offgen::cli::job_ranks().info();
+  spdlog::set_pattern(
+      rank.size > 1 ? fmt::format("[%H:%M:%S.%e] [rank {}/{}] [%^%l%$] %v", rank.rank, rank.size)
+                    : std::string("[%H:%M:%S.%e] [%^%l%$] %v"));
 
   try {
     app.parse(argc, argv);

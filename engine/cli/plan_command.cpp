@@ -73,7 +73,8 @@ int run_plan(const PlanOptions& options) {
   const EngineOptions engine = common.engine_options();
   const ModelConfig model = model_config(engine.model);
   // The budgets the run would get: what was asked for, else the device's defaults.
-  OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels);
+  OpenedDevice opened =
+      open_device(engine.device, engine.budgets, engine.cpu_kernels, engine.gpu_slot);
   const MachineProfile profile = resolve_profile(common.profile, opened, model);
   const PlanRequest request =
       plan_request(engine, model, *opened.device, options.prompt_len, options.gen_len, 0);

@@ -44,9 +44,13 @@ std::string Progress::status() const {
                      total_, tokens_, rate, clock_text(seconds), eta);
 }
 
-void Progress::add() {
-  ++done_;
+void Progress::add(std::size_t count) {
+  done_ += count;
   report(done_ == total_);
+}
+
+void Progress::expect(std::uint64_t tokens) {
+  expected_tokens_ += tokens;
 }
 
 void Progress::tokens(std::uint64_t count) {

@@ -21,8 +21,10 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // One more request answered.
-  void add();
+  // More requests answered (one by default; another rank's, under MPI).
+  void add(std::size_t count = 1);
+  // More tokens to expect: another rank's share, once it has planned it.
+  void expect(std::uint64_t tokens);
   // Tokens the engine processed since the last call (generated, or scored).
   void tokens(std::uint64_t count);
   // Ends the bar's line (also done by the destructor).

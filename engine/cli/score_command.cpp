@@ -68,6 +68,10 @@ class ScoreJob final : public BatchJob {
                  output, line.index, line.line_number);
   }
 
+  std::uint64_t work(std::size_t index) const override {
+    return std::max<std::uint64_t>(1, parsed_[index].tokens.size());
+  }
+
   std::optional<RunLengths> prepare(const std::vector<std::size_t>& to_run) override {
     to_run_ = to_run;
     int longest = 0;

@@ -12,6 +12,8 @@ namespace {
 // are async-signal-safe.
 std::atomic<int> g_stop_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free);
+// StopSignals alive (a job's inner guard inside an outer one keeps a signal the outer caught).
+int g_depth = 0;
 
 constexpr char kStopping[] =
     "\noffgen: stopping: the work in flight (a batch's unfinished requests, a bench row, a "
@@ -37,7 +39,7 @@ extern "C" void on_stop_signal(int signal) {
 }  // namespace
 
 StopSignals::StopSignals() {
-  g_stop_signal.store(0);
+  if (g_depth++ == 0) g_stop_signal.store(0);
   for (int i = 0; i < 3; ++i) {
     struct sigaction current = {};
     if (::sigaction(kSignals[i], nullptr, &current) != 0) continue;
@@ -51,6 +53,7 @@ StopSignals::StopSignals() {
 }
 
 StopSignals::~StopSignals() {
+  --g_depth;
   for (int i = 0; i < 3; ++i) {
     if (installed_[i]) ::sigaction(kSignals[i], &previous_[i], nullptr);
   }

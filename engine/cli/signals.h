@@ -13,6 +13,7 @@ namespace offgen::cli {
 
 class StopSignals {
  public:
+  // The outermost StopSignals clears the flag; one made inside another keeps it.
   StopSignals();
   ~StopSignals();  // restores the handlers it replaced
   StopSignals(const StopSignals&) = delete;

@@ -167,7 +167,9 @@ void CpuStream::run() {
 
 namespace {
 DeviceBudgets resolve_budgets(const DeviceBudgets& requested) {
-  const std::uint64_t total = physical_memory_bytes();
+  // Every tier of the cpu device is host memory.
+  const std::uint64_t total =
+      physical_memory_bytes() / std::max<std::uint32_t>(1, requested.host_sharers);
   DeviceBudgets out = requested;
   if (out.gpu == 0) out.gpu = total / 2;
   if (out.pinned == 0) out.pinned = total / 4;

@@ -91,7 +91,8 @@ DeviceBudgets resolve_budgets(int gpu_index, const DeviceBudgets& requested) {
                  format_bytes(out.gpu), format_bytes(free_bytes), gpu_index);
   }
   // Host memory is shared by the pinned and host tiers (the gpu tier is the GPU's own here).
-  const std::uint64_t physical = physical_memory_bytes();
+  const std::uint64_t physical =
+      physical_memory_bytes() / std::max<std::uint32_t>(1, requested.host_sharers);
   if (out.pinned == 0) out.pinned = physical / 4;
   if (out.host == 0) out.host = physical / 2;
   return out;

@@ -96,6 +96,9 @@ struct DeviceBudgets {
   std::uint64_t gpu = 0;  // 0 = the device's default (what it has, less a reserve)
   std::uint64_t pinned = 0;
   std::uint64_t host = 0;
+  // Processes on this machine sharing its memory (ranks of one MPI job): the defaults of the
+  // tiers in host memory are divided among them.
+  std::uint32_t host_sharers = 1;
 };
 
 class Device {

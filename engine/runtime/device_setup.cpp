@@ -1,5 +1,7 @@
 #include "engine/runtime/device_setup.h"
 
+#include <algorithm>
+
 #include "engine/core/error.h"
 #include "engine/core/parameter_error.h"
 #include "engine/device/cpu_device.h"
@@ -11,7 +13,7 @@
 namespace offgen {
 
 OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
-                         CpuKernelSet cpu_kernels) {
+                         CpuKernelSet cpu_kernels, int gpu_slot) {
   const auto gpus = list_cuda_gpus();
   if (choice == DeviceChoice::automatic) {
     choice = gpus.empty() ? DeviceChoice::cpu : DeviceChoice::cuda;
@@ -30,7 +32,8 @@ OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
           "use {} cpu",
           name(Parameter::device), name(Parameter::device));
     });
-    opened.device = make_cuda_device(gpus.front().index, budgets);
+    const auto slot = static_cast<std::size_t>(std::max(gpu_slot, 0)) % gpus.size();
+    opened.device = make_cuda_device(gpus[slot].index, budgets);
     opened.ops = make_cuda_ops(*opened.device);
   } else {
     auto cpu = std::make_unique<CpuDevice>(budgets);

@@ -16,8 +16,9 @@ struct OpenedDevice {
   std::unique_ptr<Ops> ops;  // references *device: destroy it first
 };
 
-// Throws offgen::Error when cuda is asked for and the build or the machine has none.
+// Throws offgen::Error when cuda is asked for and the build or the machine has none. gpu_slot:
+// which visible GPU (modulo their count), so that the ranks of one machine take one each.
 OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
-                         CpuKernelSet cpu_kernels = CpuKernelSet::optimized);
+                         CpuKernelSet cpu_kernels = CpuKernelSet::optimized, int gpu_slot = 0);
 
 }  // namespace offgen

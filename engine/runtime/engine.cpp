@@ -61,7 +61,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
       break;
   }
 
-  OpenedDevice opened = open_device(options.device, options.budgets, options.cpu_kernels);
+  OpenedDevice opened =
+      open_device(options.device, options.budgets, options.cpu_kernels, options.gpu_slot);
   device_ = std::move(opened.device);
   ops_ = std::move(opened.ops);
 

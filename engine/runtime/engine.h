@@ -43,6 +43,8 @@ struct EngineOptions {
   DeviceChoice device = DeviceChoice::automatic;
   CpuKernelSet cpu_kernels = CpuKernelSet::optimized;
   std::uint64_t dummy_seed = 0;
+  // Which visible GPU the cuda device takes (modulo their count): an MPI rank's local rank.
+  int gpu_slot = 0;
   // Where the run's sequences, KV, hidden states and weights live (scheduler/placement.h): a
   // block of gpu_batch x num_gpu_batches sequences shares each layer's weight load; the KV of
   // each GPU batch is split by sequences between the gpu tier and pinned host memory, where cpu
