@@ -18,6 +18,11 @@ namespace offgen::test {
 pid_t start_offgen(const std::vector<std::string>& args, const ChildOptions& options) {
   std::vector<std::string> all = {OFFGEN_CLI_BINARY};
   all.insert(all.end(), args.begin(), args.end());
+  return start_program(all, options);
+}
+
+pid_t start_program(const std::vector<std::string>& command, const ChildOptions& options) {
+  std::vector<std::string> all = command;
   std::vector<char*> argv;
   for (std::string& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -104,6 +109,13 @@ nlohmann::json wait_for_json(const std::filesystem::path& path,
 Finished run_offgen(const std::vector<std::string>& args, const std::filesystem::path& log) {
   Finished finished;
   finished.code = exit_code(wait_for(start_offgen(args, {log})));
+  finished.output = read_file(log);
+  return finished;
+}
+
+Finished run_program(const std::vector<std::string>& command, const std::filesystem::path& log) {
+  Finished finished;
+  finished.code = exit_code(wait_for(start_program(command, {log})));
   finished.output = read_file(log);
   return finished;
 }

@@ -21,6 +21,8 @@ struct ChildOptions {
 // Starts the offgen binary with `args` in a child whose stop signals have their default action
 // (whatever the test runner ignores) and none blocked.
 pid_t start_offgen(const std::vector<std::string>& args, const ChildOptions& options);
+// The same for any program: command[0] is its path (mpirun, to start offgen on several ranks).
+pid_t start_program(const std::vector<std::string>& command, const ChildOptions& options);
 
 // Waits for the child; a generous deadline (a loaded machine is slow), then it is killed.
 // Returns the wait status.
@@ -47,5 +49,6 @@ struct Finished {
   std::string output;
 };
 Finished run_offgen(const std::vector<std::string>& args, const std::filesystem::path& log);
+Finished run_program(const std::vector<std::string>& command, const std::filesystem::path& log);
 
 }  // namespace offgen::test

@@ -1,0 +1,258 @@
+// offgen under mpirun: batch jobs split over two (and three) ranks on the cpu device give exactly
+// the output of one process; a rank killed mid-run leaves its finished lines, rank 0 says which
+// requests are not answered, and --resume on another rank count finishes them; bench reports
+// each rank and the sum. Built only with MPI (scripts/setup installs Open MPI, so CI runs them).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/cli/rank_parts.h"
+#include "tests/cli/offgen_process.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+#ifdef OFFGEN_MPIRUN
+
+fs::path trained_model() {
+  return test::data_dir().parent_path().parent_path() / "models" / "opt-tiny-kjv-docs";
+}
+
+// mpirun -n N <offgen> args...: oversubscribed (two cores here), and allowed as root (CI).
+std::vector<std::string> on_ranks(int ranks, const std::vector<std::string>& args) {
+  std::vector<std::string> command = {OFFGEN_MPIRUN, "-n", std::to_string(ranks),
+                                      "--oversubscribe"};
+  if (::geteuid() == 0) command.push_back("--allow-run-as-root");
+  command.push_back(OFFGEN_CLI_BINARY);
+  command.insert(command.end(), args.begin(), args.end());
+  return command;
+}
+
+// Requests of mixed prompt lengths and max_tokens (so a token split is not a line split), greedy,
+// with a malformed line among them.
+void write_requests(const fs::path& path, int count, int max_tokens_base) {
+  std::string text;
+  for (int i = 0; i < count; ++i) {
+    if (i == 7) {
+      text += "{\"prompt\": \n";  // not JSON: an error record, the others still run
+      continue;
+    }
+    Json prompt = Json::array({2});
+    for (int t = 0; t < 2 + (i * 5) % 17; ++t) prompt.push_back(100 + (i * 37 + t * 11) % 900);
+    text += Json({{"prompt_token_ids", prompt},
+                  {"max_tokens", max_tokens_base + (i * 3) % 9},
+                  {"temperature", 0},
+                  {"tag", fmt::format("r{}", i)}})
+                .dump();
+    text += '\n';
+  }
+  test::write_file(path, text);
+}
+
+std::vector<std::string> generate_args(const fs::path& input, const fs::path& output) {
+  return {"generate",     "--model",  trained_model().string(), "--device", "cpu", "--input",
+          input.string(), "--output", output.string()};
+}
+
+// The pid of the offgen process that is rank `rank` of a job writing `output`, or -1.
+pid_t rank_pid(int rank, const fs::path& output) {
+  const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string cmdline = test::read_file(entry.path() / "cmdline");
+    if (cmdline.find(output.string()) == std::string::npos ||
+        cmdline.find(OFFGEN_MPIRUN) != std::string::npos) {
+      continue;
+    }
+    std::istringstream environment(test::read_file(entry.path() / "environ"));
+    std::string variable;
+    while (std::getline(environment, variable, '\0')) {
+      if (variable == want) return static_cast<pid_t>(std::stol(name));
+    }
+  }
+  return -1;
+}
+
+bool has_parts(const fs::path& output) {
+  return !cli::part_files(output).empty();
+}
+
+TEST(MpiJob, TwoRanksAnswerExactlyAsOneProcess) {
+  if (!fs::exists(trained_model())) GTEST_SKIP() << "no " << trained_model();
+  test::TempDir dir;
+  const auto input = dir.path() / "in.jsonl";
+  write_requests(input, 30, 4);
+  const auto single = dir.path() / "single.jsonl";
+  const auto ranked = dir.path() / "ranked.jsonl";
+  const auto one = test::run_offgen(generate_args(input, single), dir.path() / "single.log");
+  EXPECT_EQ(one.code, 2) << one.output;  // the malformed line
+  const auto two =
+      test::run_program(on_ranks(2, generate_args(input, ranked)), dir.path() / "ranked.log");
+  EXPECT_EQ(two.code, 2) << two.output;
+  EXPECT_NE(two.output.find("2 ranks share 30 requests by tokens"), std::string::npos)
+      << two.output;
+  EXPECT_NE(two.output.find("[rank 1/2]"), std::string::npos) << two.output;
+  // One progress for the job: rank 0 counts every rank's requests.
+  EXPECT_NE(two.output.find("progress: 30/30 requests"), std::string::npos) << two.output;
+  EXPECT_EQ(test::read_file(ranked), test::read_file(single));
+  EXPECT_FALSE(has_parts(ranked)) << "the parts are merged and removed";
+
+  // Without --resume or --overwrite a finished output is refused on every rank, and kept.
+  const auto again =
+      test::run_program(on_ranks(2, generate_args(input, ranked)), dir.path() / "again.log");
+  EXPECT_EQ(again.code, 1) << again.output;
+  EXPECT_NE(again.output.find("--resume"), std::string::npos) << again.output;
+  EXPECT_EQ(test::read_file(ranked), test::read_file(single));
+
+  // score too: the same numbers as one process.
+  std::string texts;
+  for (int i = 0; i < 9; ++i) {
+    Json ids = Json::array({2});
+    for (int t = 0; t < 5 + i * 3; ++t) ids.push_back(50 + (i * 13 + t * 7) % 800);
+    texts += Json({{"token_ids", ids}}).dump() + "\n";
+  }
+  const auto score_input = dir.path() / "texts.jsonl";
+  test::write_file(score_input, texts);
+  auto score_args = [&](const fs::path& out) {
+    return std::vector<std::string>{"score",     "--model", trained_model().string(), "--device",
+                                    "cpu",       "--input", score_input.string(),     "--output",
+                                    out.string()};
+  };
+  const auto scored_one = test::run_offgen(score_args(dir.path() / "s1.jsonl"), dir.path() / "s1");
+  ASSERT_EQ(scored_one.code, 0) << scored_one.output;
+  const auto scored_two =
+      test::run_program(on_ranks(2, score_args(dir.path() / "s2.jsonl")), dir.path() / "s2");
+  ASSERT_EQ(scored_two.code, 0) << scored_two.output;
+  const std::string s1 = test::read_file(dir.path() / "s1.jsonl");
+  const std::string s2 = test::read_file(dir.path() / "s2.jsonl");
+  ASSERT_EQ(std::count(s2.begin(), s2.end(), '\n'), 9);
+  // Token ids and order exactly; log-probs may move in the last bits with the batch's row count
+  // (the optimized CPU GEMM picks its path by rows), so compare them to 1e-3.
+  std::istringstream a(s1);
+  std::istringstream b(s2);
+  std::string la;
+  std::string lb;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    const Json ja = Json::parse(la);
+    const Json jb = Json::parse(lb);
+    EXPECT_EQ(ja["index"], jb["index"]);
+    EXPECT_EQ(ja["token_ids"], jb["token_ids"]);
+    EXPECT_NEAR(ja["sum_logprob"].get<double>(), jb["sum_logprob"].get<double>(), 1e-3);
+  }
+}
+
+TEST(MpiJob, AKilledRankLeavesItsLinesAndResumeOnOtherRankCountsFinishes) {
+  if (!fs::exists(trained_model())) GTEST_SKIP() << "no " << trained_model();
+  test::TempDir dir;
+  const auto input = dir.path() / "in.jsonl";
+  const int requests = 60;
+  write_requests(input, requests, 20);
+  const auto output = dir.path() / "out.jsonl";
+  // One sequence at a time, so that rank 1 is killed with most of its share left.
+  auto first = generate_args(input, output);
+  first.insert(first.end(), {"--batch-size", "1"});
+  const pid_t job = test::start_program(on_ranks(2, first), {dir.path() / "killed.log"});
+  const fs::path part1 = cli::part_path(output, 1);
+  ASSERT_TRUE(test::wait_for_lines(job, part1, 3)) << test::read_file(dir.path() / "killed.log");
+  const pid_t rank1 = rank_pid(1, output);
+  ASSERT_GT(rank1, 0);
+  ::kill(rank1, SIGKILL);
+  const int status = test::wait_for(job);
+  const std::string log = test::read_file(dir.path() / "killed.log");
+  EXPECT_NE(test::exit_code(status), 0) << log;
+  // Rank 0 was stopped by the launcher and said what is not answered, and how to go on.
+  EXPECT_NE(log.find("not answered: requests"), std::string::npos) << log;
+  EXPECT_NE(log.find("--resume"), std::string::npos) << log;
+  std::size_t kept = 0;  // results; an error record (the malformed line) runs again
+  for (const fs::path& part : {cli::part_path(output, 0), part1}) {
+    std::istringstream lines(test::read_file(part));
+    std::string line;
+    while (std::getline(lines, line)) kept += Json::parse(line)["error"].is_null() ? 1 : 0;
+  }
+  ASSERT_GE(kept, 2u);
+  ASSERT_LT(kept, static_cast<std::size_t>(requests)) << "the job finished before the kill";
+  EXPECT_FALSE(fs::exists(output) && test::count_lines(output) > 0) << "nothing merged yet";
+
+  // Resumed on three ranks: only the unanswered requests run, and the output is one process's.
+  auto resume = generate_args(input, output);
+  resume.push_back("--resume");
+  const auto resumed = test::run_program(on_ranks(3, resume), dir.path() / "resumed.log");
+  EXPECT_EQ(resumed.code, 2) << resumed.output;  // the malformed line's error record
+  EXPECT_NE(resumed.output.find(
+                fmt::format("--resume: {} of {} requests already answered", kept, requests)),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_FALSE(has_parts(output));
+  const auto single = dir.path() / "single.jsonl";
+  const auto one = test::run_offgen(generate_args(input, single), dir.path() / "single.log");
+  EXPECT_EQ(one.code, 2) << one.output;
+  EXPECT_EQ(test::read_file(output), test::read_file(single));
+}
+
+TEST(MpiJob, BenchReportsEachRankAndTheirSum) {
+  test::TempDir dir;
+  const auto rows_file = dir.path() / "rows.json";
+  const auto bench = test::run_program(
+      on_ranks(2, {"bench", "--model", "dummy:opt-125m", "--device", "cpu", "--batch", "1,2",
+                   "--prompt-len", "8", "--gen-len", "4", "--json", rows_file.string()}),
+      dir.path() / "bench.log");
+  ASSERT_EQ(bench.code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("ranks: 2"), std::string::npos) << bench.output;
+  const Json rows = Json::parse(test::read_file(rows_file));
+  ASSERT_EQ(rows.size(), 6u);  // per batch: rank 0, rank 1, sum
+  for (std::size_t i = 0; i < rows.size(); i += 3) {
+    EXPECT_EQ(rows[i]["rank"], "0");
+    EXPECT_EQ(rows[i + 1]["rank"], "1");
+    const Json& sum = rows[i + 2];
+    EXPECT_EQ(sum["rank"], "sum");
+    EXPECT_EQ(sum["batch"].get<int>(), rows[i]["batch"].get<int>() * 2);
+    EXPECT_EQ(sum["status"], "measured");
+    // The slowest rank's seconds, and so at most the sum of the ranks' rates.
+    EXPECT_DOUBLE_EQ(sum["total_seconds"].get<double>(),
+                     std::max(rows[i]["prefill_seconds"].get<double>(),
+                              rows[i + 1]["prefill_seconds"].get<double>()) +
+                         std::max(rows[i]["decode_seconds"].get<double>(),
+                                  rows[i + 1]["decode_seconds"].get<double>()));
+    EXPECT_LE(sum["generated_tokens_per_second"].get<double>(),
+              rows[i]["generated_tokens_per_second"].get<double>() +
+                  rows[i + 1]["generated_tokens_per_second"].get<double>() + 1e-9);
+  }
+}
+
+#else
+
+// Started by a launcher as one of several ranks, a build without MPI would run the whole job on
+// each into the same output: it refuses, saying why.
+TEST(MpiJob, ABuildWithoutMpiRefusesToRunAsSeveralRanks) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "in.jsonl", "{\"prompt_token_ids\": [2, 10]}\n");
+  const auto run = test::run_program(
+      {"/usr/bin/env", "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1", OFFGEN_CLI_BINARY,
+       "generate", "--model", (test::data_dir() / "golden" / "tiny-preln").string(), "--device",
+       "cpu", "--input", (dir.path() / "in.jsonl").string(), "--output",
+       (dir.path() / "out.jsonl").string()},
+      dir.path() / "log");
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_NE(run.output.find("built without MPI"), std::string::npos) << run.output;
+  EXPECT_FALSE(fs::exists(dir.path() / "out.jsonl"));
+}
+
+#endif
+
+}  // namespace
+}  // namespace offgen
