@@ -52,6 +52,29 @@ float* grow(std::vector<float>& v, std::int64_t n) {
   return v.data();
 }
 
+// Σ p[0, n) in one fixed order: 16 running lanes over consecutive blocks of 16, then the lanes in
+// order. The order depends on n alone, not on p's address (a compiler's simd reduction may peel
+// for alignment) nor on where the keys start: a left-padded sequence's probabilities are summed
+// from its first real key, so they come out the same bits whatever padding its batch-mates
+// impose.
+inline float ordered_sum(const float* p, int n) {
+  Vec lanes = {};
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    Vec v;
+    std::memcpy(&v, p + j, sizeof v);
+    lanes += v;
+  }
+  if (j < n) {
+    Vec v = {};
+    std::memcpy(&v, p + j, sizeof(float) * static_cast<std::size_t>(n - j));
+    lanes += v;
+  }
+  float sum = 0.0f;
+  for (int l = 0; l < 16; ++l) sum += lanes[l];
+  return sum;
+}
+
 // Half{} has bits 0: +0.0.
 void zero_half(Half* p, int n) {
   std::fill(p, p + n, Half{});
@@ -76,6 +99,8 @@ template <int kChunks>
 
   int last = q1 - 1;  // last real query of the block: keys [0, last] are all it needs
   while (last >= q0 && valid[last] == 0) --last;
+  int first = 0;  // first real key: the left padding ends here
+  while (first < q1 && valid[first] == 0) ++first;
   for (int i = q0; i < q1; ++i) {
     if (valid[i] == 0) zero_half(out + i * hd, dim);
   }
@@ -150,13 +175,9 @@ template <int kChunks>
       float max = kMinusInf;
 #pragma omp simd reduction(max : max)
       for (int j = 0; j <= i; ++j) max = vmax(max, p[j] + mask[j]);
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int j = 0; j <= i; ++j) {
-        p[j] = fast_exp(p[j] + mask[j] - max);
-        sum += p[j];
-      }
-      const float inv = 1.0f / sum;
+#pragma omp simd
+      for (int j = 0; j <= i; ++j) p[j] = fast_exp(p[j] + mask[j] - max);
+      const float inv = 1.0f / ordered_sum(p + first, i + 1 - first);
 #pragma omp simd
       for (int j = 0; j <= i; ++j) p[j] *= inv;
       std::fill(p + i + 1, p + n, 0.0f);
@@ -276,13 +297,9 @@ OFFGEN_SIMD_CLONES void decode_kv_head(const DecodeAttentionArgs& a, int b, int 
     float max = kMinusInf;
 #pragma omp simd reduction(max : max)
     for (int j = 0; j < count; ++j) max = vmax(max, pg[j]);
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < count; ++j) {
-      pg[j] = fast_exp(pg[j] - max);
-      sum += pg[j];
-    }
-    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int j = 0; j < count; ++j) pg[j] = fast_exp(pg[j] - max);
+    const float inv = 1.0f / ordered_sum(pg, count);
 #pragma omp simd
     for (int j = 0; j < count; ++j) pg[j] *= inv;
   }

@@ -1,18 +1,14 @@
 // Linear / logits: fp32 GEMM over fp16 operands, y[m, n] = Σ_k x[m, k]·W[n, k] (+ epilogue).
 //
-// Two paths, both TBB-parallel over an (n-block × m-block) task grid; each task converts its
-// block of W rows to fp32 into thread-local scratch once, and finishes its outputs through the
-// epilogue (bias, activation, one rounding to fp16 — or plain fp32 for logits).
-//
-//  * Panel path (m >= one x panel: 32 rows with AVX-512, 16 with AVX2) — the compute-bound case.
-//    x is packed once per call into k-major panels xp[kk][P] and W's scratch keeps rows at a fixed
-//    stride of kChunk floats, so the micro-kernel is an outer product: per kk it loads P x values
-//    as vectors and broadcasts G W values (compile-time displacements), G×P accumulators
-//    (AVX-512: 12 × 32 = 24 zmm; AVX2: 6 × 16 = 12 ymm). No horizontal reductions.
-//    k runs in chunks of <= kChunk so a W group stays in L1 while x panels stream from L2.
-//  * Dot path (small m: decode, short prompts) — memory-bound on W. x rows are zero-padded to a
-//    multiple of 16; each NR-row group of W is converted right before use; the micro-kernel does
-//    MR × NR dot products vectorised over k and reduces them horizontally once per tile.
+// One path for every row count, TBB-parallel over an (n-block × m-block) task grid. x rows are
+// converted to fp32 and zero-padded to a multiple of 16; each task converts NR-row groups of W
+// right before use (they stay in L1) and runs an MR × NR micro-kernel of dot products vectorised
+// over k, reduced horizontally once per tile and k chunk; rows come in blocks that stay in L2.
+// Each output is summed in the same order whatever m is, so a row's result is bit for bit the
+// same alone or among thousands: a request's tokens never depend on its batch-mates. (An
+// outer-product kernel over packed x panels was ~10% faster at m >= 512 but sums in another
+// order, so a request's bits changed with the number of rows beside it.) Outputs go through the
+// epilogue: bias, activation, one rounding to fp16 — or plain fp32 for logits.
 //
 // Micro-kernels are picked at run time (AVX-512, AVX2+FMA, portable); OFFGEN_CPU_ISA=avx2 or
 // =portable caps the choice so tests can cover the fallbacks on any x86 machine.
@@ -23,7 +19,6 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -218,145 +213,68 @@ __attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t 
 }
 #endif
 
-// ---- panel path: micro-kernels ---------------------------------------------------------------
-
-// k per pass, and the fixed row stride (floats) of the W scratch, so a kernel addresses W row j
-// at the compile-time displacement j·kChunk.
-constexpr int kChunk = 512;
-
-// ct[j·ldc + r] += Σ_kk w[j·kChunk + kk] · xp[kk·P + r] for j < G and the first V·(P/2) rows r.
-using PanelTile = void (*)(const float* xp, const float* w, int len, float* ct, std::int64_t ldc);
-
-struct PanelIsa {
-  int rows = 0;            // P: x rows per panel (two vectors)
-  int group = 0;           // G: W rows per micro-tile
-  PanelTile tile[3] = {};  // tile[v]: v vectors of rows (v = 1 for a panel at most half full)
-};
-
-#if defined(__x86_64__)
-template <int V>
-__attribute__((target("avx512f"))) void panel_avx512(const float* xp, const float* w, int len,
-                                                     float* ct, std::int64_t ldc) {
-  constexpr int kG = 12;
-  constexpr int kP = 32;
-  __m512 acc[kG][V];
-#pragma GCC unroll 12
-  for (int j = 0; j < kG; ++j) {
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) acc[j][v] = _mm512_setzero_ps();
-  }
-  for (int kk = 0; kk < len; ++kk) {
-    __m512 xv[V];
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) xv[v] = _mm512_load_ps(xp + kk * kP + 16 * v);
-#pragma GCC unroll 12
-    for (int j = 0; j < kG; ++j) {
-      const __m512 b = _mm512_set1_ps(w[j * kChunk + kk]);
-#pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) acc[j][v] = _mm512_fmadd_ps(b, xv[v], acc[j][v]);
-    }
-  }
-#pragma GCC unroll 12
-  for (int j = 0; j < kG; ++j) {
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) {
-      float* c = ct + j * ldc + 16 * v;
-      _mm512_storeu_ps(c, _mm512_add_ps(_mm512_loadu_ps(c), acc[j][v]));
-    }
-  }
-}
-
-template <int V>
-__attribute__((target("avx2,fma"))) void panel_avx2(const float* xp, const float* w, int len,
-                                                    float* ct, std::int64_t ldc) {
-  constexpr int kG = 6;
-  constexpr int kP = 16;
-  __m256 acc[kG][V];
-#pragma GCC unroll 6
-  for (int j = 0; j < kG; ++j) {
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) acc[j][v] = _mm256_setzero_ps();
-  }
-  for (int kk = 0; kk < len; ++kk) {
-    __m256 xv[V];
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) xv[v] = _mm256_load_ps(xp + kk * kP + 8 * v);
-#pragma GCC unroll 6
-    for (int j = 0; j < kG; ++j) {
-      const __m256 b = _mm256_broadcast_ss(w + j * kChunk + kk);
-#pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) acc[j][v] = _mm256_fmadd_ps(b, xv[v], acc[j][v]);
-    }
-  }
-#pragma GCC unroll 6
-  for (int j = 0; j < kG; ++j) {
-#pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) {
-      float* c = ct + j * ldc + 8 * v;
-      _mm256_storeu_ps(c, _mm256_add_ps(_mm256_loadu_ps(c), acc[j][v]));
-    }
-  }
-}
-#endif
-
 // ---- selection -------------------------------------------------------------------------------
 
-struct Kernels {
-  DotIsa dot;
-  PanelIsa panel;  // panel.rows == 0: none (portable builds use the dot path for every m)
-};
-
 // Best kernels this CPU runs, capped by OFFGEN_CPU_ISA (read per call: tests flip it).
-Kernels select_kernels() {
+DotIsa select_kernels() {
   const char* env = std::getenv("OFFGEN_CPU_ISA");
   const std::string_view cap = env != nullptr ? env : "";
-  Kernels k;
-  k.dot = {2, 4, {nullptr, dot_portable<1>, dot_portable<2>}};
-  if (cap == "portable") return k;
+  if (cap == "portable") return {2, 4, {nullptr, dot_portable<1>, dot_portable<2>}};
 #if defined(__x86_64__)
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
   static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (has_avx512 && cap != "avx2") {
-    k.dot = {4, 6, {nullptr, dot_avx512<1>, dot_avx512<2>, dot_avx512<3>, dot_avx512<4>}};
-    k.panel = {32, 12, {nullptr, panel_avx512<1>, panel_avx512<2>}};
-  } else if (has_avx2) {
-    k.dot = {3, 4, {nullptr, dot_avx2<1>, dot_avx2<2>, dot_avx2<3>}};
-    k.panel = {16, 6, {nullptr, panel_avx2<1>, panel_avx2<2>}};
+    return {4, 6, {nullptr, dot_avx512<1>, dot_avx512<2>, dot_avx512<3>, dot_avx512<4>}};
   }
+  if (has_avx2) return {3, 4, {nullptr, dot_avx2<1>, dot_avx2<2>, dot_avx2<3>}};
 #endif
-  return k;
+  return {2, 4, {nullptr, dot_portable<1>, dot_portable<2>}};
 }
 
-// ---- dot path: driver ------------------------------------------------------------------------
+// ---- driver ----------------------------------------------------------------------------------
 
-void gemm_dot(const DotIsa& isa, const Half* x, const Half* weight, std::int64_t m, std::int64_t n,
-              std::int64_t k, const Epilogue& store) {
+void gemm(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std::int64_t k,
+          const Epilogue& store) {
+  if (m <= 0 || n <= 0) return;
+  const DotIsa isa = select_kernels();
   const std::int64_t kp = round_up(std::max<std::int64_t>(k, 1), kDotAlign);
   // x in fp32, rows zero-padded to kp. Kept per calling thread (the stream's worker) so the
   // hot path does not allocate and fault in fresh pages on every call.
   thread_local AlignedFloats x_buffer;
   float* const xf = x_buffer.get(static_cast<std::size_t>(m * kp));
-  for (std::int64_t i = 0; i < m; ++i) {
-    half_to_float(x + i * k, xf + i * kp, static_cast<std::size_t>(k));
-    std::fill(xf + i * kp + k, xf + (i + 1) * kp, 0.0f);
-  }
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, m, 64), [&](const auto& r) {
+      for (std::int64_t i = r.begin(); i != r.end(); ++i) {
+        half_to_float(x + i * k, xf + i * kp, static_cast<std::size_t>(k));
+        std::fill(xf + i * kp + k, xf + (i + 1) * kp, 0.0f);
+      }
+    });
+  });
+  // k chunks: the order of a sum depends only on k, never on m.
   const std::int64_t chunk = round_up(ceil_div(kp, ceil_div(kp, kDotChunk)), kDotAlign);
-  // Blocks of W rows per task; small, since m is small and tasks must outnumber the workers.
+  // Row blocks of <= ~512 KiB of x, so a block stays in L2 while a task's W groups pass over it
+  // (one block for decode and short prompts); each block re-converts its W rows, 1/mb extra work.
+  const std::int64_t mb =
+      std::min(m, std::max<std::int64_t>(isa.mr, (512 << 10) / (kp * 4) / isa.mr * isa.mr));
+  const std::int64_t m_blocks = ceil_div(m, mb);
+  // Blocks of W rows per task; fewer when the tasks must outnumber the workers.
   std::int64_t nb = 16 * isa.nr;
-  while (nb > isa.nr && ceil_div(n, nb) < task_target()) nb -= isa.nr;
+  while (nb > isa.nr && ceil_div(n, nb) * m_blocks < task_target()) nb -= isa.nr;
   const std::int64_t n_blocks = ceil_div(n, nb);
 
   tbb::this_task_arena::isolate([&] {
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n_blocks), [&](const auto& r) {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n_blocks * m_blocks), [&](const auto& r) {
       thread_local AlignedFloats w_buffer;
       thread_local AlignedFloats c_buffer;
       float* const wf = w_buffer.get(static_cast<std::size_t>(isa.nr * kp));
       for (std::int64_t t = r.begin(); t != r.end(); ++t) {
-        const std::int64_t n0 = t * nb;
+        const std::int64_t n0 = (t / m_blocks) * nb;
         const std::int64_t ncount = std::min(nb, n - n0);
         const std::int64_t nbp = round_up(ncount, isa.nr);
-        float* const c = c_buffer.get(static_cast<std::size_t>(m * nbp));
-        std::fill(c, c + m * nbp, 0.0f);
+        const std::int64_t m0 = (t % m_blocks) * mb;
+        const std::int64_t mcount = std::min(mb, m - m0);
+        float* const c = c_buffer.get(static_cast<std::size_t>(mcount * nbp));
+        std::fill(c, c + mcount * nbp, 0.0f);
         for (std::int64_t j0 = 0; j0 < nbp; j0 += isa.nr) {
           // Convert this group (zero rows past n) into L1-sized scratch right before use.
           const std::int64_t rows = std::min<std::int64_t>(isa.nr, ncount - j0);
@@ -367,134 +285,16 @@ void gemm_dot(const DotIsa& isa, const Half* x, const Half* weight, std::int64_t
           std::fill(wf + rows * kp, wf + isa.nr * kp, 0.0f);
           for (std::int64_t k0 = 0; k0 < kp; k0 += chunk) {
             const int len = static_cast<int>(std::min(chunk, kp - k0));
-            for (std::int64_t i0 = 0; i0 < m; i0 += isa.mr) {
-              const auto mr = std::min<std::int64_t>(isa.mr, m - i0);
-              isa.tile[mr](xf + i0 * kp + k0, kp, wf + k0, kp, len, c + i0 * nbp + j0, nbp);
+            for (std::int64_t i0 = 0; i0 < mcount; i0 += isa.mr) {
+              const auto mr = std::min<std::int64_t>(isa.mr, mcount - i0);
+              isa.tile[mr](xf + (m0 + i0) * kp + k0, kp, wf + k0, kp, len, c + i0 * nbp + j0, nbp);
             }
           }
         }
-        for (std::int64_t i = 0; i < m; ++i) store(i, n0, ncount, c + i * nbp);
+        for (std::int64_t i = 0; i < mcount; ++i) store(m0 + i, n0, ncount, c + i * nbp);
       }
     });
   });
-}
-
-// ---- panel path: driver ----------------------------------------------------------------------
-
-void gemm_panel(const PanelIsa& isa, const Half* x, const Half* weight, std::int64_t m,
-                std::int64_t n, std::int64_t k, const Epilogue& store) {
-  const std::int64_t P = isa.rows;
-  const std::int64_t G = isa.group;
-  const std::int64_t panels = ceil_div(m, P);
-  const std::int64_t chunks = std::max<std::int64_t>(1, ceil_div(k, kChunk));
-  const std::int64_t clen = ceil_div(k, chunks);  // balanced chunks, each <= kChunk
-
-  // x packed k-major: panel p holds rows [p·P, p·P + P) as xp[p·k·P + kk·P + r], zero past m.
-  // Per calling thread, reused across calls (see gemm_dot).
-  thread_local AlignedFloats x_buffer;
-  float* const xp =
-      x_buffer.get(static_cast<std::size_t>(std::max<std::int64_t>(panels * k * P, 1)));
-  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, panels), [&](const auto& r) {
-    thread_local AlignedFloats rows_buffer;
-    float* const rows = rows_buffer.get(static_cast<std::size_t>(std::max<std::int64_t>(P * k, 1)));
-    for (std::int64_t p = r.begin(); p != r.end(); ++p) {
-      // Convert the panel's rows (bulk F16C), then transpose with sequential writes: the P rows'
-      // read streams stay in L1 while dst is written once, in order.
-      const std::int64_t real = std::min(P, m - p * P);
-      half_to_float(x + p * P * k, rows, static_cast<std::size_t>(real * k));
-      std::fill(rows + real * k, rows + P * k, 0.0f);
-      float* const dst = xp + p * k * P;
-      for (std::int64_t kk = 0; kk < k; ++kk) {
-        for (std::int64_t i = 0; i < P; ++i) dst[kk * P + i] = rows[i * k + kk];
-      }
-    }
-  });
-
-  // Per task and chunk: W block (nb rows × kChunk) ~192 KiB and x block (mb rows) ~256 KiB in L2.
-  // W scratch (chunks × nb rows × kChunk floats) <= 2 MiB per thread even for k in the 10^4s.
-  std::int64_t nb = std::clamp<std::int64_t>((2 << 20) / (chunks * kChunk * 4) / G, 1, 8) * G;
-  const std::int64_t mb = std::min(round_up(m, P), 4 * P);
-  const std::int64_t m_blocks = ceil_div(m, mb);
-  while (nb > G && ceil_div(n, nb) * m_blocks < task_target()) nb -= G;
-  const std::int64_t n_blocks = ceil_div(n, nb);
-
-  static std::atomic<std::uint64_t> calls{0};
-  const std::uint64_t call = ++calls;
-  tbb::this_task_arena::isolate([&] {
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n_blocks * m_blocks), [&](const auto& r) {
-      thread_local AlignedFloats w_buffer;
-      thread_local AlignedFloats c_buffer;
-      thread_local AlignedFloats row_buffer;
-      // Which (call, n-block) this thread's W scratch holds: consecutive tasks share the block,
-      // and TBB hands a thread neighbouring ranges, so the conversion is mostly done once.
-      thread_local std::uint64_t cached_call = 0;
-      thread_local std::int64_t cached_block = -1;
-      for (std::int64_t t = r.begin(); t != r.end(); ++t) {
-        const std::int64_t nblock = t / m_blocks;
-        const std::int64_t n0 = nblock * nb;
-        const std::int64_t ncount = std::min(nb, n - n0);
-        const std::int64_t nbp = round_up(ncount, G);
-        // Always the full-block size, so the buffer never moves under a cached block.
-        float* const wf = w_buffer.get(static_cast<std::size_t>(chunks * round_up(nb, G) * kChunk));
-        if (cached_call != call || cached_block != nblock) {
-          // W scratch: wf[(c·nbp + j)·kChunk + kk] = W[n0 + j, c·clen + kk]; rows past n are 0.
-          for (std::int64_t c = 0; c < chunks; ++c) {
-            const std::int64_t k0 = c * clen;
-            const std::int64_t len = std::min(clen, k - k0);
-            for (std::int64_t j = 0; j < nbp; ++j) {
-              float* const dst = wf + (c * nbp + j) * kChunk;
-              if (j < ncount) {
-                half_to_float(weight + (n0 + j) * k + k0, dst, static_cast<std::size_t>(len));
-              } else {
-                std::fill(dst, dst + len, 0.0f);
-              }
-            }
-          }
-          cached_call = call;
-          cached_block = nblock;
-        }
-        const std::int64_t m0 = (t % m_blocks) * mb;
-        const std::int64_t mcount = std::min(mb, m - m0);
-        const std::int64_t ldc = round_up(mcount, P);
-        // ct is the output tile transposed: ct[j·ldc + i] for output (m0 + i, n0 + j).
-        float* const ct = c_buffer.get(static_cast<std::size_t>(nbp * ldc));
-        std::fill(ct, ct + nbp * ldc, 0.0f);
-        for (std::int64_t c = 0; c < chunks; ++c) {
-          const std::int64_t k0 = c * clen;
-          const int len = static_cast<int>(std::min(clen, k - k0));
-          for (std::int64_t j0 = 0; j0 < nbp; j0 += G) {
-            const float* const w = wf + (c * nbp + j0) * kChunk;
-            for (std::int64_t i0 = 0; i0 < mcount; i0 += P) {
-              const int vectors = mcount - i0 > P / 2 ? 2 : 1;
-              isa.tile[vectors](xp + (m0 + i0) * k + k0 * P, w, len, ct + j0 * ldc + i0, ldc);
-            }
-          }
-        }
-        // Transpose back 16 rows at a time (each ct read is one cache line), then finish rows.
-        constexpr std::int64_t kRows = 16;
-        float* const rows = row_buffer.get(static_cast<std::size_t>(kRows * nbp));
-        for (std::int64_t i0 = 0; i0 < mcount; i0 += kRows) {
-          const std::int64_t count = std::min(kRows, mcount - i0);
-          for (std::int64_t j = 0; j < ncount; ++j) {
-            for (std::int64_t i = 0; i < count; ++i) rows[i * nbp + j] = ct[j * ldc + i0 + i];
-          }
-          for (std::int64_t i = 0; i < count; ++i) store(m0 + i0 + i, n0, ncount, rows + i * nbp);
-        }
-      }
-    });
-  });
-}
-
-void gemm(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std::int64_t k,
-          const Epilogue& store) {
-  if (m <= 0 || n <= 0) return;
-  const Kernels kernels = select_kernels();
-  // The panel path pads x to whole panels; below one panel the dot path wastes nothing.
-  if (kernels.panel.rows > 0 && m >= kernels.panel.rows) {
-    gemm_panel(kernels.panel, x, weight, m, n, k, store);
-  } else {
-    gemm_dot(kernels.dot, x, weight, m, n, k, store);
-  }
 }
 
 }  // namespace

@@ -123,6 +123,40 @@ TEST_P(LinearParity, IsDeterministic) {
   }
 }
 
+// A row's output bits never depend on how many rows share the call: the same requests in a batch
+// of 1, of 31 or of 70 must give the same tokens (their batch-mates never change a result), so
+// the CPU GEMM sums every output in one order whatever the row count (k = 4100 splits the rows
+// into blocks that fit L2).
+TEST_P(LinearParity, ARowsBitsDoNotDependOnTheRowCount) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const int k : {100, 1100, 4100}) {
+    const Shape all{70, 45, k};
+    SCOPED_TRACE(describe(all));
+    const auto x = rng.halves(all.m * all.k, -1, 1);
+    const auto w = rng.halves(std::size_t(all.n) * all.k, -1, 1);
+    const auto b = rng.halves(all.n, -1, 1);
+    std::vector<Half> together(all.m * all.n);
+    kernels::LinearArgs args{.x = x.data(),
+                             .weight = w.data(),
+                             .bias = b.data(),
+                             .y = together.data(),
+                             .rows = all.m,
+                             .out_features = all.n,
+                             .in_features = all.k};
+    impl().linear(args);
+    for (const std::int64_t m : {1, 2, 3, 5, 12, 13, 15, 16, 17, 31, 32, 33, 49}) {
+      SCOPED_TRACE("m=" + std::to_string(m));
+      std::vector<Half> fewer(m * all.n);
+      args.rows = m;
+      args.y = fewer.data();
+      impl().linear(args);
+      EXPECT_TRUE(
+          bitwise_equal(fewer, std::vector<Half>(together.begin(), together.begin() + m * all.n)));
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, LinearParity, ::testing::ValuesIn(kernel_sets_under_test()),
                          kernel_set_name);
 

@@ -1,5 +1,6 @@
 // Parity of logits (the tied LM head, fp32 out) against the reference.
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,32 @@ TEST_P(LogitsParity, MatchesReference) {
     ref::logits(args);
     EXPECT_TRUE(out.guards_intact());
     EXPECT_TRUE(all_close(out.values(), expected, logits_tolerance(s.k, 1.0)));
+  }
+}
+
+// A row's logits are the same bits whatever the number of rows beside it (linear_test.cpp says
+// why): a sampled token must not move with the batch.
+TEST_P(LogitsParity, ARowsLogitsDoNotDependOnTheRowCount) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const Shape all{40, 333, 768};
+  const auto x = rng.halves(all.m * all.k, -1, 1);
+  const auto embed = rng.halves(std::size_t(all.n) * all.k, -1, 1);
+  std::vector<float> together(all.m * all.n);
+  kernels::LogitsArgs args{.x = x.data(),
+                           .embed = embed.data(),
+                           .out = together.data(),
+                           .rows = all.m,
+                           .vocab = all.n,
+                           .dim = all.k};
+  impl().logits(args);
+  for (const std::int64_t m : {1, 4, 20, 33}) {
+    SCOPED_TRACE("m=" + std::to_string(m));
+    std::vector<float> fewer(m * all.n);
+    args.rows = m;
+    args.out = fewer.data();
+    impl().logits(args);
+    EXPECT_EQ(std::memcmp(fewer.data(), together.data(), fewer.size() * sizeof(float)), 0);
   }
 }
 

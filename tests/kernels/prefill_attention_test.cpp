@@ -187,6 +187,37 @@ TEST_P(PrefillAttentionParity, GroupedQueryIsMultiHeadOverRepeatedKv) {
   }
 }
 
+// A sequence's attention is the same bits whatever left padding its batch-mates impose: the same
+// real tokens after 0, 1, 5, 16 or 19 pad positions give the same outputs and key sums at those
+// tokens (a request's result never depends on its batch-mates).
+TEST_P(PrefillAttentionParity, LeftPaddingDoesNotChangeARealTokensBits) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const int real = 41;  // crosses 16- and 32-key steps
+  const PrefillCase alone{1, real, 4, 24, {0}, 2};
+  const auto tokens = rng.halves(std::size_t(real) * alone.qkv_width(), -1, 1);
+  const auto base =
+      run_prefill(impl().prefill_attention, tokens, left_padding(real, {0}), alone, alone.kv(), 0);
+  const std::size_t out_width = std::size_t(alone.heads) * alone.head_dim;
+  for (const int pad : {1, 5, 16, 19}) {
+    SCOPED_TRACE("pad " + std::to_string(pad));
+    const PrefillCase padded{1, real + pad, alone.heads, alone.head_dim, {pad}, alone.kv_heads};
+    auto qkv = rng.halves(std::size_t(pad) * alone.qkv_width(), -1, 1);  // junk under the mask
+    qkv.insert(qkv.end(), tokens.begin(), tokens.end());
+    const auto r = run_prefill(impl().prefill_attention, qkv, left_padding(padded.seq, {pad}),
+                               padded, padded.kv(), 0);
+    EXPECT_TRUE(bitwise_equal(
+        std::vector<Half>(r.out.begin() + std::ptrdiff_t(pad * out_width), r.out.end()), base.out));
+    for (int kv = 0; kv < alone.kv(); ++kv) {
+      for (int j = 0; j < real; ++j) {
+        ASSERT_EQ(r.sums[std::size_t(kv) * padded.seq + pad + j],
+                  base.sums[std::size_t(kv) * real + j])
+            << "kv head " << kv << " key " << j;
+      }
+    }
+  }
+}
+
 // Query heads that do not split into whole groups are a caller bug the kernels refuse.
 TEST_P(PrefillAttentionParity, RejectsPartialGroups) {
   const PrefillCase c{1, 4, 6, 8, {0}, 4};

@@ -133,11 +133,8 @@ TEST_P(BatchMates, ARequestsResultDoesNotDependOnItsBatchMates) {
     }
   }
 
-  // Scores through the cache (teacher forcing past a short prefill) the same way, bit for bit on
-  // the reference kernels, whose GEMM sums every row alike (the optimized CPU GEMM picks its
-  // path by row count, so there a text's log-probs may move in the last bits with its batch).
-  Engine reference_together = engine(8, policy, kv_budget, CpuKernelSet::reference);
-  Engine reference_single = engine(1, policy, kv_budget, CpuKernelSet::reference);
+  // Scores through the cache (teacher forcing past a short prefill) the same way, bit for bit, on
+  // both kernel sets: every CPU GEMM path sums an output in one order, whatever the row count.
   std::vector<ScoreRequest> texts;
   for (const auto& r : requests) {
     ScoreRequest t;
@@ -145,13 +142,18 @@ TEST_P(BatchMates, ARequestsResultDoesNotDependOnItsBatchMates) {
     for (int k = 0; k < 2 * r.max_tokens; ++k) t.tokens.push_back(4 + (k * 13 + 5) % 990);
     texts.push_back(t);
   }
-  const auto scored = reference_together.score(texts, /*prefill_tokens=*/4);
-  for (std::size_t i = 0; i < texts.size(); ++i) {
-    const auto alone = reference_single.score(std::span(&texts[i], 1), 4);
-    ASSERT_EQ(alone[0].token_logprobs.size(), scored[i].token_logprobs.size());
-    for (std::size_t t = 1; t < alone[0].token_logprobs.size(); ++t) {
-      EXPECT_EQ(alone[0].token_logprobs[t], scored[i].token_logprobs[t])
-          << "text " << i << " token " << t;
+  for (const CpuKernelSet kernels : {CpuKernelSet::reference, CpuKernelSet::optimized}) {
+    Engine kernels_together = engine(8, policy, kv_budget, kernels);
+    Engine kernels_single = engine(1, policy, kv_budget, kernels);
+    const auto scored = kernels_together.score(texts, /*prefill_tokens=*/4);
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      const auto alone = kernels_single.score(std::span(&texts[i], 1), 4);
+      ASSERT_EQ(alone[0].token_logprobs.size(), scored[i].token_logprobs.size());
+      for (std::size_t t = 1; t < alone[0].token_logprobs.size(); ++t) {
+        EXPECT_EQ(alone[0].token_logprobs[t], scored[i].token_logprobs[t])
+            << "text " << i << " token " << t
+            << (kernels == CpuKernelSet::reference ? " (reference)" : " (optimized)");
+      }
     }
   }
 }

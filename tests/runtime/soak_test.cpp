@@ -87,14 +87,13 @@ EngineOptions options_for(const SoakPlan& plan, const std::string& disk) {
   return options;
 }
 
-// The same blocks in the same GPU batches with everything resident. (Not one GPU batch per
-// block: a GPU batch's row count picks the cpu GEMM's path — dot products below one x panel,
-// outer products above — and the two round differently, which can flip a near-tie. What the
-// soak checks is that placement changes nothing; BlockSchedule covers the split itself.)
+// The same blocks as one GPU batch each, with everything resident: placement, the split into GPU
+// batches and the padding each split brings change nothing (every CPU kernel sums an output in
+// one order whatever the row count and the left padding).
 EngineOptions resident_options(const SoakPlan& plan) {
   SoakPlan resident;
-  resident.placement.gpu_batch = plan.placement.gpu_batch;
-  resident.placement.block.num_gpu_batches = plan.placement.block.num_gpu_batches;
+  resident.placement.gpu_batch = plan.placement.gpu_batch * plan.placement.block.num_gpu_batches;
+  resident.placement.block.num_gpu_batches = 1;
   resident.policy = plan.policy;
   resident.kv_budget = plan.kv_budget;
   return options_for(resident, "");
