@@ -1,7 +1,8 @@
 // offgen under mpirun: batch jobs split over two (and three) ranks on the cpu device give exactly
 // the output of one process; a rank killed mid-run leaves its finished lines, rank 0 says which
 // requests are not answered, and --resume on another rank count finishes them; bench reports
-// each rank and the sum. Built only with MPI (scripts/setup installs Open MPI, so CI runs them).
+// each rank and the sum; a rank that fails without dying says why. Built only with MPI
+// (scripts/setup installs Open MPI, so CI runs them).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -202,6 +203,46 @@ TEST(MpiJob, AKilledRankLeavesItsLinesAndResumeOnOtherRankCountsFinishes) {
                 fmt::format("--resume: {} of {} requests already answered", kept, requests)),
             std::string::npos)
       << resumed.output;
+  EXPECT_FALSE(has_parts(output));
+  const auto single = dir.path() / "single.jsonl";
+  const auto one = test::run_offgen(generate_args(input, single), dir.path() / "single.log");
+  EXPECT_EQ(one.code, 2) << one.output;
+  EXPECT_EQ(test::read_file(output), test::read_file(single));
+}
+
+// A rank that fails without dying (here its part file outgrows a 2 KiB file-size limit, as on a
+// full disk: SIGXFSZ ignored, so the write fails with EFBIG) reports why; rank 0 keeps every
+// finished line, names the unanswered requests and merges nothing, and one process resumes them.
+TEST(MpiJob, ARankThatFailsSaysWhyAndItsRequestsResume) {
+  if (!fs::exists(trained_model())) GTEST_SKIP() << "no " << trained_model();
+  test::TempDir dir;
+  const auto input = dir.path() / "in.jsonl";
+  const int requests = 40;
+  write_requests(input, requests, 10);
+  const auto output = dir.path() / "out.jsonl";
+  const auto args = generate_args(input, output);
+  // MPMD: rank 0 as usual, rank 1 through a shell that sets the limit and execs offgen.
+  std::vector<std::string> command = on_ranks(1, args);
+  command.insert(command.end(),
+                 {":", "-n", "1", "/bin/bash", "-c",
+                  "trap '' XFSZ; ulimit -f 2; exec \"$0\" \"$@\"", OFFGEN_CLI_BINARY});
+  command.insert(command.end(), args.begin(), args.end());
+  const auto failed = test::run_program(command, dir.path() / "failed.log");
+  EXPECT_EQ(failed.code, 1) << failed.output;
+  EXPECT_NE(failed.output.find("rank 1: writing " + cli::part_path(output, 1).string() + " failed"),
+            std::string::npos)
+      << failed.output;
+  EXPECT_NE(failed.output.find("not answered: requests"), std::string::npos) << failed.output;
+  EXPECT_FALSE(fs::exists(output) && test::count_lines(output) > 0) << "nothing merged";
+  const std::size_t rank0_lines = test::count_lines(cli::part_path(output, 0));
+  const std::size_t rank1_lines = test::count_lines(cli::part_path(output, 1));
+  EXPECT_GT(rank0_lines, 0u);
+  EXPECT_LT(rank0_lines + rank1_lines, static_cast<std::size_t>(requests));
+
+  auto resume = args;
+  resume.push_back("--resume");
+  const auto resumed = test::run_offgen(resume, dir.path() / "resumed.log");
+  EXPECT_EQ(resumed.code, 2) << resumed.output;  // the malformed line's error record
   EXPECT_FALSE(has_parts(output));
   const auto single = dir.path() / "single.jsonl";
   const auto one = test::run_offgen(generate_args(input, single), dir.path() / "single.log");
