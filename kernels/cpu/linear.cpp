@@ -89,7 +89,7 @@ struct Epilogue {
   }
 };
 
-// ---- dot path: micro-kernels -----------------------------------------------------------------
+// ---- micro-kernels ----------------------------------------------------------------------------
 
 constexpr int kDotAlign = 16;    // x / W rows padded to a multiple of one zmm of floats
 constexpr int kDotChunk = 1024;  // k per pass
@@ -219,7 +219,8 @@ __attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t 
 DotIsa select_kernels() {
   const char* env = std::getenv("OFFGEN_CPU_ISA");
   const std::string_view cap = env != nullptr ? env : "";
-  if (cap == "portable") return {2, 4, {nullptr, dot_portable<1>, dot_portable<2>}};
+  const DotIsa portable = {2, 4, {nullptr, dot_portable<1>, dot_portable<2>}};
+  if (cap == "portable") return portable;
 #if defined(__x86_64__)
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
   static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -228,7 +229,7 @@ DotIsa select_kernels() {
   }
   if (has_avx2) return {3, 4, {nullptr, dot_avx2<1>, dot_avx2<2>, dot_avx2<3>}};
 #endif
-  return {2, 4, {nullptr, dot_portable<1>, dot_portable<2>}};
+  return portable;
 }
 
 // ---- driver ----------------------------------------------------------------------------------
@@ -242,14 +243,6 @@ void gemm(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std
   // hot path does not allocate and fault in fresh pages on every call.
   thread_local AlignedFloats x_buffer;
   float* const xf = x_buffer.get(static_cast<std::size_t>(m * kp));
-  tbb::this_task_arena::isolate([&] {
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, m, 64), [&](const auto& r) {
-      for (std::int64_t i = r.begin(); i != r.end(); ++i) {
-        half_to_float(x + i * k, xf + i * kp, static_cast<std::size_t>(k));
-        std::fill(xf + i * kp + k, xf + (i + 1) * kp, 0.0f);
-      }
-    });
-  });
   // k chunks: the order of a sum depends only on k, never on m.
   const std::int64_t chunk = round_up(ceil_div(kp, ceil_div(kp, kDotChunk)), kDotAlign);
   // Row blocks of <= ~512 KiB of x, so a block stays in L2 while a task's W groups pass over it
@@ -263,6 +256,12 @@ void gemm(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std
   const std::int64_t n_blocks = ceil_div(n, nb);
 
   tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, m, 64), [&](const auto& r) {
+      for (std::int64_t i = r.begin(); i != r.end(); ++i) {
+        half_to_float(x + i * k, xf + i * kp, static_cast<std::size_t>(k));
+        std::fill(xf + i * kp + k, xf + (i + 1) * kp, 0.0f);
+      }
+    });
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, n_blocks * m_blocks), [&](const auto& r) {
       thread_local AlignedFloats w_buffer;
       thread_local AlignedFloats c_buffer;

@@ -69,6 +69,14 @@ std::vector<std::string> generate_args(const fs::path& input, const fs::path& ou
           input.string(), "--output", output.string()};
 }
 
+// What one plain process writes for `input` (the malformed line makes its exit code 2).
+std::string one_process_output(const fs::path& input, const fs::path& dir) {
+  const auto single = dir / "single.jsonl";
+  const auto one = test::run_offgen(generate_args(input, single), dir / "single.log");
+  EXPECT_EQ(one.code, 2) << one.output;
+  return test::read_file(single);
+}
+
 // The pid of the offgen process that is rank `rank` of a job writing `output`, or -1.
 pid_t rank_pid(int rank, const fs::path& output) {
   const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
@@ -98,10 +106,8 @@ TEST(MpiJob, TwoRanksAnswerExactlyAsOneProcess) {
   test::TempDir dir;
   const auto input = dir.path() / "in.jsonl";
   write_requests(input, 30, 4);
-  const auto single = dir.path() / "single.jsonl";
   const auto ranked = dir.path() / "ranked.jsonl";
-  const auto one = test::run_offgen(generate_args(input, single), dir.path() / "single.log");
-  EXPECT_EQ(one.code, 2) << one.output;  // the malformed line
+  const std::string single = one_process_output(input, dir.path());
   const auto two =
       test::run_program(on_ranks(2, generate_args(input, ranked)), dir.path() / "ranked.log");
   EXPECT_EQ(two.code, 2) << two.output;
@@ -110,7 +116,7 @@ TEST(MpiJob, TwoRanksAnswerExactlyAsOneProcess) {
   EXPECT_NE(two.output.find("[rank 1/2]"), std::string::npos) << two.output;
   // One progress for the job: rank 0 counts every rank's requests.
   EXPECT_NE(two.output.find("progress: 30/30 requests"), std::string::npos) << two.output;
-  EXPECT_EQ(test::read_file(ranked), test::read_file(single));
+  EXPECT_EQ(test::read_file(ranked), single);
   EXPECT_FALSE(has_parts(ranked)) << "the parts are merged and removed";
 
   // Without --resume or --overwrite a finished output is refused on every rank, and kept.
@@ -118,7 +124,7 @@ TEST(MpiJob, TwoRanksAnswerExactlyAsOneProcess) {
       test::run_program(on_ranks(2, generate_args(input, ranked)), dir.path() / "again.log");
   EXPECT_EQ(again.code, 1) << again.output;
   EXPECT_NE(again.output.find("--resume"), std::string::npos) << again.output;
-  EXPECT_EQ(test::read_file(ranked), test::read_file(single));
+  EXPECT_EQ(test::read_file(ranked), single);
 
   // score too: the same numbers as one process.
   std::string texts;
@@ -204,10 +210,7 @@ TEST(MpiJob, AKilledRankLeavesItsLinesAndResumeOnOtherRankCountsFinishes) {
             std::string::npos)
       << resumed.output;
   EXPECT_FALSE(has_parts(output));
-  const auto single = dir.path() / "single.jsonl";
-  const auto one = test::run_offgen(generate_args(input, single), dir.path() / "single.log");
-  EXPECT_EQ(one.code, 2) << one.output;
-  EXPECT_EQ(test::read_file(output), test::read_file(single));
+  EXPECT_EQ(test::read_file(output), one_process_output(input, dir.path()));
 }
 
 // A rank that fails without dying (here its part file outgrows a 2 KiB file-size limit, as on a
@@ -244,10 +247,7 @@ TEST(MpiJob, ARankThatFailsSaysWhyAndItsRequestsResume) {
   const auto resumed = test::run_offgen(resume, dir.path() / "resumed.log");
   EXPECT_EQ(resumed.code, 2) << resumed.output;  // the malformed line's error record
   EXPECT_FALSE(has_parts(output));
-  const auto single = dir.path() / "single.jsonl";
-  const auto one = test::run_offgen(generate_args(input, single), dir.path() / "single.log");
-  EXPECT_EQ(one.code, 2) << one.output;
-  EXPECT_EQ(test::read_file(output), test::read_file(single));
+  EXPECT_EQ(test::read_file(output), one_process_output(input, dir.path()));
 }
 
 TEST(MpiJob, BenchReportsEachRankAndTheirSum) {
