@@ -256,11 +256,47 @@ ModelConfig opt_from_fields(const FieldReader& fields) {
   return config;
 }
 
-// config.json's rope_scaling, as transformers reads it (rope_type, or the older "type").
-RopeScaling rope_scaling_from(const Json* json, std::string_view source) {
+// The rotary fields a LLaMA-family config may hold: transformers 4 writes rope_theta at the top
+// level and the scaling in a rope_scaling object; transformers 5 moves all of them (theta
+// included) into one rope_parameters object. Any field offgen does not implement is refused by
+// name rather than dropped, since a dropped field runs the model silently wrong.
+struct RopeFields {
+  float theta = 10000.0f;
   RopeScaling scaling;
-  if (json == nullptr) return scaling;
-  const FieldReader fields(*json, source);
+};
+
+constexpr std::string_view kRopeObjectFields[] = {"rope_type",
+                                                  "type",
+                                                  "rope_theta",
+                                                  "factor",
+                                                  "low_freq_factor",
+                                                  "high_freq_factor",
+                                                  "original_max_position_embeddings",
+                                                  "partial_rotary_factor"};
+
+// partial_rotary_factor: the share of each head's dimensions that rotate. offgen rotates them all.
+void require_full_rotary(const FieldReader& fields, std::string_view where) {
+  const float partial = fields.positive_float_or("partial_rotary_factor", 1.0f);
+  if (partial != 1.0f) {
+    fail(
+        "{}: partial_rotary_factor {}{} is not supported; offgen rotates every dimension of a head",
+        fields.source(), partial, where);
+  }
+}
+
+// One rope object (rope_scaling, or rope_parameters); `name` is its field name for messages.
+RopeScaling rope_scaling_from(const Json& json, std::string_view name, std::string_view source) {
+  for (const auto& [key, value] : json.items()) {
+    if (std::ranges::find(kRopeObjectFields, key) == std::end(kRopeObjectFields)) {
+      fail(
+          "{}: {} field '{}' is not supported by offgen (it implements rope_type, rope_theta, "
+          "factor, low_freq_factor, high_freq_factor, original_max_position_embeddings)",
+          source, name, key);
+    }
+  }
+  const FieldReader fields(json, source);
+  require_full_rotary(fields, fmt::format(" in {}", name));
+  RopeScaling scaling;
   std::optional<std::string> type = fields.string_or_none("rope_type");
   if (!type) type = fields.string_or_none("type");
   if (!type || *type == "default") return scaling;
@@ -273,17 +309,50 @@ RopeScaling rope_scaling_from(const Json* json, std::string_view source) {
     scaling.original_max_position_embeddings =
         fields.positive_or("original_max_position_embeddings", 8192);
     if (!(scaling.high_freq_factor > scaling.low_freq_factor)) {
-      fail("{}: rope_scaling's high_freq_factor {} must exceed its low_freq_factor {}", source,
+      fail("{}: {}'s high_freq_factor {} must exceed its low_freq_factor {}", source, name,
            scaling.high_freq_factor, scaling.low_freq_factor);
     }
   } else {
     fail(
-        "{}: rope_scaling type '{}' is not supported; offgen implements 'default', 'linear' and "
+        "{}: {} type '{}' is not supported; offgen implements 'default', 'linear' and "
         "'llama3'",
-        source, *type);
+        source, name, *type);
   }
   scaling.factor = fields.positive_float_or("factor", 1.0f);
   return scaling;
+}
+
+RopeFields rope_fields_from(const FieldReader& fields) {
+  RopeFields rope;
+  rope.theta = fields.positive_float_or("rope_theta", 10000.0f);
+  require_full_rotary(fields, "");
+  const Json* scaling = fields.object_or_none("rope_scaling");
+  const Json* parameters = fields.object_or_none("rope_parameters");
+  if (parameters == nullptr) {
+    if (scaling != nullptr)
+      rope.scaling = rope_scaling_from(*scaling, "rope_scaling", fields.source());
+    return rope;
+  }
+  // transformers 5: rope_parameters holds theta and the scaling. A file that also keeps the old
+  // fields must agree with it, or it is ambiguous which one the model was trained with.
+  const FieldReader inner(*parameters, fields.source());
+  const float theta = inner.positive_float_or("rope_theta", rope.theta);
+  if (fields.positive_float_or("rope_theta", theta) != theta) {
+    fail("{}: rope_theta {} disagrees with rope_parameters' rope_theta {}", fields.source(),
+         rope.theta, theta);
+  }
+  rope.theta = theta;
+  rope.scaling = rope_scaling_from(*parameters, "rope_parameters", fields.source());
+  if (scaling != nullptr && *scaling != *parameters) {
+    const RopeScaling old = rope_scaling_from(*scaling, "rope_scaling", fields.source());
+    if (old.kind != rope.scaling.kind || old.factor != rope.scaling.factor ||
+        old.low_freq_factor != rope.scaling.low_freq_factor ||
+        old.high_freq_factor != rope.scaling.high_freq_factor ||
+        old.original_max_position_embeddings != rope.scaling.original_max_position_embeddings) {
+      fail("{}: rope_scaling disagrees with rope_parameters; keep one of them", fields.source());
+    }
+  }
+  return rope;
 }
 
 // LlamaConfig, MistralConfig and Qwen2Config: one decoder layer, their defaults where they differ.
@@ -313,8 +382,9 @@ ModelConfig llama_from_fields(const FieldReader& fields, const std::string& mode
   config.out_bias = attention_bias;
   config.activation_function = fields.string_or_none("hidden_act").value_or("silu");
   config.layer_norm_eps = fields.positive_float_or("rms_norm_eps", 1e-6f);
-  config.rope_theta = fields.positive_float_or("rope_theta", 10000.0f);
-  config.rope_scaling = rope_scaling_from(fields.object_or_none("rope_scaling"), fields.source());
+  const RopeFields rope = rope_fields_from(fields);
+  config.rope_theta = rope.theta;
+  config.rope_scaling = rope.scaling;
   config.tie_word_embeddings = fields.boolean_or("tie_word_embeddings", false);
   if (const int head_dim = fields.positive_or("head_dim", 0);
       head_dim != 0 && head_dim * config.num_heads != config.hidden_size) {

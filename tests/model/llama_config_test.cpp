@@ -274,6 +274,67 @@ TEST(LlamaConfig, RotaryFrequenciesWithLlama3AndLinearScaling) {
   EXPECT_TRUE(ModelConfig::from_name("opt-125m")->rope_inv_freq().empty());
 }
 
+// transformers 5 moves rope_theta and the scaling into one rope_parameters object; both layouts
+// give the same frequencies, and a field offgen does not implement is refused, never dropped.
+TEST(LlamaConfig, RopeParametersLayoutOfTransformers5) {
+  Json v5 = Json::parse(kLlama31_8b);
+  Json parameters = v5["rope_scaling"];
+  parameters["rope_theta"] = v5["rope_theta"];
+  v5.erase("rope_scaling");
+  v5.erase("rope_theta");
+  v5["rope_parameters"] = parameters;
+  const ModelConfig old_layout = parse(kLlama31_8b);
+  const ModelConfig new_layout = parse(v5.dump());
+  EXPECT_EQ(new_layout.rope_theta, 500000.0f);
+  EXPECT_EQ(new_layout.rope_scaling.kind, RopeScaling::Kind::llama3);
+  EXPECT_EQ(new_layout.rope_inv_freq(), old_layout.rope_inv_freq());
+
+  // SmolLM2's: only theta, with the default type.
+  const ModelConfig smol = parse(edited(
+      kLlama2_7b, {{"rope_theta", nullptr},
+                   {"rope_parameters", {{"rope_theta", 100000.0}, {"rope_type", "default"}}}}));
+  EXPECT_EQ(smol.rope_theta, 100000.0f);
+  EXPECT_EQ(smol.rope_scaling.kind, RopeScaling::Kind::none);
+  const ModelConfig linear = parse(edited(
+      kLlama2_7b,
+      {{"rope_parameters", {{"rope_theta", 10000.0}, {"rope_type", "linear"}, {"factor", 4.0}}}}));
+  EXPECT_EQ(linear.rope_scaling.kind, RopeScaling::Kind::linear);
+  EXPECT_EQ(linear.rope_scaling.factor, 4.0f);
+  // Both layouts at once must agree.
+  EXPECT_NO_THROW(parse(edited(
+      kLlama2_7b, {{"rope_theta", 10000.0}, {"rope_parameters", {{"rope_theta", 10000.0}}}})));
+  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"rope_theta", 10000.0},
+                                            {"rope_parameters", {{"rope_theta", 500000.0}}}}))
+                .find("rope_theta 10000 disagrees with rope_parameters' rope_theta 500000"),
+            std::string::npos);
+  EXPECT_NE(parse_error(edited(kLlama2_7b,
+                               {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}},
+                                {"rope_parameters", {{"rope_type", "linear"}, {"factor", 4.0}}}}))
+                .find("rope_scaling disagrees with rope_parameters"),
+            std::string::npos);
+}
+
+TEST(LlamaConfig, RopeFieldsOffgenDoesNotImplementAreRefused) {
+  EXPECT_NE(parse_error(
+                edited(kLlama2_7b, {{"rope_parameters", {{"rope_type", "yarn"}, {"factor", 4.0}}}}))
+                .find("rope_parameters type 'yarn' is not supported"),
+            std::string::npos);
+  EXPECT_NE(parse_error(edited(kLlama2_7b,
+                               {{"rope_parameters", {{"rope_type", "default"}, {"mscale", 1.0}}}}))
+                .find("rope_parameters field 'mscale' is not supported"),
+            std::string::npos);
+  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"partial_rotary_factor", 0.5}}))
+                .find("partial_rotary_factor 0.5 is not supported"),
+            std::string::npos);
+  EXPECT_NE(parse_error(
+                edited(kLlama2_7b, {{"rope_parameters",
+                                     {{"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}}}}))
+                .find("partial_rotary_factor 0.25 in rope_parameters is not supported"),
+            std::string::npos);
+  // A factor of 1 is the whole head, which is what offgen does.
+  EXPECT_NO_THROW(parse(edited(kLlama2_7b, {{"partial_rotary_factor", 1.0}})));
+}
+
 TEST(LlamaConfig, Rejections) {
   EXPECT_NE(parse_error(edited(kLlama2_7b, {{"num_key_value_heads", 5}}))
                 .find("num_attention_heads 32 is not a multiple of num_key_value_heads 5"),

@@ -5,7 +5,8 @@
 // tools/make_torch_save_fixtures.py), against the same expected values.
 // And with the LLaMA family's (tools/make_llama_golden.py): LlamaForCausalLM with grouped-query
 // attention and an untied head; with LLaMA 3.1's rope scaling, tied, bf16, sharded;
-// Qwen2ForCausalLM with q / k / v biases and one KV head; MistralForCausalLM from a .bin.
+// Qwen2ForCausalLM with q / k / v biases and one KV head; MistralForCausalLM from a .bin; and
+// the LLaMA 3.1-scaled one again as transformers 5 saves it (rope_parameters).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,7 +129,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("tiny-preln", "tiny-postln-proj", "tiny-bf16-noprefix",
                                          "tiny-preln-bin", "tiny-postln-proj-bin",
                                          "tiny-bf16-noprefix-bin", "tiny-llama-gqa",
-                                         "tiny-llama3-tied", "tiny-qwen2-mqa", "tiny-mistral-bin"),
+                                         "tiny-llama3-tied", "tiny-llama3-tied-tf5",
+                                         "tiny-qwen2-mqa", "tiny-mistral-bin"),
                        ::testing::Values(CpuKernelSet::optimized, CpuKernelSet::reference)),
     [](const auto& param_info) {
       std::string name = std::get<0>(param_info.param);
