@@ -1,6 +1,7 @@
 // The normalizers of HF tokenizers that the LLaMA family's tokenizer.json files use: Prepend,
-// Replace, NFC (and NFD, which comes with the same tables), in sequence. A Sequence of sequences
-// is the same as one flat sequence, so the steps are kept flat. Immutable once built; thread-safe.
+// Replace, NFC (and NFD, which comes with the same tables), Lowercase and Strip, in sequence. A
+// Sequence of sequences is the same as one flat sequence, so the steps are kept flat. Immutable
+// once built; thread-safe.
 #pragma once
 
 #include <memory>
@@ -24,7 +25,13 @@ class Normalizer {
   };
   struct Nfc {};
   struct Nfd {};
-  using Step = std::variant<Prepend, Replace, Nfc, Nfd>;
+  struct Lowercase {};
+  // Removes White_Space characters (Rust's char::is_whitespace) from either end.
+  struct Strip {
+    bool left;
+    bool right;
+  };
+  using Step = std::variant<Prepend, Replace, Nfc, Nfd, Lowercase, Strip>;
 
   Normalizer() = default;
   explicit Normalizer(std::vector<Step> steps) : steps_(std::move(steps)) {}

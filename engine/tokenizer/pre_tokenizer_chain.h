@@ -1,5 +1,7 @@
 // The pre-tokenizers of HF tokenizers that the LLaMA family's tokenizer.json files use: Split,
 // ByteLevel and Metaspace, applied in sequence (a Sequence of sequences is one flat sequence).
+// Digits, Punctuation, Whitespace and WhitespaceSplit are Splits on a character class or
+// tokenizers' own regex (tokenizer_json.cpp builds them so).
 // Each step splits every piece the previous step left, as HF's PreTokenizedString does; empty
 // pieces are dropped. Immutable once built; thread-safe.
 #pragma once

@@ -93,8 +93,13 @@ void add_normalizer(const JsonNode& node, std::vector<Normalizer::Step>& steps) 
     steps.emplace_back(Normalizer::Nfc{});
   } else if (type == "NFD") {
     steps.emplace_back(Normalizer::Nfd{});
+  } else if (type == "Lowercase") {
+    steps.emplace_back(Normalizer::Lowercase{});
+  } else if (type == "Strip") {
+    steps.emplace_back(
+        Normalizer::Strip{node.at("strip_left").boolean(), node.at("strip_right").boolean()});
   } else {
-    node.unsupported("normalizer", type, "Sequence, Prepend, Replace, NFC, NFD");
+    node.unsupported("normalizer", type, "Sequence, Prepend, Replace, NFC, NFD, Lowercase, Strip");
   }
 }
 
@@ -114,6 +119,15 @@ SplitBehavior parse_behavior(const JsonNode& node) {
         name);
   }
   return it->second;
+}
+
+// A pre-tokenizer that splits on one class of characters, each character a match of its own as
+// tokenizers' `Fn(char) -> bool` patterns are.
+PreTokenizerChain::Step character_split(std::string_view character_class, SplitBehavior behavior,
+                                        const JsonNode& node) {
+  return PreTokenizerChain::Split{
+      std::make_shared<TextPattern>(TextPattern::Kind::regex, character_class, node.where()),
+      behavior, false};
 }
 
 void add_pre_tokenizer(const JsonNode& node, std::vector<PreTokenizerChain::Step>& steps) {
@@ -137,8 +151,36 @@ void add_pre_tokenizer(const JsonNode& node, std::vector<PreTokenizerChain::Step
     steps.emplace_back(PreTokenizerChain::Metaspace{one_character(node.at("replacement")),
                                                     parse_prepend_scheme(node),
                                                     !split || split->boolean()});
+  } else if (type == "Digits") {
+    // Numbers (Rust's char::is_numeric: Nd, Nl, No) one character at a time: each its own piece,
+    // or runs of them together.
+    const auto individual = node.find("individual_digits");
+    steps.push_back(character_split(
+        R"(\p{N})",
+        individual && individual->boolean() ? SplitBehavior::isolated : SplitBehavior::contiguous,
+        node));
+  } else if (type == "Punctuation") {
+    // ASCII punctuation or a Unicode P* character; the ASCII symbols \p{P} lacks are listed.
+    const auto behavior = node.find("behavior");
+    steps.push_back(character_split(R"([\p{P}$+<=>^`|~])",
+                                    behavior ? parse_behavior(*behavior) : SplitBehavior::isolated,
+                                    node));
+  } else if (type == "WhitespaceSplit") {
+    steps.push_back(character_split(R"(\s)", SplitBehavior::removed, node));
+  } else if (type == "Whitespace") {
+    // tokenizers' regex \w+|[^\w\s]+, whose matches are the pieces (Removed, inverted). It is
+    // compiled by Rust's regex crate, whose \w is Alphabetic, marks, Nd, Pc and the joiners
+    // (so "²" is not a word character and U+200D is), spelled out here for Oniguruma.
+    steps.emplace_back(PreTokenizerChain::Split{
+        std::make_shared<TextPattern>(TextPattern::Kind::regex,
+                                      R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}]+|)"
+                                      R"([^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\s]+)",
+                                      node.where()),
+        SplitBehavior::removed, true});
   } else {
-    node.unsupported("pre_tokenizer", type, "Sequence, Split, ByteLevel, Metaspace");
+    node.unsupported("pre_tokenizer", type,
+                     "Sequence, Split, ByteLevel, Metaspace, Digits, Punctuation, Whitespace, "
+                     "WhitespaceSplit");
   }
 }
 
@@ -350,9 +392,12 @@ Decoder parse_decoder(const json& value, std::string_view file, std::string_view
 
 }  // namespace tokenizer_json
 
-std::unique_ptr<TokenizerBackend> load_tokenizer_json(const std::filesystem::path& path) {
-  const json value = parse_file(path, "tokenizer file");
-  const JsonNode root(value, path.string());
+namespace {
+
+// `config` is the tokenizer_config.json to apply, or empty for none.
+std::unique_ptr<TokenizerBackend> load_document(const json& value, const std::string& source,
+                                                const std::filesystem::path& config) {
+  const JsonNode root(value, source);
   if (!value.is_object()) root.error("expected a JSON object, got {}", value.type_name());
   if (const auto version = root.find("version"); version && version->string() != "1.0") {
     version->error("unknown tokenizer.json version {:?} (expected \"1.0\")", version->string());
@@ -363,11 +408,10 @@ std::unique_ptr<TokenizerBackend> load_tokenizer_json(const std::filesystem::pat
     const auto node = root.find(key);
     return node ? node->value() : json(nullptr);
   };
-  parts.normalizer =
-      tokenizer_json::parse_normalizer(part("normalizer"), path.string(), "normalizer");
+  parts.normalizer = tokenizer_json::parse_normalizer(part("normalizer"), source, "normalizer");
   parts.pre_tokenizer =
-      tokenizer_json::parse_pre_tokenizer(part("pre_tokenizer"), path.string(), "pre_tokenizer");
-  parts.decoder = tokenizer_json::parse_decoder(part("decoder"), path.string(), "decoder");
+      tokenizer_json::parse_pre_tokenizer(part("pre_tokenizer"), source, "pre_tokenizer");
+  parts.decoder = tokenizer_json::parse_decoder(part("decoder"), source, "decoder");
   if (const auto added = root.find("added_tokens")) {
     parts.added_tokens = parse_added_tokens(*added, *parts.model);
   }
@@ -380,10 +424,22 @@ std::unique_ptr<TokenizerBackend> load_tokenizer_json(const std::filesystem::pat
     return it->second;
   };
   PromptIds prompt = read_post_processor(root.find("post_processor"));
-  apply_tokenizer_config(path.parent_path() / "tokenizer_config.json", token_id, prompt);
+  if (!config.empty()) apply_tokenizer_config(config, token_id, prompt);
   parts.prompt_prefix = std::move(prompt.prefix);
   parts.prompt_suffix = std::move(prompt.suffix);
   return std::make_unique<HfTokenizer>(std::move(parts));
+}
+
+}  // namespace
+
+std::unique_ptr<TokenizerBackend> load_tokenizer_json(const std::filesystem::path& path) {
+  const json value = parse_file(path, "tokenizer file");
+  return load_document(value, path.string(), path.parent_path() / "tokenizer_config.json");
+}
+
+std::unique_ptr<TokenizerBackend> tokenizer_from_document(const nlohmann::json& document,
+                                                          const std::string& source) {
+  return load_document(document, source, {});
 }
 
 bool describes_gpt2_byte_level(const std::filesystem::path& path) {

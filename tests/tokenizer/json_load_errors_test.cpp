@@ -85,8 +85,8 @@ TEST_F(TokenizerJsonLoadErrors, UnsupportedNormalizer) {
 }
 
 TEST_F(TokenizerJsonLoadErrors, UnsupportedPreTokenizer) {
-  file_["pre_tokenizer"] = {{"type", "Whitespace"}};
-  EXPECT_TRUE(Names(load_error(), "pre_tokenizer: unsupported pre_tokenizer \"Whitespace\""));
+  file_["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+  EXPECT_TRUE(Names(load_error(), "pre_tokenizer: unsupported pre_tokenizer \"BertPreTokenizer\""));
 }
 
 TEST_F(TokenizerJsonLoadErrors, UnsupportedDecoder) {

@@ -1,8 +1,10 @@
-// Parity with Hugging Face tokenizers for tokenizer.json files: the four trained tokenizers of
+// Parity with Hugging Face tokenizers for tokenizer.json files: the trained tokenizers of
 // tests/data/tokenizer/json (made by tools/make_tokenizer_json_fixtures.py, each configured as a
-// LLaMA 3, LLaMA 2, Qwen2 or Metaspace-style LLaMA file) must give `tokenizers`' ids for every
-// string of parity.jsonl and its decode of those ids, and its decode of the random id sequences
-// of decode.jsonl.
+// LLaMA 3, LLaMA 2, Qwen2 or Metaspace-style LLaMA file; and by
+// tools/make_tokenizer_pretok_fixtures.py as SmolLM2's Digits + ByteLevel, and chains of
+// Punctuation, Digits, Whitespace, WhitespaceSplit, Strip and Lowercase) must give `tokenizers`'
+// ids for every string of parity.jsonl and its decode of those ids, and its decode of the random id
+// sequences of decode.jsonl.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -122,7 +124,8 @@ TEST_P(JsonTokenizerParity, EncodesAMegabyteQuickly) {
 
 INSTANTIATE_TEST_SUITE_P(Styles, JsonTokenizerParity,
                          ::testing::Values("llama3-style", "llama2-style", "qwen2-style",
-                                           "metaspace-style"),
+                                           "metaspace-style", "smollm-style", "falcon-style",
+                                           "whitespace-style", "wsplit-style"),
                          [](const ::testing::TestParamInfo<std::string>& param) {
                            std::string name = param.param;
                            name.erase(name.find('-'));
