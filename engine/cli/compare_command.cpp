@@ -41,8 +41,7 @@ fs::path plot_script() {
 // --tokenizer, else the model directory's own; empty when there is neither.
 fs::path tokenizer_folder(const CompareCommandOptions& options, const std::string& model) {
   fs::path dir = options.common.tokenizer;
-  if (dir.empty() && (fs::exists(fs::path(model) / "vocab.json") ||
-                      fs::exists(fs::path(model) / "tokenizer.json"))) {
+  if (dir.empty() && !model.empty() && Tokenizer::found_in(model)) {
     dir = model;
   }
   return dir;

@@ -60,10 +60,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const EngineOptions& options) {
   namespace fs = std::filesystem;
   fs::path dir = options.tokenizer;
   // As the engine finds it: --tokenizer, else a checkpoint directory with vocab.json or
-  // tokenizer.json.
-  if (dir.empty() && fs::is_directory(options.model) &&
-      (fs::exists(fs::path(options.model) / "vocab.json") ||
-       fs::exists(fs::path(options.model) / "tokenizer.json"))) {
+  // tokenizer.json, or a GGUF file.
+  if (dir.empty() && !options.model.empty() && Tokenizer::found_in(options.model)) {
     dir = options.model;
   }
   return dir.empty() ? nullptr : Tokenizer::load(dir);

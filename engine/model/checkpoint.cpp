@@ -112,10 +112,13 @@ void add_generation_eos(const fs::path& path, ModelConfig& config) {
 }  // namespace
 
 ModelConfig Checkpoint::read_config(const fs::path& dir) {
+  if (const auto gguf = find_gguf_file(dir)) return GgufCheckpoint::read_config(*gguf);
   std::error_code ec;
   if (!fs::exists(dir, ec)) fail("checkpoint directory {} does not exist", dir.string());
   if (!fs::is_directory(dir, ec)) {
-    fail("{} is not a directory; pass the checkpoint directory holding config.json", dir.string());
+    fail(
+        "{} is not a directory; pass the checkpoint directory holding config.json, or a .gguf file",
+        dir.string());
   }
   const fs::path config_path = dir / "config.json";
   if (!fs::exists(config_path, ec)) {
@@ -132,6 +135,12 @@ ModelConfig Checkpoint::read_config(const fs::path& dir) {
 std::unique_ptr<Checkpoint> Checkpoint::open(const fs::path& dir) {
   std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
   checkpoint->dir_ = dir;
+  if (const auto gguf = find_gguf_file(dir)) {
+    checkpoint->gguf_ = GgufCheckpoint::open(*gguf);
+    checkpoint->config_ = checkpoint->gguf_->config();
+    checkpoint->weights_file_ = gguf->filename().string();
+    return checkpoint;
+  }
   checkpoint->config_ = read_config(dir);
   std::error_code ec;
   for (const WeightFormat& format : kFormats) {
@@ -205,11 +214,16 @@ const StoredTensor* Checkpoint::find(const std::string& name) const {
 }
 
 bool Checkpoint::contains(const std::string& name) const {
+  if (gguf_) return gguf_->contains(name);
   return find(name) != nullptr;
 }
 
 void Checkpoint::read_f16(const std::string& name, std::span<const std::int64_t> shape,
                           Half* dst) const {
+  if (gguf_) {
+    gguf_->read_f16(name, shape, dst);
+    return;
+  }
   const auto it = index_.find(std::string(canonical_tensor_name(name)));
   if (it == index_.end()) {
     fail("checkpoint {} has no tensor '{}' (looked for it with and without the \"model.\" prefix)",

@@ -91,11 +91,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
   }
 
   fs::path tokenizer_dir = options.tokenizer;
-  // A checkpoint's own tokenizer: vocab.json + merges.txt (OPT) or tokenizer.json (the LLaMA
-  // family), as the CLI finds it (engine/cli/request_fields.cpp).
-  if (tokenizer_dir.empty() && checkpoint &&
-      (fs::exists(checkpoint->dir() / "vocab.json") ||
-       fs::exists(checkpoint->dir() / "tokenizer.json"))) {
+  // A checkpoint's own tokenizer: vocab.json + merges.txt (OPT), tokenizer.json (the LLaMA
+  // family) or a GGUF file's metadata, as the CLI finds it (engine/cli/request_fields.cpp).
+  if (tokenizer_dir.empty() && checkpoint && Tokenizer::found_in(checkpoint->dir())) {
     tokenizer_dir = checkpoint->dir();
   }
   if (!tokenizer_dir.empty()) tokenizer_ = Tokenizer::load(tokenizer_dir);

