@@ -171,18 +171,30 @@ std::string compare_answer(const CompareResult& result) {
       lines.push_back(fmt::format("{} did not run at any budget.", name));
     }
   }
+  std::vector<std::string> undoable;
+  for (const PooledTask& t : pool_tasks(full)) {
+    if (!full_can_do(t)) {
+      undoable.push_back(fmt::format(
+          "{} ({})", task_name(t.task),
+          percent(t.samples > 0 ? static_cast<double>(t.correct) / static_cast<double>(t.samples)
+                                : 0.0)));
+    }
+  }
+  if (!any_quality && !undoable.empty()) {
+    // Tasks ran, but full itself fails them: they measured the model, not the policies.
+    return fmt::format(
+        "**No policy can be judged**: quality was measured only by {}, and full itself answers "
+        "{} below {}, so this model cannot do {} at these lengths and depths. Run lengths where "
+        "full answers (--task-lengths, --task-depths) or give --eval texts; the table compares "
+        "speed and memory only.",
+        undoable.size() == 1 ? "that task" : "those tasks", fmt::join(undoable, ", "),
+        percent(kTaskFloor), undoable.size() == 1 ? "it" : "them");
+  }
   if (!any_quality) {
     return "No quality was measured (give --eval texts or --tasks), so the table compares speed "
            "and memory only.";
   }
   std::string text;
-  std::vector<std::string> undoable;
-  for (const PooledTask& t : pool_tasks(full)) {
-    if (!full_can_do(t)) {
-      undoable.push_back(fmt::format("{} ({})", task_name(t.task),
-                                     percent(static_cast<double>(t.correct) / t.samples)));
-    }
-  }
   if (best) {
     const QualityVsFull q = quality_vs_full(*best, full);
     // "h2o at budget 0.2", "h2o at budget 0.2 with int4-kv", "full with int4-kv".

@@ -6,7 +6,9 @@ What it makes (under tests/data/golden/gguf/):
   quants.gguf          A tiny GGUF v3 file written by the gguf package's GGUFWriter
                        (general.architecture "offgen-test", default alignment 32) holding one
                        tensor per type, in this order: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K,
-                       Q5_K, Q6_K, named "t.<type lowercase>" ("t.q4_k"). Each is 2 rows x 512
+                       Q5_K, Q6_K, Q5_0, Q5_1 (the last two were appended later, after the
+                       others, so the earlier tensors' data and expected values did not change),
+                       named "t.<type lowercase>" ("t.q4_k"). Each is 2 rows x 512
                        columns: numpy shape [2, 512], row-major, i.e. GGUF dims (ne) [512, 2] --
                        GGUF lists dims innermost first, the reverse of numpy/torch. Blocks run
                        along the 512 contiguous columns, so a row holds 512 / block_elems blocks.
@@ -19,7 +21,7 @@ What it makes (under tests/data/golden/gguf/):
                        offset / count (in float32 elements) in quants_expected.bin; and the
                        metadata key/values written.
 
-Data: F32 / F16 / BF16 / Q8_0 / Q4_0 / Q4_1 are gguf.quants.quantize of normal(0, 1) data (F32 and
+Data: F32 / F16 / BF16 / Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 are gguf.quants.quantize of normal(0, 1) data (F32 and
 F16 hold it as is / rounded). gguf.quants has no quantizer for the K-quants, so Q4_K / Q5_K / Q6_K
 are random raw block bytes: random codes, random 6-bit (Q4_K, Q5_K) or int8 (Q6_K) sub-block
 scales, and finite positive fp16 super-block scales (d, dmin in [0.002, 0.05] for Q4_K / Q5_K;
@@ -45,7 +47,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(REPO, "tests", "data", "golden", "gguf")
 SEED = 5150
 ROWS, COLS = 2, 512
-TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"]
+# Append new types at the end only: each tensor draws from one rng in this order, so inserting a
+# type earlier would change every later tensor's data.
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K", "Q5_0", "Q5_1"]
 
 # One key per GGUF value type (and arrays), for the metadata parser.
 METADATA = [

@@ -100,6 +100,20 @@ TEST(CompareAnswer, WithoutAnyQualityMeasureItSaysSo) {
             std::string::npos);
 }
 
+// With --tasks alone and full failing them, the answer says what was measured and why it judges
+// no policy, rather than that nothing was measured.
+TEST(CompareAnswer, OnlyTasksFullCannotDoSayWhyNoPolicyIsJudged) {
+  CompareCell full = cell(PolicyKind::full, 0, 1024, 17, 0);
+  CompareCell local = cell(PolicyKind::local, 0.1, 103, 3, 0);
+  for (CompareCell* c : {&full, &local}) c->perplexity = std::nan("");  // tasks only
+  const std::string text = compare_answer(result({full, local}));
+  EXPECT_EQ(text.find("No quality was measured"), std::string::npos) << text;
+  EXPECT_NE(text.find("**No policy can be judged**: quality was measured only by that task, and "
+                      "full itself answers passkey (42%) below 50%"),
+            std::string::npos)
+      << text;
+}
+
 TEST(WilsonInterval, MatchesTheTextbookValues) {
   const Interval none = wilson_interval(0, 10);
   EXPECT_DOUBLE_EQ(none.low, 0.0);

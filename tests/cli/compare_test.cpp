@@ -204,6 +204,11 @@ TEST(CompareCommand, TasksRunOnEveryCellAndTheReportLeadsWithItsAnswer) {
   const std::string markdown = read_all(dir.path() / "report" / "report.md");
   const std::string answer = results["answer"];
   EXPECT_EQ(markdown.find(answer), markdown.find('\n') + 2) << markdown;
+  EXPECT_EQ(test::count_of(markdown, "# KV policy comparison"), 1u) << markdown;
+  EXPECT_EQ(test::count_of(markdown, answer), 1u) << markdown;
+  // The tiny model answers none of the retrieval samples: the answer says so, not that nothing
+  // was measured.
+  EXPECT_EQ(answer.find("No quality was measured"), std::string::npos) << answer;
   EXPECT_NE(markdown.find("## passkey: accuracy by depth and by length"), std::string::npos);
   EXPECT_NE(markdown.find("## copy: mean log-probability"), std::string::npos);
 }
