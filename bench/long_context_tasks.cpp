@@ -69,6 +69,13 @@ void check_room(LongContextTask task, int length, int room, int fixed) {
                task_name(task), length, fixed);
 }
 
+// The instruction of the passkey test as Mohtashami and Jaggi (2023) word it: told what to look
+// for, SmolLM2-135M-Instruct finds the key far more often than from the bare needle (measured in
+// the README's real-model table).
+constexpr const char* kPasskeyPreamble =
+    " There is an important pass key hidden inside a lot of irrelevant text. Find it and "
+    "memorize it. I will quiz you about the pass key.";
+
 TaskSample passkey(const TaskGrid& grid, int length, double depth, int index,
                    std::span<const std::int32_t> filler, const Tokenizer& tokenizer,
                    std::int32_t bos) {
@@ -77,7 +84,8 @@ TaskSample passkey(const TaskGrid& grid, int length, double depth, int index,
   const auto needle =
       tokenizer.encode(fmt::format(" The pass key is {0}. Remember it. {0} is the pass key.", key));
   const auto question = tokenizer.encode(" What is the pass key? The pass key is");
-  const int fixed = 1 + static_cast<int>(needle.size() + question.size());
+  const auto preamble = tokenizer.encode(kPasskeyPreamble);
+  const int fixed = 1 + static_cast<int>(preamble.size() + needle.size() + question.size());
   const int room = length - fixed;
   check_room(LongContextTask::passkey, length, room, fixed);
   const auto context = context_window(filler, room, rng);
@@ -85,6 +93,7 @@ TaskSample passkey(const TaskGrid& grid, int length, double depth, int index,
 
   TaskSample s;
   s.tokens = context_with_needle(bos, context, at, needle);
+  s.tokens.insert(s.tokens.begin() + 1, preamble.begin(), preamble.end());
   append(s.tokens, question);
   s.answer = tokenizer.encode(fmt::format(" {}", key));
   s.distance = room - at;

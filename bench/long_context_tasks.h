@@ -3,9 +3,12 @@
 // Every sample is built from a filler text (any text file) and a seed, so the same grid gives the
 // same samples on every run and every policy.
 //
-//   passkey    filler with " The pass key is 48213. Remember it. 48213 is the pass key." hidden
-//              at a depth, ending " What is the pass key? The pass key is"; correct when the greedy
-//              continuation is exactly " 48213".
+//   passkey    an instruction (" There is an important pass key hidden inside a lot of irrelevant
+//              text. Find it and memorize it. I will quiz you about the pass key."), then filler
+//              with " The pass key is 48213. Remember it. 48213 is the pass key." hidden at a
+//              depth, ending " What is the pass key? The pass key is"; correct when the greedy
+//              continuation is exactly " 48213". A filler without numbers of its own (licence
+//              texts, prose) keeps the key the only number to recall; Bible verse numbers compete.
 //   kv-recall  a list of " 70412 55130." pairs (random 5-digit key, value), ending with one of
 //              the keys, the one at the depth; correct when the greedy continuation is exactly its
 //              value. Keys end in distinct tokens, so the last token names one pair.
@@ -14,8 +17,8 @@
 //              copying across the distance between the two.
 //
 // depth: where the needle (pass key, queried pair, first copy) starts in the context between the
-// BOS and the question; 0 = the start, 1 = right before the question. A sample's length is its
-// prompt's (passkey, kv-recall) or whole text's (copy) tokens, BOS included.
+// BOS (and passkey's instruction) and the question; 0 = the start, 1 = right before the question. A
+// sample's length is its prompt's (passkey, kv-recall) or whole text's (copy) tokens, BOS included.
 #pragma once
 
 #include <cstdint>

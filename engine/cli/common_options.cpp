@@ -328,10 +328,12 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
   CLI::Option* model = app.add_option(
       "--model", options.model,
       std::string(
-          "a Hugging Face OPT checkpoint directory; a Hugging Face name (facebook/opt-1.3b) "
-          "found in the local cache ($HF_HUB_CACHE, $HF_HOME/hub or "
+          "a Hugging Face checkpoint directory (OPT or the LLaMA family); a llama.cpp GGUF "
+          "file (LLaMA family, F16 / BF16 / F32 / Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K "
+          "/ Q6_K, dequantized to fp16 at load) or a folder holding one; a Hugging Face name "
+          "(facebook/opt-1.3b) found in the local cache ($HF_HUB_CACHE, $HF_HOME/hub or "
           "~/.cache/huggingface/hub); or dummy:NAME for deterministic dummy weights of a "
-          "config name (opt-125m ... opt-175b)") +
+          "config name (opt-125m ... opt-175b, llama-2-7b, ...)") +
           (bare_is_dummy ? ". A bare config name means dummy weights too" : ""));
   if (bare_is_dummy) {
     model->capture_default_str();
@@ -342,7 +344,8 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
                "deterministic dummy (random) weights of the --model config name, the same as "
                "--model dummy:NAME: speed and memory are real, the text is noise");
   app.add_option("--tokenizer", options.tokenizer,
-                 "directory with vocab.json + merges.txt (default: the model directory)");
+                 "directory with vocab.json + merges.txt or tokenizer.json, or a GGUF file "
+                 "(default: the model's own)");
   app.add_option("--device", options.device, "auto, cuda or cpu")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
       ->capture_default_str();

@@ -80,13 +80,20 @@ TEST(LongContextTasks, PasskeyHidesItsKeyAtTheDepthAndAsksForIt) {
     const auto needle =
         tokenizer().encode(" The pass key is" + key + ". Remember it." + key + " is the pass key.");
     const auto question = tokenizer().encode(" What is the pass key? The pass key is");
-    const int room = s.length - 1 - static_cast<int>(needle.size() + question.size());
+    // The instruction comes right after the BOS.
+    const auto preamble = tokenizer().encode(
+        " There is an important pass key hidden inside a lot of irrelevant text. Find it and "
+        "memorize it. I will quiz you about the pass key.");
+    ASSERT_TRUE(std::equal(preamble.begin(), preamble.end(), s.tokens.begin() + 1));
+    const int room =
+        s.length - 1 - static_cast<int>(preamble.size() + needle.size() + question.size());
     const int at = static_cast<int>(std::lround(s.depth * room));
-    // The needle starts `at` filler tokens after the BOS.
-    ASSERT_TRUE(std::equal(needle.begin(), needle.end(), s.tokens.begin() + 1 + at));
+    // The needle starts `at` filler tokens after the instruction.
+    ASSERT_TRUE(std::equal(needle.begin(), needle.end(),
+                           s.tokens.begin() + 1 + static_cast<long>(preamble.size()) + at));
     EXPECT_EQ(s.distance, room - at);
   }
-  // Depth 1 puts the needle right before the question; depth 0 right after the BOS.
+  // Depth 1 puts the needle right before the question; depth 0 right after the instruction.
   EXPECT_EQ(samples[2 * 3].distance, 0);  // length 200, depth 1, sample 0
 }
 

@@ -1,7 +1,7 @@
 // Dequantization of every GGUF type offgen reads, bit for bit against the `gguf` Python
 // package's gguf.quants.dequantize on a file its GGUFWriter wrote (tools/make_gguf_quant_golden.py:
-// random data quantized by gguf for Q8_0 / Q4_0 / Q4_1, random raw blocks for the K-quants), and
-// that file's metadata of every value type read back as gguf wrote it.
+// random data quantized by gguf for Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1, random raw blocks for the
+// K-quants), and that file's metadata of every value type read back as gguf wrote it.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -45,7 +45,7 @@ TEST(GgufQuants, EveryTypeDequantizesAsTheGgufPackage) {
     EXPECT_EQ(differ, 0);
     ++types;
   }
-  EXPECT_EQ(types, 9);
+  EXPECT_EQ(types, 11);  // F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K
 }
 
 TEST(GgufQuants, MetadataOfEveryValueTypeReadsAsWritten) {
