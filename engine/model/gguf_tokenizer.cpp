@@ -84,42 +84,49 @@ std::optional<PreTokenizer> pre_tokenizer_for(std::string_view name) {
   return std::nullopt;
 }
 
-// transformers' GGUF converter for SentencePiece vocabularies (its SentencePieceExtractor): for
-// every token, each split into two tokens is a merge ranked by the whole token's score (higher
-// first; ties keep token order, then the parts' ids).
-Json spm_merges(const std::vector<std::string>& tokens, const std::vector<double>& scores) {
-  std::unordered_map<std::string_view, std::int64_t> ids;
-  for (std::size_t i = 0; i < tokens.size(); ++i)
-    ids.emplace(tokens[i], static_cast<std::int64_t>(i));
+// transformers' GGUF tokenizer for SentencePiece vocabularies (generate_merges in its
+// gguf_tokenizer_mapping.py): for every token, each split into two tokens is a merge; a token's
+// splits in order of (left id, right id); then all of them stably ordered by the whole token's
+// score, the left part's length and the right part's length (in characters), each descending.
+Json spm_merges(const std::vector<std::string>& tokens, const std::vector<double>& scores,
+                const std::unordered_map<std::string_view, std::int64_t>& ids) {
+  const auto characters = [](std::string_view text) {
+    std::size_t n = 0;
+    for (const char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+    return n;
+  };
   struct Merge {
     std::int64_t left;
     std::int64_t right;
     double score;
-    std::size_t order;
+    std::size_t left_chars;
+    std::size_t right_chars;
   };
   std::vector<Merge> merges;
+  std::vector<Merge> local;
   for (std::size_t t = 0; t < tokens.size(); ++t) {
-    const std::string& token = tokens[t];
-    std::vector<Merge> local;
+    const std::string_view token = tokens[t];
+    local.clear();
     // Split between characters (not bytes), as Python's str slicing does.
     for (std::size_t cut = 1; cut < token.size(); ++cut) {
       if ((static_cast<unsigned char>(token[cut]) & 0xC0) == 0x80) continue;
-      const auto left = ids.find(std::string_view(token).substr(0, cut));
-      const auto right = ids.find(std::string_view(token).substr(cut));
+      const auto left = ids.find(token.substr(0, cut));
+      const auto right = ids.find(token.substr(cut));
       if (left != ids.end() && right != ids.end()) {
-        local.push_back({left->second, right->second, scores[t], 0});
+        local.push_back({left->second, right->second, scores[t], characters(token.substr(0, cut)),
+                         characters(token.substr(cut))});
       }
     }
     std::ranges::sort(local, [](const Merge& a, const Merge& b) {
       return a.left != b.left ? a.left < b.left : a.right < b.right;
     });
-    for (Merge& m : local) {
-      m.order = merges.size();
-      merges.push_back(m);
-    }
+    merges.insert(merges.end(), local.begin(), local.end());
   }
-  std::ranges::stable_sort(merges,
-                           [](const Merge& a, const Merge& b) { return a.score > b.score; });
+  std::ranges::stable_sort(merges, [](const Merge& a, const Merge& b) {
+    if (a.score != b.score) return a.score > b.score;
+    if (a.left_chars != b.left_chars) return a.left_chars > b.left_chars;
+    return a.right_chars > b.right_chars;
+  });
   Json out = Json::array();
   for (const Merge& m : merges) {
     out.push_back(Json::array(
@@ -179,10 +186,12 @@ Json gguf_tokenizer_document(const GgufFile& file) {
   };
 
   Json document = {{"version", "1.0"}, {"normalizer", nullptr}, {"pre_tokenizer", nullptr}};
-  // The vocabulary: the first of duplicated strings keeps its id (a JSON object holds one).
+  // The vocabulary: of duplicated strings the last keeps its id, as transformers' dict does.
+  std::unordered_map<std::string_view, std::int64_t> ids;
   Json vocab = Json::object();
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    if (!vocab.contains(tokens[i])) vocab[tokens[i]] = i;
+    vocab[tokens[i]] = i;
+    ids[tokens[i]] = static_cast<std::int64_t>(i);
   }
   Json bpe = {{"type", "BPE"}, {"dropout", nullptr}, {"vocab", std::move(vocab)}};
   if (model == "gpt2") {
@@ -207,33 +216,39 @@ Json gguf_tokenizer_document(const GgufFile& file) {
     const Json* scores_json = file.array("tokenizer.ggml.scores", GgufFile::Element::number, count);
     if (scores_json == nullptr) fail("{}: metadata key 'tokenizer.ggml.scores' is missing", path);
     std::vector<double> scores;
-    for (const Json& s : *scores_json) scores.push_back(s.get<double>());
-    bpe["merges"] = spm_merges(tokens, scores);
+    for (const Json& score : *scores_json) scores.push_back(score.get<double>());
+    bpe["merges"] = spm_merges(tokens, scores, ids);
     bpe["byte_fallback"] = true;
     bpe["fuse_unk"] = true;
-    if (const auto unk = id_of("tokenizer.ggml.unknown_token_id")) {
-      bpe["unk_token"] = tokens[static_cast<std::size_t>(*unk)];
-    }
-    const bool space_prefix = file.boolean("tokenizer.ggml.add_space_prefix").value_or(true);
-    Json normalizers = Json::array();
-    if (space_prefix) normalizers.push_back({{"type", "Prepend"}, {"prepend", "\u2581"}});
-    normalizers.push_back(
-        {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}});
-    document["normalizer"] = {{"type", "Sequence"}, {"normalizers", normalizers}};
-    Json decoders =
-        Json::array({{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
-                     {{"type", "ByteFallback"}},
-                     {{"type", "Fuse"}}});
-    if (space_prefix) {
-      decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
-    }
-    document["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
+    // As transformers builds it (not as llama.cpp or SentencePiece do): "▁" for spaces and one
+    // before the text's first piece only (Metaspace "first": not after an added token, not
+    // before a text that starts with a space), whatever add_space_prefix says; the decoder
+    // removes one leading space.
+    document["pre_tokenizer"] = {{"type", "Metaspace"},
+                                 {"replacement", "\u2581"},
+                                 {"prepend_scheme", "first"},
+                                 {"split", false}};
+    document["decoder"] = {
+        {"type", "Sequence"},
+        {"decoders",
+         Json::array({{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}},
+                      {{"type", "Strip"}, {"content", " "}, {"start", 1u}, {"stop", 0u}}})}};
   }
   document["model"] = std::move(bpe);
 
+  // transformers also makes the BOS, EOS, unknown and padding tokens special, whatever their
+  // type (a SentencePiece <unk> is UNKNOWN, not CONTROL).
+  std::vector<bool> named(tokens.size(), false);
+  for (const char* key : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                          "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id"}) {
+    if (const auto id = id_of(key)) named[static_cast<std::size_t>(*id)] = true;
+  }
   Json added = Json::array();
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const auto type = static_cast<TokenType>(types[i]);
+    auto type = static_cast<TokenType>(types[i]);
+    if (named[i]) type = TokenType::control;
     if (type != TokenType::control && type != TokenType::user_defined) continue;
     added.push_back({{"id", i},
                      {"content", tokens[i]},

@@ -132,6 +132,39 @@ TEST(GgufTokenizer, SmollmSplitsDigitsOneByOne) {
   EXPECT_EQ(smollm->encode("hello world"), gpt2->encode("hello world"));
 }
 
+// A SentencePiece ("llama") vocabulary as llama.cpp stores a LLaMA 2-style model, against
+// transformers 5 loading the same file (tools/make_gguf_spm_golden.py): ids without and with
+// the BOS prefix and the decode, on ~300 strings (leading and repeated spaces, byte fallback,
+// control and user-defined token texts in the text).
+TEST(GgufTokenizer, SentencePieceVocabularyMatchesTransformers) {
+  const auto dir = test::data_dir() / "golden" / "gguf";
+  const auto tokenizer = Tokenizer::load(dir / "spm-tokenizer.gguf");
+  ASSERT_TRUE(tokenizer->prompt_prefix().has_value());
+  const std::vector<std::int32_t> prefix = *tokenizer->prompt_prefix();
+  EXPECT_EQ(prefix, std::vector<std::int32_t>{1});
+  std::ifstream in(dir / "spm-parity.jsonl", std::ios::binary);
+  int cases = 0;
+  int failures = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const Json json = Json::parse(line);
+    const auto text = json.at("text").get<std::string>();
+    const auto want = json.at("ids").get<std::vector<std::int32_t>>();
+    const std::vector<std::int32_t> ids = tokenizer->encode(text);
+    std::vector<std::int32_t> with_special = prefix;
+    with_special.insert(with_special.end(), ids.begin(), ids.end());
+    ++cases;
+    if (ids != want || with_special != json.at("with_special").get<std::vector<std::int32_t>>() ||
+        tokenizer->decode(ids) != json.at("decoded").get<std::string>()) {
+      ADD_FAILURE() << "differs for " << json.at("text").dump() << ": ids " << Json(ids).dump()
+                    << ", transformers " << Json(want).dump() << "; decode "
+                    << Json(tokenizer->decode(ids)).dump();
+      if (++failures >= 10) break;
+    }
+  }
+  EXPECT_GE(cases, 300);
+}
+
 TEST(GgufTokenizer, Refusals) {
   {
     GgufWriter w = gpt2_tokenizer("some-new-model");
