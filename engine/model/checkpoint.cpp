@@ -114,7 +114,10 @@ void add_generation_eos(const fs::path& path, ModelConfig& config) {
 ModelConfig Checkpoint::read_config(const fs::path& dir) {
   if (const auto gguf = find_gguf_file(dir)) return GgufCheckpoint::read_config(*gguf);
   std::error_code ec;
-  if (!fs::exists(dir, ec)) fail("checkpoint directory {} does not exist", dir.string());
+  if (!fs::exists(dir, ec)) {
+    fail("{} {} does not exist", dir.extension() == ".gguf" ? "GGUF file" : "checkpoint directory",
+         dir.string());
+  }
   if (!fs::is_directory(dir, ec)) {
     fail(
         "{} is not a directory; pass the checkpoint directory holding config.json, or a .gguf file",

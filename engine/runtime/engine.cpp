@@ -42,6 +42,7 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 Engine::Engine(const EngineOptions& options) : options_(options) {
+  const auto load_start = std::chrono::steady_clock::now();
   options.placement.validate();
   validate_policy_budget(options.policy, options.kv_budget);
   namespace fs = std::filesystem;
@@ -111,9 +112,12 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
       stream.synchronize();
     }
   }
-  spdlog::info("model {} ({}{} layers, hidden {}) on {}", model_description_,
-               checkpoint ? checkpoint->weights_file() + ", " : std::string(), config_.num_layers,
-               config_.hidden_size, device_->name());
+  // Load time covers reading, converting (dequantizing a GGUF) and placing the weights.
+  spdlog::info(
+      "model {} ({}{} layers, hidden {}) on {}, loaded in {:.2f} s", model_description_,
+      checkpoint ? checkpoint->weights_file() + ", " : std::string(), config_.num_layers,
+      config_.hidden_size, device_->name(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
 }
 
 Engine::~Engine() {

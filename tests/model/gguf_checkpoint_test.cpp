@@ -174,6 +174,19 @@ TEST(GgufCheckpoint, Refusals) {
   }
 }
 
+TEST(GgufCheckpoint, AMissingFileIsNamedAsAFile) {
+  const test::TempDir tmp;
+  EXPECT_NE(test::error_of([&] {
+              Checkpoint::open(tmp.path() / "absent.gguf");
+            }).find("GGUF file " + (tmp.path() / "absent.gguf").string() + " does not exist"),
+            std::string::npos);
+  test::write_file(tmp.path() / "not-gguf.gguf", "PK\x03\x04 a zip, not a GGUF file");
+  EXPECT_NE(test::error_of([&] {
+              Checkpoint::open(tmp.path() / "not-gguf.gguf");
+            }).find("not a GGUF file"),
+            std::string::npos);
+}
+
 TEST(GgufCheckpoint, ADirectoryWithSeveralGgufFilesSaysWhichToPass) {
   const test::TempDir tmp;
   tiny_llama().write(tmp.path() / "a.gguf");
