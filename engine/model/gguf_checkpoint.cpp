@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -178,11 +179,11 @@ std::unique_ptr<GgufCheckpoint> GgufCheckpoint::open(const fs::path& path) {
   // llama.cpp's convert_hf_to_gguf.py permutes q / k for LlamaModel (llama and mistral), not
   // for Qwen2Model.
   checkpoint->permuted_qk_ = config.model_type != "qwen2";
-  std::vector<std::string> wanted;
-  for (const TensorSpec& spec : model_tensor_specs(config)) wanted.push_back(spec.name);
+  std::set<std::string> wanted;
+  for (const TensorSpec& spec : model_tensor_specs(config)) wanted.insert(spec.name);
   for (const auto& [name, tensor] : file.tensors()) {
     const std::optional<std::string> hf = hf_name(name);
-    if (!hf || std::ranges::find(wanted, *hf) == wanted.end()) {
+    if (!hf || !wanted.contains(*hf)) {
       fail("{}: tensor '{}' is not part of the {} model offgen builds from this file's metadata{}",
            path.string(), name, config.model_type,
            name == "rope_freqs.weight"

@@ -23,21 +23,7 @@ constexpr std::uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 // Arrays may hold arrays; nothing published nests them, and each level costs stack.
 constexpr int kMaxArrayDepth = 4;
 
-enum class ValueType : std::uint32_t {
-  u8 = 0,
-  i8 = 1,
-  u16 = 2,
-  i16 = 3,
-  u32 = 4,
-  i32 = 5,
-  f32 = 6,
-  boolean = 7,
-  string = 8,
-  array = 9,
-  u64 = 10,
-  i64 = 11,
-  f64 = 12,
-};
+using ValueType = GgufValueType;
 
 // The smallest number of bytes a value of `type` takes (strings: the length field).
 std::uint64_t min_bytes(ValueType type) {

@@ -28,6 +28,23 @@
 
 namespace offgen {
 
+// The type of a metadata value (gguf_type in the format's documentation).
+enum class GgufValueType : std::uint32_t {
+  u8 = 0,
+  i8 = 1,
+  u16 = 2,
+  i16 = 3,
+  u32 = 4,
+  i32 = 5,
+  f32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  u64 = 10,
+  i64 = 11,
+  f64 = 12,
+};
+
 struct GgufTensor {
   std::string name;
   GgmlType type = GgmlType::f32;

@@ -121,13 +121,14 @@ SplitBehavior parse_behavior(const JsonNode& node) {
   return it->second;
 }
 
-// A pre-tokenizer that splits on one class of characters, each character a match of its own as
-// tokenizers' `Fn(char) -> bool` patterns are.
-PreTokenizerChain::Step character_split(std::string_view character_class, SplitBehavior behavior,
-                                        const JsonNode& node) {
+// A Split on a regex of offgen's own: the pre-tokenizers that tokenizers implements with a
+// `Fn(char) -> bool` pattern (a one-character class, each character a match of its own) or a
+// fixed regex.
+PreTokenizerChain::Step regex_split(std::string_view regex, SplitBehavior behavior,
+                                    const JsonNode& node, bool invert = false) {
   return PreTokenizerChain::Split{
-      std::make_shared<TextPattern>(TextPattern::Kind::regex, character_class, node.where()),
-      behavior, false};
+      std::make_shared<TextPattern>(TextPattern::Kind::regex, regex, node.where()), behavior,
+      invert};
 }
 
 void add_pre_tokenizer(const JsonNode& node, std::vector<PreTokenizerChain::Step>& steps) {
@@ -155,28 +156,25 @@ void add_pre_tokenizer(const JsonNode& node, std::vector<PreTokenizerChain::Step
     // Numbers (Rust's char::is_numeric: Nd, Nl, No) one character at a time: each its own piece,
     // or runs of them together.
     const auto individual = node.find("individual_digits");
-    steps.push_back(character_split(
+    steps.push_back(regex_split(
         R"(\p{N})",
         individual && individual->boolean() ? SplitBehavior::isolated : SplitBehavior::contiguous,
         node));
   } else if (type == "Punctuation") {
     // ASCII punctuation or a Unicode P* character; the ASCII symbols \p{P} lacks are listed.
     const auto behavior = node.find("behavior");
-    steps.push_back(character_split(R"([\p{P}$+<=>^`|~])",
-                                    behavior ? parse_behavior(*behavior) : SplitBehavior::isolated,
-                                    node));
+    steps.push_back(regex_split(R"([\p{P}$+<=>^`|~])",
+                                behavior ? parse_behavior(*behavior) : SplitBehavior::isolated,
+                                node));
   } else if (type == "WhitespaceSplit") {
-    steps.push_back(character_split(R"(\s)", SplitBehavior::removed, node));
+    steps.push_back(regex_split(R"(\s)", SplitBehavior::removed, node));
   } else if (type == "Whitespace") {
     // tokenizers' regex \w+|[^\w\s]+, whose matches are the pieces (Removed, inverted). It is
     // compiled by Rust's regex crate, whose \w is Alphabetic, marks, Nd, Pc and the joiners
     // (so "²" is not a word character and U+200D is), spelled out here for Oniguruma.
-    steps.emplace_back(PreTokenizerChain::Split{
-        std::make_shared<TextPattern>(TextPattern::Kind::regex,
-                                      R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}]+|)"
-                                      R"([^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\s]+)",
-                                      node.where()),
-        SplitBehavior::removed, true});
+    steps.push_back(regex_split(R"([\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}]+|)"
+                                R"([^\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\s]+)",
+                                SplitBehavior::removed, node, /*invert=*/true));
   } else {
     node.unsupported("pre_tokenizer", type,
                      "Sequence, Split, ByteLevel, Metaspace, Digits, Punctuation, Whitespace, "

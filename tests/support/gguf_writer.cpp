@@ -139,7 +139,8 @@ void GgufWriter::write(const std::filesystem::path& path) const {
   if (!out) throw std::runtime_error("could not write " + path.string());
 }
 
-void add_gpt2_tokenizer(GgufWriter& w, const std::filesystem::path& dir, const std::string& pre) {
+void add_gpt2_tokenizer(GgufWriter& w, const std::filesystem::path& dir, const std::string& pre,
+                        const std::vector<std::string>& control) {
   using Type = GgufWriter::Type;
   // vocab.json's tokens by id, merges.txt's lines.
   const Json vocab = Json::parse(read_text(dir / "vocab.json"));
@@ -152,9 +153,11 @@ void add_gpt2_tokenizer(GgufWriter& w, const std::filesystem::path& dir, const s
   }
   w.add_string("tokenizer.ggml.model", "gpt2");
   w.add_string("tokenizer.ggml.pre", pre);
+  std::vector<int> types(tokens.size(), 1);  // NORMAL
+  tokens.insert(tokens.end(), control.begin(), control.end());
+  types.resize(tokens.size(), 3);  // CONTROL
   w.add("tokenizer.ggml.tokens", Type::array, tokens, Type::string);
-  w.add("tokenizer.ggml.token_type", Type::array, Json(std::vector<int>(tokens.size(), 1)),
-        Type::i32);
+  w.add("tokenizer.ggml.token_type", Type::array, types, Type::i32);
   w.add("tokenizer.ggml.merges", Type::array, merges, Type::string);
 }
 

@@ -11,30 +11,13 @@
 #include <string>
 #include <vector>
 
-namespace offgen {
-class GgufFile;
-}
+#include "engine/model/gguf_file.h"
 
 namespace offgen::test {
 
 class GgufWriter {
  public:
-  // GGUF's metadata value types (gguf_type).
-  enum class Type : std::uint32_t {
-    u8 = 0,
-    i8 = 1,
-    u16 = 2,
-    i16 = 3,
-    u32 = 4,
-    i32 = 5,
-    f32 = 6,
-    boolean = 7,
-    string = 8,
-    array = 9,
-    u64 = 10,
-    i64 = 11,
-    f64 = 12,
-  };
+  using Type = GgufValueType;
 
   // A scalar, or (with `array`) an array of `element` values; `value` is JSON of the right kind.
   void add(const std::string& key, Type type, const nlohmann::json& value, Type element = Type::u8);
@@ -73,8 +56,10 @@ class GgufWriter {
 };
 
 // The tokenizer.ggml.* keys of a gpt2-model tokenizer from vocab.json + merges.txt in `dir`
-// (every token NORMAL), with tokenizer.ggml.pre = `pre`.
-void add_gpt2_tokenizer(GgufWriter& w, const std::filesystem::path& dir, const std::string& pre);
+// (every token NORMAL), with tokenizer.ggml.pre = `pre`; `control` tokens are appended after
+// the vocabulary as CONTROL tokens.
+void add_gpt2_tokenizer(GgufWriter& w, const std::filesystem::path& dir, const std::string& pre,
+                        const std::vector<std::string>& control = {});
 
 // How convert_gguf_from_checkpoint stores the matrices (norms are always F32).
 enum class GgufStorage { f32, f16 };

@@ -81,27 +81,9 @@ TEST(GgufTokenizer, ControlTokensAndBos) {
   const test::TempDir plain_dir;
   const auto plain = load(gpt2_tokenizer(), plain_dir);
   const std::int32_t size = plain->vocab_size();
-  std::vector<std::string> tokens;
-  std::ifstream in(test::data_dir() / "tokenizer" / "vocab.json");
-  const Json vocab = Json::parse(in);
-  tokens.resize(vocab.size());
-  for (const auto& [token, id] : vocab.items()) tokens.at(id.get<std::size_t>()) = token;
-  tokens.push_back("<|im_start|>");
-  tokens.push_back("<|im_end|>");
-  std::vector<int> types(tokens.size(), 1);
-  types[tokens.size() - 2] = 3;
-  types[tokens.size() - 1] = 3;
   GgufWriter v;
-  using Type = GgufWriter::Type;
-  std::ifstream merges_in(test::data_dir() / "tokenizer" / "merges.txt");
-  Json merges = Json::array();
-  for (std::string line; std::getline(merges_in, line);) {
-    if (!line.empty() && !line.starts_with("#version")) merges.push_back(line);
-  }
-  v.add_string("tokenizer.ggml.model", "gpt2");
-  v.add("tokenizer.ggml.tokens", Type::array, tokens, Type::string);
-  v.add("tokenizer.ggml.token_type", Type::array, types, Type::i32);
-  v.add("tokenizer.ggml.merges", Type::array, merges, Type::string);
+  test::add_gpt2_tokenizer(v, test::data_dir() / "tokenizer", "default",
+                           {"<|im_start|>", "<|im_end|>"});
   v.add_u32("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(size));
   v.add_bool("tokenizer.ggml.add_bos_token", true);
   const test::TempDir tmp;
