@@ -189,6 +189,9 @@ void convert_gguf_from_checkpoint(const std::filesystem::path& dir,
   }
 
   add_gpt2_tokenizer(w, dir, "default");
+  // A text prompt of these checkpoints starts with the BOS (vocab.json has no template, so the
+  // engine prepends the config's); llama.cpp's converter says so with add_bos_token.
+  w.add_bool("tokenizer.ggml.add_bos_token", true);
   w.add_u32("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(c.bos_token_id));
   w.add_u32("tokenizer.ggml.eos_token_id", static_cast<std::uint32_t>(c.eos_token_id));
   if (c.has_pad_token) {
