@@ -299,13 +299,17 @@ int run_batch_job_on_ranks(BatchJob& job, const CommonOptions& common, const Job
   fs::path output;
   EngineOptions engine_options;
   Records earlier;
+  // The parsed requests keep pointers to the config and tokenizer (a stop string's check decodes
+  // through it), so both live as long as the job, not only while it is parsed.
+  ModelConfig config;
+  std::unique_ptr<Tokenizer> tokenizer;
   try {
     check_input_file(files.input);
     lines = read_jsonl(files.input);
     output = check_output_file(files.input, files.output);
     engine_options = common.engine_options();
-    const ModelConfig config = model_config(engine_options.model);
-    const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(engine_options);
+    config = model_config(engine_options.model);
+    tokenizer = load_tokenizer(engine_options);
     job.parse(lines, config, tokenizer.get());
     earlier = earlier_records(output, files);
     for (const auto& [index, record] : earlier) {

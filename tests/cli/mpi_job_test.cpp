@@ -19,6 +19,7 @@
 
 #include "engine/cli/rank_parts.h"
 #include "tests/cli/offgen_process.h"
+#include "tests/support/gguf_writer.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
@@ -166,6 +167,39 @@ TEST(MpiJob, TwoRanksAnswerExactlyAsOneProcess) {
       on_ranks(2, generate_args(sampled_input, dir.path() / "g2.jsonl")), dir.path() / "g2");
   ASSERT_EQ(sampled_two.code, 0) << sampled_two.output;
   EXPECT_EQ(test::read_file(dir.path() / "g2.jsonl"), test::read_file(dir.path() / "g1.jsonl"));
+}
+
+// A GGUF model under two ranks: each rank reads the file (weights and tokenizer) itself, and text
+// prompts with stop strings, sampled and greedy, come out as one process writes them.
+TEST(MpiJob, TwoRanksOnAGgufFileAnswerAsOneProcess) {
+  test::TempDir dir;
+  const auto gguf = dir.path() / "model.gguf";
+  test::convert_gguf_from_checkpoint(test::data_dir() / "golden" / "tiny-llama-gqa", gguf,
+                                     test::GgufStorage::f16);
+  std::string text;
+  for (int i = 0; i < 14; ++i) {
+    Json line = {{"prompt", fmt::format("Line {} says{}", i, std::string(i % 5, '!'))},
+                 {"max_tokens", 3 + i % 7},
+                 {"temperature", i % 2 == 0 ? 0.0 : 0.8},
+                 {"seed", i}};
+    if (i % 3 == 0) line["stop"] = Json::array({"e", "\n"});
+    text += line.dump() + "\n";
+  }
+  const auto input = dir.path() / "in.jsonl";
+  test::write_file(input, text);
+  const auto args = [&](const fs::path& output) {
+    return std::vector<std::string>{"generate",     "--model",  gguf.string(),
+                                    "--device",     "cpu",      "--input",
+                                    input.string(), "--output", output.string()};
+  };
+  const auto single = dir.path() / "single.jsonl";
+  const auto one = test::run_offgen(args(single), dir.path() / "single.log");
+  EXPECT_EQ(one.code, 0) << one.output;
+  const auto ranked = dir.path() / "ranked.jsonl";
+  const auto two = test::run_program(on_ranks(2, args(ranked)), dir.path() / "ranked.log");
+  EXPECT_EQ(two.code, 0) << two.output;
+  EXPECT_NE(two.output.find("[rank 1/2]"), std::string::npos) << two.output;
+  EXPECT_EQ(test::read_file(ranked), test::read_file(single));
 }
 
 TEST(MpiJob, AKilledRankLeavesItsLinesAndResumeOnOtherRankCountsFinishes) {
