@@ -41,23 +41,8 @@ EngineOptions options_for(const std::filesystem::path& model, int batch) {
 }
 
 void expect_scores_match(Engine& engine, const nlohmann::json& fixture, int prefill_tokens) {
-  const std::vector<ScoreRequest> requests = test::score_requests(fixture);
-  const auto results = engine.score(requests, prefill_tokens);
-  ASSERT_EQ(results.size(), requests.size());
-  float worst = 0.0f;
-  for (std::size_t r = 0; r < results.size(); ++r) {
-    SCOPED_TRACE(testing::Message() << "text " << r << ", prefill_tokens " << prefill_tokens);
-    ASSERT_TRUE(results[r].error.empty()) << results[r].error;
-    const auto& want = fixture["score"][r]["token_logprobs"];
-    ASSERT_EQ(results[r].token_logprobs.size(), want.size());
-    for (std::size_t i = 1; i < want.size(); ++i) {
-      const float got = results[r].token_logprobs[i];
-      const float value = want[i].get<float>();
-      worst = std::max(worst, std::abs(got - value));
-      EXPECT_NEAR(got, value, kLogprobTolerance + kRelativeTolerance * std::abs(value))
-          << "token " << i;
-    }
-  }
+  const float worst = test::expect_scores_match(engine, fixture, prefill_tokens, kLogprobTolerance,
+                                                kRelativeTolerance);
   std::printf("worst |log-prob - transformers| = %.4f (prefill_tokens %d)\n", worst,
               prefill_tokens);
 }

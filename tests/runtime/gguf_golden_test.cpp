@@ -37,18 +37,8 @@ TEST_P(GgufGolden, ScoresMatchHuggingFace) {
   const nlohmann::json expected = test::golden_expected(GetParam());
   Engine engine(options(4));
   for (const int prefill_tokens : {0, 3}) {
-    const auto results = engine.score(test::score_requests(expected), prefill_tokens);
-    for (std::size_t r = 0; r < results.size(); ++r) {
-      ASSERT_TRUE(results[r].error.empty()) << results[r].error;
-      const auto& want = expected["score"][r]["token_logprobs"];
-      ASSERT_EQ(results[r].token_logprobs.size(), want.size());
-      for (std::size_t i = 1; i < want.size(); ++i) {
-        const float value = want[i].get<float>();
-        EXPECT_NEAR(results[r].token_logprobs[i], value,
-                    kLogprobTolerance + kLlamaRelativeTolerance * std::abs(value))
-            << "sequence " << r << " token " << i << " prefill_tokens " << prefill_tokens;
-      }
-    }
+    test::expect_scores_match(engine, expected, prefill_tokens, kLogprobTolerance,
+                              kLlamaRelativeTolerance);
   }
 }
 

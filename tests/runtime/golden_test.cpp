@@ -59,24 +59,8 @@ class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernel
 
 void expect_scores_match(Engine& engine, const nlohmann::json& expected, int prefill_tokens) {
   const bool llama = is_llama_family(expected["model"].get<std::string>());
-  const std::vector<ScoreRequest> requests = test::score_requests(expected);
-  const auto results = engine.score(requests, prefill_tokens);
-  ASSERT_EQ(results.size(), requests.size());
-  for (std::size_t r = 0; r < results.size(); ++r) {
-    SCOPED_TRACE(testing::Message() << "sequence " << r << ", prefill_tokens " << prefill_tokens);
-    ASSERT_TRUE(results[r].error.empty()) << results[r].error;
-    const auto& want = expected["score"][r]["token_logprobs"];
-    ASSERT_EQ(results[r].token_logprobs.size(), want.size());
-    EXPECT_TRUE(std::isnan(results[r].token_logprobs[0]));
-    for (std::size_t i = 1; i < want.size(); ++i) {
-      const float got = results[r].token_logprobs[i];
-      ASSERT_TRUE(std::isfinite(got)) << "token " << i;
-      const float value = want[i].get<float>();
-      const float tolerance =
-          kLogprobTolerance + (llama ? kLlamaRelativeTolerance * std::abs(value) : 0.0f);
-      EXPECT_NEAR(got, value, tolerance) << "token " << i;
-    }
-  }
+  test::expect_scores_match(engine, expected, prefill_tokens, kLogprobTolerance,
+                            llama ? kLlamaRelativeTolerance : 0.0f);
 }
 
 TEST_P(Golden, ScoreMatchesHuggingFaceAsOnePrefill) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -91,6 +92,37 @@ inline std::vector<ScoreResult> expect_trained_scores_match(Engine& engine,
         << "mean error over the text";
   }
   return results;
+}
+
+// Scores a fixture's texts ("score": [{"token_ids", "token_logprobs"}]) with `engine`, the first
+// `prefill_tokens` of each as one prefill and the rest through the KV cache, and checks every
+// log-probability within `tolerance` + `relative` x |expected|; the first is NaN (no context).
+// Returns the largest difference seen.
+inline float expect_scores_match(Engine& engine, const nlohmann::json& expected, int prefill_tokens,
+                                 float tolerance, float relative) {
+  const std::vector<ScoreRequest> requests = score_requests(expected);
+  const auto results = engine.score(requests, prefill_tokens);
+  EXPECT_EQ(results.size(), requests.size());
+  float worst = 0.0f;
+  for (std::size_t r = 0; r < results.size() && r < requests.size(); ++r) {
+    SCOPED_TRACE(testing::Message() << "sequence " << r << ", prefill_tokens " << prefill_tokens);
+    EXPECT_TRUE(results[r].error.empty()) << results[r].error;
+    const auto& want = expected["score"][r]["token_logprobs"];
+    if (results[r].token_logprobs.size() != want.size()) {
+      ADD_FAILURE() << "got " << results[r].token_logprobs.size() << " log-probs, want "
+                    << want.size();
+      continue;
+    }
+    EXPECT_TRUE(std::isnan(results[r].token_logprobs[0]));
+    for (std::size_t i = 1; i < want.size(); ++i) {
+      const float got = results[r].token_logprobs[i];
+      EXPECT_TRUE(std::isfinite(got)) << "token " << i;
+      const float value = want[i].get<float>();
+      worst = std::max(worst, std::abs(got - value));
+      EXPECT_NEAR(got, value, tolerance + relative * std::abs(value)) << "token " << i;
+    }
+  }
+  return worst;
 }
 
 }  // namespace offgen::test
