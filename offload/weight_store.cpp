@@ -303,8 +303,11 @@ void WeightStore::round_globals_through_int4(const WeightBlock& globals, Half* h
     data.resize(shape.data_bytes());
     params.resize(shape.param_count());
     Half* values = host + piece.offset;
-    kernels::cpu::quantize(
-        {.x = values, .data = data.data(), .params = params.data(), .shape = shape});
+    kernels::cpu::quantize({.x = values,
+                            .data = data.data(),
+                            .params = params.data(),
+                            .shape = shape,
+                            .recipe = kernels::QuantRecipe::fp32_ops});
     kernels::cpu::dequantize(
         {.data = data.data(), .params = params.data(), .x = values, .shape = shape});
   }
@@ -316,7 +319,8 @@ void WeightStore::pack_layer(const Half* host, std::byte* image) const {
       kernels::cpu::quantize({.x = host + part.element_offset,
                               .data = reinterpret_cast<std::uint8_t*>(image + part.offset),
                               .params = reinterpret_cast<Half*>(image + part.params_offset),
-                              .shape = part.shape});
+                              .shape = part.shape,
+                              .recipe = kernels::QuantRecipe::fp32_ops});
     } else {
       std::memcpy(image + part.offset, host + part.element_offset, part.elements * sizeof(Half));
     }

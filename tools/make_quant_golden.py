@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
 """Generate the golden fixture of FlexGen's 4-bit group-wise quantization.
 
-FlexGen's recipe (num_bits 4, group_size 64, asymmetric) is run as the same
-sequence of fp16 torch tensor ops its GPU path runs: pad with zeros, groups' min
-and max, `15 / (max - min)` with 15 a Python int (which torch evaluates as
-`(max - min).reciprocal() * 15`), `x - min`, times the scale, clamp to [0, 15]
-and round half to even, pack even << 4 | odd; then `q / scale` and `+ min`.
-Each op rounds its result to fp16, as on FlexGen's GPU path (its CPU path
-converts to fp32 first; offgen follows the GPU path). kernels/quantize_args.h states the same recipe; tests/kernels/
-quantize_reference_test.cpp checks offgen's kernels against this fixture bit for
-bit.
+FlexGen's recipe (num_bits 4, group_size 64, asymmetric) has two op orders, and
+offgen follows each where FlexGen uses it:
+
+  fp16 (the KV cache, quantized on the GPU as it is written): the fp16 torch
+    ops of FlexGen's GPU path, each rounding its result to fp16: pad with zeros,
+    groups' min and max, `15 / (max - min)` with 15 a Python int (which torch
+    evaluates as `(max - min).reciprocal() * 15`), `x - min`, times the scale,
+    clamp to [0, 15] and round half to even, pack even << 4 | odd.
+  fp32 (weights, quantized once at load by TorchTensor.load_from_np through the
+    CPU compressed device): the fp16 tensor is cast to fp32 first and the same
+    ops run in fp32; only scale and min are rounded to fp16, when they are
+    copied into the fp16 params tensor.
+
+Dequantization is one recipe for both: `q / scale`, then `+ min`, in fp16 (on
+the GPU). kernels/quantize_args.h states the same recipes;
+tests/kernels/quantize_reference_test.cpp checks offgen's kernels against this
+fixture bit for bit.
 
 One departure, which the spec makes too: a group of equal values has d = 0, so
 torch computes 0 * inf = NaN there and casts NaN to uint8; those codes are
@@ -26,6 +34,9 @@ Cases (tensor, the dim grouped, and offgen's [outer, dim, inner] view):
           above it (scale exactly 1) holding k + 0.5 (ties, half to even),
           negative-only groups, constant and all-zero groups, a range of one
           fp16 ulp, and subnormals (r = inf)
+  weight_fp32, edges_fp32: the same tensors by the fp32 recipe
+
+Each case in cases.json names its "recipe" (fp16 or fp32).
 
 Written to tests/data/golden/quantize/: cases.json (shapes and where each array
 lies) and <case>.bin (x fp16, data bytes, params fp16 [scale, mn] pairs,
@@ -61,11 +72,14 @@ def _from_last(t, group_dim, trailing):
     return t.permute(order).contiguous()
 
 
-def compress(x, group_dim):
-    """The recipe, one fp16 tensor op at a time as FlexGen's GPU path runs it.
+def compress(x, group_dim, recipe):
+    """The recipe, one tensor op at a time as FlexGen runs it: fp16 ops (its GPU path) or, for
+    "fp32", the fp16 tensor cast to fp32 first (its CPU path, which loads weights).
 
-    Returns (codes [..., G * 32 at group_dim, ...], params [..., G, 2 at group_dim, ...]).
+    Returns (codes [..., G * 32 at group_dim, ...], params fp16 [..., G, 2 at group_dim, ...]).
     """
+    if recipe == "fp32":
+        x = x.float()
     groups = _to_groups(x, group_dim)
     lo = groups.min(dim=-1, keepdim=True).values
     hi = groups.max(dim=-1, keepdim=True).values
@@ -79,7 +93,9 @@ def compress(x, group_dim):
     codes = torch.nan_to_num(codes, nan=0.0).to(torch.uint8)
     packed = codes[..., 0::2] << 4 | codes[..., 1::2]  # the even index in the high nibble
     packed = packed.reshape(packed.shape[:-2] + (-1,))
-    params = torch.cat([scale, lo], dim=-1)  # [..., G, 2]: scale, then min
+    # [..., G, 2]: scale, then min; fp32 ones are rounded as general_copy writes them into the
+    # fp16 params tensor.
+    params = torch.cat([scale, lo], dim=-1).half()
     return _from_last(packed, group_dim, 1), _from_last(params, group_dim, 2)
 
 
@@ -121,16 +137,23 @@ def edges():
 
 def main():
     torch.manual_seed(0)
+    weight = (torch.randn(200, 96) * 0.05).to(torch.float16)
+    kv = torch.randn(37, 80).to(torch.float16)
+    edge_rows = edges()
     cases = [
-        ("weight", (torch.randn(200, 96) * 0.05).to(torch.float16), 0),
-        ("kv", torch.randn(37, 80).to(torch.float16), 1),
-        ("edges", edges(), 1),
+        ("weight", weight, 0, "fp16"),
+        ("kv", kv, 1, "fp16"),
+        ("edges", edge_rows, 1, "fp16"),
+        ("weight_fp32", weight, 0, "fp32"),
+        ("edges_fp32", edge_rows, 1, "fp32"),
     ]
     OUT.mkdir(parents=True, exist_ok=True)
     manifest = {"group_size": GROUP_SIZE, "num_bits": NUM_BITS, "cases": []}
-    for name, x, group_dim in cases:
+    packed = {}
+    for name, x, group_dim, recipe in cases:
         x = x + 0.0  # no -0
-        data, scale = compress(x, group_dim)
+        data, scale = compress(x, group_dim, recipe)
+        packed[name] = (data, scale)
         y = decompress(data, scale, x.shape, group_dim)
         assert not torch.isnan(y).any(), name
         shape = list(x.shape)
@@ -142,8 +165,8 @@ def main():
             inner *= n
         arrays = [("x", x), ("data", data), ("params", scale), ("y", y)]
         blob = b""
-        entry = {"name": name, "file": name + ".bin", "outer": outer, "dim": shape[group_dim],
-                 "inner": inner}
+        entry = {"name": name, "file": name + ".bin", "recipe": recipe, "outer": outer,
+                 "dim": shape[group_dim], "inner": inner}
         for key, tensor in arrays:
             raw = tensor.contiguous().numpy().tobytes()
             entry[key] = {"offset": len(blob), "bytes": len(raw)}
@@ -151,6 +174,12 @@ def main():
         (OUT / entry["file"]).write_bytes(blob)
         manifest["cases"].append(entry)
         print(f"{name}: {shape} grouped along dim {group_dim}, {len(blob)} bytes")
+    # The two recipes must differ on the weight, or the fp32 cases would test nothing new.
+    codes16, params16 = packed["weight"]
+    codes32, params32 = packed["weight_fp32"]
+    print(f"weight: fp32 vs fp16 recipe: {(codes16 != codes32).float().mean():.2%} of code bytes, "
+          f"{(params16 != params32).float().mean():.2%} of params differ")
+    assert (codes16 != codes32).any() and (params16 != params32).any()
     (OUT / "cases.json").write_text(json.dumps(manifest, indent=2) + "\n")
 
 

@@ -3,9 +3,10 @@
 // (outer, group) and consecutive inner indices already lie so in memory (rows of the tensor,
 // copied row by row); groups along a contiguous dim (KV rows, inner 1) are gathered one by one.
 // The per-group steps (min, max, scale, the 16-entry tables) are then vector loops across
-// columns, and each of PyTorch's roundings to fp16 is a bulk conversion there and back (F16C
-// where the CPU has it, engine/core/half.h) over the whole block. Both are exact IEEE
-// operations, so every ISA gives the reference's bits.
+// columns, and each of PyTorch's roundings to fp16 (fp16 ops, the KV recipe) is a bulk conversion
+// there and back (F16C where the CPU has it, engine/core/half.h) over the whole block; the fp32
+// recipe (weights) skips those roundings. Both are exact IEEE operations, so every ISA gives the
+// reference's bits.
 //
 // Blocks of a weight are wide (256 groups to quantize, 512 to expand) so that every row a block
 // reads or writes is a long contiguous run: with 64-wide blocks, fc1's expansion wrote 64 runs of
@@ -73,9 +74,10 @@ inline std::uint8_t to_code(float u) {
   return static_cast<std::uint8_t>(static_cast<int>((v + 12582912.0f) - 12582912.0f));
 }
 
-// mn and scale of n groups from their values v (layout of QuantBlock::v).
+// mn and scale of n groups from their values v (layout of QuantBlock::v); fp16_ops: each op's
+// result rounded to fp16 (the KV recipe), else fp32 throughout (the weights').
 OFFGEN_SIMD_CLONES void group_params(const float* __restrict v, int n, float* __restrict mn,
-                                     float* __restrict scale, Half* scratch) {
+                                     float* __restrict scale, Half* scratch, bool fp16_ops) {
   float* mx = scale;
   for (int c = 0; c < n; ++c) mn[c] = mx[c] = v[c];
   for (int r = 1; r < kGroup; ++r) {
@@ -89,27 +91,27 @@ OFFGEN_SIMD_CLONES void group_params(const float* __restrict v, int n, float* __
     mn[c] += 0.0f;  // -0 + +0 = +0: a zero min or max is +0 whichever zero the group held
     scale[c] = (mx[c] + 0.0f) - mn[c];
   }
-  round_to_half(scale, n, scratch);  // d
+  if (fp16_ops) round_to_half(scale, n, scratch);  // d
   for (int c = 0; c < n; ++c) scale[c] = 1.0f / scale[c];
-  round_to_half(scale, n, scratch);  // r
+  if (fp16_ops) round_to_half(scale, n, scratch);  // r
   for (int c = 0; c < n; ++c) scale[c] *= 15.0f;
-  round_to_half(scale, n, scratch);  // scale
+  if (fp16_ops) round_to_half(scale, n, scratch);  // scale
 }
 
 // Codes of n groups' values v (overwritten) and their packing.
 OFFGEN_SIMD_CLONES void encode(float* __restrict v, int n, const float* __restrict mn,
                                const float* __restrict scale, std::uint8_t* __restrict codes,
-                               std::uint8_t* __restrict bytes, Half* scratch) {
+                               std::uint8_t* __restrict bytes, Half* scratch, bool fp16_ops) {
   for (int r = 0; r < kGroup; ++r) {
     float* row = v + r * n;
     for (int c = 0; c < n; ++c) row[c] -= mn[c];
   }
-  round_to_half(v, kGroup * n, scratch);  // t
+  if (fp16_ops) round_to_half(v, kGroup * n, scratch);  // t
   for (int r = 0; r < kGroup; ++r) {
     float* row = v + r * n;
     for (int c = 0; c < n; ++c) row[c] *= scale[c];
   }
-  round_to_half(v, kGroup * n, scratch);  // u
+  if (fp16_ops) round_to_half(v, kGroup * n, scratch);  // u
   for (int i = 0; i < kGroup * n; ++i) codes[i] = to_code(v[i]);
   for (int j = 0; j < kBytes; ++j) {
     const std::uint8_t* even = codes + 2 * j * n;
@@ -119,9 +121,10 @@ OFFGEN_SIMD_CLONES void encode(float* __restrict v, int n, const float* __restri
 }
 
 template <int N>
-void quantize_block(QuantBlock<N>& b) {
-  group_params(b.v, b.cols, b.mn, b.scale, b.scratch);
-  encode(b.v, b.cols, b.mn, b.scale, b.codes, b.bytes, b.scratch);
+void quantize_block(QuantBlock<N>& b, QuantRecipe recipe) {
+  const bool fp16_ops = recipe == QuantRecipe::fp16_ops;
+  group_params(b.v, b.cols, b.mn, b.scale, b.scratch, fp16_ops);
+  encode(b.v, b.cols, b.mn, b.scale, b.codes, b.bytes, b.scratch, fp16_ops);
 }
 
 // inner > 1: the groups of (o, g) at inner indices i0 .. i0 + cols - 1.
@@ -137,7 +140,7 @@ void quantize_columns(const QuantizeArgs& a, std::int64_t o, std::int64_t g, std
     half_to_float(a.x + (o * s.dim + g * kGroup + r) * s.inner + i0, b.v + r * cols, n);
   }
   std::fill(b.v + rows * cols, b.v + kGroup * cols, 0.0f);
-  quantize_block(b);
+  quantize_block(b, a.recipe);
   for (int j = 0; j < kBytes; ++j) {
     std::memcpy(a.data + ((o * G + g) * kBytes + j) * s.inner + i0, b.bytes + j * cols, n);
   }
@@ -156,7 +159,7 @@ struct GroupRef {
 
 // Groups locate(0 .. count - 1), kGatherCols at a time.
 template <typename Locate>
-void quantize_groups(std::int64_t count, const Locate& locate) {
+void quantize_groups(std::int64_t count, QuantRecipe recipe, const Locate& locate) {
   const std::int64_t blocks = ceil_div(count, kGatherCols);
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, blocks), [&](auto range) {
     thread_local QuantBlock<kGatherCols> b;
@@ -171,7 +174,7 @@ void quantize_groups(std::int64_t count, const Locate& locate) {
         std::fill(values + group.rows, values + kGroup, 0.0f);
         for (int r = 0; r < kGroup; ++r) b.v[r * n + c] = values[r];
       }
-      quantize_block(b);
+      quantize_block(b, recipe);
       for (int c = 0; c < n; ++c) {
         const GroupRef group = locate(k0 + c);
         for (int j = 0; j < kBytes; ++j) group.data[j] = b.bytes[j * n + c];
@@ -298,7 +301,7 @@ void quantize(const QuantizeArgs& a) {
   const std::int64_t G = s.groups();
   if (s.outer <= 0 || G <= 0 || s.inner <= 0) return;
   if (s.inner == 1) {
-    quantize_groups(s.outer * G, [&](std::int64_t k) {
+    quantize_groups(s.outer * G, a.recipe, [&](std::int64_t k) {
       const std::int64_t g = k % G;
       return GroupRef{a.x + (k / G) * s.dim + g * kGroup, rows_of(s, g), a.data + k * kBytes,
                       a.params + k * 2};
@@ -356,7 +359,7 @@ void quantize_kv_slots(const QuantizeKvSlotsArgs& a) {
   const QuantShape row{.outer = 1, .dim = a.head_dim, .inner = 1};
   const std::int64_t G = row.groups();
   if (a.batch <= 0 || a.heads <= 0 || G <= 0) return;
-  quantize_groups(std::int64_t{a.batch} * a.heads * G, [&](std::int64_t k) {
+  quantize_groups(std::int64_t{a.batch} * a.heads * G, QuantRecipe::fp16_ops, [&](std::int64_t k) {
     const std::int64_t bh = k / G;
     const std::int64_t g = k % G;
     const std::int64_t r = bh * a.capacity + a.write_slot[bh];  // the cache row written

@@ -1,5 +1,6 @@
-// CUDA 4-bit group-wise quantization (semantics: kernels/quantize_args.h). Every step of the
-// recipe is an explicit round-to-nearest intrinsic (__fsub_rn, __fdiv_rn, __float2half_rn, ...),
+// CUDA 4-bit group-wise quantization (semantics: kernels/quantize_args.h; both recipes, fp16 ops
+// for the KV cache and fp32 ops for weights, chosen per call). Every step of the recipe is an
+// explicit round-to-nearest intrinsic (__fsub_rn, __fdiv_rn, __float2half_rn, ...),
 // so no compiler flag (fast math, FMA contraction) can change a bit, and the NaN of 0 · inf is
 // sent to code 0 by comparisons only (a min / max clamp would turn it into 15).
 //
@@ -44,17 +45,23 @@ struct GroupParams {
   float mn;
 };
 
-// From the group's min and max (padding zeros included).
-__device__ __forceinline__ GroupParams group_params(float mn, float mx) {
-  mn = __fadd_rn(mn, 0.0f);  // -0 + +0 = +0: a zero min or max is +0 whichever zero it was
-  mx = __fadd_rn(mx, 0.0f);
-  const float d = h(__fsub_rn(mx, mn));
-  const float r = h(__fdiv_rn(1.0f, d));
-  return {h(__fmul_rn(r, 15.0f)), mn};
+// The recipe's rounding of one op's result: fp16 ops (the KV cache) round it to fp16, fp32 ops
+// (weights) keep the float.
+__device__ __forceinline__ float op(float x, bool fp16_ops) {
+  return fp16_ops ? h(x) : x;
 }
 
-__device__ __forceinline__ unsigned code(float x, const GroupParams& p) {
-  const float u = h(__fmul_rn(h(__fsub_rn(x, p.mn)), p.scale));
+// From the group's min and max (padding zeros included).
+__device__ __forceinline__ GroupParams group_params(float mn, float mx, bool fp16_ops) {
+  mn = __fadd_rn(mn, 0.0f);  // -0 + +0 = +0: a zero min or max is +0 whichever zero it was
+  mx = __fadd_rn(mx, 0.0f);
+  const float d = op(__fsub_rn(mx, mn), fp16_ops);
+  const float r = op(__fdiv_rn(1.0f, d), fp16_ops);
+  return {op(__fmul_rn(r, 15.0f), fp16_ops), mn};
+}
+
+__device__ __forceinline__ unsigned code(float x, const GroupParams& p, bool fp16_ops) {
+  const float u = op(__fmul_rn(op(__fsub_rn(x, p.mn), fp16_ops), p.scale), fp16_ops);
   if (!(u > 0.0f)) return 0;  // also NaN (0 · inf of a group of equal values)
   return static_cast<unsigned>(__float2int_rn(u > 15.0f ? 15.0f : u));
 }
@@ -68,7 +75,7 @@ __device__ __forceinline__ __half decode(unsigned q, float scale, float mn) {
 __global__ void __launch_bounds__(kThreads)
     quantize_columns_kernel(const __half* __restrict__ x, std::uint8_t* __restrict__ data,
                             __half* __restrict__ params, std::int64_t outer, std::int64_t dim,
-                            std::int64_t inner, std::int64_t groups) {
+                            std::int64_t inner, std::int64_t groups, bool fp16_ops) {
   const std::int64_t total = outer * groups * inner;
   const std::int64_t step = std::int64_t{gridDim.x} * blockDim.x;
   for (std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < total; t += step) {
@@ -84,12 +91,13 @@ __global__ void __launch_bounds__(kThreads)
       mn = fminf(mn, v);
       mx = fmaxf(mx, v);
     }
-    const GroupParams p = group_params(mn, mx);
+    const GroupParams p = group_params(mn, mx, fp16_ops);
     std::uint8_t* out = data + og * kBytes * inner + i;
     for (int j = 0; j < kBytes; ++j) {
       const float even = 2 * j < rows ? __half2float(src[2 * j * inner]) : 0.0f;
       const float odd = 2 * j + 1 < rows ? __half2float(src[(2 * j + 1) * inner]) : 0.0f;
-      out[j * inner] = static_cast<std::uint8_t>(code(even, p) << 4 | code(odd, p));
+      out[j * inner] =
+          static_cast<std::uint8_t>(code(even, p, fp16_ops) << 4 | code(odd, p, fp16_ops));
     }
     params[og * 2 * inner + i] = __float2half_rn(p.scale);
     params[(og * 2 + 1) * inner + i] = __float2half_rn(p.mn);
@@ -99,7 +107,7 @@ __global__ void __launch_bounds__(kThreads)
 // One warp quantizes the `rows` contiguous values at src (+ zero padding): lane l packs values
 // 2l and 2l + 1 into byte l; lane 0 writes the params.
 __device__ __forceinline__ void quantize_group_warp(const __half* src, int rows, std::uint8_t* data,
-                                                    __half* params, int lane) {
+                                                    __half* params, int lane, bool fp16_ops) {
   const float even = 2 * lane < rows ? __half2float(src[2 * lane]) : 0.0f;
   const float odd = 2 * lane + 1 < rows ? __half2float(src[2 * lane + 1]) : 0.0f;
   float mn = fminf(even, odd);
@@ -109,8 +117,8 @@ __device__ __forceinline__ void quantize_group_warp(const __half* src, int rows,
     mn = fminf(mn, __shfl_xor_sync(kAllLanes, mn, offset));
     mx = fmaxf(mx, __shfl_xor_sync(kAllLanes, mx, offset));
   }
-  const GroupParams p = group_params(mn, mx);
-  data[lane] = static_cast<std::uint8_t>(code(even, p) << 4 | code(odd, p));
+  const GroupParams p = group_params(mn, mx, fp16_ops);
+  data[lane] = static_cast<std::uint8_t>(code(even, p, fp16_ops) << 4 | code(odd, p, fp16_ops));
   if (lane == 0) {
     params[0] = __float2half_rn(p.scale);
     params[1] = __float2half_rn(p.mn);
@@ -121,7 +129,7 @@ __device__ __forceinline__ void quantize_group_warp(const __half* src, int rows,
 __global__ void __launch_bounds__(kThreads)
     quantize_rows_kernel(const __half* __restrict__ x, std::uint8_t* __restrict__ data,
                          __half* __restrict__ params, std::int64_t outer, std::int64_t dim,
-                         std::int64_t groups) {
+                         std::int64_t groups, bool fp16_ops) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
   const std::int64_t warps = std::int64_t{gridDim.x} * (blockDim.x / kWarpLanes);
   for (std::int64_t k = (std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x) / kWarpLanes;
@@ -129,7 +137,7 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t g = k % groups;
     const int rows = static_cast<int>(min(std::int64_t{kGroup}, dim - g * kGroup));
     quantize_group_warp(x + (k / groups) * dim + g * kGroup, rows, data + k * kBytes,
-                        params + k * 2, lane);
+                        params + k * 2, lane, fp16_ops);
   }
 }
 
@@ -150,7 +158,8 @@ __global__ void __launch_bounds__(kThreads)
     const std::int64_t row = bh * capacity + slot;
     const int rows = static_cast<int>(min(std::int64_t{kGroup}, head_dim - g * kGroup));
     quantize_group_warp(cache + row * head_dim + g * kGroup, rows,
-                        data + (row * groups + g) * kBytes, params + (row * groups + g) * 2, lane);
+                        data + (row * groups + g) * kBytes, params + (row * groups + g) * 2, lane,
+                        true);  // KV: fp16 ops
   }
 }
 
@@ -184,12 +193,13 @@ void quantize(const QuantizeArgs& a, cudaStream_t stream) {
   if (s.outer <= 0 || G <= 0 || s.inner <= 0) return;
   const auto* x = reinterpret_cast<const __half*>(a.x);
   auto* params = reinterpret_cast<__half*>(a.params);
+  const bool fp16_ops = a.recipe == QuantRecipe::fp16_ops;
   if (s.inner == 1) {
     quantize_rows_kernel<<<blocks_for(s.outer * G * kWarpLanes), kThreads, 0, stream>>>(
-        x, a.data, params, s.outer, s.dim, G);
+        x, a.data, params, s.outer, s.dim, G, fp16_ops);
   } else {
     quantize_columns_kernel<<<blocks_for(s.outer * G * s.inner), kThreads, 0, stream>>>(
-        x, a.data, params, s.outer, s.dim, s.inner, G);
+        x, a.data, params, s.outer, s.dim, s.inner, G, fp16_ops);
   }
   OFFGEN_CUDA_CHECK_LAUNCH();
 }

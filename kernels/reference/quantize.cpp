@@ -1,5 +1,6 @@
 // Reference 4-bit group-wise quantization: kernels/quantize_args.h written out one group and one
-// value at a time, every fp16 rounding of PyTorch's op sequence spelled out as h().
+// value at a time, every rounding of PyTorch's op sequence spelled out: h() for fp16 ops, none
+// for fp32 ops (each float operation is already one fp32 op's rounding).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -22,9 +23,14 @@ struct GroupParams {
   float mn = 0.0f;
 };
 
+// The recipe's rounding of one op's float result.
+float op(float x, QuantRecipe recipe) {
+  return recipe == QuantRecipe::fp16_ops ? h(x) : x;
+}
+
 // x(r) is value r of the group for r < rows; the rest is the zero padding.
 template <typename Value>
-GroupParams group_params(Value x, std::int64_t rows) {
+GroupParams group_params(Value x, std::int64_t rows, QuantRecipe recipe) {
   float mn = rows < kQuantGroupSize ? 0.0f : x(0);
   float mx = mn;
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -34,26 +40,27 @@ GroupParams group_params(Value x, std::int64_t rows) {
   // -0 + +0 is +0: a zero min / max is stored as +0 whichever zero the group held.
   mn += 0.0f;
   mx += 0.0f;
-  const float d = h(mx - mn);
-  const float r = h(1.0f / d);
-  return {h(r * 15.0f), mn};
+  const float d = op(mx - mn, recipe);
+  const float r = op(1.0f / d, recipe);
+  return {op(r * 15.0f, recipe), mn};
 }
 
-int code(float x, const GroupParams& p) {
-  const float t = h(x - p.mn);
-  const float u = h(t * p.scale);
+int code(float x, const GroupParams& p, QuantRecipe recipe) {
+  const float t = op(x - p.mn, recipe);
+  const float u = op(t * p.scale, recipe);
   const float v = u > 15.0f ? 15.0f : (u > 0.0f ? u : 0.0f);  // NaN (0 · inf) -> 0
   return static_cast<int>(std::nearbyint(v));  // the default rounding mode: half to even
 }
 
 // Quantizes the group x(0..rows-1) (+ padding) into bytes data(0..31) and its two params.
 template <typename Value, typename Byte>
-void quantize_group(Value x, std::int64_t rows, Byte data, Half* scale, Half* mn) {
-  const GroupParams p = group_params(x, rows);
+void quantize_group(Value x, std::int64_t rows, QuantRecipe recipe, Byte data, Half* scale,
+                    Half* mn) {
+  const GroupParams p = group_params(x, rows, recipe);
   for (int j = 0; j < kQuantGroupSize / 2; ++j) {
     const float even = 2 * j < rows ? x(2 * j) : 0.0f;
     const float odd = 2 * j + 1 < rows ? x(2 * j + 1) : 0.0f;
-    data(j) = static_cast<std::uint8_t>(code(even, p) << 4 | code(odd, p));
+    data(j) = static_cast<std::uint8_t>(code(even, p, recipe) << 4 | code(odd, p, recipe));
   }
   *scale = float_to_half(p.scale);
   *mn = float_to_half(p.mn);
@@ -74,7 +81,7 @@ void quantize(const QuantizeArgs& a) {
         const auto data = [&](std::int64_t j) -> std::uint8_t& {
           return a.data[((o * G + g) * 32 + j) * s.inner + i];
         };
-        quantize_group(x, std::min<std::int64_t>(kQuantGroupSize, s.dim - first), data,
+        quantize_group(x, std::min<std::int64_t>(kQuantGroupSize, s.dim - first), a.recipe, data,
                        &a.params[((o * G + g) * 2 + 0) * s.inner + i],
                        &a.params[((o * G + g) * 2 + 1) * s.inner + i]);
       }

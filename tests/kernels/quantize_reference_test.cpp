@@ -35,10 +35,15 @@ struct Packed {
   std::vector<Half> params;
 };
 
-Packed quantized(const std::vector<Half>& x, const QuantShape& s) {
+Packed quantized(const std::vector<Half>& x, const QuantShape& s,
+                 kernels::QuantRecipe recipe = kernels::QuantRecipe::fp16_ops) {
   Packed p{std::vector<std::uint8_t>(std::size_t(s.data_bytes())),
            std::vector<Half>(std::size_t(s.param_count()))};
-  ref::quantize({.x = x.data(), .data = p.data.data(), .params = p.params.data(), .shape = s});
+  ref::quantize({.x = x.data(),
+                 .data = p.data.data(),
+                 .params = p.params.data(),
+                 .shape = s,
+                 .recipe = recipe});
   return p;
 }
 
@@ -210,6 +215,7 @@ TEST(QuantizeCpu, KvSlotsRejectSlotsOutsideCapacity) {
 
 struct GoldenCase {
   std::string name;
+  kernels::QuantRecipe recipe;
   QuantShape shape;
   std::vector<Half> x;
   std::vector<std::uint8_t> data;
@@ -233,21 +239,27 @@ std::vector<GoldenCase> golden_cases() {
   std::vector<GoldenCase> cases;
   for (const auto& c : manifest["cases"]) {
     const std::string blob = read_file(dir / c["file"].get<std::string>());
-    cases.push_back({c["name"].get<std::string>(),
-                     {c["outer"].get<std::int64_t>(), c["dim"].get<std::int64_t>(),
-                      c["inner"].get<std::int64_t>()},
-                     slice<Half>(blob, c["x"]),
-                     slice<std::uint8_t>(blob, c["data"]),
-                     slice<Half>(blob, c["params"]),
-                     slice<Half>(blob, c["y"])});
+    const std::string recipe = c["recipe"].get<std::string>();
+    EXPECT_TRUE(recipe == "fp16" || recipe == "fp32") << recipe;
+    cases.push_back(
+        {c["name"].get<std::string>(),
+         recipe == "fp32" ? kernels::QuantRecipe::fp32_ops : kernels::QuantRecipe::fp16_ops,
+         {c["outer"].get<std::int64_t>(), c["dim"].get<std::int64_t>(),
+          c["inner"].get<std::int64_t>()},
+         slice<Half>(blob, c["x"]),
+         slice<std::uint8_t>(blob, c["data"]),
+         slice<Half>(blob, c["params"]),
+         slice<Half>(blob, c["y"])});
   }
   return cases;
 }
 
-// The reference and the CPU kernels give PyTorch's bytes, params and values bit for bit.
+// The reference and the CPU kernels give PyTorch's bytes, params and values bit for bit, by the
+// fp16 recipe (the KV cache, FlexGen's GPU path) and the fp32 one (weights, its load-time CPU
+// path).
 TEST(QuantizeGolden, MatchesFlexGenOnPyTorch) {
   const auto cases = golden_cases();
-  ASSERT_EQ(cases.size(), 3u);
+  ASSERT_EQ(cases.size(), 5u);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     const QuantShape& s = c.shape;
@@ -255,7 +267,7 @@ TEST(QuantizeGolden, MatchesFlexGenOnPyTorch) {
     ASSERT_EQ(c.data.size(), std::size_t(s.data_bytes()));
     ASSERT_EQ(c.params.size(), std::size_t(s.param_count()));
     ASSERT_EQ(c.y.size(), std::size_t(s.values()));
-    const Packed p = quantized(c.x, s);
+    const Packed p = quantized(c.x, s, c.recipe);
     EXPECT_EQ(p.data, c.data);
     EXPECT_TRUE(bitwise_equal(p.params, c.params));
     EXPECT_TRUE(bitwise_equal(dequantized({c.data, c.params}, s), c.y));
@@ -263,8 +275,11 @@ TEST(QuantizeGolden, MatchesFlexGenOnPyTorch) {
     std::vector<std::uint8_t> data(c.data.size());
     std::vector<Half> params(c.params.size());
     std::vector<Half> y(c.y.size());
-    kernels::cpu::quantize(
-        {.x = c.x.data(), .data = data.data(), .params = params.data(), .shape = s});
+    kernels::cpu::quantize({.x = c.x.data(),
+                            .data = data.data(),
+                            .params = params.data(),
+                            .shape = s,
+                            .recipe = c.recipe});
     kernels::cpu::dequantize(
         {.data = c.data.data(), .params = c.params.data(), .x = y.data(), .shape = s});
     EXPECT_EQ(data, c.data);

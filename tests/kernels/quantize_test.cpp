@@ -136,11 +136,24 @@ struct Packed {
   std::vector<Half> params;
 };
 
-Packed reference_packed(const std::vector<Half>& x, const QuantShape& s) {
+Packed reference_packed(const std::vector<Half>& x, const QuantShape& s,
+                        kernels::QuantRecipe recipe = kernels::QuantRecipe::fp16_ops) {
   Packed p{std::vector<std::uint8_t>(std::size_t(s.data_bytes())),
            std::vector<Half>(std::size_t(s.param_count()))};
-  ref::quantize({.x = x.data(), .data = p.data.data(), .params = p.params.data(), .shape = s});
+  ref::quantize({.x = x.data(),
+                 .data = p.data.data(),
+                 .params = p.params.data(),
+                 .shape = s,
+                 .recipe = recipe});
   return p;
+}
+
+// Both of FlexGen's op orders: fp16 ops (the KV cache) and fp32 ops (weights, at load).
+constexpr kernels::QuantRecipe kRecipes[] = {kernels::QuantRecipe::fp16_ops,
+                                             kernels::QuantRecipe::fp32_ops};
+
+const char* recipe_name(kernels::QuantRecipe recipe) {
+  return recipe == kernels::QuantRecipe::fp16_ops ? "fp16 ops" : "fp32 ops";
 }
 
 class QuantizeParity : public ParityTest {};
@@ -148,17 +161,24 @@ class QuantizeParity : public ParityTest {};
 TEST_P(QuantizeParity, QuantizeMatchesReference) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const auto& s : kShapes) {
-    SCOPED_TRACE(describe(s));
-    const auto x = quant_input(rng, s, /*allow_overflow=*/true);
-    Guarded<std::uint8_t> data(std::size_t(s.data_bytes()), 0xEE);
-    Guarded<Half> params(std::size_t(s.param_count()), half_nan());
-    impl().quantize({.x = x.data(), .data = data.data(), .params = params.data(), .shape = s});
-    const Packed expected = reference_packed(x, s);
-    EXPECT_TRUE(data.guards_intact());
-    EXPECT_TRUE(params.guards_intact());
-    EXPECT_TRUE(bytes_equal(data.values(), expected.data));
-    EXPECT_TRUE(bitwise_equal(params.values(), expected.params));
+  for (const auto recipe : kRecipes) {
+    SCOPED_TRACE(recipe_name(recipe));
+    for (const auto& s : kShapes) {
+      SCOPED_TRACE(describe(s));
+      const auto x = quant_input(rng, s, /*allow_overflow=*/true);
+      Guarded<std::uint8_t> data(std::size_t(s.data_bytes()), 0xEE);
+      Guarded<Half> params(std::size_t(s.param_count()), half_nan());
+      impl().quantize({.x = x.data(),
+                       .data = data.data(),
+                       .params = params.data(),
+                       .shape = s,
+                       .recipe = recipe});
+      const Packed expected = reference_packed(x, s, recipe);
+      EXPECT_TRUE(data.guards_intact());
+      EXPECT_TRUE(params.guards_intact());
+      EXPECT_TRUE(bytes_equal(data.values(), expected.data));
+      EXPECT_TRUE(bitwise_equal(params.values(), expected.params));
+    }
   }
 }
 

@@ -34,7 +34,8 @@ const std::filesystem::path kTiny = test::data_dir() / "golden" / "tiny-preln";
 // A LLaMA checkpoint: grouped q / k / v, fused gate / up, an untied head.
 const std::filesystem::path kTinyLlama = test::data_dir() / "golden" / "tiny-llama-gqa";
 
-// A copy of `model` whose 2-D tensors went through int4 and back (the reference kernels).
+// A copy of `model` whose 2-D tensors went through int4 and back (the reference kernels), by
+// FlexGen's recipe for weights: its load-time CPU path, fp32 ops.
 std::filesystem::path write_rounded_checkpoint(const std::filesystem::path& dir,
                                                const std::filesystem::path& model = kTiny) {
   std::filesystem::create_directories(dir);
@@ -47,8 +48,11 @@ std::filesystem::path write_rounded_checkpoint(const std::filesystem::path& dir,
       const kernels::QuantShape shape{.outer = 1, .dim = spec.shape[0], .inner = spec.shape[1]};
       std::vector<std::uint8_t> data(static_cast<std::size_t>(shape.data_bytes()));
       std::vector<Half> params(static_cast<std::size_t>(shape.param_count()));
-      kernels::reference::quantize(
-          {.x = values.data(), .data = data.data(), .params = params.data(), .shape = shape});
+      kernels::reference::quantize({.x = values.data(),
+                                    .data = data.data(),
+                                    .params = params.data(),
+                                    .shape = shape,
+                                    .recipe = kernels::QuantRecipe::fp32_ops});
       kernels::reference::dequantize(
           {.data = data.data(), .params = params.data(), .x = values.data(), .shape = shape});
     }
