@@ -154,11 +154,29 @@ void build_task_samples(const CompareCommandOptions& options, const std::string&
 
 // An --output folder that holds anything is refused unless --overwrite, before any work: a
 // second run must not replace a report that took hours. A file of that name is refused always.
+// The folder must also be one this process can create or write into: a grid that runs for hours
+// and then cannot keep its first cell has lost them all. Nothing is created here, so a run that
+// fails before its first cell leaves no empty folder behind.
 void check_report_folder(const fs::path& folder, bool overwrite) {
   std::error_code ec;
-  if (!fs::exists(folder, ec)) return;
+  if (!fs::exists(folder, ec)) {
+    // The nearest folder that exists is where the report's folders would be made.
+    fs::path existing = fs::absolute(folder, ec).parent_path();
+    while (!existing.empty() && !fs::exists(existing, ec) && existing != existing.root_path()) {
+      existing = existing.parent_path();
+    }
+    OFFGEN_CHECK(fs::is_directory(existing, ec),
+                 "--output {}: cannot create the report folder: {} is not a folder",
+                 folder.string(), existing.string());
+    OFFGEN_CHECK(::access(existing.c_str(), W_OK | X_OK) == 0,
+                 "--output {}: cannot create the report folder: {} is not writable",
+                 folder.string(), existing.string());
+    return;
+  }
   OFFGEN_CHECK(fs::is_directory(folder, ec), "--output {} is a file, not a report folder",
                folder.string());
+  OFFGEN_CHECK(::access(folder.c_str(), W_OK | X_OK) == 0,
+               "--output {}: the report folder is not writable", folder.string());
   if (overwrite || fs::is_empty(folder, ec)) return;
   std::vector<std::string> names;
   for (const fs::directory_entry& entry : fs::directory_iterator(folder, ec)) {
@@ -326,6 +344,8 @@ int run_compare(const CompareCommandOptions& options) {
     return *engine;
   };
   bench::CompareResult result;
+  // Cells whose tables are on disk: what an interrupted or failed run may say it kept.
+  std::size_t cells_written = 0;
   const int stopped = run_guarded(
       [&] {
         bench::run_compare(
@@ -336,13 +356,17 @@ int run_compare(const CompareCommandOptions& options) {
                            compression_setting(cell.compression),
                            cell.error.empty() ? "" : ": " + cell.error);
               bench::write_compare_tables(result, compare, options.output);
+              cells_written = result.cells.size();
             });
       },
       [&] {
+        if (cells_written == 0) {
+          return fmt::format("no cell was finished and written to {}", options.output);
+        }
         return fmt::format(
             "{} of {} cells are kept in {}, marked incomplete (add --overwrite to run the grid "
             "again into that folder)",
-            result.cells.size(), result.cells_planned, options.output);
+            cells_written, result.cells_planned, options.output);
       });
   const bench::ReportFiles files =
       bench::write_compare_report(result, compare, options.output, plot_script());

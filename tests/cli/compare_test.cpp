@@ -124,6 +124,24 @@ TEST(CompareCommand, AnExistingReportFolderIsRefusedUnlessOverwriteIsGiven) {
       std::string::npos);
 }
 
+// An --output that cannot be created (a file stands where a folder of its path should be) is
+// refused before any work: the model is not even loaded (it does not exist here), nothing is
+// created, and no cell is claimed kept.
+TEST(CompareCommand, AnOutputFolderThatCannotBeCreatedIsRefusedBeforeAnyWork) {
+  test::TempDir dir;
+  test::write_file(dir.path() / "a-file", "x");
+  cli::CompareCommandOptions options = small_grid(dir.path());
+  options.output = (dir.path() / "a-file" / "report").string();
+  options.common.model = (dir.path() / "no-such-model").string();
+  const std::string what = test::error_of([&] { cli::run_compare(options); });
+  EXPECT_NE(what.find("--output " + options.output + ": cannot create the report folder: " +
+                      (dir.path() / "a-file").string() + " is not a folder"),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(what.find("kept"), std::string::npos) << what;
+  EXPECT_EQ(test::read_file(dir.path() / "a-file"), "x");
+}
+
 // The grid runs on one load of the model: the engine's load line appears once for five cells
 // (each cell once built an engine of its own).
 // A budget is a fraction below 1 or a whole number of tokens, named by compare's own flag.
