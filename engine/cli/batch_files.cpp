@@ -65,7 +65,7 @@ std::filesystem::path check_output_file(const std::filesystem::path& input,
     fail(
         "--output {} is {}, not a file: results are written as they finish and read back to put "
         "them in input order (and by --resume), which needs a regular file. Write to a file "
-        "(--output out.jsonl) and read that",
+        "(--output out.jsonl) and read that, or give --output - for records on standard output",
         output.string(), what);
   }
   return bench::file_behind_links(output);

@@ -16,6 +16,24 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kBatchIdPrefix = "batch_req_";
+// More choices than this in one line is a mistake, not a workload (vLLM has no cap; a line's
+// choices all live in one record).
+constexpr int kMostChoices = 1024;
+
+// The keys a plain line reads; every other key is copied to its output line, unless it is a key
+// only batch bodies read (then the line says so rather than copying it unread).
+const std::vector<std::string_view> kPlainKeys = {"prompt",
+                                                  "prompt_token_ids",
+                                                  "max_tokens",
+                                                  "temperature",
+                                                  "top_k",
+                                                  "top_p",
+                                                  "seed",
+                                                  "stop",
+                                                  "stop_token_ids",
+                                                  "ignore_eos",
+                                                  "skip_special_tokens",
+                                                  "include_stop_str_in_output"};
 
 // A JSON number as a float; one beyond float's range becomes +-inf (which validation refuses)
 // rather than an undefined conversion.
@@ -27,33 +45,52 @@ float to_float(const Json& v) {
   return static_cast<float>(d);
 }
 
+bool given(const Json& fields, const char* key) {
+  return fields.contains(key) && !fields[key].is_null();
+}
+
+std::string read_flag(const Json& fields, const char* key, bool& out) {
+  if (!given(fields, key)) return {};
+  if (!fields[key].is_boolean()) return fmt::format("'{}' must be true or false", key);
+  out = fields[key].get<bool>();
+  return {};
+}
+
+std::string read_max_tokens(const Json& v, const char* key, int& out) {
+  if (!v.is_number_integer()) return fmt::format("'{}' must be an integer", key);
+  constexpr auto kMost = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > kMost) {
+    return fmt::format("'{}' {} is more than any model's positions", key, v.dump());
+  }
+  const auto n = v.get<std::int64_t>();
+  if (n < 1) return fmt::format("'{}' must be >= 1 (got {})", key, n);
+  out = static_cast<int>(n);
+  return {};
+}
+
 // Reads the optional per-request fields shared by both formats from `fields` into `out`.
-std::string read_parameters(const Json& fields, const GenerateDefaults& defaults, std::size_t index,
-                            ParsedLine& out) {
+std::string read_parameters(const Json& fields, const ModelConfig& config,
+                            const GenerateDefaults& defaults, std::size_t index, ParsedLine& out) {
   GenerationRequest& r = out.request;
   r.max_tokens = defaults.max_tokens;
   r.sampling = defaults.sampling;
   r.seed = defaults.seed + index;
-  if (fields.contains("max_tokens")) {
-    const Json& v = fields["max_tokens"];
-    if (!v.is_number_integer()) return "'max_tokens' must be an integer";
-    constexpr auto kMost = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
-    if (v.is_number_unsigned() && v.get<std::uint64_t>() > kMost) {
-      return fmt::format("'max_tokens' {} is more than any model's positions", v.dump());
+  // Chat's newer name wins over the older one, as in vLLM.
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!given(fields, key)) continue;
+    if (std::string problem = read_max_tokens(fields[key], key, r.max_tokens); !problem.empty()) {
+      return problem;
     }
-    const auto n = v.get<std::int64_t>();
-    if (n < 1) return fmt::format("'max_tokens' must be >= 1 (got {})", n);
-    r.max_tokens = static_cast<int>(n);
   }
-  if (fields.contains("temperature")) {
+  if (given(fields, "temperature")) {
     if (!fields["temperature"].is_number()) return "'temperature' must be a number";
     r.sampling.temperature = to_float(fields["temperature"]);
   }
-  if (fields.contains("top_p")) {
+  if (given(fields, "top_p")) {
     if (!fields["top_p"].is_number()) return "'top_p' must be a number";
     r.sampling.top_p = to_float(fields["top_p"]);
   }
-  if (fields.contains("top_k")) {
+  if (given(fields, "top_k")) {
     const Json& v = fields["top_k"];
     if (!v.is_number_integer()) return "'top_k' must be an integer";
     // OpenAI-style servers use -1 for "off"; offgen uses 0.
@@ -61,30 +98,59 @@ std::string read_parameters(const Json& fields, const GenerateDefaults& defaults
     if (k < -1 || k > std::numeric_limits<int>::max()) return "'top_k' must be >= -1";
     r.sampling.top_k = k < 0 ? 0 : static_cast<int>(k);
   }
-  if (fields.contains("seed") && !fields["seed"].is_null()) {
+  if (given(fields, "seed")) {
     if (!fields["seed"].is_number_integer()) return "'seed' must be an integer";
     r.seed = static_cast<std::uint64_t>(fields["seed"].get<std::int64_t>());
   }
-  if (fields.contains("ignore_eos")) {
-    if (!fields["ignore_eos"].is_boolean()) return "'ignore_eos' must be true or false";
-    r.ignore_eos = fields["ignore_eos"].get<bool>();
+  for (const auto& [key, flag] :
+       {std::pair{"ignore_eos", &r.ignore_eos},
+        std::pair{"skip_special_tokens", &out.text.skip_special_tokens},
+        std::pair{"include_stop_str_in_output", &out.text.include_stop_str_in_output}}) {
+    if (std::string problem = read_flag(fields, key, *flag); !problem.empty()) return problem;
   }
-  if (fields.contains("stop") && !fields["stop"].is_null()) {
+  for (const char* key : {"user", "model"}) {
+    // Who asked, and which model the caller meant: recorded by OpenAI, no effect on the output.
+    if (given(fields, key) && !fields[key].is_string()) {
+      return fmt::format("'{}' must be a string", key);
+    }
+  }
+  if (given(fields, "stop")) {
     const Json& v = fields["stop"];
     if (v.is_string()) {
-      out.stop.push_back(v.get<std::string>());
+      out.text.stop.push_back(v.get<std::string>());
     } else if (v.is_array()) {
       for (const Json& s : v) {
         if (!s.is_string()) return "'stop' must be a string or an array of strings";
-        out.stop.push_back(s.get<std::string>());
+        out.text.stop.push_back(s.get<std::string>());
       }
     } else {
       return "'stop' must be a string or an array of strings";
     }
-    if (std::any_of(out.stop.begin(), out.stop.end(),
+    if (std::any_of(out.text.stop.begin(), out.text.stop.end(),
                     [](const std::string& s) { return s.empty(); })) {
       return "'stop' strings must not be empty";
     }
+  }
+  if (given(fields, "stop_token_ids")) {
+    if (std::string problem =
+            read_token_ids(fields, "stop_token_ids", config, out.text.stop_token_ids);
+        !problem.empty()) {
+      return problem;
+    }
+    for (const std::int32_t id : out.text.stop_token_ids) {
+      if (id >= config.vocab_size) {
+        return fmt::format("'stop_token_ids': {} is outside the vocabulary [0, {})", id,
+                           config.vocab_size);
+      }
+    }
+  }
+  if (given(fields, "n")) {
+    const Json& v = fields["n"];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 1 ||
+        v.get<std::int64_t>() > kMostChoices) {
+      return fmt::format("'n' must be an integer from 1 to {}", kMostChoices);
+    }
+    out.n = static_cast<int>(v.get<std::int64_t>());
   }
   try {
     validate(r.sampling);
@@ -94,20 +160,127 @@ std::string read_parameters(const Json& fields, const GenerateDefaults& defaults
   return {};
 }
 
+// A text prompt with the model's prefix (BOS) unless add_special_tokens is off.
+std::string read_prompt_text(const Json& holder, const std::string& key, std::string_view ids_key,
+                             bool add_special_tokens, const ModelConfig& config,
+                             const Tokenizer* tokenizer, const std::string& model,
+                             std::vector<std::int32_t>& out) {
+  if (add_special_tokens) {
+    return read_text(holder, key, ids_key, config, tokenizer, model, out);
+  }
+  if (!holder[key].is_string()) return fmt::format("'{}' must be a string", key);
+  if (tokenizer == nullptr) {
+    return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give '{}'", model,
+                       ids_key);
+  }
+  const auto ids = tokenizer->encode(holder[key].get_ref<const std::string&>());
+  out.insert(out.end(), ids.begin(), ids.end());
+  return {};
+}
+
 std::string read_plain(const Json& line, const ModelConfig& config, const Tokenizer* tokenizer,
                        const std::string& model, ParsedLine& out) {
+  for (const std::string_view key : body_keys(Endpoint::completions)) {
+    const std::string name(key);
+    if (line.contains(name) &&
+        std::find(kPlainKeys.begin(), kPlainKeys.end(), key) == kPlainKeys.end()) {
+      return fmt::format(
+          "'{}' is read in OpenAI Batch API lines only ({{\"custom_id\": ..., \"url\": "
+          "\"/v1/completions\", \"body\": {{...}}}}); a plain line would copy it to its output "
+          "unread",
+          name);
+    }
+  }
+  std::vector<std::int32_t> prompt;
+  std::string text;
+  std::string problem;
   if (line.contains("prompt_token_ids")) {
-    return read_token_ids(line, "prompt_token_ids", config, out.request.prompt);
+    problem = read_token_ids(line, "prompt_token_ids", config, prompt);
+  } else if (line.contains("prompt")) {
+    problem = read_text(line, "prompt", "prompt_token_ids", config, tokenizer, model, prompt);
+    if (problem.empty()) text = line["prompt"].get<std::string>();
+  } else {
+    problem = "the line has neither 'prompt' nor 'prompt_token_ids'";
   }
-  if (line.contains("prompt")) {
-    return read_text(line, "prompt", "prompt_token_ids", config, tokenizer, model,
-                     out.request.prompt);
+  out.prompts = {prompt};
+  out.prompt_texts = {text};
+  return problem;
+}
+
+// A completions body's prompt: a string, token ids, or a list of either (one choice set each).
+std::string read_completion_prompts(const Json& body, const ModelConfig& config,
+                                    const Tokenizer* tokenizer, const std::string& model,
+                                    ParsedLine& out) {
+  if (!body.contains("prompt")) return "'body' has no 'prompt'";
+  bool add_special_tokens = true;
+  if (std::string problem = read_flag(body, "add_special_tokens", add_special_tokens);
+      !problem.empty()) {
+    return problem;
   }
-  return "the line has neither 'prompt' nor 'prompt_token_ids'";
+  const Json& prompt = body["prompt"];
+  std::vector<Json> each;
+  if (prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array())) {
+    each.assign(prompt.begin(), prompt.end());
+  } else {
+    each.push_back(prompt);
+  }
+  for (std::size_t i = 0; i < each.size(); ++i) {
+    Json holder = {{"prompt", each[i]}};
+    std::vector<std::int32_t> ids;
+    std::string text;
+    std::string problem;
+    if (each[i].is_string()) {
+      problem = read_prompt_text(holder, "prompt", "prompt (as token ids)", add_special_tokens,
+                                 config, tokenizer, model, ids);
+      text = each[i].get<std::string>();
+    } else {
+      problem = read_token_ids(holder, "prompt", config, ids);  // empty: the engine says so
+    }
+    if (!problem.empty()) {
+      return each.size() == 1 ? problem : fmt::format("prompt {} of the list: {}", i, problem);
+    }
+    out.prompts.push_back(std::move(ids));
+    out.prompt_texts.push_back(std::move(text));
+  }
+  return read_flag(body, "echo", out.text.echo);
+}
+
+std::string read_chat_prompt(const Json& body, const ModelConfig& config,
+                             const Tokenizer* tokenizer, const std::string& model,
+                             const GenerateDefaults& defaults, ParsedLine& out) {
+  if (tokenizer == nullptr) {
+    return fmt::format("model {} has no tokenizer: chat requests need one (pass --tokenizer DIR)",
+                       model);
+  }
+  bool add_special_tokens = false;  // the template writes BOS itself (vLLM's chat default)
+  if (std::string problem = read_flag(body, "add_special_tokens", add_special_tokens);
+      !problem.empty()) {
+    return problem;
+  }
+  std::string text;
+  try {
+    if (defaults.chat == nullptr) {
+      return "chat requests need the model's chat template, which was not loaded";
+    }
+    text = defaults.chat->render(body);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  std::vector<std::int32_t> ids;
+  if (add_special_tokens) ids = prompt_prefix(config, *tokenizer);
+  const std::vector<std::int32_t> encoded = tokenizer->encode(text);
+  ids.insert(ids.end(), encoded.begin(), encoded.end());
+  out.prompts = {ids};
+  out.prompt_texts = {text};
+  return {};
 }
 
 std::string read_batch(const Json& line, const ModelConfig& config, const Tokenizer* tokenizer,
-                       const std::string& model, ParsedLine& out) {
+                       const std::string& model, const GenerateDefaults& defaults,
+                       ParsedLine& out) {
+  KeyCheck keys = check_line_keys(line, defaults.allow_unknown_fields);
+  out.warnings = keys.warnings;
+  if (!keys.problem.empty()) return keys.problem;
   // (operator[] on a const object must not be asked for a missing key)
   if (!line.contains("custom_id") || !line["custom_id"].is_string()) {
     return "'custom_id' must be a string";
@@ -116,41 +289,62 @@ std::string read_batch(const Json& line, const ModelConfig& config, const Tokeni
   if (line.contains("method") && line["method"] != "POST") {
     return "'method' must be \"POST\"";
   }
-  if (line.contains("url") && line["url"] != "/v1/completions") {
-    return fmt::format("url {} is not supported: offgen serves /v1/completions",
-                       line["url"].dump());
+  if (line.contains("url")) {
+    const EndpointOf endpoint = endpoint_of(line["url"]);
+    if (!endpoint.problem.empty()) return endpoint.problem;
+    out.endpoint = endpoint.endpoint;
   }
   if (!line.contains("body") || !line["body"].is_object()) return "'body' must be an object";
   const Json& body = line["body"];
-  if (body.contains("n") && body["n"] != 1) return "'n' must be 1";
-  if (body.contains("stream") && body["stream"] != false) return "'stream' is not supported";
-  if (body.contains("echo") && body["echo"] != false) return "'echo' is not supported";
-  if (!body.contains("prompt")) return "'body' has no 'prompt'";
-  const Json& prompt = body["prompt"];
-  // A string, token ids, or a one-element list of either (OpenAI's batched prompt form).
-  Json single = Json::object();
-  if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array())) {
-    single["prompt"] = prompt[0];
-  } else if (prompt.is_array() && !prompt.empty() && !prompt[0].is_number_integer()) {
-    return "'prompt' lists more than one prompt: give one request line per prompt";
-  } else {
-    single["prompt"] = prompt;
+  keys = check_body_keys(body, out.endpoint, defaults.allow_unknown_fields);
+  out.warnings.insert(out.warnings.end(), keys.warnings.begin(), keys.warnings.end());
+  if (!keys.problem.empty()) return keys.problem;
+  if (given(body, "stream") && body["stream"] != false) {
+    return "'stream' must be false: a batch file is answered in whole records";
   }
-  if (single["prompt"].is_string()) {
-    return read_text(single, "prompt", "prompt (as token ids)", config, tokenizer, model,
-                     out.request.prompt);
-  }
-  return read_token_ids(single, "prompt", config, out.request.prompt);
+  return out.endpoint == Endpoint::chat
+             ? read_chat_prompt(body, config, tokenizer, model, defaults, out)
+             : read_completion_prompts(body, config, tokenizer, model, out);
 }
 
-std::string visible_text(const Tokenizer& tokenizer, const ModelConfig& c,
-                         const std::vector<std::int32_t>& tokens) {
+// The generated tokens as text: BOS, EOS and pad left out unless skip_special_tokens is off.
+std::string decoded_text(const Tokenizer& tokenizer, const ModelConfig& c,
+                         std::span<const std::int32_t> tokens, bool skip_special_tokens) {
   std::vector<std::int32_t> visible;
   for (std::int32_t t : tokens) {
     const bool pad = c.has_pad_token && t == c.pad_token_id;
-    if (!c.is_eos(t) && t != c.bos_token_id && !pad) visible.push_back(t);
+    if (!skip_special_tokens || (!c.is_eos(t) && t != c.bos_token_id && !pad)) {
+      visible.push_back(t);
+    }
   }
   return tokenizer.decode(visible);
+}
+
+bool is_stop_token(const TextOptions& options, std::int32_t token) {
+  return std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(), token) !=
+         options.stop_token_ids.end();
+}
+
+// splitmix64's finalizer: a seed for sample s of a line that no other line's default seed
+// (defaults.seed + index) is likely to equal.
+std::uint64_t sample_seed(std::uint64_t seed, int sample) {
+  if (sample == 0) return seed;
+  std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(sample);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Why a choice stopped, as vLLM's stop_reason: the stop string found, the stop token generated,
+// or null (EOS or length).
+Json stop_reason(const GenerationResult& result, const ParsedLine& parsed,
+                 const std::string& found) {
+  if (result.finish != FinishReason::stop) return nullptr;
+  if (!found.empty()) return found;
+  if (!result.tokens.empty() && is_stop_token(parsed.text, result.tokens.back())) {
+    return result.tokens.back();
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -168,64 +362,106 @@ ParsedLine parse_generate_line(const JsonlLine& line, const ModelConfig& config,
   // request.
   const bool batch = value.contains("body");
   out.format = batch ? LineFormat::openai_batch : LineFormat::plain;
-  out.problem = batch ? read_batch(value, config, tokenizer, model, out)
+  out.problem = batch ? read_batch(value, config, tokenizer, model, defaults, out)
                       : read_plain(value, config, tokenizer, model, out);
   if (out.problem.empty()) {
-    out.problem = read_parameters(batch ? value["body"] : value, defaults, line.index, out);
+    out.problem = read_parameters(batch ? value["body"] : value, config, defaults, line.index, out);
   }
-  if (out.problem.empty() && !out.stop.empty()) {
-    if (tokenizer == nullptr) {
-      out.problem = "'stop' strings need a tokenizer (pass --tokenizer DIR)";
-    } else {
-      // Stop as soon as the decoded text holds a stop string.
-      out.request.stop = [tokenizer, config, stop = out.stop](std::span<const std::int32_t> g) {
-        const std::string text =
-            visible_text(*tokenizer, config, std::vector<std::int32_t>(g.begin(), g.end()));
-        return std::any_of(stop.begin(), stop.end(),
-                           [&](const std::string& s) { return text.find(s) != std::string::npos; });
-      };
-    }
+  if (out.problem.empty() && !out.text.stop.empty() && tokenizer == nullptr) {
+    out.problem = "'stop' strings need a tokenizer (pass --tokenizer DIR)";
   }
-  if (!out.problem.empty()) out.request.prompt.clear();
+  if (out.problem.empty() && (!out.text.stop.empty() || !out.text.stop_token_ids.empty())) {
+    // Stop as soon as a stop token is generated or the decoded text holds a stop string. The
+    // closure keeps the tokenizer's address: the caller keeps it alive while requests run.
+    out.request.stop = [tokenizer, config, options = out.text](std::span<const std::int32_t> g) {
+      if (!g.empty() && is_stop_token(options, g.back())) return true;
+      if (options.stop.empty()) return false;
+      const std::string text = decoded_text(*tokenizer, config, g, options.skip_special_tokens);
+      return std::any_of(options.stop.begin(), options.stop.end(),
+                         [&](const std::string& s) { return text.find(s) != std::string::npos; });
+    };
+  }
+  if (!out.problem.empty()) {
+    out.prompts.clear();
+    out.prompt_texts.clear();
+  }
+  out.request.prompt = out.prompts.empty() ? std::vector<std::int32_t>{} : out.prompts.front();
   return out;
 }
 
+std::vector<GenerationRequest> line_requests(const ParsedLine& parsed) {
+  if (!parsed.problem.empty() || parsed.prompts.empty()) return {parsed.request};
+  std::vector<GenerationRequest> requests;
+  requests.reserve(parsed.prompts.size() * static_cast<std::size_t>(parsed.n));
+  for (const std::vector<std::int32_t>& prompt : parsed.prompts) {
+    for (int sample = 0; sample < parsed.n; ++sample) {
+      GenerationRequest r = parsed.request;
+      r.prompt = prompt;
+      r.seed = sample_seed(parsed.request.seed, sample);
+      requests.push_back(std::move(r));
+    }
+  }
+  return requests;
+}
+
 std::string completion_text(const Tokenizer& tokenizer, const ModelConfig& config,
-                            const std::vector<std::int32_t>& tokens,
-                            const std::vector<std::string>& stop, bool* stopped_by_string) {
-  std::string text = visible_text(tokenizer, config, tokens);
+                            const std::vector<std::int32_t>& tokens, const TextOptions& options,
+                            std::string* stop_found) {
+  std::span<const std::int32_t> kept(tokens);
+  // A stop token's text is not the completion's unless asked for (vLLM's rule).
+  if (!kept.empty() && is_stop_token(options, kept.back()) && !options.include_stop_str_in_output) {
+    kept = kept.first(kept.size() - 1);
+  }
+  std::string text = decoded_text(tokenizer, config, kept, options.skip_special_tokens);
   std::size_t cut = std::string::npos;
-  for (const std::string& s : stop) cut = std::min(cut, text.find(s));
-  if (stopped_by_string != nullptr) *stopped_by_string = cut != std::string::npos;
-  if (cut != std::string::npos) text.resize(cut);
+  const std::string* first = nullptr;
+  for (const std::string& s : options.stop) {
+    const std::size_t at = text.find(s);
+    if (at < cut) {
+      cut = at;
+      first = &s;
+    }
+  }
+  if (stop_found != nullptr) *stop_found = first == nullptr ? std::string() : *first;
+  if (first != nullptr) {
+    text.resize(options.include_stop_str_in_output ? cut + first->size() : cut);
+  }
   return to_valid_utf8(text);
 }
 
 nlohmann::ordered_json result_record(const JsonlLine& line, const ParsedLine& parsed,
-                                     const GenerationResult& result, const std::string& problem,
-                                     const Tokenizer* tokenizer, const ModelConfig& config,
-                                     const std::string& model, std::int64_t created) {
+                                     const std::vector<GenerationResult>& results,
+                                     const std::string& problem, const Tokenizer* tokenizer,
+                                     const ModelConfig& config, const std::string& model,
+                                     std::int64_t created) {
   // A line that is not JSON already names its file and line.
   const std::string where =
       line.error.empty() ? fmt::format("line {}: {}", line.line_number, problem) : problem;
   const bool has_text = tokenizer != nullptr && problem.empty();
-  const std::string text =
-      has_text ? completion_text(*tokenizer, config, result.tokens, parsed.stop) : std::string();
+  // Each choice's text, and the stop string that ended it.
+  std::vector<std::string> texts(results.size());
+  std::vector<std::string> found(results.size());
+  if (has_text) {
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      texts[i] = completion_text(*tokenizer, config, results[i].tokens, parsed.text, &found[i]);
+    }
+  }
   if (parsed.format == LineFormat::plain) {
     // The line's own "index" and "error" keys are not copied: they would hide which request
     // the record answers and whether it failed.
     Json record = {{"index", line.index}};
-    record.update(
-        passthrough(line.value, {"index", "error", "prompt", "prompt_token_ids", "max_tokens",
-                                 "temperature", "top_k", "top_p", "seed", "stop", "ignore_eos"}));
-    if (!problem.empty()) {
+    record.update(passthrough(
+        line.value, {"index", "error", "prompt", "prompt_token_ids", "max_tokens", "temperature",
+                     "top_k", "top_p", "seed", "stop", "stop_token_ids", "ignore_eos",
+                     "skip_special_tokens", "include_stop_str_in_output"}));
+    if (!problem.empty() || results.empty()) {
       record["error"] = where;
       return record;
     }
     record["prompt_token_ids"] = parsed.request.prompt;
-    record["token_ids"] = result.tokens;
-    record["text"] = has_text ? Json(text) : Json(nullptr);
-    record["finish_reason"] = finish_reason_name(result.finish);
+    record["token_ids"] = results[0].tokens;
+    record["text"] = has_text ? Json(texts[0]) : Json(nullptr);
+    record["finish_reason"] = finish_reason_name(results[0].finish);
     return record;
   }
   Json record = {{"id", fmt::format("{}{}", kBatchIdPrefix, line.index)},
@@ -235,18 +471,41 @@ nlohmann::ordered_json result_record(const JsonlLine& line, const ParsedLine& pa
     record["error"] = {{"code", "invalid_request"}, {"message", where}};
     return record;
   }
-  const auto prompt_tokens = static_cast<std::int64_t>(parsed.request.prompt.size());
-  const auto completion_tokens = static_cast<std::int64_t>(result.tokens.size());
-  Json choice = {{"index", 0},
-                 {"text", has_text ? Json(text) : Json(nullptr)},
-                 {"token_ids", result.tokens},
-                 {"logprobs", nullptr},
-                 {"finish_reason", finish_reason_name(result.finish)}};
-  Json body = {{"id", fmt::format("cmpl-{}", line.index)},
-               {"object", "text_completion"},
+  std::int64_t prompt_tokens = 0;
+  for (const auto& prompt : parsed.prompts)
+    prompt_tokens += static_cast<std::int64_t>(prompt.size());
+  std::int64_t completion_tokens = 0;
+  const bool chat = parsed.endpoint == Endpoint::chat;
+  Json choices = Json::array();
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    completion_tokens += static_cast<std::int64_t>(results[i].tokens.size());
+    Json text = has_text ? Json(texts[i]) : Json(nullptr);
+    if (has_text && parsed.text.echo) {
+      const std::size_t p = i / static_cast<std::size_t>(parsed.n);
+      const std::string prompt_text =
+          !parsed.prompt_texts[p].empty()
+              ? parsed.prompt_texts[p]
+              : to_valid_utf8(decoded_text(*tokenizer, config, parsed.prompts[p],
+                                           parsed.text.skip_special_tokens));
+      text = prompt_text + texts[i];
+    }
+    Json choice = {{"index", i}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+    } else {
+      choice["text"] = text;
+    }
+    choice["token_ids"] = results[i].tokens;
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = finish_reason_name(results[i].finish);
+    choice["stop_reason"] = stop_reason(results[i], parsed, found[i]);
+    choices.push_back(std::move(choice));
+  }
+  Json body = {{"id", fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", line.index)},
+               {"object", chat ? "chat.completion" : "text_completion"},
                {"created", created},
                {"model", model},
-               {"choices", Json::array({choice})},
+               {"choices", std::move(choices)},
                {"usage",
                 {{"prompt_tokens", prompt_tokens},
                  {"completion_tokens", completion_tokens},

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <new>
+#include <numeric>
 
 #include "bench/rewritten_file.h"
 #include "engine/cli/batch_files.h"
@@ -44,6 +45,62 @@ void remove_parts(const std::map<int, std::filesystem::path>& parts) {
   for (const auto& [rank, part] : parts) std::filesystem::remove(part, ec);
 }
 
+// --output -: records go to standard output as they finish, in input order (logs and progress are
+// on standard error), and nothing is kept to resume from.
+int run_to_stdout(BatchJob& job, const CommonOptions& common, const JobFiles& files,
+                  const std::vector<JsonlLine>& lines) {
+  const JobWords words = job.words();
+  OFFGEN_CHECK(!files.resume,
+               "--resume needs an --output file to resume from: standard output keeps nothing");
+  EngineOptions engine_options = common.engine_options();
+  const ModelConfig config = model_config(engine_options.model);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(engine_options);
+  job.parse(lines, config, tokenizer.get());
+  std::vector<std::size_t> to_run(lines.size());
+  std::iota(to_run.begin(), to_run.end(), std::size_t{0});
+  if (to_run.empty()) {
+    spdlog::warn("{} has no {} (no non-blank lines)", files.input, words.items);
+    return 0;
+  }
+  const std::optional<RunLengths> lengths = job.prepare(to_run);
+  if (lengths) {
+    plan_with_clear_errors([&] { plan_automatically(common, *lengths, engine_options); });
+  }
+  Engine engine(engine_options);
+  if (lengths) job.check_smallest_fits(engine);
+
+  OrderedJsonlWriter writer("-");
+  std::size_t errors = 0;
+  std::size_t finished = 0;
+  Progress progress(to_run.size(), job.expected_tokens());
+  engine.set_job_progress({{}, [&](std::uint64_t tokens) { progress.tokens(tokens); }});
+  const auto start = std::chrono::steady_clock::now();
+  const int stopped = run_guarded(
+      engine,
+      [&] {
+        job.run(engine, lines, [&](JobRecord record) {
+          if (record.failed) ++errors;
+          writer.put(static_cast<std::size_t>(record_index(record.json)), record.json);
+          ++finished;
+          progress.add();
+        });
+      },
+      [&] {
+        progress.finish();
+        return fmt::format(
+            "{} of {} {} finished; those before the first unfinished one were written to "
+            "standard output",
+            finished, lines.size(), words.items);
+      });
+  if (stopped >= 0) return stopped;
+  progress.finish();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("{} {} ({} failed), {} -> standard output", to_run.size(), words.items, errors,
+               job.totals(seconds));
+  return errors == 0 ? 0 : 2;
+}
+
 }  // namespace
 
 bool is_error_record(const nlohmann::ordered_json& record) {
@@ -55,8 +112,9 @@ int run_batch_job(BatchJob& job, const CommonOptions& common, const JobFiles& fi
     return run_batch_job_on_ranks(job, common, files, ranks);
   }
   const JobWords words = job.words();
-  check_input_file(files.input);
-  const auto lines = read_jsonl(files.input);
+  if (files.input != "-") check_input_file(files.input);
+  const auto lines = read_jsonl(files.input);  // "-": standard input
+  if (files.output == "-") return run_to_stdout(job, common, files, lines);
   // Fails now, not after the work, if the output cannot be written or read back (or is the
   // input); a model that cannot be found fails before the output is touched.
   const std::filesystem::path output = check_output_file(files.input, files.output);

@@ -160,6 +160,8 @@ struct GenerateOptions {
   int top_k = 0;
   float top_p = 1.0f;
   std::uint64_t seed = 0;
+  std::string chat_template;  // a file: the template chat lines are rendered with
+  bool allow_unknown_fields = false;
 };
 void add_generate_command(CLI::App& app, GenerateOptions& options);
 int run_generate(const GenerateOptions& options);

@@ -298,6 +298,11 @@ EngineOptions CommonOptions::engine_options() const {
     out.policy.observation_window = observation_window;
     out.policy.pool_kernel = pool_kernel;
     out.policy.pyramid_beta = pyramid_beta;
+    OFFGEN_CHECK(kv_budget.empty() || out.policy.kind != PolicyKind::full,
+                 "--kv-budget {} means nothing to --policy full, which keeps every token: drop "
+                 "--kv-budget, or choose a policy that evicts (--policy h2o, local, streaming, "
+                 "tova, snapkv, pyramidkv)",
+                 kv_budget);
     if (!kv_budget.empty()) out.kv_budget = KvBudget::parse(kv_budget);
     validate_policy_budget(out.policy, out.kv_budget);  // before any planning or loading
     return out;

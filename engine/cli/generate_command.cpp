@@ -1,3 +1,5 @@
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <ctime>
@@ -25,10 +27,14 @@ namespace {
 class GenerateJob final : public BatchJob {
  public:
   explicit GenerateJob(const GenerateOptions& options)
-      : model_name_(std::filesystem::path(options.common.model).filename().string()) {
+      : model_name_(std::filesystem::path(options.common.model).filename().string()),
+        model_dir_(options.common.tokenizer.empty() ? options.common.model
+                                                    : options.common.tokenizer),
+        chat_template_file_(options.chat_template) {
     defaults_.max_tokens = options.max_tokens;
     defaults_.sampling = {options.temperature, options.top_k, options.top_p};
     defaults_.seed = options.seed;
+    defaults_.allow_unknown_fields = options.allow_unknown_fields;
   }
 
   JobWords words() const override { return {"request", "requests", "answered"}; }
@@ -36,16 +42,30 @@ class GenerateJob final : public BatchJob {
   void parse(const std::vector<JsonlLine>& lines, const ModelConfig& config,
              const Tokenizer* tokenizer) override {
     config_ = config;
+    if (tokenizer == nullptr) check_no_text(lines);
+    load_chat_template(lines, config, tokenizer);
     parsed_.reserve(lines.size());
     std::map<std::string, std::size_t> custom_ids;  // first line of each id
+    std::map<std::string, std::size_t> warned;      // each warning once, with its first line
     for (const JsonlLine& line : lines) {
       parsed_.push_back(parse_generate_line(line, config, tokenizer, model_name_, defaults_));
       ParsedLine& p = parsed_.back();
+      if (p.problem.empty() && !chat_problem_.empty() && p.endpoint == Endpoint::chat) {
+        p.problem = chat_problem_;
+        p.prompts.clear();
+        p.request.prompt.clear();
+      }
       if (p.problem.empty() && p.format == LineFormat::openai_batch) {
         const auto [it, fresh] = custom_ids.emplace(p.custom_id, line.line_number);
         if (!fresh) {
           p.problem = fmt::format("custom_id '{}' repeats line {}", p.custom_id, it->second);
+          p.prompts.clear();
           p.request.prompt.clear();
+        }
+      }
+      for (const std::string& warning : p.warnings) {
+        if (warned.emplace(warning, line.line_number).second) {
+          spdlog::warn("line {}: {} (said once per file)", line.line_number, warning);
         }
       }
     }
@@ -74,22 +94,32 @@ class GenerateJob final : public BatchJob {
   std::uint64_t work(std::size_t index) const override {
     const ParsedLine& p = parsed_[index];
     if (!p.problem.empty()) return 1;
-    return p.request.prompt.size() + static_cast<std::uint64_t>(std::max(p.request.max_tokens, 0));
+    std::uint64_t tokens = 0;
+    for (const auto& prompt : p.prompts) {
+      tokens += (prompt.size() + static_cast<std::uint64_t>(std::max(p.request.max_tokens, 0))) *
+                static_cast<std::uint64_t>(p.n);
+    }
+    return tokens;
   }
 
   std::optional<RunLengths> prepare(const std::vector<std::size_t>& to_run) override {
-    to_run_ = to_run;
     RunLengths lengths;
     lengths.gen_len = 1;
     for (const std::size_t i : to_run) {
-      requests_.push_back(parsed_[i].request);  // a rejected line has an empty prompt
-      const int prompt = static_cast<int>(parsed_[i].request.prompt.size());
-      const int gen = parsed_[i].request.max_tokens;
-      // (requests the engine rejects need no memory)
-      if (parsed_[i].problem.empty() && prompt + gen - 1 <= config_.max_positions()) {
-        lengths.prompt_len = std::max(lengths.prompt_len, prompt);
-        lengths.gen_len = std::max(lengths.gen_len, gen);
-        ++lengths.sequences;
+      const std::vector<GenerationRequest> choices = line_requests(parsed_[i]);
+      remaining_[i] = choices.size();
+      results_[i].resize(choices.size());
+      for (std::size_t c = 0; c < choices.size(); ++c) {
+        owner_.push_back({i, c});
+        requests_.push_back(choices[c]);  // a rejected line has one request, its prompt empty
+        const int prompt = static_cast<int>(choices[c].prompt.size());
+        const int gen = choices[c].max_tokens;
+        // (requests the engine rejects need no memory)
+        if (parsed_[i].problem.empty() && prompt + gen - 1 <= config_.max_positions()) {
+          lengths.prompt_len = std::max(lengths.prompt_len, prompt);
+          lengths.gen_len = std::max(lengths.gen_len, gen);
+          ++lengths.sequences;
+        }
       }
     }
     if (lengths.sequences == 0) return std::nullopt;
@@ -124,15 +154,21 @@ class GenerateJob final : public BatchJob {
            const std::function<void(JobRecord)>& put) override {
     const auto created = static_cast<std::int64_t>(std::time(nullptr));
     engine.generate(requests_, [&](std::size_t k, const GenerationResult& result) {
-      const std::size_t index = to_run_[k];
-      // A rejected line ran with an empty prompt, which the engine rejected at once without
-      // work; the parse problem is what its output line reports.
-      const std::string& problem =
-          parsed_[index].problem.empty() ? result.error : parsed_[index].problem;
-      put({result_record(lines[index], parsed_[index], result, problem, engine.tokenizer(), config_,
-                         model_name_, created),
-           !problem.empty()});
+      const auto [index, choice] = owner_[k];
+      results_[index][choice] = result;
       generated_ += result.tokens.size();
+      if (--remaining_[index] > 0) return;  // the line's record waits for all its choices
+      // A rejected line ran with an empty prompt, which the engine rejected at once without
+      // work; the parse problem is what its output line reports. Otherwise the first choice
+      // the engine refused names the line's problem.
+      std::string problem = parsed_[index].problem;
+      for (const GenerationResult& r : results_[index]) {
+        if (problem.empty() && !r.error.empty()) problem = r.error;
+      }
+      put({result_record(lines[index], parsed_[index], results_[index], problem, engine.tokenizer(),
+                         config_, model_name_, created),
+           !problem.empty()});
+      results_.erase(index);
     });
   }
 
@@ -142,12 +178,76 @@ class GenerateJob final : public BatchJob {
   }
 
  private:
-  std::string model_name_;  // what the completions body reports
+  struct Owner {
+    std::size_t line;    // input index
+    std::size_t choice;  // in the line's choices
+  };
+
+  // Without a tokenizer only token-id prompts run: a file with text fails once, before the model
+  // loads, rather than answering each text line with the same error.
+  void check_no_text(const std::vector<JsonlLine>& lines) const {
+    std::size_t with_text = 0;
+    std::size_t first = 0;
+    for (const JsonlLine& line : lines) {
+      if (!line.error.empty() || !line.value.is_object()) continue;
+      const nlohmann::ordered_json& v = line.value;
+      const nlohmann::ordered_json* fields = &v;
+      bool text = false;
+      if (v.contains("body") && v["body"].is_object()) {
+        fields = &v["body"];
+        text = v.contains("url") && v["url"] == "/v1/chat/completions";
+        if (fields->contains("prompt")) {
+          const auto& prompt = (*fields)["prompt"];
+          text = text || prompt.is_string() ||
+                 (prompt.is_array() && !prompt.empty() && prompt[0].is_string());
+        }
+      } else {
+        text = v.contains("prompt") && !v.contains("prompt_token_ids") && v["prompt"].is_string();
+      }
+      text = text || (fields->contains("stop") && !(*fields)["stop"].is_null());
+      if (text && with_text++ == 0) first = line.line_number;
+    }
+    OFFGEN_CHECK(with_text == 0,
+                 "--model {} has no tokenizer (no vocab.json + merges.txt, tokenizer.json or GGUF "
+                 "vocabulary), and {} of the {} requests give text or stop strings (the first on "
+                 "line {}): pass --tokenizer DIR, or give prompts as token ids",
+                 model_dir_, with_text, lines.size(), first);
+  }
+
+  // The template chat lines are rendered with, found once when some line asks for chat; a
+  // template that cannot be read fails those lines, not the file.
+  void load_chat_template(const std::vector<JsonlLine>& lines, const ModelConfig& config,
+                          const Tokenizer* tokenizer) {
+    const bool any_chat = std::any_of(lines.begin(), lines.end(), [](const JsonlLine& l) {
+      return l.error.empty() && l.value.is_object() && l.value.contains("url") &&
+             l.value["url"] == "/v1/chat/completions";
+    });
+    if (!any_chat || tokenizer == nullptr) return;
+    const auto token_text = [&](std::int32_t id) {
+      return tokenizer->has_id(id) ? tokenizer->decode(std::vector<std::int32_t>{id})
+                                   : std::string();
+    };
+    try {
+      chat_ = ChatPrompt::find(model_dir_, chat_template_file_, token_text(config.bos_token_id),
+                               token_text(config.eos_token_id));
+      defaults_.chat = &chat_;
+    } catch (const Error& e) {
+      chat_problem_ = fmt::format("the chat template cannot be used: {}", e.what());
+    }
+  }
+
+  std::string model_name_;  // what the response body reports
+  std::string model_dir_;   // where the chat template is looked for
+  std::string chat_template_file_;
   GenerateDefaults defaults_;
+  ChatPrompt chat_;
+  std::string chat_problem_;
   ModelConfig config_;
-  std::vector<ParsedLine> parsed_;   // by input index
-  std::vector<std::size_t> to_run_;  // input index of request k
+  std::vector<ParsedLine> parsed_;  // by input index
   std::vector<GenerationRequest> requests_;
+  std::vector<Owner> owner_;                      // of request k
+  std::map<std::size_t, std::size_t> remaining_;  // choices still running, by input index
+  std::map<std::size_t, std::vector<GenerationResult>> results_;  // finished choices, by index
   std::size_t generated_ = 0;
 };
 
@@ -163,9 +263,10 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
   cmd->add_option("--input", options.input,
                   "JSONL, one request per line: {\"prompt\": \"...\"} or "
                   "{\"prompt_token_ids\": [...]} with optional max_tokens, temperature, top_k, "
-                  "top_p, seed, stop (other keys are copied to the output); or the OpenAI Batch "
-                  "API format {\"custom_id\", \"method\": \"POST\", \"url\": "
-                  "\"/v1/completions\", \"body\": {\"prompt\", \"max_tokens\", ...}}")
+                  "top_p, seed, stop, stop_token_ids (other keys are copied to the output); or "
+                  "the OpenAI Batch API format {\"custom_id\", \"method\": \"POST\", \"url\": "
+                  "\"/v1/completions\" or \"/v1/chat/completions\", \"body\": {...}} as "
+                  "vllm run-batch reads it")
       ->required();
   cmd->add_option("--output", options.output,
                   "JSONL results, one per input line: written as requests finish, then put in "
@@ -184,6 +285,14 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
   cmd->add_option("--seed", options.seed,
                   "sampling seed (request i without its own seed uses seed + i)")
       ->capture_default_str();
+  cmd->add_option("--chat-template", options.chat_template,
+                  "a Jinja chat template file for /v1/chat/completions lines (default: the "
+                  "checkpoint's, from tokenizer_config.json, chat_template.jinja or the GGUF "
+                  "file)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--allow-unknown-fields", options.allow_unknown_fields,
+                "a key of a batch line or body that offgen does not know is a warning, not the "
+                "line's error");
 }
 
 int run_generate(const GenerateOptions& options) {

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 
 #include "engine/core/error.h"
 
@@ -27,8 +28,13 @@ bool limit_depth(int depth, nlohmann::ordered_json::parse_event_t event,
 }  // namespace
 
 std::vector<JsonlLine> read_jsonl(const std::filesystem::path& path) {
+  if (path == "-") return read_jsonl(std::cin, "standard input");
   std::ifstream in(path, std::ios::binary);
   OFFGEN_CHECK(in.good(), "cannot read input file {}: {}", path.string(), std::strerror(errno));
+  return read_jsonl(in, path.string());
+}
+
+std::vector<JsonlLine> read_jsonl(std::istream& in, const std::string& name) {
   std::vector<JsonlLine> lines;
   std::string text;
   std::size_t line_number = 0;
@@ -42,21 +48,20 @@ std::vector<JsonlLine> read_jsonl(const std::filesystem::path& path) {
     try {
       line.value = nlohmann::ordered_json::parse(text, limit_depth);
       if (!line.value.is_object()) {
-        line.error = fmt::format("{} line {}: expected a JSON object, got {}", path.string(),
-                                 line_number, line.value.type_name());
+        line.error = fmt::format("{} line {}: expected a JSON object, got {}", name, line_number,
+                                 line.value.type_name());
         line.value = nullptr;
       }
     } catch (const nlohmann::ordered_json::exception& e) {
       // parse_error, or out_of_range for a number like 1e400
-      line.error =
-          fmt::format("{} line {}: invalid JSON ({})", path.string(), line_number, e.what());
+      line.error = fmt::format("{} line {}: invalid JSON ({})", name, line_number, e.what());
     } catch (const TooDeep&) {
-      line.error = fmt::format("{} line {}: JSON nested more than {} levels deep", path.string(),
+      line.error = fmt::format("{} line {}: JSON nested more than {} levels deep", name,
                                line_number, kMaxLineDepth);
     }
     lines.push_back(std::move(line));
   }
-  OFFGEN_CHECK(in.eof(), "error while reading {}", path.string());
+  OFFGEN_CHECK(in.eof(), "error while reading {}", name);
   return lines;
 }
 
@@ -65,13 +70,18 @@ std::string dump_json(const nlohmann::ordered_json& value) {
 }
 
 OrderedJsonlWriter::OrderedJsonlWriter(const std::filesystem::path& path) : path_(path) {
+  if (path == "-") {
+    file_ = stdout;
+    path_ = "standard output";
+    return;
+  }
   file_ = std::fopen(path.c_str(), "wb");
   OFFGEN_CHECK(file_ != nullptr, "cannot write output file {}: {}", path.string(),
                std::strerror(errno));
 }
 
 OrderedJsonlWriter::~OrderedJsonlWriter() {
-  if (file_ != nullptr) std::fclose(file_);
+  if (file_ != nullptr && file_ != stdout) std::fclose(file_);
 }
 
 void OrderedJsonlWriter::write_line(std::string line) {
@@ -157,6 +167,8 @@ ResumableJsonlWriter::ResumableJsonlWriter(
                    ec.message());
     }
   }
+  std::error_code ec;
+  created_ = !fs::exists(path, ec);
   file_ = std::fopen(path.c_str(), resume ? "ab" : "wb");
   OFFGEN_CHECK(file_ != nullptr, "cannot write output file {}: {}", path.string(),
                std::strerror(errno));
@@ -164,6 +176,11 @@ ResumableJsonlWriter::ResumableJsonlWriter(
 
 ResumableJsonlWriter::~ResumableJsonlWriter() {
   if (file_ != nullptr) std::fclose(file_);
+  // A run that failed before its first record leaves no empty file of its own making behind.
+  if (created_ && written_ == 0 && !finished_) {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
 }
 
 void ResumableJsonlWriter::write_line(const std::string& line) {
@@ -180,6 +197,7 @@ void ResumableJsonlWriter::put(const nlohmann::ordered_json& record) {
 
 void ResumableJsonlWriter::finish() {
   namespace fs = std::filesystem;
+  finished_ = true;
   OFFGEN_CHECK(std::fflush(file_) == 0, "writing {} failed: {}", path_.string(),
                std::strerror(errno));
   std::ifstream in(path_, std::ios::binary);

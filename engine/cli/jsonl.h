@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <istream>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,12 +22,14 @@ struct JsonlLine {
 };
 
 // Reads every non-blank line; lines that are not a JSON object get `error`. Throws offgen::Error
-// only when the file itself cannot be read.
+// only when the file itself cannot be read. "-" reads standard input.
 std::vector<JsonlLine> read_jsonl(const std::filesystem::path& path);
+// The same from a stream; messages call it `name`.
+std::vector<JsonlLine> read_jsonl(std::istream& in, const std::string& name);
 
 // Writes one JSON object per line, in index order: results that finish early wait until every
 // lower index is written. Each line is written whole and flushed. Opening fails with a clear
-// error before any work starts.
+// error before any work starts. "-" writes to standard output.
 class OrderedJsonlWriter {
  public:
   explicit OrderedJsonlWriter(const std::filesystem::path& path);
@@ -108,6 +111,8 @@ class ResumableJsonlWriter {
   std::map<std::size_t, nlohmann::ordered_json> recovered_;
   std::size_t dropped_bytes_ = 0;
   std::size_t written_ = 0;
+  bool created_ = false;   // the file did not exist before this writer
+  bool finished_ = false;  // finish() ran: an empty output is the answer to an empty input
 };
 
 }  // namespace offgen::cli

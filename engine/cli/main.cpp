@@ -24,7 +24,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "offgen: %s\n", e.what());
     return 1;
   }
-  CLI::App app{"offgen: batch inference for OPT language models on one device"};
+  CLI::App app{
+      "offgen: throughput-oriented batch inference of OPT and LLaMA-family models on one device, "
+      "with weights and KV cache offloaded to host memory and disk"};
   app.require_subcommand(1);
   // OFFGEN_VERSION: the project's VERSION in CMakeLists.txt.
   app.set_version_flag("--version", std::string("offgen ") + OFFGEN_VERSION,

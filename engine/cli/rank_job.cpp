@@ -304,6 +304,9 @@ int run_batch_job_on_ranks(BatchJob& job, const CommonOptions& common, const Job
   ModelConfig config;
   std::unique_ptr<Tokenizer> tokenizer;
   try {
+    // mpirun hands standard input to rank 0 only, and every rank writes its own part file.
+    OFFGEN_CHECK(files.input != "-" && files.output != "-",
+                 "--input - and --output - run in one process: under mpirun / srun give files");
     check_input_file(files.input);
     lines = read_jsonl(files.input);
     output = check_output_file(files.input, files.output);

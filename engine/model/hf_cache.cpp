@@ -96,10 +96,7 @@ std::optional<fs::path> find_hf_snapshot(const fs::path& cache, std::string_view
 }
 
 std::string missing_hf_model_message(std::string_view repo_id, const fs::path& cache) {
-  const std::string name(repo_id.substr(repo_id.find('/') + 1));
-  const std::string dummy = ModelConfig::from_name(name)
-                                ? "dummy:" + ModelConfig::from_name(name)->name
-                                : std::string("dummy:opt-125m");
+  const std::string dummy = "dummy:" + ModelConfig::nearest_known_name(repo_id);
   const std::string where =
       cache.empty()
           ? std::string(

@@ -598,6 +598,50 @@ std::vector<std::string> ModelConfig::known_names() {
   return names;
 }
 
+namespace {
+
+struct HubRepo {
+  std::string_view name;
+  std::string_view repo;
+};
+
+constexpr HubRepo kHubRepos[] = {
+    {"tinyllama-1.1b", "TinyLlama/TinyLlama-1.1B-Chat-v1.0"},
+    {"llama-2-7b", "meta-llama/Llama-2-7b-hf"},
+    {"llama-2-13b", "meta-llama/Llama-2-13b-hf"},
+    {"llama-2-70b", "meta-llama/Llama-2-70b-hf"},
+    {"llama-3-8b", "meta-llama/Meta-Llama-3-8B"},
+    {"llama-3-70b", "meta-llama/Meta-Llama-3-70B"},
+    {"mistral-7b", "mistralai/Mistral-7B-v0.1"},
+    {"qwen2-7b", "Qwen/Qwen2-7B"},
+};
+
+}  // namespace
+
+std::string ModelConfig::hub_repo(std::string_view name) {
+  for (const HubRepo& hub : kHubRepos) {
+    if (hub.name == name) return std::string(hub.repo);
+  }
+  return "facebook/" + std::string(name);  // the OPT sizes
+}
+
+std::string ModelConfig::nearest_known_name(std::string_view repo_id) {
+  const std::string repo = lowercase(repo_id);
+  for (const HubRepo& hub : kHubRepos) {
+    if (lowercase(hub.repo) == repo) return std::string(hub.name);
+  }
+  const std::string name = repo.substr(repo.find('/') + 1);
+  if (from_name(name)) return from_name(name)->name;
+  // The family, by the words its repositories use.
+  const std::pair<std::string_view, std::string_view> families[] = {
+      {"tinyllama", "tinyllama-1.1b"}, {"llama-3", "llama-3-8b"}, {"llama3", "llama-3-8b"},
+      {"llama", "llama-2-7b"},         {"mistral", "mistral-7b"}, {"qwen", "qwen2-7b"}};
+  for (const auto& [word, known] : families) {
+    if (name.find(word) != std::string::npos) return std::string(known);
+  }
+  return "opt-125m";
+}
+
 std::vector<float> ModelConfig::rope_inv_freq() const {
   if (!rotary()) return {};
   const int dim = head_dim();

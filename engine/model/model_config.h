@@ -109,6 +109,13 @@ struct ModelConfig {
   // is not a config name but a Hugging Face model (model_name.h finds it in the local cache).
   static std::optional<ModelConfig> from_name(std::string_view name);
   static std::vector<std::string> known_names();
+  // The Hugging Face repository a known config name stands for ("opt-1.3b" ->
+  // "facebook/opt-1.3b", "llama-2-7b" -> "meta-llama/Llama-2-7b-hf"), for messages.
+  static std::string hub_repo(std::string_view name);
+  // The known config name of a Hugging Face repository's family and size, for the dummy weights a
+  // message suggests: its own where the table has it, else the family's first (a LLaMA 3 name ->
+  // llama-3-8b, Mistral -> mistral-7b, ...), else opt-125m.
+  static std::string nearest_known_name(std::string_view repo_id);
 };
 
 }  // namespace offgen

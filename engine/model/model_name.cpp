@@ -56,8 +56,9 @@ std::string ModelName::describe() const {
 ModelName resolve_model_name(std::string_view text, BareConfigName bare) {
   if (text.empty()) {
     fail(
-        "no model given: pass --model with a checkpoint directory, a Hugging Face name such as "
-        "facebook/opt-1.3b, or dummy:opt-125m for dummy weights");
+        "no model given: pass --model with a checkpoint directory or GGUF file, a Hugging Face "
+        "name such as facebook/opt-1.3b or meta-llama/Llama-2-7b-hf, or dummy:NAME for dummy "
+        "weights (dummy:opt-125m, dummy:llama-2-7b, ...)");
   }
   if (text.starts_with(kDummyPrefix)) return dummy(text, text.substr(kDummyPrefix.size()));
   std::error_code ec;
@@ -68,9 +69,9 @@ ModelName resolve_model_name(std::string_view text, BareConfigName bare) {
     fail(
         "--model {} is a config name, which would mean random (dummy) weights; generate, score "
         "and compare report text and scores, so they run real weights unless dummy ones are asked "
-        "for. Pass a checkpoint directory, a Hugging Face name such as facebook/{} (from the local "
-        "cache), or --model dummy:{} (or --dummy) for dummy weights",
-        text, config->name, config->name);
+        "for. Pass a checkpoint directory or GGUF file, a Hugging Face name such as {} (from the "
+        "local cache), or --model dummy:{} (or --dummy) for dummy weights",
+        text, ModelConfig::hub_repo(config->name), config->name);
   }
   if (is_hub_repo_id(text)) {
     const fs::path cache = hf_hub_cache_dir();

@@ -1,6 +1,8 @@
 // What a --model text names, resolved without loading anything:
-//   dummy:NAME  deterministic dummy weights of the config NAME (opt-125m ... opt-175b)
-//   a directory a Hugging Face OPT checkpoint directory (config.json and weights; checkpoint.h)
+//   dummy:NAME  deterministic dummy weights of the config NAME (opt-125m ... opt-175b,
+//               tinyllama-1.1b, llama-2-7b ... qwen2-7b)
+//   a directory a Hugging Face checkpoint directory of OPT or the LLaMA family (config.json and
+//               weights; checkpoint.h), or a GGUF file / a folder holding one
 //   org/name    that model's snapshot in the local Hugging Face cache (hf_cache.h), e.g.
 //               facebook/opt-1.3b; not there is an error saying how to download it
 //   NAME        a bare config name (opt-125m): dummy weights only where the caller allows it

@@ -67,7 +67,7 @@ TEST_F(BatchFormat, APlainLineTakesTheDefaultsAndItsOwnOverrides) {
   EXPECT_EQ(own.request.sampling.top_k, 5);
   EXPECT_EQ(own.request.seed, 42u);
   EXPECT_TRUE(own.request.ignore_eos);
-  EXPECT_EQ(own.stop, (std::vector<std::string>{"\n", "."}));
+  EXPECT_EQ(own.text.stop, (std::vector<std::string>{"\n", "."}));
   EXPECT_TRUE(static_cast<bool>(own.request.stop));
 }
 
@@ -81,7 +81,7 @@ TEST_F(BatchFormat, AnOpenAiBatchLineReadsItsBody) {
   EXPECT_EQ(batch.custom_id, "req-1");
   EXPECT_EQ(batch.request.max_tokens, 4);
   EXPECT_EQ(batch.request.seed, 9u);
-  EXPECT_EQ(batch.stop, (std::vector<std::string>{"\n"}));
+  EXPECT_EQ(batch.text.stop, (std::vector<std::string>{"\n"}));
 
   const auto ids = parse(R"({"custom_id": "b", "body": {"prompt": [[2, 7, 8]]}})");
   ASSERT_EQ(ids.problem, "");
@@ -91,13 +91,16 @@ TEST_F(BatchFormat, AnOpenAiBatchLineReadsItsBody) {
 
 TEST_F(BatchFormat, BadFieldsAreNamed) {
   const std::pair<const char*, const char*> cases[] = {
+      {R"({"custom_id": "a", "url": "/v1/embeddings", "body": {"prompt": "x"}})",
+       "offgen serves /v1/completions and /v1/chat/completions"},
       {R"({"custom_id": "a", "url": "/v1/chat/completions", "body": {"prompt": "x"}})",
-       "/v1/completions"},
+       "'prompt' is read in /v1/completions bodies: a /v1/chat/completions body gives 'messages'"},
+      {R"({"custom_id": "a", "body": {"messages": []}})",
+       "'messages' is read in /v1/chat/completions bodies"},
       {R"({"custom_id": "a", "method": "GET", "body": {"prompt": "x"}})", "POST"},
       {R"({"custom_id": 5, "body": {"prompt": "x"}})", "custom_id"},
       {R"({"body": {"prompt": "x"}})", "custom_id"},
-      {R"({"custom_id": "a", "body": {"prompt": "x", "n": 2}})", "'n'"},
-      {R"({"custom_id": "a", "body": {"prompt": ["x", "y"]}})", "more than one prompt"},
+      {R"({"custom_id": "a", "body": {"prompt": "x", "n": 0}})", "'n'"},
       {R"({"custom_id": "a", "body": {}})", "prompt"},
       {R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
       {R"({"prompt": "x", "max_tokens": "many"})", "max_tokens"},
@@ -121,7 +124,7 @@ TEST_F(BatchFormat, RecordsFollowEachFormatAndCarryTheirIndex) {
   const cli::JsonlLine plain_line = line_of(R"({"prompt_token_ids": [2, 10], "tag": "t"})", 4);
   const auto plain =
       cli::parse_generate_line(plain_line, config_, tokenizer_.get(), "tiny", defaults_);
-  const Json p = cli::result_record(plain_line, plain, result, "", tokenizer_.get(), config_,
+  const Json p = cli::result_record(plain_line, plain, {result}, "", tokenizer_.get(), config_,
                                     "tiny", 1700000000);
   EXPECT_EQ(p["index"], 4);
   EXPECT_EQ(p["tag"], "t");
@@ -133,7 +136,7 @@ TEST_F(BatchFormat, RecordsFollowEachFormatAndCarryTheirIndex) {
       line_of(R"({"custom_id": "x-9", "body": {"prompt": [2, 10], "max_tokens": 3}})", 9);
   const auto batch =
       cli::parse_generate_line(batch_line, config_, tokenizer_.get(), "tiny", defaults_);
-  const Json b = cli::result_record(batch_line, batch, result, "", tokenizer_.get(), config_,
+  const Json b = cli::result_record(batch_line, batch, {result}, "", tokenizer_.get(), config_,
                                     "tiny", 1700000000);
   EXPECT_EQ(b["custom_id"], "x-9");
   EXPECT_EQ(b["response"]["status_code"], 200);
@@ -153,13 +156,24 @@ TEST_F(BatchFormat, RecordsFollowEachFormatAndCarryTheirIndex) {
   EXPECT_EQ(cli::record_index(Json::parse(R"({"id": "other"})")), -1);
 }
 
+cli::TextOptions stop_at(std::vector<std::string> stop, bool include = false) {
+  cli::TextOptions options;
+  options.stop = std::move(stop);
+  options.include_stop_str_in_output = include;
+  return options;
+}
+
 TEST_F(BatchFormat, CompletionTextEndsBeforeTheFirstStopString) {
   const std::vector<std::int32_t> ids = tokenizer_->encode(" one two. three");
-  bool stopped = false;
-  EXPECT_EQ(cli::completion_text(*tokenizer_, config_, ids, {".", "three"}, &stopped), " one two");
-  EXPECT_TRUE(stopped);
-  EXPECT_EQ(cli::completion_text(*tokenizer_, config_, ids, {"four"}, &stopped), " one two. three");
-  EXPECT_FALSE(stopped);
+  std::string found;
+  EXPECT_EQ(cli::completion_text(*tokenizer_, config_, ids, stop_at({"three", "."}), &found),
+            " one two");
+  EXPECT_EQ(found, ".");  // the first in the text, not in the list
+  EXPECT_EQ(cli::completion_text(*tokenizer_, config_, ids, stop_at({"four"}), &found),
+            " one two. three");
+  EXPECT_EQ(found, "");
+  // include_stop_str_in_output: the text ends after the stop string.
+  EXPECT_EQ(cli::completion_text(*tokenizer_, config_, ids, stop_at({"."}, true)), " one two.");
 }
 
 // Found by tests/fuzz/config_fuzz in the config reader, and read_jsonl had the same catch: a

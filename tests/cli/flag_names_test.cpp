@@ -20,6 +20,17 @@ cli::CommonOptions tiny() {
   return options;
 }
 
+// A budget means nothing to full (it keeps every token): asking for one is a mistake to name, not
+// a setting to ignore.
+TEST(FlagNames, AKvBudgetWithPolicyFullIsRefused) {
+  cli::CommonOptions options = tiny();
+  options.kv_budget = "0.2";
+  const std::string what = test::error_of([&] { options.engine_options(); });
+  EXPECT_NE(what.find("--kv-budget 0.2 means nothing to --policy full"), std::string::npos) << what;
+  options.policy = "h2o";
+  EXPECT_NO_THROW(options.engine_options());
+}
+
 TEST(FlagNames, EngineOptionsNameTheFlags) {
   cli::CommonOptions options = tiny();
   options.policy = "h2o";

@@ -1,0 +1,274 @@
+// The OpenAI Batch API body parameters one by one, as `vllm run-batch` takes them: each one offgen
+// implements is read into the requests and shapes the record as OpenAI's response does; each it
+// does not implement is refused by name unless its value asks for nothing; an unknown key is the
+// line's error with the nearest known key suggested, or a warning with --allow-unknown-fields.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/cli/batch_format.h"
+#include "engine/cli/request_keys.h"
+#include "tests/support/test_support.h"
+
+namespace offgen {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+class BatchParameters : public ::testing::Test {
+ protected:
+  BatchParameters()
+      : config_(ModelConfig::from_json_file(test::data_dir() / "golden" / "tiny-preln" /
+                                            "config.json")),
+        tokenizer_(Tokenizer::load(test::data_dir() / "golden" / "tiny-preln")) {
+    defaults_.max_tokens = 7;
+    defaults_.seed = 100;
+  }
+
+  // A completions line with `body_fields` (a JSON object's members, without braces).
+  cli::ParsedLine parse_body(const std::string& body_fields, std::size_t index = 0) {
+    cli::JsonlLine line;
+    line.index = index;
+    line.line_number = index + 1;
+    line.value = Json::parse(R"({"custom_id": "c", "url": "/v1/completions", "body": {)" +
+                             body_fields + "}}");
+    line_ = line;
+    return cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_);
+  }
+
+  Json record(const cli::ParsedLine& parsed, const std::vector<GenerationResult>& results) {
+    return cli::result_record(line_, parsed, results, "", tokenizer_.get(), config_, "tiny", 0);
+  }
+
+  GenerationResult result_of(const std::string& text, FinishReason finish) {
+    GenerationResult r;
+    r.tokens = tokenizer_->encode(text);
+    r.finish = finish;
+    return r;
+  }
+
+  ModelConfig config_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  cli::GenerateDefaults defaults_;
+  cli::JsonlLine line_;
+};
+
+TEST_F(BatchParameters, NAsksForSeveralChoicesEachWithItsOwnSeed) {
+  const cli::ParsedLine parsed = parse_body(R"("prompt": "Hello", "n": 3, "seed": 5)");
+  ASSERT_EQ(parsed.problem, "");
+  const std::vector<GenerationRequest> requests = cli::line_requests(parsed);
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[0].seed, 5u);  // the first sample keeps the line's seed
+  EXPECT_NE(requests[1].seed, requests[0].seed);
+  EXPECT_NE(requests[2].seed, requests[1].seed);
+  // Not another line's default seed (seed + index) either.
+  EXPECT_NE(requests[1].seed, 6u);
+  for (const GenerationRequest& r : requests) EXPECT_EQ(r.prompt, requests[0].prompt);
+
+  const Json out =
+      record(parsed, {result_of(" a", FinishReason::length), result_of(" b", FinishReason::length),
+                      result_of(" c", FinishReason::stop)});
+  const Json& choices = out["response"]["body"]["choices"];
+  ASSERT_EQ(choices.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(choices[i]["index"], i);
+  EXPECT_EQ(choices[1]["text"], " b");
+  EXPECT_EQ(choices[2]["finish_reason"], "stop");
+  // Usage counts the prompt once and every choice's tokens.
+  const Json& usage = out["response"]["body"]["usage"];
+  EXPECT_EQ(usage["prompt_tokens"], parsed.prompts[0].size());
+  EXPECT_EQ(usage["completion_tokens"], 3);
+}
+
+TEST_F(BatchParameters, AListOfPromptsGivesChoicesInPromptOrder) {
+  const cli::ParsedLine parsed = parse_body(R"("prompt": ["one", "two two"], "n": 2)");
+  ASSERT_EQ(parsed.problem, "");
+  ASSERT_EQ(parsed.prompts.size(), 2u);
+  const std::vector<GenerationRequest> requests = cli::line_requests(parsed);
+  ASSERT_EQ(requests.size(), 4u);  // prompt 0 samples 0, 1; prompt 1 samples 0, 1
+  EXPECT_EQ(requests[0].prompt, parsed.prompts[0]);
+  EXPECT_EQ(requests[1].prompt, parsed.prompts[0]);
+  EXPECT_EQ(requests[2].prompt, parsed.prompts[1]);
+  EXPECT_EQ(requests[2].seed, requests[0].seed);
+
+  const cli::ParsedLine ids = parse_body(R"("prompt": [[2, 7], [2, 8, 9]])");
+  ASSERT_EQ(ids.problem, "");
+  EXPECT_EQ(ids.prompts, (std::vector<std::vector<std::int32_t>>{{2, 7}, {2, 8, 9}}));
+  const Json out =
+      record(ids, {result_of(" x", FinishReason::length), result_of(" y", FinishReason::length)});
+  EXPECT_EQ(out["response"]["body"]["usage"]["prompt_tokens"], 5);
+
+  EXPECT_NE(parse_body(R"("prompt": ["ok", 5])").problem.find("prompt 1 of the list"),
+            std::string::npos);
+}
+
+TEST_F(BatchParameters, EchoPutsThePromptBeforeTheCompletion) {
+  const cli::ParsedLine text = parse_body(R"("prompt": "Hello", "echo": true)");
+  ASSERT_EQ(text.problem, "");
+  EXPECT_EQ(
+      record(text,
+             {result_of(" world", FinishReason::length)})["response"]["body"]["choices"][0]["text"],
+      "Hello world");
+  // Token prompts are decoded (BOS left out).
+  const std::vector<std::int32_t> hello = tokenizer_->encode("Hello");
+  std::string id_list = "2";
+  for (const std::int32_t id : hello) id_list += ", " + std::to_string(id);
+  const cli::ParsedLine ids = parse_body(R"("prompt": [)" + id_list + R"(], "echo": true)");
+  ASSERT_EQ(ids.problem, "");
+  EXPECT_EQ(
+      record(ids,
+             {result_of(" world", FinishReason::length)})["response"]["body"]["choices"][0]["text"],
+      tokenizer_->decode(hello) + " world");
+}
+
+TEST_F(BatchParameters, StopTokenIdsEndTheChoiceAndLeaveTheText) {
+  const std::vector<std::int32_t> dot = tokenizer_->encode(".");
+  ASSERT_EQ(dot.size(), 1u);
+  const cli::ParsedLine parsed =
+      parse_body(R"("prompt": "a", "stop_token_ids": [)" + std::to_string(dot[0]) + "]");
+  ASSERT_EQ(parsed.problem, "");
+  ASSERT_TRUE(static_cast<bool>(parsed.request.stop));
+  std::vector<std::int32_t> generated = tokenizer_->encode(" one two");
+  EXPECT_FALSE(parsed.request.stop(generated));
+  generated.push_back(dot[0]);
+  EXPECT_TRUE(parsed.request.stop(generated));
+  GenerationResult result{generated, FinishReason::stop, ""};
+  const Json choice = record(parsed, {result})["response"]["body"]["choices"][0];
+  EXPECT_EQ(choice["text"], " one two");
+  EXPECT_EQ(choice["token_ids"].size(), generated.size());  // the stop token is kept in the ids
+  EXPECT_EQ(choice["stop_reason"], dot[0]);
+  EXPECT_EQ(choice["finish_reason"], "stop");
+
+  const cli::ParsedLine kept = parse_body(R"("prompt": "a", "include_stop_str_in_output": true,
+      "stop_token_ids": [)" + std::to_string(dot[0]) +
+                                          "]");
+  EXPECT_EQ(record(kept, {result})["response"]["body"]["choices"][0]["text"], " one two.");
+
+  EXPECT_NE(parse_body(R"("prompt": "a", "stop_token_ids": [99999999])")
+                .problem.find("outside the vocabulary"),
+            std::string::npos);
+}
+
+TEST_F(BatchParameters, StopStringsNameTheirStopReason) {
+  const cli::ParsedLine parsed = parse_body(R"("prompt": "a", "stop": ["two", "zzz"])");
+  ASSERT_EQ(parsed.problem, "");
+  const Json choice = record(
+      parsed, {result_of(" one two three", FinishReason::stop)})["response"]["body"]["choices"][0];
+  EXPECT_EQ(choice["text"], " one ");
+  EXPECT_EQ(choice["stop_reason"], "two");
+  // A choice that ended by EOS or length has no stop reason.
+  EXPECT_TRUE(
+      record(
+          parsed,
+          {result_of(" x", FinishReason::length)})["response"]["body"]["choices"][0]["stop_reason"]
+          .is_null());
+}
+
+TEST_F(BatchParameters, SkipSpecialTokensFalseKeepsEosInTheText) {
+  const cli::ParsedLine parsed = parse_body(R"("prompt": "a", "skip_special_tokens": false)");
+  ASSERT_EQ(parsed.problem, "");
+  GenerationResult r = result_of(" x", FinishReason::stop);
+  r.tokens.push_back(config_.eos_token_id);
+  const std::string text = record(parsed, {r})["response"]["body"]["choices"][0]["text"];
+  EXPECT_EQ(text, " x" + tokenizer_->decode(std::vector<std::int32_t>{config_.eos_token_id}));
+  const cli::ParsedLine skipped = parse_body(R"("prompt": "a")");
+  EXPECT_EQ(record(skipped, {r})["response"]["body"]["choices"][0]["text"], " x");
+}
+
+TEST_F(BatchParameters, AddSpecialTokensFalseLeavesOutBos) {
+  const cli::ParsedLine with = parse_body(R"("prompt": "Hello")");
+  const cli::ParsedLine without = parse_body(R"("prompt": "Hello", "add_special_tokens": false)");
+  ASSERT_EQ(without.problem, "");
+  EXPECT_EQ(with.request.prompt.front(), config_.bos_token_id);
+  EXPECT_EQ(without.request.prompt, tokenizer_->encode("Hello"));
+}
+
+TEST_F(BatchParameters, UserAndModelAreReadAndChangeNothing) {
+  const cli::ParsedLine parsed = parse_body(R"("prompt": "a", "user": "u-1", "model": "m")");
+  EXPECT_EQ(parsed.problem, "");
+  EXPECT_NE(parse_body(R"("prompt": "a", "user": 5)").problem.find("'user' must be a string"),
+            std::string::npos);
+}
+
+// Each parameter vLLM accepts that offgen does not implement: refused by name with a value that
+// asks for something, accepted with the value that asks for nothing.
+TEST_F(BatchParameters, ParametersOffgenDoesNotImplementAreRefusedByName) {
+  const std::pair<const char*, const char*> refused[] = {
+      {R"("logprobs": 2)", R"("logprobs": null)"},
+      {R"("presence_penalty": 0.5)", R"("presence_penalty": 0)"},
+      {R"("frequency_penalty": 0.5)", R"("frequency_penalty": 0.0)"},
+      {R"("repetition_penalty": 1.2)", R"("repetition_penalty": 1)"},
+      {R"("min_tokens": 4)", R"("min_tokens": 0)"},
+      {R"("min_p": 0.1)", R"("min_p": 0)"},
+      {R"("best_of": 3)", R"("best_of": 1)"},
+      {R"("logit_bias": {"5": 10})", R"("logit_bias": {})"},
+      {R"("suffix": "x")", R"("suffix": null)"},
+      {R"("use_beam_search": true)", R"("use_beam_search": false)"},
+      {R"("guided_json": {"type": "object"})", R"("guided_json": null)"},
+      {R"("response_format": {"type": "json_object"})", R"("response_format": {"type": "text"})"},
+  };
+  for (const auto& [asks, neutral] : refused) {
+    const std::string key = Json::parse(std::string("{") + asks + "}").begin().key();
+    const cli::ParsedLine bad = parse_body(std::string(R"("prompt": "a", )") + asks);
+    EXPECT_NE(bad.problem.find("'" + key + "' is not supported"), std::string::npos)
+        << asks << " -> " << bad.problem;
+    EXPECT_TRUE(bad.request.prompt.empty());
+    const cli::ParsedLine fine = parse_body(std::string(R"("prompt": "a", )") + neutral);
+    EXPECT_EQ(fine.problem, "") << neutral;
+  }
+  EXPECT_NE(parse_body(R"("prompt": "a", "stream": true)").problem.find("'stream' must be false"),
+            std::string::npos);
+  EXPECT_EQ(parse_body(R"("prompt": "a", "stream": false)").problem, "");
+}
+
+TEST_F(BatchParameters, AnUnknownKeyIsAnErrorThatSuggestsTheNearestKey) {
+  const std::pair<const char*, const char*> typos[] = {
+      {R"("max_token": 5)", "unknown key 'max_token' in 'body' (did you mean 'max_tokens'?)"},
+      {R"("temprature": 0.5)", "(did you mean 'temperature'?)"},
+      {R"("stop_tokens_ids": [1])", "(did you mean 'stop_token_ids'?)"},
+      {R"("banana": 1)", "unknown key 'banana' in 'body' (--allow-unknown-fields"},
+  };
+  for (const auto& [field, needle] : typos) {
+    const cli::ParsedLine parsed = parse_body(std::string(R"("prompt": "a", )") + field);
+    EXPECT_NE(parsed.problem.find(needle), std::string::npos) << field << " -> " << parsed.problem;
+  }
+  // Around the body too.
+  cli::JsonlLine line;
+  line.value = Json::parse(R"({"custom_id": "c", "bodyy": 1, "body": {"prompt": "a"}})");
+  EXPECT_NE(cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_)
+                .problem.find("unknown key 'bodyy' in the request line (did you mean 'body'?)"),
+            std::string::npos);
+
+  defaults_.allow_unknown_fields = true;
+  const cli::ParsedLine allowed = parse_body(R"("prompt": "a", "max_token": 5)");
+  EXPECT_EQ(allowed.problem, "");
+  ASSERT_EQ(allowed.warnings.size(), 1u);
+  EXPECT_NE(allowed.warnings[0].find("'max_token'"), std::string::npos);
+  EXPECT_NE(allowed.warnings[0].find("ignored"), std::string::npos);
+  EXPECT_EQ(allowed.request.max_tokens, 7);  // the typo set nothing
+}
+
+// A plain line copies unknown keys to its output, so a key only batch bodies read is refused
+// there rather than copied unread.
+TEST_F(BatchParameters, APlainLineRefusesKeysOnlyBatchBodiesRead) {
+  cli::JsonlLine line;
+  line.value = Json::parse(R"({"prompt": "a", "n": 2})");
+  EXPECT_NE(cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_)
+                .problem.find("'n' is read in OpenAI Batch API lines only"),
+            std::string::npos);
+  line.value = Json::parse(R"({"prompt": "a", "stop_token_ids": [5], "tag": 1})");
+  EXPECT_EQ(cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_).problem,
+            "");
+}
+
+TEST(RequestKeys, NearestKeyIsWithinAThirdOfTheKeysLength) {
+  const std::vector<std::string_view> known = {"max_tokens", "temperature", "top_p", "n"};
+  EXPECT_EQ(cli::nearest_key("max_token", known), "max_tokens");
+  EXPECT_EQ(cli::nearest_key("top-p", known), "top_p");
+  EXPECT_EQ(cli::nearest_key("zzzzzzzz", known), "");
+  EXPECT_EQ(cli::nearest_key("m", known), "n");
+}
+
+}  // namespace
+}  // namespace offgen
