@@ -93,39 +93,38 @@ ExprPtr ExpressionParser::parse_target_primary(bool with_namespace) {
 bool ExpressionParser::is_tuple_end(std::initializer_list<std::string_view> extra_end) const {
   const Token& t = ts_.cur();
   if (t.type == TokenType::kVariableEnd || t.type == TokenType::kBlockEnd ||
-      TokenStream::is_op(t, ")"))
+      TokenStream::is_op(t, ")")) {
     return true;
+  }
   return t.type == TokenType::kName &&
          std::find(extra_end.begin(), extra_end.end(), t.text) != extra_end.end();
 }
 
-ExprPtr ExpressionParser::parse_tuple(bool with_condexpr, {
+ExprPtr ExpressionParser::parse_tuple(bool with_condexpr,
                                       std::initializer_list<std::string_view> extra_end,
                                       bool explicit_parentheses) {
-                                        const int line = ts_.cur().line;
-                                      }
-                                      std::vector<ExprPtr> items;
-                                      bool is_tuple = false;
-                                      while (true) {
-                                        if (!items.empty()) ts_.expect_op(",");
-                                        if (is_tuple_end(extra_end)) break;
-                                        items.push_back(parse_expression(with_condexpr));
-                                        if (ts_.at_op(",")) {
-                                          is_tuple = true;
-                                        } else {
-                                          break;
-                                        }
-                                      }
-                                      if (!is_tuple) {
-                                        if (!items.empty()) return std::move(items.front());
-                                        if (!explicit_parentheses) {
-                                          ts_.fail(ts_.cur().line, "expected an expression, got {}",
-                                                   TokenStream::describe(ts_.cur()));
-                                        }
-                                      }
-                                      auto t = make_expr(ExprKind::kTuple, line);
-                                      t->children = std::move(items);
-                                      return t;
+  const int line = ts_.cur().line;
+  std::vector<ExprPtr> items;
+  bool is_tuple = false;
+  while (true) {
+    if (!items.empty()) ts_.expect_op(",");
+    if (is_tuple_end(extra_end)) break;
+    items.push_back(parse_expression(with_condexpr));
+    if (ts_.at_op(",")) {
+      is_tuple = true;
+    } else {
+      break;
+    }
+  }
+  if (!is_tuple) {
+    if (!items.empty()) return std::move(items.front());
+    if (!explicit_parentheses) {
+      ts_.fail(ts_.cur().line, "expected an expression, got {}", TokenStream::describe(ts_.cur()));
+    }
+  }
+  auto t = make_expr(ExprKind::kTuple, line);
+  t->children = std::move(items);
+  return t;
 }
 
 ExprPtr ExpressionParser::parse_expression(bool with_condexpr) {
@@ -296,36 +295,35 @@ ExprPtr ExpressionParser::parse_primary() {
     case TokenType::kString: {
       auto c = make_expr(ExprKind::kConstant, t.line);
       std::string joined;
-      while (ts_.cur().type == TokenType::kString) joined += ts_.next().text;  // 'a' 'b' is 'ab' {
+      while (ts_.cur().type == TokenType::kString) joined += ts_.next().text;  // 'a' 'b' is 'ab'
       c->constant = Value::string(std::move(joined));
-    }
       return c;
-  }
-  case TokenType::kInteger:
-  case TokenType::kFloat: {
-    ts_.next();
-    auto c = make_expr(ExprKind::kConstant, t.line);
-    c->constant =
-        t.type == TokenType::kInteger ? Value::integer(t.integer) : Value::floating(t.floating);
-    return c;
-  }
-  case TokenType::kOperator:
-    if (t.text == "(") {
-      ts_.next();
-      ExprPtr inner = parse_tuple(true, {}, true);
-      ts_.expect_op(")");
-      return inner;
     }
-    if (t.text == "[") return parse_list();
-    if (t.text == "{") return parse_dict();
-    break;
-  case TokenType::kData:
-  case TokenType::kVariableBegin:
-  case TokenType::kVariableEnd:
-  case TokenType::kBlockBegin:
-  case TokenType::kBlockEnd:
-  case TokenType::kEof:
-    break;
+    case TokenType::kInteger:
+    case TokenType::kFloat: {
+      ts_.next();
+      auto c = make_expr(ExprKind::kConstant, t.line);
+      c->constant =
+          t.type == TokenType::kInteger ? Value::integer(t.integer) : Value::floating(t.floating);
+      return c;
+    }
+    case TokenType::kOperator:
+      if (t.text == "(") {
+        ts_.next();
+        ExprPtr inner = parse_tuple(true, {}, true);
+        ts_.expect_op(")");
+        return inner;
+      }
+      if (t.text == "[") return parse_list();
+      if (t.text == "{") return parse_dict();
+      break;
+    case TokenType::kData:
+    case TokenType::kVariableBegin:
+    case TokenType::kVariableEnd:
+    case TokenType::kBlockBegin:
+    case TokenType::kBlockEnd:
+    case TokenType::kEof:
+      break;
   }
   ts_.fail(t.line, "unexpected {}", TokenStream::describe(t));
 }

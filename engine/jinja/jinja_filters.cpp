@@ -103,31 +103,30 @@ Value indent(const Value& input, CallArgs& args) {
 
 Value escape(const Value& input, CallArgs& args) {
   bind_arguments("the filter 'escape'", args, {});
-  if (input.is_markup()) return input;  // already escaped {
+  if (input.is_markup()) return input;  // already escaped
   std::string out;
-}
-for (const char c : to_str(input)) {
-  switch (c) {
-    case '&':
-      out += "&amp;";
-      break;
-    case '<':
-      out += "&lt;";
-      break;
-    case '>':
-      out += "&gt;";
-      break;
-    case '"':
-      out += "&#34;";
-      break;
-    case '\'':
-      out += "&#39;";
-      break;
-    default:
-      out.push_back(c);
+  for (const char c : to_str(input)) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
+    }
   }
-}
-return Value::markup(std::move(out));
+  return Value::markup(std::move(out));
 }
 
 // soft_str: a string (Markup included) as it is, anything else str(x).

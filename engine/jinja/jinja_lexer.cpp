@@ -336,7 +336,8 @@ class Lexer {
         }
         if (q == p + 2) {
           base = 10;  // "0x" alone: the integer 0, then a name
-          else end = q;
+        } else {
+          end = q;
         }
       }
     }

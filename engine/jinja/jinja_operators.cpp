@@ -109,26 +109,25 @@ int three_way(const Value& a, const Value& b, std::string_view op) {
     }
     const double x = a.as_double();
     const double y = b.as_double();
-    if (std::isnan(x) || std::isnan(y)) return 2;  // unordered: every comparison is false {
+    if (std::isnan(x) || std::isnan(y)) return 2;  // unordered: every comparison is false
     return x < y ? -1 : x > y ? 1 : 0;
   }
-}
-if (a.is_string() && b.is_string()) {
-  const int c = a.as_string().compare(b.as_string());
-  return c < 0 ? -1 : c > 0 ? 1 : 0;
-}
-if (is_list_or_tuple(a) && is_list_or_tuple(b) && a.as_sequence().kind == b.as_sequence().kind) {
-  const auto& x = a.as_sequence().items;
-  const auto& y = b.as_sequence().items;
-  for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    if (!equal(x[i], y[i])) return three_way(x[i], y[i], op);
+  if (a.is_string() && b.is_string()) {
+    const int c = a.as_string().compare(b.as_string());
+    return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
-  return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
-}
-if (a.is_undefined()) fail_undefined(a);
-if (b.is_undefined()) fail_undefined(b);
-render_fail("'{}' not supported between instances of '{}' and '{}'", op, type_name(a),
-            type_name(b));
+  if (is_list_or_tuple(a) && is_list_or_tuple(b) && a.as_sequence().kind == b.as_sequence().kind) {
+    const auto& x = a.as_sequence().items;
+    const auto& y = b.as_sequence().items;
+    for (std::size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (!equal(x[i], y[i])) return three_way(x[i], y[i], op);
+    }
+    return x.size() < y.size() ? -1 : x.size() > y.size() ? 1 : 0;
+  }
+  if (a.is_undefined()) fail_undefined(a);
+  if (b.is_undefined()) fail_undefined(b);
+  render_fail("'{}' not supported between instances of '{}' and '{}'", op, type_name(a),
+              type_name(b));
 }
 
 }  // namespace

@@ -330,19 +330,18 @@ bool less(const Value& a, const Value& b) {
     }
     return a.as_double() < b.as_double();
   }
-  if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();  // UTF-8 keeps order {
+  if (a.is_string() && b.is_string()) return a.as_string() < b.as_string();  // UTF-8 keeps order
   if (a.kind() == Value::Kind::kSequence && b.kind() == Value::Kind::kSequence) {
     const Sequence& x = a.as_sequence();
-  }
-  const Sequence& y = b.as_sequence();
-  if (x.kind == y.kind && (x.kind == SequenceKind::kList || x.kind == SequenceKind::kTuple)) {
-    for (std::size_t i = 0; i < x.items.size() && i < y.items.size(); ++i) {
-      if (!equal(x.items[i], y.items[i])) return less(x.items[i], y.items[i]);
+    const Sequence& y = b.as_sequence();
+    if (x.kind == y.kind && (x.kind == SequenceKind::kList || x.kind == SequenceKind::kTuple)) {
+      for (std::size_t i = 0; i < x.items.size() && i < y.items.size(); ++i) {
+        if (!equal(x.items[i], y.items[i])) return less(x.items[i], y.items[i]);
+      }
+      return x.items.size() < y.items.size();
     }
-    return x.items.size() < y.items.size();
   }
-}
-render_fail("'<' not supported between instances of '{}' and '{}'", type_name(a), type_name(b));
+  render_fail("'<' not supported between instances of '{}' and '{}'", type_name(a), type_name(b));
 }
 
 std::string to_str(const Value& value) {
