@@ -8,10 +8,17 @@
 
 namespace offgen::bench {
 
-nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows) {
+nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows, const RunInfo& run,
+                                 std::uint64_t kv_memory) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const BenchRow& r : rows) {
     nlohmann::ordered_json row = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : {std::pair{"model", &run.model},
+                                     {"device", &run.device},
+                                     {"offgen_version", &run.version},
+                                     {"date", &run.date}}) {
+      if (!value->empty()) row[key] = *value;
+    }
     if (!r.rank.empty()) row["rank"] = r.rank;
     row.update(nlohmann::ordered_json{
         {"policy", r.policy},
@@ -51,6 +58,10 @@ nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows) {
       row["needed_pinned_bytes"] = r.needed_pinned_bytes;
     }
     row["kv_bytes_per_sequence"] = r.kv_per_sequence.per_sequence();
+    if (kv_memory > 0 && r.error.empty()) {
+      row["max_batch"] = r.kv_per_sequence.largest_batch(kv_memory);
+      row["full_max_batch"] = r.full_kv_per_sequence.largest_batch(kv_memory);
+    }
     row["predicted_tokens_per_second"] = r.predicted_tokens_per_second > 0
                                              ? nlohmann::ordered_json(r.predicted_tokens_per_second)
                                              : nlohmann::ordered_json(nullptr);
@@ -59,8 +70,9 @@ nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows) {
   return out;
 }
 
-std::string rows_csv(const std::vector<BenchRow>& rows) {
-  const nlohmann::ordered_json json = rows_json(rows);
+std::string rows_csv(const std::vector<BenchRow>& rows, const RunInfo& run,
+                     std::uint64_t kv_memory) {
+  const nlohmann::ordered_json json = rows_json(rows, run, kv_memory);
   // Columns: the union of every row's keys, in first-seen order.
   std::vector<std::string> columns;
   for (const auto& row : json) {
@@ -108,11 +120,11 @@ std::string format_header(const TableColumns& columns) {
   std::string out = columns.ranks ? fmt::format("{:>5} ", "rank") : std::string();
   out += fmt::format(
       "{:>9} {:>6} {:>9} {:>6} {:>7} {:>5} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12} {:>11} "
-      "{:>10} {:>8} {:>11} {:>11} {:>11}",
+      "{:>10} {:>8} {:>13} {:>12} {:>11}",
       "policy", "budget", "block", "batch", "prompt", "gen", "prefill s", "decode s", "total s",
-      "prefill t/s", "decode t/s", "total t/s", "kv cache", "kv/seq", "of full", "kv moved",
-      "w moved", "peak gpu");
-  if (columns.kv_offloaded) out += fmt::format(" {:>11} {:>11}", "kv pcie", "peak pinned");
+      "prefill t/s", "decode t/s", "total t/s", "kv cache", "kv/seq", "of full", "kv moved/step",
+      "w moved/step", "peak gpu");
+  if (columns.kv_offloaded) out += fmt::format(" {:>13} {:>11}", "kv pcie/step", "peak pinned");
   if (columns.predicted) out += fmt::format(" {:>11} {:>6}", "predicted", "ratio");
   if (columns.overlap) out += fmt::format(" {:>9}", "overlap");
   if (columns.kv_memory > 0) out += fmt::format(" {:>9} {:>9}", "max batch", "full max");
@@ -138,7 +150,7 @@ std::string format_row(const BenchRow& r, const TableColumns& columns) {
                              : 0.0;
   out += fmt::format(
       " {:>10.3f} {:>10.3f} {:>10.3f} {:>12.1f} {:>12.1f} {:>12.1f} {:>11} {:>10} {:>8.3f} "
-      "{:>11} {:>11} {:>11}",
+      "{:>13} {:>12} {:>11}",
       r.prefill_seconds, r.decode_seconds, r.total_seconds(), r.prefill_tokens_per_second(),
       r.decode_tokens_per_second(), r.generated_tokens_per_second(), format_bytes(r.kv_bytes),
       format_bytes(r.kv_per_sequence.per_sequence()), of_full,
@@ -147,7 +159,7 @@ std::string format_row(const BenchRow& r, const TableColumns& columns) {
       format_bytes(r.peak_gpu_bytes));
   if (columns.kv_offloaded) {
     out +=
-        fmt::format(" {:>11} {:>11}", format_bytes(static_cast<std::uint64_t>(r.kv_pcie_per_step)),
+        fmt::format(" {:>13} {:>11}", format_bytes(static_cast<std::uint64_t>(r.kv_pcie_per_step)),
                     format_bytes(r.peak_pinned_bytes));
   }
   if (columns.predicted) {

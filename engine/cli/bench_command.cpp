@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "bench/throughput.h"
 #include "engine/cli/batch_job.h"
 #include "engine/cli/commands.h"
+#include "engine/cli/flag_names.h"
 #include "engine/cli/ranks.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
@@ -64,6 +66,15 @@ void add_bench_command(CLI::App& app, BenchOptions& options) {
 
 namespace {
 
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
 // "3 of 12 rows are kept (printed above, and in rows.json and rows.csv)".
 std::string rows_kept(std::size_t done, std::size_t total, const BenchOptions& options) {
   std::vector<std::string> files;
@@ -108,8 +119,27 @@ int run_bench(const BenchOptions& options) {
   std::optional<MachineProfile> profile;
   if (!options.common.profile.empty()) profile = MachineProfile::load(options.common.profile);
   CommonOptions common = options.common;
-  common.policy = policy_name(policies.front().first);
-  common.kv_budget = policies.front().second;
+  // A pair that cannot run (snapkv's window above its budget) is a row with its error for every
+  // case, and the sweep goes on; the engine loads and plans for the first pair that can.
+  common.policy = "full";
+  common.kv_budget.clear();
+  const PolicyOptions flag_policy = common.engine_options().policy;
+  std::vector<std::string> pair_problem(policies.size());
+  for (std::size_t i = 0; i < policies.size(); ++i) {
+    try {
+      PolicyOptions policy = flag_policy;
+      policy.kind = policies[i].first;
+      validate_policy_budget(
+          policy, policies[i].second.empty() ? KvBudget{} : KvBudget::parse(policies[i].second));
+    } catch (const Error& e) {
+      pair_problem[i] = flag_message(e);
+    }
+  }
+  const auto runnable = std::find(pair_problem.begin(), pair_problem.end(), std::string());
+  if (runnable == pair_problem.end()) fail("{}", pair_problem.front());
+  const std::size_t first_runnable = static_cast<std::size_t>(runnable - pair_problem.begin());
+  common.policy = policy_name(policies[first_runnable].first);
+  common.kv_budget = policies[first_runnable].second;
   EngineOptions engine_options = common.engine_options();
   if (common.placement_source == PlacementSource::planned) {
     // The engine's weight placement is fixed when it loads: plan once, for the sweep's largest
@@ -158,18 +188,35 @@ int run_bench(const BenchOptions& options) {
   columns.ranks = several;
   if (reports) fmt::print("{}", bench::format_header(columns));
   std::fflush(stdout);
+  const bench::RunInfo run_info{engine.model_description(), engine.device().name(), OFFGEN_VERSION,
+                                utc_now_iso8601()};
   std::vector<bench::BenchRow> rows;
   const int stopped = run_guarded(
       engine,
       [&] {
-        for (const auto& [kind, budget] : policies) {
-          PolicyOptions policy = engine_options.policy;
-          policy.kind = kind;
-          engine.set_policy(policy, budget.empty() ? KvBudget{} : KvBudget::parse(budget));
+        for (std::size_t p = 0; p < policies.size(); ++p) {
+          const auto& [kind, budget] = policies[p];
+          std::string problem = pair_problem[p];
+          if (problem.empty()) {
+            PolicyOptions policy = engine_options.policy;
+            policy.kind = kind;
+            try {
+              engine.set_policy(policy, budget.empty() ? KvBudget{} : KvBudget::parse(budget));
+            } catch (const Error& e) {
+              problem = flag_message(e);
+            }
+          }
           for (const bench::BenchCase& c : cases) {
             if (several && !ranks.barrier()) throw Interrupted("stopped");  // rows start together
-            bench::BenchRow row =
-                bench::run_case(engine, c, options.seed, profile ? &*profile : nullptr);
+            bench::BenchRow row;
+            if (problem.empty()) {
+              row = bench::run_case(engine, c, options.seed, profile ? &*profile : nullptr);
+            } else {
+              row.config = c;
+              row.policy = policy_name(kind);
+              row.compression = engine.compression();
+              row.error = problem;
+            }
             row.kv_budget = budget;
             const std::size_t first = rows.size();
             if (several) {
@@ -191,16 +238,23 @@ int run_bench(const BenchOptions& options) {
               fmt::print("{}", bench::format_row(rows[i], columns));
             }
             std::fflush(stdout);
-            if (json) json->update(bench::rows_json(rows).dump(2) + "\n");
-            if (csv) csv->update(bench::rows_csv(rows));
+            if (json) json->update(bench::rows_json(rows, run_info, kv_memory).dump(2) + "\n");
+            if (csv) csv->update(bench::rows_csv(rows, run_info, kv_memory));
           }
         }
       },
       [&] { return rows_kept(rows.size(), total, options); });
   // A pipe or device gets the rows once, now (a regular file already has them).
-  if (json) json->finish(bench::rows_json(rows).dump(2) + "\n");
-  if (csv) csv->finish(bench::rows_csv(rows));
-  return stopped >= 0 ? stopped : 0;
+  if (json) json->finish(bench::rows_json(rows, run_info, kv_memory).dump(2) + "\n");
+  if (csv) csv->finish(bench::rows_csv(rows, run_info, kv_memory));
+  if (stopped >= 0) return stopped;
+  const auto failed = std::count_if(rows.begin(), rows.end(),
+                                    [](const bench::BenchRow& r) { return !r.error.empty(); });
+  if (failed > 0 && reports) {
+    spdlog::warn("{} of {} rows could not run (their errors are in the table)", failed,
+                 rows.size());
+  }
+  return failed > 0 ? 2 : 0;
 }
 
 }  // namespace offgen::cli

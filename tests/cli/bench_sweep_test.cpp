@@ -46,10 +46,22 @@ TEST(BenchSweep, EveryPolicyAndBudgetGetsARowAndARowThatCannotFitSaysWhatItNeeds
   options.kv_budgets = {"0.5", "4"};
   options.json = (dir.path() / "rows.json").string();
   options.csv = (dir.path() / "rows.csv").string();
-  ASSERT_EQ(cli::run_bench(options), 0);
+  options.kv_mem = "1MiB";
+  ASSERT_EQ(cli::run_bench(options), 2);  // the sweep ran to its end; some rows could not
 
   const auto rows = nlohmann::json::parse(read_all(options.json));
   ASSERT_EQ(rows.size(), 10u);  // (full + 2 policies x 2 budgets) x 2 batches
+  // Each row says what measured it, and carries the table's columns.
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["model"], options.common.model);
+    EXPECT_EQ(row["device"].get<std::string>().rfind("cpu", 0), 0u) << row["device"];
+    EXPECT_EQ(row["offgen_version"], OFFGEN_VERSION);
+    EXPECT_EQ(row["date"].get<std::string>().size(), 20u) << row["date"];  // 2026-11-27T13:20:00Z
+    if (row["status"] == "measured") {
+      EXPECT_GT(row["max_batch"].get<int>(), 0);
+      EXPECT_GT(row["full_max_batch"].get<int>(), 0);
+    }
+  }
   int measured = 0;
   for (const auto& row : rows) {
     SCOPED_TRACE(row.dump());
@@ -71,7 +83,37 @@ TEST(BenchSweep, EveryPolicyAndBudgetGetsARowAndARowThatCannotFitSaysWhatItNeeds
 
   const std::string csv = read_all(options.csv);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 11);  // a header and 10 rows
-  EXPECT_EQ(csv.rfind("policy,kv_budget,gpu_batch_size,num_gpu_batches,batch", 0), 0u) << csv;
+  EXPECT_EQ(csv.rfind("model,device,offgen_version,date,policy,kv_budget,gpu_batch_size", 0), 0u)
+      << csv;
+}
+
+// A (policy, budget) pair that cannot run — snapkv's observation window does not fit a budget of
+// 8 tokens — is a row with its error for every case; the other pairs run, and the exit code says
+// that some rows failed.
+TEST(BenchSweep, APairThatCannotRunIsARowWithItsErrorAndTheSweepGoesOn) {
+  test::TempDir dir;
+  cli::BenchOptions options;
+  options.common.model = (test::data_dir() / "golden" / "tiny-preln").string();
+  options.common.device = "cpu";
+  options.common.weights_gpu_percent = 100;
+  options.common.placement_source = cli::PlacementSource::as_given;
+  options.batches = {2};
+  options.prompt_lens = {16, 24};
+  options.gen_lens = {2};
+  options.policies = {"snapkv", "h2o"};
+  options.kv_budgets = {"8", "0.5"};
+  options.json = (dir.path() / "rows.json").string();
+  EXPECT_EQ(cli::run_bench(options), 2);
+  const auto rows = nlohmann::json::parse(read_all(options.json));
+  ASSERT_EQ(rows.size(), 8u);
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.dump());
+    const bool refused = row["policy"] == "snapkv" && row["kv_budget"] == "8";
+    EXPECT_EQ(row["status"] == "measured", !refused);
+    if (refused) {
+      EXPECT_NE(row["error"].get<std::string>().find("observation window"), std::string::npos);
+    }
+  }
 }
 
 TEST(BenchSweep, APolicyWithoutABudgetIsRefusedBeforeAnythingRuns) {
