@@ -68,6 +68,43 @@ std::string read_max_tokens(const Json& v, const char* key, int& out) {
   return {};
 }
 
+// Each generated token's own log-probability: completions' `logprobs: 0`, chat's `logprobs: true`.
+// The k most likely alternatives (logprobs / top_logprobs k > 0) are refused: offgen reads back
+// only the picked token's log-probability from the device.
+std::string read_logprobs(const Json& fields, ParsedLine& out) {
+  if (!given(fields, "logprobs")) return {};
+  const Json& v = fields["logprobs"];
+  const char* alternatives =
+      "offgen returns each generated token's own log-probability, not the most likely "
+      "alternatives";
+  if (out.endpoint == Endpoint::chat) {
+    if (!v.is_boolean()) return "'logprobs' must be true or false";
+    out.request.logprobs = v.get<bool>();
+    if (given(fields, "top_logprobs")) {
+      const Json& k = fields["top_logprobs"];
+      if (!k.is_number_integer() || k.get<std::int64_t>() < 0) {
+        return "'top_logprobs' must be an integer >= 0";
+      }
+      if (k.get<std::int64_t>() > 0) {
+        return fmt::format("'top_logprobs' {}: {} (give 0)", k.dump(), alternatives);
+      }
+    }
+  } else {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
+      return "'logprobs' must be an integer >= 0";
+    }
+    if (v.get<std::int64_t>() > 0) {
+      return fmt::format("'logprobs' {}: {} (give 0)", v.dump(), alternatives);
+    }
+    out.request.logprobs = true;
+    if (out.text.echo) {
+      return "'echo' with 'logprobs' asks for the prompt's log-probabilities, which generate does "
+             "not compute (offgen score does)";
+    }
+  }
+  return {};
+}
+
 // Reads the optional per-request fields shared by both formats from `fields` into `out`.
 std::string read_parameters(const Json& fields, const ModelConfig& config,
                             const GenerateDefaults& defaults, std::size_t index, ParsedLine& out) {
@@ -144,6 +181,7 @@ std::string read_parameters(const Json& fields, const ModelConfig& config,
       }
     }
   }
+  if (std::string problem = read_logprobs(fields, out); !problem.empty()) return problem;
   if (given(fields, "n")) {
     const Json& v = fields["n"];
     if (!v.is_number_integer() || v.get<std::int64_t>() < 1 ||
@@ -347,6 +385,45 @@ Json stop_reason(const GenerationResult& result, const ParsedLine& parsed,
   return nullptr;
 }
 
+std::size_t code_points(std::string_view text) {
+  return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
+// A choice's log-probs in OpenAI's shapes: completions' {tokens, token_logprobs, top_logprobs,
+// text_offset} (the top entry of each position is the token itself, as vLLM gives for
+// logprobs 0), chat's {content: [{token, logprob, bytes, top_logprobs}]}. Token strings are each
+// id decoded alone; text offsets count characters of the decoded text before the token.
+Json logprobs_json(const Tokenizer& tokenizer, const GenerationResult& result, bool chat) {
+  Json tokens = Json::array(), values = Json::array(), tops = Json::array(),
+       offsets = Json::array(), content = Json::array();
+  for (std::size_t i = 0; i < result.tokens.size() && i < result.token_logprobs.size(); ++i) {
+    const std::string piece =
+        to_valid_utf8(tokenizer.decode(std::vector<std::int32_t>{result.tokens[i]}));
+    const float logprob = result.token_logprobs[i];
+    if (chat) {
+      Json bytes = Json::array();
+      for (const char c : piece) bytes.push_back(static_cast<unsigned char>(c));
+      content.push_back({{"token", piece},
+                         {"logprob", logprob},
+                         {"bytes", std::move(bytes)},
+                         {"top_logprobs", Json::array()}});
+      continue;
+    }
+    const std::span<const std::int32_t> before(result.tokens.data(), i);
+    offsets.push_back(code_points(to_valid_utf8(tokenizer.decode(before))));
+    tokens.push_back(piece);
+    values.push_back(logprob);
+    tops.push_back(Json{{piece, logprob}});
+  }
+  if (chat) return {{"content", std::move(content)}};
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(values)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
 }  // namespace
 
 ParsedLine parse_generate_line(const JsonlLine& line, const ModelConfig& config,
@@ -496,7 +573,9 @@ nlohmann::ordered_json result_record(const JsonlLine& line, const ParsedLine& pa
       choice["text"] = text;
     }
     choice["token_ids"] = results[i].tokens;
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = parsed.request.logprobs && tokenizer != nullptr
+                             ? logprobs_json(*tokenizer, results[i], chat)
+                             : Json(nullptr);
     choice["finish_reason"] = finish_reason_name(results[i].finish);
     choice["stop_reason"] = stop_reason(results[i], parsed, found[i]);
     choices.push_back(std::move(choice));

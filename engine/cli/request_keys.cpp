@@ -38,11 +38,16 @@ const std::vector<std::string_view> kSharedKeys = {"model",
                                                    "include_stop_str_in_output",
                                                    "add_special_tokens"};
 
-const std::vector<std::string_view> kCompletionKeys = {"prompt", "echo"};
+const std::vector<std::string_view> kCompletionKeys = {"prompt", "echo", "logprobs"};
 
-const std::vector<std::string_view> kChatKeys = {
-    "messages",      "max_completion_tokens", "add_generation_prompt", "continue_final_message",
-    "chat_template", "chat_template_kwargs"};
+const std::vector<std::string_view> kChatKeys = {"messages",
+                                                 "max_completion_tokens",
+                                                 "add_generation_prompt",
+                                                 "continue_final_message",
+                                                 "chat_template",
+                                                 "chat_template_kwargs",
+                                                 "logprobs",
+                                                 "top_logprobs"};
 
 const std::vector<RefusedKey>& shared_refused() {
   static const std::vector<RefusedKey> keys = {
@@ -80,7 +85,6 @@ const std::vector<RefusedKey>& shared_refused() {
 
 const std::vector<RefusedKey>& completion_refused() {
   static const std::vector<RefusedKey> keys = {
-      {"logprobs", {nullptr}, kNotYet},
       {"suffix", {nullptr, ""}, kNotYet},
   };
   return keys;
@@ -88,8 +92,6 @@ const std::vector<RefusedKey>& completion_refused() {
 
 const std::vector<RefusedKey>& chat_refused() {
   static const std::vector<RefusedKey> keys = {
-      {"logprobs", {nullptr, false}, kNotYet},
-      {"top_logprobs", {nullptr, 0}, kNotYet},
       {"tools", {nullptr, Json::array()}, kNotYet},
       {"tool_choice", {nullptr, "none", "auto"}, kNotYet},
       {"parallel_tool_calls", {nullptr, true, false}, kNotYet},

@@ -373,25 +373,40 @@ std::span<const std::int32_t> BlockRunner::read_picks() {
   return {host_picks_.as<const std::int32_t>(), static_cast<std::size_t>(block_)};
 }
 
-std::span<const std::int32_t> BlockRunner::greedy_tokens() {
+void BlockRunner::picked_logprobs(int first, int n, std::vector<float>& out) {
+  // The chunk's logits are overwritten by the next chunk's, so its log-probs are read now (the
+  // logprobs buffers hold one chunk of rows).
+  ops_.token_logprobs({.logits = logits_.as<float>(),
+                       .targets = picks_.as<std::int32_t>() + first,
+                       .out = logprobs_.as<float>(),
+                       .rows = n,
+                       .vocab = config_.vocab_size});
+  device_.copy_async(host_logprobs_.data(), logprobs_.data(), bytes_of<float>(n), compute_);
+  sync();
+  out.resize(static_cast<std::size_t>(block_));
+  std::copy_n(host_logprobs_.as<const float>(), n, out.begin() + first);
+}
+
+std::span<const std::int32_t> BlockRunner::greedy_tokens(std::vector<float>* logprobs) {
   head_of_newest_tokens([&](int first, int n) {
     ops_.argmax_rows({.logits = logits_.as<float>(),
                       .out = picks_.as<std::int32_t>() + first,
                       .rows = n,
                       .vocab = config_.vocab_size});
+    if (logprobs != nullptr) picked_logprobs(first, n, *logprobs);
   });
   return read_picks();
 }
 
 std::span<const std::int32_t> BlockRunner::next_tokens(
-    std::span<const kernels::SampleParams> params) {
+    std::span<const kernels::SampleParams> params, std::vector<float>* logprobs) {
   OFFGEN_CHECK(params.size() == static_cast<std::size_t>(block_),
                "next_tokens needs one SampleParams per sequence ({} given for a batch of {})",
                params.size(), block_);
   const bool all_greedy = std::all_of(params.begin(), params.end(), [](const auto& p) {
     return p.temperature == 0.0f || p.top_k == 1;
   });
-  if (all_greedy) return greedy_tokens();
+  if (all_greedy) return greedy_tokens(logprobs);
   staging_->upload(sample_params_.data(), params.data(), bytes_of<kernels::SampleParams>(block_));
   head_of_newest_tokens([&](int first, int n) {
     kernels::SampleRowsArgs args;
@@ -402,6 +417,7 @@ std::span<const std::int32_t> BlockRunner::next_tokens(
     args.rows = n;
     args.vocab = config_.vocab_size;
     ops_.sample_rows(args);
+    if (logprobs != nullptr) picked_logprobs(first, n, *logprobs);
   });
   return read_picks();
 }

@@ -63,11 +63,15 @@ class BlockRunner {
 
   // After prefill() or decode(): each sequence's greedy next token (argmax of its logits, ties:
   // the lowest id), computed on the device so only the ids come back. Valid until the next call.
-  std::span<const std::int32_t> greedy_tokens();
+  std::span<const std::int32_t> greedy_tokens(std::vector<float>* logprobs = nullptr);
   // After prefill() or decode(): each sequence's next token picked by params[b] (greedy where its
   // temperature is 0; kernels/sampling_args.h), on the device, so only the ids come back: by
   // argmax alone when every row is greedy, else by the sampler. Valid until the next call.
-  std::span<const std::int32_t> next_tokens(std::span<const kernels::SampleParams> params);
+  // With `logprobs`, also each picked token's log-probability under the model's distribution
+  // (log-softmax of the raw logits: temperature 1, before top-k / top-p), computed on the device
+  // by the scoring kernel while the logits are there; one float per sequence comes back.
+  std::span<const std::int32_t> next_tokens(std::span<const kernels::SampleParams> params,
+                                            std::vector<float>* logprobs = nullptr);
   // Ids that sampling never draws (a device mask of vocab bytes, 0 = never, or null = none
   // excluded): the model's rows that the tokenizer has no entry for. Must outlive the runner.
   void set_sampleable(const std::uint8_t* mask) { sampleable_ = mask; }
@@ -113,6 +117,8 @@ class BlockRunner {
   // of sequences at a time: use(first, n) follows each chunk with logits_ holding its rows.
   template <typename Use>
   void head_of_newest_tokens(const Use& use);
+  // Log p(picks[first + r]) of rows [0, n) of the logits now held, into (*out)[first + r].
+  void picked_logprobs(int first, int n, std::vector<float>& out);
   // Copies the picked ids back (waits for the device) and returns them.
   std::span<const std::int32_t> read_picks();
   void sync();

@@ -414,12 +414,16 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
   // sequence fed its own draw (a greedy one, or one that is done, takes none).
   std::vector<kernels::SampleParams> sample(indices.size());
   std::span<const std::int32_t> picks;
+  // Log-probs are read back only for blocks where some request asks for them.
+  const bool want_logprobs = std::any_of(indices.begin(), indices.end(),
+                                         [&](std::size_t i) { return requests[i].logprobs; });
+  std::vector<float> logprobs;
   auto read_step = [&](std::span<const std::uint8_t> active) {
     for (std::size_t b = 0; b < indices.size(); ++b) {
       sample[b] =
           active[b] ? next_sample(requests[indices[b]].sampling, rngs[b]) : kernels::SampleParams{};
     }
-    picks = runner->next_tokens(sample);
+    picks = runner->next_tokens(sample, want_logprobs ? &logprobs : nullptr);
   };
 
   std::vector<std::uint8_t> active(indices.size(), 1);
@@ -434,6 +438,7 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
       GenerationResult& result = results[indices[b]];
       const std::int32_t token = picks[b];
       result.tokens.push_back(token);
+      if (request.logprobs) result.token_logprobs.push_back(logprobs[b]);
       const bool eos = config_.is_eos(token) && !request.ignore_eos;
       const bool stopped = eos || (request.stop && request.stop(result.tokens));
       if (stopped || static_cast<int>(result.tokens.size()) >= request.max_tokens) {

@@ -74,13 +74,17 @@ struct GenerationRequest {
   SamplingParams sampling;
   std::uint64_t seed = 0;
   bool ignore_eos = false;  // benchmarks generate exactly max_tokens
+  // Each generated token's log-probability under the model (log-softmax of the raw logits:
+  // temperature 1, before top-k / top-p), in GenerationResult::token_logprobs.
+  bool logprobs = false;
   // Optional: called with the tokens generated so far after each new one; true ends the request
   // there with finish reason `stop` (stop strings: the caller decodes and looks for them).
   std::function<bool(std::span<const std::int32_t>)> stop;
 };
 
 struct GenerationResult {
-  std::vector<std::int32_t> tokens;  // generated ids (the EOS that stopped it included)
+  std::vector<std::int32_t> tokens;   // generated ids (the EOS that stopped it included)
+  std::vector<float> token_logprobs;  // request.logprobs: one per token of `tokens`
   FinishReason finish = FinishReason::length;
   std::string error;  // non-empty: the request was rejected, nothing generated
 };

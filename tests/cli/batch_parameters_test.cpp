@@ -133,7 +133,9 @@ TEST_F(BatchParameters, StopTokenIdsEndTheChoiceAndLeaveTheText) {
   EXPECT_FALSE(parsed.request.stop(generated));
   generated.push_back(dot[0]);
   EXPECT_TRUE(parsed.request.stop(generated));
-  GenerationResult result{generated, FinishReason::stop, ""};
+  GenerationResult result;
+  result.tokens = generated;
+  result.finish = FinishReason::stop;
   const Json choice = record(parsed, {result})["response"]["body"]["choices"][0];
   EXPECT_EQ(choice["text"], " one two");
   EXPECT_EQ(choice["token_ids"].size(), generated.size());  // the stop token is kept in the ids
@@ -191,11 +193,59 @@ TEST_F(BatchParameters, UserAndModelAreReadAndChangeNothing) {
             std::string::npos);
 }
 
+// logprobs 0 (completions) / logprobs true (chat): each token's own log-probability, in OpenAI's
+// shapes; the most likely alternatives (k > 0) are refused by name.
+TEST_F(BatchParameters, LogprobsGiveEachTokensOwnLogProbability) {
+  const cli::ParsedLine parsed = parse_body(R"("prompt": "a", "logprobs": 0)");
+  ASSERT_EQ(parsed.problem, "");
+  EXPECT_TRUE(parsed.request.logprobs);
+  GenerationResult r = result_of(" one two", FinishReason::length);
+  for (std::size_t i = 0; i < r.tokens.size(); ++i)
+    r.token_logprobs.push_back(-0.5f * float(i + 1));
+  const Json lp = record(parsed, {r})["response"]["body"]["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), r.tokens.size());
+  EXPECT_EQ(lp["token_logprobs"][1], -1.0f);
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 1u);  // the token itself, as vLLM gives for 0
+  std::string joined;
+  for (const auto& t : lp["tokens"]) joined += t.get<std::string>();
+  EXPECT_EQ(joined, " one two");
+  EXPECT_EQ(lp["text_offset"][1], lp["tokens"][0].get<std::string>().size());
+
+  EXPECT_TRUE(
+      record(parse_body(R"("prompt": "a")"), {r})["response"]["body"]["choices"][0]["logprobs"]
+          .is_null());
+  EXPECT_NE(parse_body(R"("prompt": "a", "logprobs": 3)").problem.find("'logprobs' 3"),
+            std::string::npos);
+  EXPECT_NE(parse_body(R"("prompt": "a", "logprobs": 0, "echo": true)").problem.find("'echo'"),
+            std::string::npos);
+
+  // Chat: {"content": [{token, logprob, bytes, top_logprobs}]}.
+  const cli::ChatPrompt chat =
+      cli::ChatPrompt::from_source("{{ messages[0]['content'] }}", "bare", "</s>", "</s>");
+  defaults_.chat = &chat;
+  cli::JsonlLine line;
+  line.value = Json::parse(R"({"custom_id": "c", "url": "/v1/chat/completions", "body": {
+      "messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 0}})");
+  const cli::ParsedLine chat_line =
+      cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_);
+  ASSERT_EQ(chat_line.problem, "");
+  const Json content =
+      cli::result_record(line, chat_line, {r}, "", tokenizer_.get(), config_, "tiny",
+                         0)["response"]["body"]["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), r.tokens.size());
+  EXPECT_EQ(content[0]["logprob"], -0.5f);
+  EXPECT_EQ(content[0]["bytes"].size(), content[0]["token"].get<std::string>().size());
+  line.value["body"]["top_logprobs"] = 2;
+  EXPECT_NE(cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_)
+                .problem.find("'top_logprobs' 2"),
+            std::string::npos);
+}
+
 // Each parameter vLLM accepts that offgen does not implement: refused by name with a value that
 // asks for something, accepted with the value that asks for nothing.
 TEST_F(BatchParameters, ParametersOffgenDoesNotImplementAreRefusedByName) {
   const std::pair<const char*, const char*> refused[] = {
-      {R"("logprobs": 2)", R"("logprobs": null)"},
       {R"("presence_penalty": 0.5)", R"("presence_penalty": 0)"},
       {R"("frequency_penalty": 0.5)", R"("frequency_penalty": 0.0)"},
       {R"("repetition_penalty": 1.2)", R"("repetition_penalty": 1)"},
