@@ -57,6 +57,21 @@ class ScoreJob final : public BatchJob {
       // A rejected line runs with no tokens, which the engine rejects at once without work.
       if (!problems_[line.index].empty()) parsed_[line.index].tokens.clear();
     }
+    // Texts longer than the model's positions would each fail alone; without --truncate that is
+    // a file made for another model or a forgotten flag, said once before the model loads.
+    std::size_t too_long = 0;
+    std::size_t first = 0;
+    for (const JsonlLine& line : lines) {
+      if (static_cast<int>(parsed_[line.index].tokens.size()) > config.max_positions() &&
+          too_long++ == 0) {
+        first = line.line_number;
+      }
+    }
+    OFFGEN_CHECK(too_long == 0,
+                 "{} of the {} texts are longer than the model's {} positions (the first on line "
+                 "{}): pass --truncate {} to score each text's first {} tokens, or shorten them",
+                 too_long, lines.size(), config.max_positions(), first, config.max_positions(),
+                 config.max_positions());
   }
 
   void check_recovered(const JsonlLine& line, const nlohmann::ordered_json& record,
