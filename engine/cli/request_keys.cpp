@@ -143,9 +143,10 @@ KeyCheck check_keys(const Json& object, std::string_view where,
   for (const auto& [key, value] : object.items()) {
     if (std::find(supported.begin(), supported.end(), key) != supported.end()) continue;
     const RefusedKey* refusal = nullptr;
+    const std::string& name = key;  // (clang's C++20 cannot capture a structured binding)
     for (const auto* list : refused) {
       const auto it = std::find_if(list->begin(), list->end(),
-                                   [&](const RefusedKey& r) { return r.name == key; });
+                                   [&](const RefusedKey& r) { return r.name == name; });
       if (it != list->end()) refusal = &*it;
     }
     if (refusal != nullptr) {
