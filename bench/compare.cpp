@@ -87,6 +87,14 @@ void measure_throughput(Engine& engine, const CompareOptions& options, CompareCe
 
 }  // namespace
 
+double CompareCell::median_tokens_per_second() const {
+  if (tokens_per_second.empty()) return throughput.generated_tokens_per_second();
+  std::vector<double> sorted = tokens_per_second;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t n = sorted.size();
+  return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
+}
+
 void run_compare(
     const CompareOptions& options, const EngineFor& engine_for, CompareResult& result,
     const std::function<void(std::size_t, std::size_t, const CompareCell&)>& progress) {

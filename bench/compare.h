@@ -48,12 +48,17 @@ struct CompareOptions {
 struct CompareCell {
   Compression compression{};  // how the cell's engine stored weights and KV
   PolicyKind policy = PolicyKind::full;
-  KvBudget budget;                        // the whole sequence for full
-  int budget_tokens = 0;                  // C at the throughput case's lengths
-  BenchRow throughput;                    // the run with the median generated tokens/s
+  KvBudget budget;        // the whole sequence for full
+  int budget_tokens = 0;  // C at the throughput case's lengths
+  // The run at the median generated tokens/s (of an even number, the lower middle one): its
+  // other columns (memory, bytes moved) are one run's, as measured.
+  BenchRow throughput;
   std::vector<double> tokens_per_second;  // generated tokens/s of every timed run, as measured
-  std::uint64_t kv_per_sequence = 0;      // KV cache + policy state at the throughput lengths
-  std::uint64_t largest_batch = 0;        // sequences whose KV fits in the KV memory
+  // The median of tokens_per_second: of an even number of runs, the mean of the middle two (the
+  // throughput run's own rate when there are none).
+  double median_tokens_per_second() const;
+  std::uint64_t kv_per_sequence = 0;  // KV cache + policy state at the throughput lengths
+  std::uint64_t largest_batch = 0;    // sequences whose KV fits in the KV memory
   // Quality over the continuation tokens (those predicted through the cache: index >
   // prefill_tokens); NaN when there are no eval texts.
   double mean_logprob = 0.0;

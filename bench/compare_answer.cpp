@@ -51,7 +51,7 @@ std::string gains(const CompareCell& cell, const CompareCell& full, std::uint64_
       "Its KV cache is {:.2f}x full's per sequence, so {} sequences fit in {} instead of {}, and "
       "it generates {:.1f} tokens/s against full's {:.1f} (medians of the throughput case).",
       kv_ratio, cell.largest_batch, format_bytes(kv_memory), full.largest_batch,
-      cell.throughput.generated_tokens_per_second(), full.throughput.generated_tokens_per_second());
+      cell.median_tokens_per_second(), full.median_tokens_per_second());
 }
 
 }  // namespace
@@ -159,8 +159,7 @@ std::string compare_answer(const CompareResult& result) {
                                         smallest_keeping->budget_tokens));
       if (!best || smallest_keeping->kv_per_sequence < best->kv_per_sequence ||
           (smallest_keeping->kv_per_sequence == best->kv_per_sequence &&
-           smallest_keeping->throughput.generated_tokens_per_second() >
-               best->throughput.generated_tokens_per_second())) {
+           smallest_keeping->median_tokens_per_second() > best->median_tokens_per_second())) {
         best = smallest_keeping;
       }
     } else if (closest && closest_q.measured) {

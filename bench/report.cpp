@@ -84,10 +84,10 @@ std::vector<std::string> task_names(const CompareOptions& options) {
 std::string speed_with_spread(const CompareCell& cell) {
   const BenchRow& t = cell.throughput;
   if (!t.error.empty()) return "does not fit";
-  if (cell.tokens_per_second.size() < 2) return fixed(t.generated_tokens_per_second(), 1);
+  if (cell.tokens_per_second.size() < 2) return fixed(cell.median_tokens_per_second(), 1);
   const auto [low, high] =
       std::minmax_element(cell.tokens_per_second.begin(), cell.tokens_per_second.end());
-  return fmt::format("{:.1f} ({:.1f}-{:.1f})", t.generated_tokens_per_second(), *low, *high);
+  return fmt::format("{:.1f} ({:.1f}-{:.1f})", cell.median_tokens_per_second(), *low, *high);
 }
 
 // A pooled task result for the main table: "95% (88-98)" or a copy log-prob.
@@ -106,6 +106,22 @@ std::string task_table(const CompareResult& result, const CompareOptions& option
   const bool copy = task == LongContextTask::copy;
   std::string md = fmt::format("\n## {}: {} by depth and by length\n\n", task_name(task),
                                copy ? "mean log-probability of the repeated span" : "accuracy");
+  // A task full never gets right judges no policy: a sentence, not a table of zeros.
+  if (!copy) {
+    const auto full = std::find_if(result.cells.begin(), result.cells.end(), [](const auto& c) {
+      return c.policy == PolicyKind::full && c.error.empty();
+    });
+    if (full != result.cells.end()) {
+      const PooledTask t = pool_scores(full->tasks, task, [](const TaskScore&) { return true; });
+      if (t.samples > 0 && t.correct == 0) {
+        return md + fmt::format(
+                        "full itself retrieves none of its {} samples at these lengths, so this "
+                        "task judges no policy here; a model that uses more context, or shorter "
+                        "lengths, would.\n",
+                        t.samples);
+      }
+    }
+  }
   md += "| policy | budget |";
   std::string rule = "|---|---|";
   for (const double d : g.depths) {
@@ -199,7 +215,7 @@ nlohmann::ordered_json compare_json(const CompareResult& result, const CompareOp
                           {"decode_seconds", t.decode_seconds},
                           {"prefill_tokens_per_second", t.prefill_tokens_per_second()},
                           {"decode_tokens_per_second", t.decode_tokens_per_second()},
-                          {"generated_tokens_per_second", t.generated_tokens_per_second()},
+                          {"generated_tokens_per_second", c.median_tokens_per_second()},
                           {"kv_moved_per_step_bytes", t.kv_moved_per_step},
                           {"peak_gpu_bytes", t.peak_gpu_bytes}};
     cell["throughput"]["generated_tokens_per_second_runs"] = c.tokens_per_second;
@@ -351,8 +367,10 @@ ReportFiles write_compare_report(const CompareResult& result, const CompareOptio
     // a virtual environment or pyenv may shadow.
     int status = -1;
     for (const char* python : {"python3", "/usr/bin/python3"}) {
-      status = run_program(
-          {python, plot_script.string(), files.results_json.string(), files.html.string()});
+      // Quiet: a python3 without matplotlib is not worth a message when the next one draws; the
+      // warning below says it once when none could.
+      status = run_program({"env", "OFFGEN_PLOT_QUIET=1", python, plot_script.string(),
+                            files.results_json.string(), files.html.string()});
       if (status == 0 || status == 2) break;  // drawn, or the script itself refused the input
     }
     if (status == 0) {

@@ -7,14 +7,20 @@ Reads results.json (written by `offgen compare`), draws charts against the KV bu
 matplotlib — generated tokens/s (median of the repeated runs, their spread as error bars),
 largest batch whose KV fits, KV bytes moved per decode step, quality (perplexity of the
 continuation tokens, greedy agreement with full) and each long-context task's score — plus, per
-task, a heatmap of every cell's accuracy by context length and depth (copy: loss of the repeated
-span against its distance), and writes one self-contained HTML file: the report's answer first,
-then the charts inlined as PNG and the results table.
+task, a heatmap of every cell's accuracy by context length and depth (copy: the mean
+log-probability of the repeated span, as the Markdown report gives it), and writes one
+self-contained HTML file: the report's answer first, then the charts inlined as PNG (two columns
+on a wide page, one on a narrow one, each scaled to fit) and the results table.
 
-Every axis that measures an amount starts at zero; each policy has its own marker and line style,
-so lines that coincide stay distinguishable.
+Axes that measure an amount (tokens/s, sequences, bytes, accuracy) start at zero; quality axes
+(perplexity, copy log-probability) are scaled to their data, where the differences are. A task
+that full itself never gets right judges no policy: it gets a sentence instead of an all-zero
+chart and heatmap. Each policy has its own marker and line style, so lines that coincide stay
+distinguishable.
 
-Exit status: 0 written; 2 bad arguments or input; 3 matplotlib is not installed.
+Exit status: 0 written; 2 bad arguments or input; 3 matplotlib is not installed (said on stderr
+unless OFFGEN_PLOT_QUIET is set: offgen tries more than one python3 and warns itself only when
+none could draw).
 """
 
 import base64
@@ -22,6 +28,7 @@ import html
 import io
 import json
 import math
+import os
 import sys
 
 
@@ -104,7 +111,7 @@ def png(plt, fig):
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def chart(plt, cells, value, title, ylabel, spread=None,
+def chart(plt, cells, value, title, ylabel, spread=None, from_zero=True,
           xlabel="KV budget C as a share of full's cache (prompt + generation)"):
     if not series(cells, value) and full_value(cells, value) is None:
         return None  # nothing measured (e.g. no --eval texts)
@@ -129,7 +136,10 @@ def chart(plt, cells, value, title, ylabel, spread=None,
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
+    if from_zero:
+        ax.set_ylim(bottom=0)
+    else:
+        ax.margins(y=0.15)  # scaled to the data: quality differences are small next to zero
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend()
@@ -141,7 +151,8 @@ def task_names(results):
 
 
 def pooled_task(c, name):
-    """A cell's task pooled over lengths and depths: accuracy in % or the copy loss in nats."""
+    """A cell's task pooled over lengths and depths: accuracy in %, or for copy the mean
+    log-probability of the repeated span (nats, higher is better), the Markdown report's sign."""
     rows = [t for t in c.get("tasks", []) if t["task"] == name]
     if not rows:
         return None
@@ -149,8 +160,8 @@ def pooled_task(c, name):
         scored = sum(t.get("scored_tokens", 0) for t in rows)
         if not scored:
             return None
-        return -sum(t["mean_logprob"] * t["scored_tokens"] for t in rows
-                    if t.get("mean_logprob") is not None) / scored
+        return sum(t["mean_logprob"] * t["scored_tokens"] for t in rows
+                   if t.get("mean_logprob") is not None) / scored
     samples = sum(t["samples"] for t in rows)
     return 100.0 * sum(t["correct"] for t in rows) / samples if samples else None
 
@@ -159,9 +170,17 @@ def cell_label(c):
     return "full" if c["policy"] == "full" else f"{c['policy']} {c['kv_budget']:g}"
 
 
+def judges_no_policy(results, name):
+    """Whether full gets none of the task's samples right (copy always measures)."""
+    if name == "copy":
+        return False
+    full = full_value(results["cells"], lambda c: pooled_task(c, name))
+    return full is not None and full == 0
+
+
 def heatmaps(plt, results, name):
     """One small heatmap per cell: accuracy (%) by length (rows) and depth (columns); for copy,
-    the loss of the repeated span (nats)."""
+    the mean log-probability of the repeated span (nats)."""
     cells = [c for c in results["cells"] if "error" not in c and c.get("tasks")]
     lengths = results["tasks"]["lengths"]
     depths = results["tasks"]["depths"]
@@ -172,11 +191,13 @@ def heatmaps(plt, results, name):
     fig, axes = plt.subplots(rows, cols, figsize=(3.0 * cols, 2.8 * rows + 0.8), dpi=100,
                              squeeze=False, gridspec_kw={"hspace": 0.55, "wspace": 0.3})
     copy = name == "copy"
-    top = 100.0
+    low, top = 0.0, 100.0
     if copy:
-        losses = [-t["mean_logprob"] for c in cells for t in c["tasks"]
+        values = [t["mean_logprob"] for c in cells for t in c["tasks"]
                   if t["task"] == "copy" and t.get("mean_logprob") is not None]
-        top = max(losses) if losses else 1.0
+        low, top = (min(values), max(values)) if values else (-1.0, 0.0)
+        if low == top:
+            low -= 1.0
     image = None
     for k, c in enumerate(cells):
         ax = axes[k // cols][k % cols]
@@ -186,11 +207,11 @@ def heatmaps(plt, results, name):
                 continue
             i, j = lengths.index(t["length"]), depths.index(t["depth"])
             if copy:
-                grid[i][j] = -t["mean_logprob"] if t.get("mean_logprob") is not None else math.nan
+                grid[i][j] = t["mean_logprob"] if t.get("mean_logprob") is not None else math.nan
             else:
                 grid[i][j] = 100.0 * t["accuracy"]
-        image = ax.imshow(grid, vmin=0, vmax=top, cmap="viridis_r" if copy else "viridis",
-                          aspect="auto", origin="lower")
+        image = ax.imshow(grid, vmin=low, vmax=top, cmap="viridis", aspect="auto",
+                          origin="lower")
         ax.set_title(cell_label(c), fontsize=9)
         ax.set_xticks(range(len(depths)), [f"{d:g}" for d in depths], fontsize=7)
         ax.set_yticks(range(len(lengths)), [str(n) for n in lengths], fontsize=7)
@@ -200,7 +221,8 @@ def heatmaps(plt, results, name):
             ax.set_xlabel("depth", fontsize=8)
     for k in range(len(cells), rows * cols):
         axes[k // cols][k % cols].axis("off")
-    fig.suptitle(f"{name}: " + ("loss of the repeated span (nats, lower is better)" if copy
+    fig.suptitle(f"{name}: " + ("mean log-probability of the repeated span (nats, higher is "
+                                "better)" if copy
                                 else "accuracy (%) by context length and depth"), fontsize=10)
     fig.colorbar(image, ax=axes, shrink=0.8)
     buffer = io.BytesIO()
@@ -221,7 +243,7 @@ def table(cells):
             "<th>decode tok/s</th><th>KV/seq MiB</th><th>largest batch</th>"
             "<th>KV moved/step MiB</th><th>mean logprob</th><th>perplexity</th>"
             "<th>agreement %</th>"
-            + "".join(f"<th>{html.escape(n)}{' loss' if n == 'copy' else ' %'}</th>"
+            + "".join(f"<th>{html.escape(n)}{' log-prob' if n == 'copy' else ' %'}</th>"
                       for n in names) + "</tr>")
     rows = []
     for c in cells:
@@ -253,7 +275,8 @@ def main(argv):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed (Debian: python3-matplotlib)", file=sys.stderr)
+        if not os.environ.get("OFFGEN_PLOT_QUIET"):
+            print("matplotlib is not installed (Debian: python3-matplotlib)", file=sys.stderr)
         return 3
     try:
         results = load(argv[1])
@@ -269,18 +292,27 @@ def main(argv):
               f"Largest batch whose KV fits in {results['kv_memory_bytes'] / 2**30:.1f} GiB",
               "sequences"),
         chart(plt, cells, kv_moved_mib, "KV bytes moved per decode step", "MiB"),
-        chart(plt, cells, perplexity, "Quality: perplexity of the continuation", "perplexity"),
+        chart(plt, cells, perplexity, "Quality: perplexity of the continuation", "perplexity",
+              from_zero=False),
     ]
     if any(agreement(c) is not None for c in cells):
         charts.append(chart(plt, cells, agreement, "Quality: greedy agreement with full",
                             "% of tokens"))
-    for name in task_names(results):
+    judged = [n for n in task_names(results) if not judges_no_policy(results, n)]
+    for name in judged:
         charts.append(chart(plt, cells, lambda c, n=name: pooled_task(c, n),
-                            f"{name}: " + ("loss of the repeated span" if name == "copy"
+                            f"{name}: " + ("mean log-probability of the repeated span"
+                                           if name == "copy"
                                            else "accuracy over all lengths and depths"),
-                            "nats" if name == "copy" else "% correct"))
+                            "nats (higher is better)" if name == "copy" else "% correct",
+                            from_zero=name != "copy"))
     charts = [c for c in charts if c]
-    maps = [m for m in (heatmaps(plt, results, name) for name in task_names(results)) if m]
+    maps = [m for m in (heatmaps(plt, results, name) for name in judged) if m]
+    unjudged = "".join(
+        f"<p><strong>{html.escape(n)}</strong>: full itself retrieves none of its samples at "
+        "these lengths, so this task judges no policy here (no chart or heatmap is drawn); a "
+        "model that uses more context, or shorter lengths, would.</p>"
+        for n in task_names(results) if judges_no_policy(results, n))
     images = "".join(f'<img alt="chart" src="data:image/png;base64,{c}">' for c in charts)
     incomplete = ""
     if not results.get("complete", True):
@@ -293,8 +325,10 @@ def main(argv):
 <html><head><meta charset="utf-8"><title>offgen compare: {html.escape(results['model'])}</title>
 <style>
 body {{ font-family: sans-serif; margin: 2em; color: #222; }}
-.charts {{ display: grid; grid-template-columns: repeat(2, max-content); gap: 0.5em; }}
-img {{ border: 1px solid #ddd; }}
+.charts {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(min(100%, 560px), 1fr));
+  gap: 0.5em; max-width: 1500px; }}
+img {{ border: 1px solid #ddd; max-width: 100%; height: auto; box-sizing: border-box; }}
+.table-wrap {{ overflow-x: auto; }}
 table {{ border-collapse: collapse; margin-top: 1em; }}
 td, th {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }}
 </style></head><body>
@@ -304,8 +338,9 @@ Throughput case: batch {case['batch']}, prompt {case['prompt_len']}, gen {case['
 {incomplete}
 <p>{answer}</p>
 <div class="charts">{images}</div>
+{unjudged}
 {"".join(f'<p><img alt="heatmap" src="data:image/png;base64,{m}"></p>' for m in maps)}
-{table(cells)}
+<div class="table-wrap">{table(cells)}</div>
 </body></html>
 """
     try:

@@ -229,6 +229,10 @@ TEST(CompareCommand, TasksRunOnEveryCellAndTheReportLeadsWithItsAnswer) {
   EXPECT_EQ(answer.find("No quality was measured"), std::string::npos) << answer;
   EXPECT_NE(markdown.find("## passkey: accuracy by depth and by length"), std::string::npos);
   EXPECT_NE(markdown.find("## copy: mean log-probability"), std::string::npos);
+  // A task full gets none of is a sentence, not a table of zeros; copy always has its table.
+  EXPECT_EQ(test::count_of(markdown, "full itself retrieves none of its 8 samples"), 2u)
+      << markdown;
+  EXPECT_EQ(markdown.find("| local | 0.5 | 0% |"), std::string::npos) << markdown;
 }
 
 TEST(CompareCommand, TasksNeedATextAndLengthsTheModelHolds) {
