@@ -182,6 +182,23 @@ std::string read_parameters(const Json& fields, const ModelConfig& config,
     }
   }
   if (std::string problem = read_logprobs(fields, out); !problem.empty()) return problem;
+  if (given(fields, "truncate_prompt_tokens")) {
+    // vLLM's: keep each prompt's last k tokens (left truncation, BOS included in what is cut);
+    // -1 means the model's positions.
+    const Json& v = fields["truncate_prompt_tokens"];
+    if (!v.is_number_integer() || (v.get<std::int64_t>() < 1 && v.get<std::int64_t>() != -1)) {
+      return "'truncate_prompt_tokens' must be an integer >= 1, or -1 for the model's positions";
+    }
+    const std::int64_t k =
+        v.get<std::int64_t>() == -1 ? config.max_positions() : v.get<std::int64_t>();
+    for (std::size_t i = 0; i < out.prompts.size(); ++i) {
+      std::vector<std::int32_t>& prompt = out.prompts[i];
+      if (static_cast<std::int64_t>(prompt.size()) > k) {
+        prompt.erase(prompt.begin(), prompt.end() - k);
+        out.prompt_texts[i].clear();  // echo decodes the tokens kept
+      }
+    }
+  }
   if (given(fields, "n")) {
     const Json& v = fields["n"];
     if (!v.is_number_integer() || v.get<std::int64_t>() < 1 ||

@@ -36,7 +36,8 @@ const std::vector<std::string_view> kSharedKeys = {"model",
                                                    "stream",
                                                    "skip_special_tokens",
                                                    "include_stop_str_in_output",
-                                                   "add_special_tokens"};
+                                                   "add_special_tokens",
+                                                   "truncate_prompt_tokens"};
 
 const std::vector<std::string_view> kCompletionKeys = {"prompt", "echo", "logprobs"};
 
@@ -72,7 +73,6 @@ const std::vector<RefusedKey>& shared_refused() {
       {"prompt_logprobs", {nullptr}, kNotYet},
       {"allowed_token_ids", {nullptr}, kNotYet},
       {"bad_words", {nullptr, Json::array()}, kNotYet},
-      {"truncate_prompt_tokens", {nullptr}, kNotYet},
       {"spaces_between_special_tokens", {nullptr, true}, kNotYet},
       {"priority", {nullptr, 0}, "offgen runs a file's requests in its own order"},
       {"logits_processors", {nullptr}, kNotYet},

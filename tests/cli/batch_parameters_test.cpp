@@ -186,6 +186,20 @@ TEST_F(BatchParameters, AddSpecialTokensFalseLeavesOutBos) {
   EXPECT_EQ(without.request.prompt, tokenizer_->encode("Hello"));
 }
 
+// vLLM's left truncation: each prompt keeps its last k tokens (BOS among those cut).
+TEST_F(BatchParameters, TruncatePromptTokensKeepsEachPromptsLastTokens) {
+  const cli::ParsedLine parsed =
+      parse_body(R"("prompt": [[2, 5, 6, 7, 8], [2, 9]], "truncate_prompt_tokens": 3)");
+  ASSERT_EQ(parsed.problem, "");
+  EXPECT_EQ(parsed.prompts, (std::vector<std::vector<std::int32_t>>{{6, 7, 8}, {2, 9}}));
+  EXPECT_EQ(parsed.request.prompt, (std::vector<std::int32_t>{6, 7, 8}));
+  const cli::ParsedLine whole = parse_body(R"("prompt": [2, 5, 6], "truncate_prompt_tokens": -1)");
+  EXPECT_EQ(whole.request.prompt, (std::vector<std::int32_t>{2, 5, 6}));
+  EXPECT_NE(parse_body(R"("prompt": "a", "truncate_prompt_tokens": 0)")
+                .problem.find("'truncate_prompt_tokens' must be an integer >= 1"),
+            std::string::npos);
+}
+
 TEST_F(BatchParameters, UserAndModelAreReadAndChangeNothing) {
   const cli::ParsedLine parsed = parse_body(R"("prompt": "a", "user": "u-1", "model": "m")");
   EXPECT_EQ(parsed.problem, "");
