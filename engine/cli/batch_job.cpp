@@ -45,6 +45,20 @@ void remove_parts(const std::map<int, std::filesystem::path>& parts) {
   for (const auto& [rank, part] : parts) std::filesystem::remove(part, ec);
 }
 
+// The engine for the lines `to_run`: placed by the planner for their lengths (unless the options
+// place it), loaded, and checked to hold at least the smallest request.
+std::unique_ptr<Engine> start_engine(BatchJob& job, const CommonOptions& common,
+                                     const std::vector<std::size_t>& to_run,
+                                     EngineOptions& engine_options) {
+  const std::optional<RunLengths> lengths = job.prepare(to_run);
+  if (lengths) {
+    plan_with_clear_errors([&] { plan_automatically(common, *lengths, engine_options); });
+  }
+  auto engine = std::make_unique<Engine>(engine_options);
+  if (lengths) job.check_smallest_fits(*engine);
+  return engine;
+}
+
 // --output -: records go to standard output as they finish, in input order (logs and progress are
 // on standard error), and nothing is kept to resume from.
 int run_to_stdout(BatchJob& job, const CommonOptions& common, const JobFiles& files,
@@ -62,12 +76,8 @@ int run_to_stdout(BatchJob& job, const CommonOptions& common, const JobFiles& fi
     spdlog::warn("{} has no {} (no non-blank lines)", files.input, words.items);
     return 0;
   }
-  const std::optional<RunLengths> lengths = job.prepare(to_run);
-  if (lengths) {
-    plan_with_clear_errors([&] { plan_automatically(common, *lengths, engine_options); });
-  }
-  Engine engine(engine_options);
-  if (lengths) job.check_smallest_fits(engine);
+  const std::unique_ptr<Engine> loaded = start_engine(job, common, to_run, engine_options);
+  Engine& engine = *loaded;
 
   OrderedJsonlWriter writer("-");
   std::size_t errors = 0;
@@ -189,12 +199,8 @@ int run_batch_job(BatchJob& job, const CommonOptions& common, const JobFiles& fi
     }
     return 0;
   }
-  const std::optional<RunLengths> lengths = job.prepare(to_run);
-  if (lengths) {
-    plan_with_clear_errors([&] { plan_automatically(common, *lengths, engine_options); });
-  }
-  Engine engine(engine_options);
-  if (lengths) job.check_smallest_fits(engine);
+  const std::unique_ptr<Engine> loaded = start_engine(job, common, to_run, engine_options);
+  Engine& engine = *loaded;
 
   std::size_t errors = 0;
   Progress progress(to_run.size(), job.expected_tokens());
