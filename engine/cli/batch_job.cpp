@@ -59,6 +59,41 @@ std::unique_ptr<Engine> start_engine(BatchJob& job, const CommonOptions& common,
   return engine;
 }
 
+// How a job's pass over its requests ended: the stop signal's exit code (or -1 when it finished),
+// the records that report an error, and its wall time.
+struct JobRun {
+  int stopped = -1;
+  std::size_t errors = 0;
+  double seconds = 0;
+};
+
+// Runs `count` requests of `job` under the stop-signal guard with progress: each record goes to
+// `put` as it finishes; `kept()` says what an interrupted or failed run leaves.
+JobRun run_job(BatchJob& job, Engine& engine, const std::vector<JsonlLine>& lines,
+               std::size_t count, const std::function<void(const JobRecord&)>& put,
+               const std::function<std::string()>& kept) {
+  JobRun run;
+  Progress progress(count, job.expected_tokens());
+  engine.set_job_progress({{}, [&](std::uint64_t tokens) { progress.tokens(tokens); }});
+  const auto start = std::chrono::steady_clock::now();
+  run.stopped = run_guarded(
+      engine,
+      [&] {
+        job.run(engine, lines, [&](JobRecord record) {
+          if (record.failed) ++run.errors;
+          put(record);
+          progress.add();
+        });
+      },
+      [&] {
+        progress.finish();
+        return kept();
+      });
+  if (run.stopped < 0) progress.finish();  // (a stopped run finished it in kept)
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return run;
+}
+
 // --output -: records go to standard output as they finish, in input order (logs and progress are
 // on standard error), and nothing is kept to resume from.
 int run_to_stdout(BatchJob& job, const CommonOptions& common, const JobFiles& files,
@@ -80,35 +115,23 @@ int run_to_stdout(BatchJob& job, const CommonOptions& common, const JobFiles& fi
   Engine& engine = *loaded;
 
   OrderedJsonlWriter writer("-");
-  std::size_t errors = 0;
   std::size_t finished = 0;
-  Progress progress(to_run.size(), job.expected_tokens());
-  engine.set_job_progress({{}, [&](std::uint64_t tokens) { progress.tokens(tokens); }});
-  const auto start = std::chrono::steady_clock::now();
-  const int stopped = run_guarded(
-      engine,
-      [&] {
-        job.run(engine, lines, [&](JobRecord record) {
-          if (record.failed) ++errors;
-          writer.put(static_cast<std::size_t>(record_index(record.json)), record.json);
-          ++finished;
-          progress.add();
-        });
+  const JobRun run = run_job(
+      job, engine, lines, to_run.size(),
+      [&](const JobRecord& record) {
+        writer.put(static_cast<std::size_t>(record_index(record.json)), record.json);
+        ++finished;
       },
       [&] {
-        progress.finish();
         return fmt::format(
             "{} of {} {} finished; those before the first unfinished one were written to "
             "standard output",
             finished, lines.size(), words.items);
       });
-  if (stopped >= 0) return stopped;
-  progress.finish();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("{} {} ({} failed), {} -> standard output", to_run.size(), words.items, errors,
-               job.totals(seconds));
-  return errors == 0 ? 0 : 2;
+  if (run.stopped >= 0) return run.stopped;
+  spdlog::info("{} {} ({} failed), {} -> standard output", to_run.size(), words.items, run.errors,
+               job.totals(run.seconds));
+  return run.errors == 0 ? 0 : 2;
 }
 
 }  // namespace
@@ -202,34 +225,19 @@ int run_batch_job(BatchJob& job, const CommonOptions& common, const JobFiles& fi
   const std::unique_ptr<Engine> loaded = start_engine(job, common, to_run, engine_options);
   Engine& engine = *loaded;
 
-  std::size_t errors = 0;
-  Progress progress(to_run.size(), job.expected_tokens());
-  engine.set_job_progress({{}, [&](std::uint64_t tokens) { progress.tokens(tokens); }});
-  const auto start = std::chrono::steady_clock::now();
-  const int stopped = run_guarded(
-      engine,
+  const JobRun run = run_job(
+      job, engine, lines, to_run.size(), [&](const JobRecord& record) { writer.put(record.json); },
       [&] {
-        job.run(engine, lines, [&](JobRecord record) {
-          if (record.failed) ++errors;
-          writer.put(record.json);
-          progress.add();
-        });
-      },
-      [&] {
-        progress.finish();
         return resume_hint(JobState{files.output, lines.size(),
                                     lines.size() - to_run.size() + writer.written(),
                                     writer.written()});
       });
-  if (stopped >= 0) return stopped;
-  progress.finish();
+  if (run.stopped >= 0) return run.stopped;
   finish_output(writer, files.output);
   remove_parts(parts);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("{} {} ({} failed), {} -> {}", to_run.size(), words.items, errors,
-               job.totals(seconds), files.output);
-  return errors == 0 ? 0 : 2;
+  spdlog::info("{} {} ({} failed), {} -> {}", to_run.size(), words.items, run.errors,
+               job.totals(run.seconds), files.output);
+  return run.errors == 0 ? 0 : 2;
 }
 
 void check_one_sequence_fits(const std::function<void()>& make, const std::string& what) {
