@@ -215,24 +215,6 @@ std::string read_parameters(const Json& fields, const ModelConfig& config,
   return {};
 }
 
-// A text prompt with the model's prefix (BOS) unless add_special_tokens is off.
-std::string read_prompt_text(const Json& holder, const std::string& key, std::string_view ids_key,
-                             bool add_special_tokens, const ModelConfig& config,
-                             const Tokenizer* tokenizer, const std::string& model,
-                             std::vector<std::int32_t>& out) {
-  if (add_special_tokens) {
-    return read_text(holder, key, ids_key, config, tokenizer, model, out);
-  }
-  if (!holder[key].is_string()) return fmt::format("'{}' must be a string", key);
-  if (tokenizer == nullptr) {
-    return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give '{}'", model,
-                       ids_key);
-  }
-  const auto ids = tokenizer->encode(holder[key].get_ref<const std::string&>());
-  out.insert(out.end(), ids.begin(), ids.end());
-  return {};
-}
-
 std::string read_plain(const Json& line, const ModelConfig& config, const Tokenizer* tokenizer,
                        const std::string& model, ParsedLine& out) {
   for (const std::string_view key : body_keys(Endpoint::completions)) {
@@ -285,8 +267,8 @@ std::string read_completion_prompts(const Json& body, const ModelConfig& config,
     std::string text;
     std::string problem;
     if (each[i].is_string()) {
-      problem = read_prompt_text(holder, "prompt", "prompt (as token ids)", add_special_tokens,
-                                 config, tokenizer, model, ids);
+      problem = read_text(holder, "prompt", "prompt (as token ids)", config, tokenizer, model, ids,
+                          add_special_tokens);
       text = each[i].get<std::string>();
     } else {
       problem = read_token_ids(holder, "prompt", config, ids);  // empty: the engine says so

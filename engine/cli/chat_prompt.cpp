@@ -144,18 +144,17 @@ std::string cut_after_final_message(const std::string& rendered, const Json& mes
 
 ChatPrompt ChatPrompt::find(const fs::path& dir, const std::string& override_file,
                             std::string bos_token, std::string eos_token) {
+  std::string why_none;
+  const std::optional<Source> source =
+      override_file.empty()
+          ? model_template(dir, &why_none)
+          : Source{read_text_file(override_file, "--chat-template"), override_file};
+  if (source)
+    return from_source(source->text, source->name, std::move(bos_token), std::move(eos_token));
   ChatPrompt prompt;
+  prompt.why_none_ = std::move(why_none);
   prompt.bos_token_ = std::move(bos_token);
   prompt.eos_token_ = std::move(eos_token);
-  std::optional<Source> source;
-  if (!override_file.empty()) {
-    source = Source{read_text_file(override_file, "--chat-template"), override_file};
-  } else {
-    source = model_template(dir, &prompt.why_none_);
-  }
-  if (source) {
-    prompt.template_ = std::make_shared<const jinja::ChatTemplate>(source->text, source->name);
-  }
   return prompt;
 }
 

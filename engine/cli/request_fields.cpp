@@ -30,14 +30,16 @@ std::string read_token_ids(const nlohmann::ordered_json& line, const std::string
 std::string read_text(const nlohmann::ordered_json& line, const std::string& key,
                       std::string_view ids_key, const ModelConfig& config,
                       const Tokenizer* tokenizer, std::string_view model,
-                      std::vector<std::int32_t>& out) {
+                      std::vector<std::int32_t>& out, bool with_prefix) {
   if (!line[key].is_string()) return fmt::format("'{}' must be a string", key);
   if (tokenizer == nullptr) {
     return fmt::format("model {} has no tokenizer: pass --tokenizer DIR or give '{}'", model,
                        ids_key);
   }
-  const std::vector<std::int32_t> prefix = prompt_prefix(config, *tokenizer);
-  out.insert(out.end(), prefix.begin(), prefix.end());
+  if (with_prefix) {
+    const std::vector<std::int32_t> prefix = prompt_prefix(config, *tokenizer);
+    out.insert(out.end(), prefix.begin(), prefix.end());
+  }
   const auto ids = tokenizer->encode(line[key].get_ref<const std::string&>());
   out.insert(out.end(), ids.begin(), ids.end());
   return {};

@@ -20,12 +20,13 @@ namespace offgen::cli {
 std::string read_token_ids(const nlohmann::ordered_json& line, const std::string& key,
                            const ModelConfig& config, std::vector<std::int32_t>& out);
 
-// Appends BOS and the tokens of line[key] (a string) to `out`; returns the problem or "". `ids_key`
-// names the alternative a user without a tokenizer (null) of `model` can give.
+// Appends BOS (unless `with_prefix` is off: a batch line's add_special_tokens false) and the
+// tokens of line[key] (a string) to `out`; returns the problem or "". `ids_key` names the
+// alternative a user without a tokenizer (null) of `model` can give.
 std::string read_text(const nlohmann::ordered_json& line, const std::string& key,
                       std::string_view ids_key, const ModelConfig& config,
                       const Tokenizer* tokenizer, std::string_view model,
-                      std::vector<std::int32_t>& out);
+                      std::vector<std::int32_t>& out, bool with_prefix = true);
 
 // Cuts `tokens` to their first `limit` (BOS included) when there are more; returns how many there
 // were before, or 0 when nothing was cut. `score --truncate` and compare's --eval texts (at the
