@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "engine/core/error.h"
+#include "engine/core/json_brief.h"
 #include "engine/model/little_endian.h"
 
 namespace offgen {
@@ -181,12 +182,10 @@ bool is_kind(const Json& value, GgufFile::Element kind) {
   return false;
 }
 
-// A value for a message: short, and safe for strings that are not UTF-8.
-std::string brief(const Json& value) {
+// A metadata value for a message: an array (a vocabulary of 50k strings) by its length.
+std::string brief_value(const Json& value) {
   if (value.is_array()) return fmt::format("an array of {}", value.size());
-  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
-  if (text.size() > 80) text = text.substr(0, 77) + "...";
-  return text;
+  return json_brief(value);
 }
 
 }  // namespace
@@ -353,7 +352,7 @@ std::optional<std::int64_t> GgufFile::integer(const std::string& key) const {
     fail("{}: metadata '{}' = {} is out of range", path().string(), key, value->dump());
   }
   if (!value->is_number_integer()) {
-    fail("{}: metadata '{}' must be an integer, got {}", path().string(), key, brief(*value));
+    fail("{}: metadata '{}' must be an integer, got {}", path().string(), key, brief_value(*value));
   }
   return value->get<std::int64_t>();
 }
@@ -362,7 +361,7 @@ std::optional<double> GgufFile::number(const std::string& key) const {
   const Json* value = find(key);
   if (value == nullptr) return std::nullopt;
   if (!value->is_number()) {
-    fail("{}: metadata '{}' must be a number, got {}", path().string(), key, brief(*value));
+    fail("{}: metadata '{}' must be a number, got {}", path().string(), key, brief_value(*value));
   }
   return value->get<double>();
 }
@@ -371,7 +370,7 @@ std::optional<bool> GgufFile::boolean(const std::string& key) const {
   const Json* value = find(key);
   if (value == nullptr) return std::nullopt;
   if (!value->is_boolean()) {
-    fail("{}: metadata '{}' must be a bool, got {}", path().string(), key, brief(*value));
+    fail("{}: metadata '{}' must be a bool, got {}", path().string(), key, brief_value(*value));
   }
   return value->get<bool>();
 }
@@ -380,7 +379,7 @@ std::optional<std::string> GgufFile::string(const std::string& key) const {
   const Json* value = find(key);
   if (value == nullptr) return std::nullopt;
   if (!value->is_string()) {
-    fail("{}: metadata '{}' must be a string, got {}", path().string(), key, brief(*value));
+    fail("{}: metadata '{}' must be a string, got {}", path().string(), key, brief_value(*value));
   }
   return value->get<std::string>();
 }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "engine/core/json_brief.h"
 #include "engine/core/json_integer.h"
 #include "engine/model/model_tensors.h"
 
@@ -26,13 +27,6 @@ constexpr int kMaxDepth = 64;
 
 // A bound far above OPT-175B (1.75e11) that keeps every element and byte count within int64.
 constexpr double kMaxParameters = 1e15;
-
-// A JSON value, shortened so a huge malformed field cannot flood the error message.
-std::string brief(const Json& value) {
-  std::string text = value.dump();
-  if (text.size() > 80) text = text.substr(0, 77) + "...";
-  return text;
-}
 
 // Reads config.json fields with transformers' defaults; every error names the file and the field.
 // A null value counts as absent for optional fields (transformers writes null for "the default").
@@ -56,7 +50,8 @@ class FieldReader {
     if (!value) return fallback;
     const auto number = json_integer<int>(*value);
     if (!number || *number < 0) {
-      fail("{}: field '{}' must be a non-negative integer, got {}", source_, field, brief(*value));
+      fail("{}: field '{}' must be a non-negative integer, got {}", source_, field,
+           json_brief(*value));
     }
     return *number;
   }
@@ -65,7 +60,7 @@ class FieldReader {
     const Json* value = optional(field);
     if (!value) return fallback;
     if (!value->is_boolean()) {
-      fail("{}: field '{}' must be true or false, got {}", source_, field, brief(*value));
+      fail("{}: field '{}' must be true or false, got {}", source_, field, json_brief(*value));
     }
     return value->get<bool>();
   }
@@ -75,7 +70,8 @@ class FieldReader {
     const Json* value = optional(field);
     if (!value) return std::nullopt;
     const auto number = json_integer<int>(*value);
-    if (!number) fail("{}: field '{}' must be an integer, got {}", source_, field, brief(*value));
+    if (!number)
+      fail("{}: field '{}' must be an integer, got {}", source_, field, json_brief(*value));
     return number;
   }
 
@@ -84,7 +80,7 @@ class FieldReader {
     if (!value) return fallback;
     if (!value->is_number() || !(value->get<double>() > 0.0) ||
         !std::isfinite(static_cast<float>(value->get<double>()))) {
-      fail("{}: field '{}' must be a positive number, got {}", source_, field, brief(*value));
+      fail("{}: field '{}' must be a positive number, got {}", source_, field, json_brief(*value));
     }
     return static_cast<float>(value->get<double>());
   }
@@ -99,7 +95,7 @@ class FieldReader {
       const auto number = json_integer<int>(item);
       if (!number || *number < 0) {
         fail("{}: field '{}' must hold non-negative integers, got {}", source_, field,
-             brief(*value));
+             json_brief(*value));
       }
       ids.push_back(*number);
     }
@@ -110,7 +106,7 @@ class FieldReader {
   const Json* object_or_none(const char* field) const {
     const Json* value = optional(field);
     if (value && !value->is_object()) {
-      fail("{}: field '{}' must be an object, got {}", source_, field, brief(*value));
+      fail("{}: field '{}' must be an object, got {}", source_, field, json_brief(*value));
     }
     return value;
   }
@@ -121,7 +117,7 @@ class FieldReader {
     const Json* value = optional(field);
     if (!value) return std::nullopt;
     if (!value->is_string()) {
-      fail("{}: field '{}' must be a string, got {}", source_, field, brief(*value));
+      fail("{}: field '{}' must be a string, got {}", source_, field, json_brief(*value));
     }
     return value->get<std::string>();
   }
@@ -135,7 +131,7 @@ class FieldReader {
   int positive(const char* field, const Json& value) const {
     const auto number = json_integer<int>(value);
     if (!number || *number <= 0) {
-      fail("{}: field '{}' must be a positive integer, got {}", source_, field, brief(value));
+      fail("{}: field '{}' must be a positive integer, got {}", source_, field, json_brief(value));
     }
     return *number;
   }

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "engine/core/error.h"
+#include "engine/core/json_brief.h"
 #include "engine/core/json_integer.h"
 #include "engine/model/little_endian.h"
 #include "engine/model/tensor_shape.h"
@@ -20,13 +21,6 @@ using Json = nlohmann::json;
 
 constexpr std::size_t kHeaderLengthBytes = 8;
 constexpr int kMaxHeaderDepth = 64;
-
-// A JSON value, shortened so a hostile header cannot flood the error message.
-std::string brief(const Json& value) {
-  std::string text = value.dump();
-  if (text.size() > 80) text = text.substr(0, 77) + "...";
-  return text;
-}
 
 // The safetensors dtype names offgen reads; every other name (F64, I64, U8, BOOL, F8_*, ...) is
 // refused by name because the engine computes in fp16 and would have to guess a conversion.
@@ -54,7 +48,7 @@ ParsedEntry parse_entry(const std::string& where, const std::string& name, const
                         const std::byte* data, std::uint64_t data_size) {
   if (!entry.is_object()) {
     fail("{}: tensor '{}': entry must be an object with dtype, shape and data_offsets, got {}",
-         where, name, brief(entry));
+         where, name, json_brief(entry));
   }
   for (const char* field : {"dtype", "shape", "data_offsets"}) {
     if (!entry.contains(field)) fail("{}: tensor '{}' has no '{}'", where, name, field);
@@ -62,7 +56,7 @@ ParsedEntry parse_entry(const std::string& where, const std::string& name, const
 
   const Json& dtype_json = entry["dtype"];
   if (!dtype_json.is_string()) {
-    fail("{}: tensor '{}': dtype must be a string, got {}", where, name, brief(dtype_json));
+    fail("{}: tensor '{}': dtype must be a string, got {}", where, name, json_brief(dtype_json));
   }
   const auto dtype = parse_dtype(dtype_json.get<std::string>());
   if (!dtype) {
@@ -73,23 +67,23 @@ ParsedEntry parse_entry(const std::string& where, const std::string& name, const
   const Json& shape_json = entry["shape"];
   if (!shape_json.is_array()) {
     fail("{}: tensor '{}': shape must be an array of integers, got {}", where, name,
-         brief(shape_json));
+         json_brief(shape_json));
   }
   std::vector<std::int64_t> shape;
   for (const Json& dim : shape_json) {
     if (!dim.is_number_integer()) {
       fail("{}: tensor '{}': shape must be an array of integers, got {}", where, name,
-           brief(shape_json));
+           json_brief(shape_json));
     }
     if (dim.is_number_unsigned() &&
         dim.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
-      fail("{}: tensor '{}': dimension {} in shape {} is too large", where, name, brief(dim),
-           brief(shape_json));
+      fail("{}: tensor '{}': dimension {} in shape {} is too large", where, name, json_brief(dim),
+           json_brief(shape_json));
     }
     const auto value = dim.get<std::int64_t>();
     if (value < 0) {
       fail("{}: tensor '{}' has negative dimension {} in shape {}", where, name, value,
-           brief(shape_json));
+           json_brief(shape_json));
     }
     shape.push_back(value);
   }
@@ -98,7 +92,7 @@ ParsedEntry parse_entry(const std::string& where, const std::string& name, const
   std::int64_t signed_bytes = 0;
   if (!numel || __builtin_mul_overflow(*numel, static_cast<std::int64_t>(dtype_size(*dtype)),
                                        &signed_bytes)) {
-    fail("{}: tensor '{}': shape {} has too many elements", where, name, brief(shape_json));
+    fail("{}: tensor '{}': shape {} has too many elements", where, name, json_brief(shape_json));
   }
   const auto expected_bytes = static_cast<std::uint64_t>(signed_bytes);
 
@@ -110,7 +104,7 @@ ParsedEntry parse_entry(const std::string& where, const std::string& name, const
   }
   if (!begin || !end) {
     fail("{}: tensor '{}': data_offsets must be [begin, end] with non-negative integers, got {}",
-         where, name, brief(offsets));
+         where, name, json_brief(offsets));
   }
   if (*begin > *end) {
     fail("{}: tensor '{}': data_offsets [{}, {}] begin after they end", where, name, *begin, *end);
@@ -181,7 +175,8 @@ std::map<std::string, StoredTensor> parse_file(const std::string& where, const s
   } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     fail("{}: header is not valid JSON: {}", where, e.what());
   }
-  if (!header.is_object()) fail("{}: header must be a JSON object, got {}", where, brief(header));
+  if (!header.is_object())
+    fail("{}: header must be a JSON object, got {}", where, json_brief(header));
 
   const std::byte* data = bytes + kHeaderLengthBytes + header_length;
   const std::uint64_t data_size = size - kHeaderLengthBytes - header_length;

@@ -4,16 +4,12 @@
 #include <cmath>
 
 #include "engine/core/error.h"
+#include "engine/core/int_math.h"
 #include "kernels/packed_kv.h"
 #include "scheduler/kv_cache_layout.h"
 
 namespace offgen {
 namespace {
-
-template <typename T>
-std::size_t bytes_of(std::int64_t count) {
-  return static_cast<std::size_t>(count) * sizeof(T);
-}
 
 // The largest slots any sequence's caches need (C + 1, or pyramidkv's largest layer budget + 1).
 int largest_cache_slots(const std::vector<const KvPolicy*>& policies, int layers) {

@@ -6,17 +6,13 @@
 #include <limits>
 
 #include "engine/core/error.h"
+#include "engine/core/int_math.h"
 #include "scheduler/runner_layout.h"
 
 namespace offgen {
 namespace {
 
 using kernels::Activation;
-
-template <typename T>
-std::size_t bytes_of(std::int64_t count) {
-  return static_cast<std::size_t>(count) * sizeof(T);
-}
 
 std::vector<const KvPolicy*> policy_pointers(const std::vector<std::unique_ptr<KvPolicy>>& owned) {
   std::vector<const KvPolicy*> out;

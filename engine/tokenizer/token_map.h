@@ -17,4 +17,8 @@ struct StringHash {
 };
 using TokenMap = std::unordered_map<std::string, std::int32_t, StringHash, std::equal_to<>>;
 
+// Ids index dense tables; a vocabulary with ids past this is corrupt rather than big (the largest
+// published ones, LLaMA 3 and Qwen2, have ~150k tokens).
+constexpr std::int64_t kMaxTokenId = std::int64_t{1} << 24;
+
 }  // namespace offgen

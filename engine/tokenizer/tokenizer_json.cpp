@@ -27,10 +27,6 @@ namespace {
 
 using nlohmann::json;
 
-// Ids index dense tables; a file with ids past this is corrupt rather than big (LLaMA 3 and
-// Qwen2 have ~150k tokens).
-constexpr std::int64_t kMaxTokenId = std::int64_t{1} << 24;
-
 std::shared_ptr<const TextPattern> parse_pattern(const JsonNode& node) {
   const auto string = node.find("String");
   const auto regex = node.find("Regex");

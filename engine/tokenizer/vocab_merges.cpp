@@ -23,10 +23,6 @@ namespace offgen {
 
 namespace {
 
-// Ids index a dense table; a vocab.json with ids past this is corrupt rather than big (OPT and
-// GPT-2 have ~50k tokens).
-constexpr std::int64_t kMaxTokenId = std::int64_t{1} << 24;
-
 // A token's bytes: its characters mapped back through the byte map. HF's ByteLevel decoder keeps
 // a token that has any character outside the map (an added token spelled in plain Unicode, with a
 // real space or a letter past U+00FF) as its UTF-8 text, whole; so do we. ASCII special tokens

@@ -30,22 +30,19 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/core/int_math.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace offgen::kernels::cpu {
 namespace {
 
 constexpr int kQueryBlock = 64;  // queries per prefill task (without key sums)
-constexpr int kGroup = 4;        // queries sharing each K / V load
+constexpr int kQueryGroup = 4;   // queries sharing each K / V load
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 // 16 floats as one value: GCC lowers it to one zmm, two ymm or four xmm per target clone, and
 // keeps a handful of them in registers where float arrays would round-trip through memory.
 using Vec = float __attribute__((vector_size(64)));
-
-int round_up(int v, int to) {
-  return (v + to - 1) / to * to;
-}
 
 float* grow(std::vector<float>& v, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
@@ -113,9 +110,9 @@ template <int kChunks>
   float* const kt = grow(kt_buf, std::int64_t{dim} * ldk);
   float* const v = grow(v_buf, std::int64_t{keys} * ldv);
   float* const mask = grow(mask_buf, ldk);  // 0 for real keys, -inf for padding
-  float* const s = grow(s_buf, std::int64_t{kGroup} * ldk);
-  float* const q = grow(q_buf, std::int64_t{kGroup} * dim);
-  float* const acc = grow(acc_buf, std::int64_t{kGroup} * ldv);
+  float* const s = grow(s_buf, std::int64_t{kQueryGroup} * ldk);
+  float* const q = grow(q_buf, std::int64_t{kQueryGroup} * dim);
+  float* const acc = grow(acc_buf, std::int64_t{kQueryGroup} * ldv);
 
   for (int j = 0; j < keys; ++j) {
     const Half* k_row = tokens + j * stride + hd + std::int64_t{kv_head} * dim;
@@ -136,10 +133,10 @@ template <int kChunks>
     std::fill(kt + std::int64_t{d} * ldk + keys, kt + std::int64_t{d} * ldk + ldk, 0.0f);
   }
 
-  for (int i0 = q0; i0 <= last; i0 += kGroup) {
-    const int rows = std::min(kGroup, last + 1 - i0);
+  for (int i0 = q0; i0 <= last; i0 += kQueryGroup) {
+    const int rows = std::min(kQueryGroup, last + 1 - i0);
     const int n = i0 + rows;  // keys any query of the group can see
-    for (int r = 0; r < kGroup; ++r) {
+    for (int r = 0; r < kQueryGroup; ++r) {
       float* const qr = q + r * dim;
       if (r < rows && valid[i0 + r] != 0) {
         half_to_float(tokens + (i0 + r) * stride + std::int64_t{h} * dim, qr,
@@ -151,21 +148,21 @@ template <int kChunks>
     }
     // Scores, kStep keys × 4 queries per step: each K load feeds four FMAs (broadcast q).
     for (int j0 = 0; j0 < n; j0 += kStep) {
-      Vec acc_s[kGroup][kChunks] = {};
+      Vec acc_s[kQueryGroup][kChunks] = {};
       for (int d = 0; d < dim; ++d) {
         const float* k_row = kt + std::int64_t{d} * ldk + j0;
         for (int c = 0; c < kChunks; ++c) {
           Vec k;
           std::memcpy(&k, k_row + 16 * c, sizeof k);
-          for (int r = 0; r < kGroup; ++r) acc_s[r][c] += q[r * dim + d] * k;
+          for (int r = 0; r < kQueryGroup; ++r) acc_s[r][c] += q[r * dim + d] * k;
         }
       }
-      for (int r = 0; r < kGroup; ++r) {
+      for (int r = 0; r < kQueryGroup; ++r) {
         std::memcpy(s + r * ldk + j0, acc_s[r], sizeof acc_s[r]);
       }
     }
     // Softmax per row over keys j <= i (masked); p overwrites s, zero beyond i and for padding.
-    for (int r = 0; r < kGroup; ++r) {
+    for (int r = 0; r < kQueryGroup; ++r) {
       float* const p = s + r * ldk;
       const int i = i0 + r;
       if (r >= rows || valid[i] == 0) {
@@ -188,16 +185,17 @@ template <int kChunks>
     }
     // p·V, kStep dims × 4 queries per step: each V load feeds four FMAs (broadcast p).
     for (int d0 = 0; d0 < dim; d0 += kStep) {
-      Vec acc_o[kGroup][kChunks] = {};
+      Vec acc_o[kQueryGroup][kChunks] = {};
       for (int j = 0; j < n; ++j) {
         const float* v_row = v + std::int64_t{j} * ldv + d0;
         for (int c = 0; c < kChunks; ++c) {
           Vec vv;
           std::memcpy(&vv, v_row + 16 * c, sizeof vv);
-          for (int r = 0; r < kGroup; ++r) acc_o[r][c] += s[r * ldk + j] * vv;
+          for (int r = 0; r < kQueryGroup; ++r) acc_o[r][c] += s[r * ldk + j] * vv;
         }
       }
-      for (int r = 0; r < kGroup; ++r) std::memcpy(acc + r * ldv + d0, acc_o[r], sizeof acc_o[r]);
+      for (int r = 0; r < kQueryGroup; ++r)
+        std::memcpy(acc + r * ldv + d0, acc_o[r], sizeof acc_o[r]);
     }
     for (int r = 0; r < rows; ++r) {
       if (valid[i0 + r] != 0) {

@@ -29,6 +29,8 @@
 #include <immintrin.h>
 #endif
 
+#include "engine/core/int_math.h"
+
 namespace offgen::kernels::cpu {
 namespace {
 
@@ -53,13 +55,6 @@ class AlignedFloats {
   std::unique_ptr<float[], Free> data_;
   std::size_t size_ = 0;
 };
-
-std::int64_t round_up(std::int64_t v, std::int64_t to) {
-  return (v + to - 1) / to * to;
-}
-std::int64_t ceil_div(std::int64_t v, std::int64_t d) {
-  return (v + d - 1) / d;
-}
 
 // Tasks wanted for load balance: a few per worker.
 std::int64_t task_target() {

@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "engine/core/error.h"
+#include "engine/core/int_math.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace offgen::kernels::cpu {
@@ -38,10 +39,6 @@ constexpr int kGatherCols = 64;
 
 int rows_of(const QuantShape& s, std::int64_t g) {
   return static_cast<int>(std::min<std::int64_t>(kGroup, s.dim - g * kGroup));
-}
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
-  return (a + b - 1) / b;
 }
 
 // Rounds n floats to fp16 in place (each is the output of one PyTorch fp16 op); scratch holds n.

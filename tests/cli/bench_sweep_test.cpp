@@ -24,13 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_all(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(BenchSweep, EveryPolicyAndBudgetGetsARowAndARowThatCannotFitSaysWhatItNeeds) {
   test::TempDir dir;
   cli::BenchOptions options;
@@ -49,7 +42,7 @@ TEST(BenchSweep, EveryPolicyAndBudgetGetsARowAndARowThatCannotFitSaysWhatItNeeds
   options.kv_mem = "1MiB";
   ASSERT_EQ(cli::run_bench(options), 2);  // the sweep ran to its end; some rows could not
 
-  const auto rows = nlohmann::json::parse(read_all(options.json));
+  const auto rows = nlohmann::json::parse(test::read_file(options.json));
   ASSERT_EQ(rows.size(), 10u);  // (full + 2 policies x 2 budgets) x 2 batches
   // Each row says what measured it, and carries the table's columns.
   for (const auto& row : rows) {
@@ -81,7 +74,7 @@ TEST(BenchSweep, EveryPolicyAndBudgetGetsARowAndARowThatCannotFitSaysWhatItNeeds
   EXPECT_EQ(rows[9]["policy"], "local");
   EXPECT_EQ(rows[9]["kv_budget"], "4");
 
-  const std::string csv = read_all(options.csv);
+  const std::string csv = test::read_file(options.csv);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 11);  // a header and 10 rows
   EXPECT_EQ(csv.rfind("model,device,offgen_version,date,policy,kv_budget,gpu_batch_size", 0), 0u)
       << csv;
@@ -104,7 +97,7 @@ TEST(BenchSweep, APairThatCannotRunIsARowWithItsErrorAndTheSweepGoesOn) {
   options.kv_budgets = {"8", "0.5"};
   options.json = (dir.path() / "rows.json").string();
   EXPECT_EQ(cli::run_bench(options), 2);
-  const auto rows = nlohmann::json::parse(read_all(options.json));
+  const auto rows = nlohmann::json::parse(test::read_file(options.json));
   ASSERT_EQ(rows.size(), 8u);
   for (const auto& row : rows) {
     SCOPED_TRACE(row.dump());
@@ -150,11 +143,12 @@ TEST(BenchSweep, EachRowIsWrittenAsItFinishesAndAnInterruptKeepsTheRows) {
   const int status = test::wait_for(pid);
   const std::string log = test::read_file(dir.path() / "log");
   ASSERT_EQ(test::exit_code(status), 130) << log;
-  const auto kept = nlohmann::json::parse(read_all(json));
+  const auto kept = nlohmann::json::parse(test::read_file(json));
   ASSERT_GE(kept.size(), rows);
   ASSERT_LT(kept.size(), 16u) << log;
   for (const auto& row : kept) EXPECT_EQ(row["status"], "measured") << row.dump();
-  EXPECT_EQ(test::count_lines(csv), kept.size() + 1) << read_all(csv);  // a header and the rows
+  EXPECT_EQ(test::count_lines(csv), kept.size() + 1)
+      << test::read_file(csv);  // a header and the rows
   // Each kept row was printed, under the header printed before the first.
   EXPECT_EQ(test::count_of(log, "\n     full "), kept.size()) << log;
   EXPECT_LT(log.find("prefill t/s"), log.find("\n     full ")) << log;

@@ -21,13 +21,6 @@
 namespace offgen {
 namespace {
 
-std::string read_all(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The options of a small grid on the tiny checkpoint, its report in dir/report.
 cli::CompareCommandOptions small_grid(const std::filesystem::path& dir) {
   cli::CompareCommandOptions options;
@@ -58,7 +51,8 @@ TEST(CompareCommand, WritesTheThreeReportFilesForTheWholeGrid) {
   options.generated_tokens = 4;
   ASSERT_EQ(cli::run_compare(options), 0);
 
-  const auto results = nlohmann::json::parse(read_all(dir.path() / "report" / "results.json"));
+  const auto results =
+      nlohmann::json::parse(test::read_file(dir.path() / "report" / "results.json"));
   ASSERT_EQ(results["cells"].size(), 5u);  // full, then 2 policies x 2 budgets
   EXPECT_EQ(results["cells"][0]["policy"], "full");
   const auto& full = results["cells"][0];
@@ -74,10 +68,10 @@ TEST(CompareCommand, WritesTheThreeReportFilesForTheWholeGrid) {
     EXPECT_GE(cell["largest_batch"].get<std::uint64_t>(),
               full["largest_batch"].get<std::uint64_t>());
   }
-  const std::string markdown = read_all(dir.path() / "report" / "report.md");
+  const std::string markdown = test::read_file(dir.path() / "report" / "report.md");
   EXPECT_NE(markdown.find("| h2o | 0.5 |"), std::string::npos) << markdown;
   EXPECT_NE(markdown.find("| local | 6 tokens |"), std::string::npos) << markdown;
-  const std::string html = read_all(dir.path() / "report" / "report.html");
+  const std::string html = test::read_file(dir.path() / "report" / "report.html");
   EXPECT_NE(html.find("<html"), std::string::npos);
   const bool matplotlib =
       std::system("python3 -c 'import matplotlib' > /dev/null 2>&1") == 0 ||
@@ -108,7 +102,8 @@ TEST(CompareCommand, AnExistingReportFolderIsRefusedUnlessOverwriteIsGiven) {
   options = small_grid(dir.path());
   options.overwrite = true;
   ASSERT_EQ(cli::run_compare(options), 0);
-  const auto results = nlohmann::json::parse(read_all(dir.path() / "report" / "results.json"));
+  const auto results =
+      nlohmann::json::parse(test::read_file(dir.path() / "report" / "results.json"));
   EXPECT_EQ(results["cells"].size(), 5u);
   EXPECT_EQ(results["complete"], true);
 
@@ -163,7 +158,8 @@ TEST(CompareCommand, LoadsTheModelOnceForTheWholeGrid) {
                        dir.path() / "log");
   ASSERT_EQ(run.code, 0) << run.output;
   EXPECT_EQ(test::count_of(run.output, "[info] model "), 1u) << run.output;
-  const auto results = nlohmann::json::parse(read_all(dir.path() / "report" / "results.json"));
+  const auto results =
+      nlohmann::json::parse(test::read_file(dir.path() / "report" / "results.json"));
   EXPECT_EQ(results["cells"].size(), 5u);
 }
 
@@ -201,7 +197,8 @@ TEST(CompareCommand, TasksRunOnEveryCellAndTheReportLeadsWithItsAnswer) {
   options.output = (dir.path() / "report").string();
   ASSERT_EQ(cli::run_compare(options), 0);
 
-  const auto results = nlohmann::json::parse(read_all(dir.path() / "report" / "results.json"));
+  const auto results =
+      nlohmann::json::parse(test::read_file(dir.path() / "report" / "results.json"));
   EXPECT_EQ(results["tasks"]["names"], nlohmann::json({"passkey", "kv-recall", "copy"}));
   ASSERT_EQ(results["cells"].size(), 2u);
   for (const auto& cell : results["cells"]) {
@@ -219,7 +216,7 @@ TEST(CompareCommand, TasksRunOnEveryCellAndTheReportLeadsWithItsAnswer) {
       }
     }
   }
-  const std::string markdown = read_all(dir.path() / "report" / "report.md");
+  const std::string markdown = test::read_file(dir.path() / "report" / "report.md");
   const std::string answer = results["answer"];
   EXPECT_EQ(markdown.find(answer), markdown.find('\n') + 2) << markdown;
   EXPECT_EQ(test::count_of(markdown, "# KV policy comparison"), 1u) << markdown;
@@ -287,7 +284,8 @@ TEST(CompareCommand, ComparesTovaAndSnapKv) {
                                                options.output},
                                               dir.path() / "log");
   ASSERT_EQ(run.code, 0) << run.output;
-  const auto results = nlohmann::json::parse(read_all(dir.path() / "report" / "results.json"));
+  const auto results =
+      nlohmann::json::parse(test::read_file(dir.path() / "report" / "results.json"));
   ASSERT_EQ(results["cells"].size(), 5u);
   EXPECT_EQ(results["cells"][1]["policy"], "tova");
   EXPECT_EQ(results["cells"][3]["policy"], "snapkv");
@@ -318,7 +316,7 @@ TEST(CompareCommand, AnInterruptKeepsTheFinishedCellsMarkedIncomplete) {
   const int status = test::wait_for(pid);
   const std::string log = test::read_file(dir.path() / "log");
   ASSERT_EQ(test::exit_code(status), 130) << log;
-  const auto results = nlohmann::json::parse(read_all(report / "results.json"));
+  const auto results = nlohmann::json::parse(test::read_file(report / "results.json"));
   const std::size_t kept = results["cells"].size();
   EXPECT_GE(kept, cells);
   EXPECT_LT(kept, 13u);
@@ -326,9 +324,9 @@ TEST(CompareCommand, AnInterruptKeepsTheFinishedCellsMarkedIncomplete) {
   EXPECT_EQ(results["cells_planned"], 13);
   EXPECT_EQ(results["cells"][0]["policy"], "full");
   const std::string counts = std::to_string(kept) + " of 13 cells";
-  EXPECT_NE(read_all(report / "report.md").find("**Incomplete**: " + counts + " finished"),
+  EXPECT_NE(test::read_file(report / "report.md").find("**Incomplete**: " + counts + " finished"),
             std::string::npos);
-  EXPECT_NE(read_all(report / "report.html").find("Incomplete"), std::string::npos);
+  EXPECT_NE(test::read_file(report / "report.html").find("Incomplete"), std::string::npos);
   EXPECT_NE(log.find("stopped by SIGINT: " + counts + " are kept in " + report.string()),
             std::string::npos)
       << log;

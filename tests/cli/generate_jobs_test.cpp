@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/cli/commands.h"
+#include "tests/cli/offgen_process.h"
 #include "tests/support/test_support.h"
 
 extern char** environ;
@@ -31,14 +32,6 @@ std::vector<Json> read_lines(const std::filesystem::path& path) {
   std::string line;
   while (std::getline(in, line)) out.push_back(Json::parse(line));
   return out;
-}
-
-std::size_t count_lines(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::size_t n = 0;
-  std::string line;
-  while (std::getline(in, line)) ++n;
-  return n;
 }
 
 TEST(GenerateJob, TwoHundredMixedRequestsAreEachAnsweredOnceInInputOrder) {
@@ -149,13 +142,13 @@ TEST(GenerateJob, AKilledRunResumedAnswersEveryRequestExactlyOnce) {
   const pid_t pid = spawn_offgen(first);
   // Kill it once some requests are answered, well before all are.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (count_lines(output) < 4 && std::chrono::steady_clock::now() < deadline) {
+  while (test::count_lines(output) < 4 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
-  const std::size_t before = count_lines(output);
+  const std::size_t before = test::count_lines(output);
   ASSERT_GE(before, 4u);
   ASSERT_LT(before, static_cast<std::size_t>(requests)) << "the run finished before the kill";
 

@@ -46,7 +46,7 @@ std::vector<std::string> on_ranks(int ranks, const std::vector<std::string>& arg
 
 // Requests of mixed prompt lengths and max_tokens (so a token split is not a line split), greedy,
 // with a malformed line among them.
-void write_requests(const fs::path& path, int count, int max_tokens_base) {
+void write_rank_requests(const fs::path& path, int count, int max_tokens_base) {
   std::string text;
   for (int i = 0; i < count; ++i) {
     if (i == 7) {
@@ -106,7 +106,7 @@ TEST(MpiJob, TwoRanksAnswerExactlyAsOneProcess) {
   if (!fs::exists(trained_model())) GTEST_SKIP() << "no " << trained_model();
   test::TempDir dir;
   const auto input = dir.path() / "in.jsonl";
-  write_requests(input, 30, 4);
+  write_rank_requests(input, 30, 4);
   const auto ranked = dir.path() / "ranked.jsonl";
   const std::string single = one_process_output(input, dir.path());
   const auto two =
@@ -207,7 +207,7 @@ TEST(MpiJob, AKilledRankLeavesItsLinesAndResumeOnOtherRankCountsFinishes) {
   test::TempDir dir;
   const auto input = dir.path() / "in.jsonl";
   const int requests = 60;
-  write_requests(input, requests, 20);
+  write_rank_requests(input, requests, 20);
   const auto output = dir.path() / "out.jsonl";
   // One sequence at a time, so that rank 1 is killed with most of its share left.
   auto first = generate_args(input, output);
@@ -255,7 +255,7 @@ TEST(MpiJob, ARankThatFailsSaysWhyAndItsRequestsResume) {
   test::TempDir dir;
   const auto input = dir.path() / "in.jsonl";
   const int requests = 40;
-  write_requests(input, requests, 10);
+  write_rank_requests(input, requests, 10);
   const auto output = dir.path() / "out.jsonl";
   const auto args = generate_args(input, output);
   // MPMD: rank 0 as usual, rank 1 through a shell that sets the limit and execs offgen.

@@ -13,7 +13,7 @@ using test::Case;
 using test::error_of;
 using test::render;
 
-const Case kCases[] = {
+const Case kPrintingCases[] = {
     {"{{ true }} {{ false }} {{ none }} {{ True }} {{ None }}", "", "True False None True None"},
     {"{{ 3 }} {{ -0 }} {{ 1.0 }} {{ -0.0 }} {{ 1.5 }} {{ 0.1 + 0.2 }}", "",
      "3 0 1.0 -0.0 1.5 0.30000000000000004"},
@@ -66,7 +66,7 @@ const Case kCases[] = {
 };
 
 TEST(JinjaPrinting, MatchesPythonStr) {
-  for (const Case& c : kCases) {
+  for (const Case& c : kPrintingCases) {
     SCOPED_TRACE(c.source);
     EXPECT_EQ(render(c.source, c.context), c.expected);
   }

@@ -13,7 +13,7 @@ using test::Case;
 using test::error_of;
 using test::render;
 
-const Case kCases[] = {
+const Case kUndefinedCases[] = {
     {"[{{ u }}]", "", "[]"},
     {"{{ u is defined }} {{ u is undefined }} {{ u is none }} {{ u is string }}", "",
      "False True False False"},
@@ -38,7 +38,7 @@ const Case kCases[] = {
 };
 
 TEST(JinjaUndefined, BehavesAsJinja2sDefaultUndefined) {
-  for (const Case& c : kCases) {
+  for (const Case& c : kUndefinedCases) {
     SCOPED_TRACE(c.source);
     EXPECT_EQ(render(c.source, c.context), c.expected);
   }

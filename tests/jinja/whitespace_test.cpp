@@ -13,7 +13,7 @@ namespace {
 using test::Case;
 using test::render;
 
-const Case kCases[] = {
+const Case kWhitespaceCases[] = {
     // trim_blocks: the newline right after a block tag goes, the next one stays.
     {"a\n{% if true %}\nb\n{% endif %}\nc", "", "a\nb\nc"},
     {"{% if true %}\n\n{% endif %}", "", "\n"},
@@ -67,7 +67,7 @@ const Case kCases[] = {
 };
 
 TEST(JinjaWhitespace, MatchesJinja2) {
-  for (const Case& c : kCases) {
+  for (const Case& c : kWhitespaceCases) {
     SCOPED_TRACE(c.source);
     EXPECT_EQ(render(c.source, c.context), c.expected);
   }

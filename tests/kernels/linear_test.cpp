@@ -13,7 +13,7 @@ namespace {
 namespace ref = kernels::reference;
 using kernels::Activation;
 
-struct Shape {
+struct LinearShape {
   std::int64_t m;
   int n;
   int k;
@@ -23,12 +23,12 @@ struct Shape {
 // n leaves a tail in every n-blocking; k is odd, crosses the 16-float padding and the k-chunks
 // (512 for panels, 1024 for dots).
 // (Panels are 32 rows with AVX-512, 16 with AVX2: 49 and 58 leave tails just over half a panel.)
-const Shape kShapes[] = {{1, 1, 1},      {1, 7, 13},    {3, 20, 64},    {17, 33, 100},
-                         {1, 50, 768},   {5, 13, 1100}, {32, 25, 64},   {40, 37, 13},
-                         {49, 30, 64},   {58, 11, 70},  {70, 100, 600}, {129, 19, 130},
-                         {33, 200, 1100}};
+const LinearShape kLinearShapes[] = {{1, 1, 1},      {1, 7, 13},    {3, 20, 64},    {17, 33, 100},
+                                     {1, 50, 768},   {5, 13, 1100}, {32, 25, 64},   {40, 37, 13},
+                                     {49, 30, 64},   {58, 11, 70},  {70, 100, 600}, {129, 19, 130},
+                                     {33, 200, 1100}};
 
-std::string describe(const Shape& s) {
+std::string describe(const LinearShape& s) {
   return "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
 }
 
@@ -46,7 +46,7 @@ class LinearParity : public ParityTest {};
 TEST_P(LinearParity, MatchesReferenceWithAndWithoutBiasAndRelu) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const auto& s : kShapes) {
+  for (const auto& s : kLinearShapes) {
     for (const bool with_bias : {false, true}) {
       for (const auto act : {Activation::none, Activation::relu}) {
         SCOPED_TRACE(describe(s) + (with_bias ? " bias" : " no-bias") +
@@ -79,7 +79,7 @@ TEST_P(LinearParity, MatchesReferenceWithAndWithoutBiasAndRelu) {
 TEST_P(LinearParity, MatchesReferenceWithWideInputs) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const Shape s : {Shape{3, 45, 100}, Shape{64, 40, 300}}) {
+  for (const LinearShape s : {LinearShape{3, 45, 100}, LinearShape{64, 40, 300}}) {
     SCOPED_TRACE(describe(s));
     const auto x = rng.halves(s.m * s.k, -4, 4);
     const auto w = rng.halves(std::size_t(s.n) * s.k, -4, 4);
@@ -105,7 +105,7 @@ TEST_P(LinearParity, MatchesReferenceWithWideInputs) {
 TEST_P(LinearParity, IsDeterministic) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const Shape s : {Shape{3, 70, 100}, Shape{70, 100, 600}}) {
+  for (const LinearShape s : {LinearShape{3, 70, 100}, LinearShape{70, 100, 600}}) {
     SCOPED_TRACE(describe(s));
     const auto x = rng.halves(s.m * s.k, -1, 1);
     const auto w = rng.halves(std::size_t(s.n) * s.k, -1, 1);
@@ -131,7 +131,7 @@ TEST_P(LinearParity, ARowsBitsDoNotDependOnTheRowCount) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
   for (const int k : {100, 1100, 4100}) {
-    const Shape all{70, 45, k};
+    const LinearShape all{70, 45, k};
     SCOPED_TRACE(describe(all));
     const auto x = rng.halves(all.m * all.k, -1, 1);
     const auto w = rng.halves(std::size_t(all.n) * all.k, -1, 1);

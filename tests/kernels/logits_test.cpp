@@ -12,13 +12,13 @@ namespace {
 
 namespace ref = kernels::reference;
 
-struct Shape {
+struct LogitsShape {
   std::int64_t m;
   int n;
   int k;
 };
 
-std::string describe(const Shape& s) {
+std::string describe(const LogitsShape& s) {
   return "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
 }
 
@@ -33,8 +33,8 @@ class LogitsParity : public ParityTest {};
 TEST_P(LogitsParity, MatchesReference) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const Shape s :
-       {Shape{1, 50, 13}, Shape{5, 333, 64}, Shape{40, 1000, 100}, Shape{33, 97, 768}}) {
+  for (const LogitsShape s : {LogitsShape{1, 50, 13}, LogitsShape{5, 333, 64},
+                              LogitsShape{40, 1000, 100}, LogitsShape{33, 97, 768}}) {
     SCOPED_TRACE(describe(s));
     const auto x = rng.halves(s.m * s.k, -1, 1);
     const auto embed = rng.halves(std::size_t(s.n) * s.k, -1, 1);
@@ -59,7 +59,7 @@ TEST_P(LogitsParity, MatchesReference) {
 TEST_P(LogitsParity, ARowsLogitsDoNotDependOnTheRowCount) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  const Shape all{40, 333, 768};
+  const LogitsShape all{40, 333, 768};
   const auto x = rng.halves(all.m * all.k, -1, 1);
   const auto embed = rng.halves(std::size_t(all.n) * all.k, -1, 1);
   std::vector<float> together(all.m * all.n);

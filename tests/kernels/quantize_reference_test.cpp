@@ -30,15 +30,15 @@ std::vector<Half> halves(const std::vector<float>& values) {
   return out;
 }
 
-struct Packed {
+struct ReferencePacked {
   std::vector<std::uint8_t> data;
   std::vector<Half> params;
 };
 
-Packed quantized(const std::vector<Half>& x, const QuantShape& s,
-                 kernels::QuantRecipe recipe = kernels::QuantRecipe::fp16_ops) {
-  Packed p{std::vector<std::uint8_t>(std::size_t(s.data_bytes())),
-           std::vector<Half>(std::size_t(s.param_count()))};
+ReferencePacked quantized(const std::vector<Half>& x, const QuantShape& s,
+                          kernels::QuantRecipe recipe = kernels::QuantRecipe::fp16_ops) {
+  ReferencePacked p{std::vector<std::uint8_t>(std::size_t(s.data_bytes())),
+                    std::vector<Half>(std::size_t(s.param_count()))};
   ref::quantize({.x = x.data(),
                  .data = p.data.data(),
                  .params = p.params.data(),
@@ -47,7 +47,7 @@ Packed quantized(const std::vector<Half>& x, const QuantShape& s,
   return p;
 }
 
-std::vector<Half> dequantized(const Packed& p, const QuantShape& s) {
+std::vector<Half> dequantized(const ReferencePacked& p, const QuantShape& s) {
   std::vector<Half> y(std::size_t(s.values()), half_nan());
   ref::dequantize({.data = p.data.data(), .params = p.params.data(), .x = y.data(), .shape = s});
   return y;
@@ -79,7 +79,7 @@ TEST(QuantizeReference, ZeroToFifteenAreTheirOwnCodes) {
   for (int v = 0; v < 16; ++v) values.push_back(float(v));
   const QuantShape s{.outer = 1, .dim = 16, .inner = 1};
   const auto x = halves(values);
-  const Packed p = quantized(x, s);
+  const ReferencePacked p = quantized(x, s);
   std::vector<std::uint8_t> expected(32, 0);
   for (int j = 0; j < 8; ++j) expected[std::size_t(j)] = std::uint8_t(0x10 * (2 * j) + 2 * j + 1);
   EXPECT_EQ(p.data, expected);
@@ -99,7 +99,7 @@ TEST(QuantizeReference, PackingFollowsInner) {
     values.push_back(float(v));       // column 0: 0..15
     values.push_back(float(15 - v));  // column 1: 15..0
   }
-  const Packed p = quantized(halves(values), s);
+  const ReferencePacked p = quantized(halves(values), s);
   EXPECT_EQ(p.data[0], 0x01);                   // (j 0, i 0)
   EXPECT_EQ(p.data[1], 0xFE);                   // (j 0, i 1)
   EXPECT_EQ(p.data[2 * 7], 0xEF);               // (j 7, i 0)
@@ -114,13 +114,13 @@ TEST(QuantizeReference, PackingFollowsInner) {
 TEST(QuantizeReference, TiesRoundHalfToEvenAndPaddingCounts) {
   const QuantShape s{.outer = 1, .dim = 4, .inner = 1};
   // Values 0.5, 1.5, 2.5, 15: with the padding 0, mn 0, mx 15, scale 1.
-  const Packed p = quantized(halves({0.5f, 1.5f, 2.5f, 15.0f}), s);
+  const ReferencePacked p = quantized(halves({0.5f, 1.5f, 2.5f, 15.0f}), s);
   EXPECT_EQ(p.data[0], 0x02);  // 0.5 -> 0, 1.5 -> 2
   EXPECT_EQ(p.data[1], 0x2F);  // 2.5 -> 2, 15 -> 15
   // Negative values only: [-1, -2] + padding 0: mn -2, mx 0 (the padding), d 2, r 0.5, scale 7.5;
   // -1 -> t 1 -> u 7.5 -> 8 (even), -2 -> 0, the padding -> t 2 -> u 15.
   const QuantShape two{.outer = 1, .dim = 2, .inner = 1};
-  const Packed n = quantized(halves({-1.0f, -2.0f}), two);
+  const ReferencePacked n = quantized(halves({-1.0f, -2.0f}), two);
   EXPECT_EQ(n.data[0], 0x80);
   EXPECT_EQ(n.data[1], 0xFF);
   EXPECT_EQ(half_to_float(n.params[0]), 7.5f);
@@ -137,7 +137,7 @@ TEST(QuantizeReference, ConstantGroupsAreCodeZeroAndComeBackExactly) {
   std::vector<float> values(64, 2.5f);
   values.resize(128, 0.0f);
   const auto x = halves(values);
-  const Packed p = quantized(x, s);
+  const ReferencePacked p = quantized(x, s);
   EXPECT_EQ(p.data, std::vector<std::uint8_t>(64, 0));
   EXPECT_EQ(p.params[0].bits, 0x7C00);  // +inf
   EXPECT_EQ(half_to_float(p.params[1]), 2.5f);
@@ -151,7 +151,7 @@ TEST(QuantizeReference, ZeroMinIsPositiveZero) {
   const QuantShape s{.outer = 1, .dim = 64, .inner = 1};
   std::vector<Half> x(64, Half{0x8000});
   x[5] = Half{0};
-  const Packed p = quantized(x, s);
+  const ReferencePacked p = quantized(x, s);
   EXPECT_EQ(p.params[0].bits, 0x7C00);
   EXPECT_EQ(p.params[1].bits, 0);
   EXPECT_EQ(p.data, std::vector<std::uint8_t>(32, 0));
@@ -160,7 +160,7 @@ TEST(QuantizeReference, ZeroMinIsPositiveZero) {
 // A range past fp16's max: d = inf, r = 0, scale = 0; back, 0 / 0 is NaN, stored as 0x7E00.
 TEST(QuantizeReference, OverflowedRangeComesBackAsOneNaN) {
   const QuantShape s{.outer = 1, .dim = 2, .inner = 1};
-  const Packed p = quantized(halves({-60000.0f, 60000.0f}), s);
+  const ReferencePacked p = quantized(halves({-60000.0f, 60000.0f}), s);
   EXPECT_EQ(p.params[0].bits, 0);
   const auto y = dequantized(p, s);
   EXPECT_EQ(y[0].bits, 0x7E00);
@@ -267,7 +267,7 @@ TEST(QuantizeGolden, MatchesFlexGenOnPyTorch) {
     ASSERT_EQ(c.data.size(), std::size_t(s.data_bytes()));
     ASSERT_EQ(c.params.size(), std::size_t(s.param_count()));
     ASSERT_EQ(c.y.size(), std::size_t(s.values()));
-    const Packed p = quantized(c.x, s, c.recipe);
+    const ReferencePacked p = quantized(c.x, s, c.recipe);
     EXPECT_EQ(p.data, c.data);
     EXPECT_TRUE(bitwise_equal(p.params, c.params));
     EXPECT_TRUE(bitwise_equal(dequantized({c.data, c.params}, s), c.y));

@@ -23,7 +23,7 @@ using kernels::QuantShape;
 // Odd dims (one value, one short of a group, exactly one, one over, a 16-value tail, two groups,
 // a 8-value tail), inner 1 (KV rows) and wider (weights, inner tiles of 64 with a remainder),
 // outer > 1.
-const QuantShape kShapes[] = {
+const QuantShape kQuantShapes[] = {
     {1, 1, 1},   {1, 63, 1},   {1, 64, 1},   {1, 65, 1},   {3, 80, 1},  {2, 128, 1},
     {1, 200, 1}, {300, 64, 1}, {97, 80, 1},  {1, 1, 7},    {1, 63, 5},  {1, 64, 96},
     {2, 65, 33}, {1, 80, 130}, {3, 128, 17}, {1, 200, 96}, {4, 200, 2}, {2, 130, 200},
@@ -163,7 +163,7 @@ TEST_P(QuantizeParity, QuantizeMatchesReference) {
   SCOPED_TRACE(rng.trace());
   for (const auto recipe : kRecipes) {
     SCOPED_TRACE(recipe_name(recipe));
-    for (const auto& s : kShapes) {
+    for (const auto& s : kQuantShapes) {
       SCOPED_TRACE(describe(s));
       const auto x = quant_input(rng, s, /*allow_overflow=*/true);
       Guarded<std::uint8_t> data(std::size_t(s.data_bytes()), 0xEE);
@@ -187,7 +187,7 @@ TEST_P(QuantizeParity, QuantizeMatchesReference) {
 TEST_P(QuantizeParity, DequantizeMatchesReference) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const auto& s : kShapes) {
+  for (const auto& s : kQuantShapes) {
     SCOPED_TRACE(describe(s));
     Packed packed = reference_packed(quant_input(rng, s, /*allow_overflow=*/true), s);
     for (const bool random_bytes : {false, true}) {
@@ -214,7 +214,7 @@ TEST_P(QuantizeParity, DequantizeMatchesReference) {
 TEST_P(QuantizeParity, DequantizeNeverWritesPadding) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const auto& s : kShapes) {
+  for (const auto& s : kQuantShapes) {
     if (s.dim % 64 == 0) continue;
     SCOPED_TRACE(describe(s));
     const QuantShape slice{.outer = 1, .dim = s.dim, .inner = s.inner};
@@ -233,7 +233,7 @@ TEST_P(QuantizeParity, DequantizeNeverWritesPadding) {
 TEST_P(QuantizeParity, RoundTripMatchesReference) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const auto& s : kShapes) {
+  for (const auto& s : kQuantShapes) {
     SCOPED_TRACE(describe(s));
     const auto x = quant_input(rng, s, /*allow_overflow=*/false);
     std::vector<std::uint8_t> data(std::size_t(s.data_bytes()));

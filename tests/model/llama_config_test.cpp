@@ -138,7 +138,7 @@ std::string edited(const char* base, const Json& changes) {
   return json.dump();
 }
 
-std::string parse_error(const std::string& text) {
+std::string llama_parse_error(const std::string& text) {
   try {
     parse(text);
   } catch (const Error& e) {
@@ -303,30 +303,31 @@ TEST(LlamaConfig, RopeParametersLayoutOfTransformers5) {
   // Both layouts at once must agree.
   EXPECT_NO_THROW(parse(edited(
       kLlama2_7b, {{"rope_theta", 10000.0}, {"rope_parameters", {{"rope_theta", 10000.0}}}})));
-  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"rope_theta", 10000.0},
-                                            {"rope_parameters", {{"rope_theta", 500000.0}}}}))
+  EXPECT_NE(llama_parse_error(edited(kLlama2_7b, {{"rope_theta", 10000.0},
+                                                  {"rope_parameters", {{"rope_theta", 500000.0}}}}))
                 .find("rope_theta 10000 disagrees with rope_parameters' rope_theta 500000"),
             std::string::npos);
-  EXPECT_NE(parse_error(edited(kLlama2_7b,
-                               {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}},
-                                {"rope_parameters", {{"rope_type", "linear"}, {"factor", 4.0}}}}))
-                .find("rope_scaling disagrees with rope_parameters"),
-            std::string::npos);
+  EXPECT_NE(
+      llama_parse_error(
+          edited(kLlama2_7b, {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}},
+                              {"rope_parameters", {{"rope_type", "linear"}, {"factor", 4.0}}}}))
+          .find("rope_scaling disagrees with rope_parameters"),
+      std::string::npos);
 }
 
 TEST(LlamaConfig, RopeFieldsOffgenDoesNotImplementAreRefused) {
-  EXPECT_NE(parse_error(
+  EXPECT_NE(llama_parse_error(
                 edited(kLlama2_7b, {{"rope_parameters", {{"rope_type", "yarn"}, {"factor", 4.0}}}}))
                 .find("rope_parameters type 'yarn' is not supported"),
             std::string::npos);
-  EXPECT_NE(parse_error(edited(kLlama2_7b,
-                               {{"rope_parameters", {{"rope_type", "default"}, {"mscale", 1.0}}}}))
+  EXPECT_NE(llama_parse_error(edited(kLlama2_7b, {{"rope_parameters",
+                                                   {{"rope_type", "default"}, {"mscale", 1.0}}}}))
                 .find("rope_parameters field 'mscale' is not supported"),
             std::string::npos);
-  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"partial_rotary_factor", 0.5}}))
+  EXPECT_NE(llama_parse_error(edited(kLlama2_7b, {{"partial_rotary_factor", 0.5}}))
                 .find("partial_rotary_factor 0.5 is not supported"),
             std::string::npos);
-  EXPECT_NE(parse_error(
+  EXPECT_NE(llama_parse_error(
                 edited(kLlama2_7b, {{"rope_parameters",
                                      {{"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25}}}}))
                 .find("partial_rotary_factor 0.25 in rope_parameters is not supported"),
@@ -336,27 +337,27 @@ TEST(LlamaConfig, RopeFieldsOffgenDoesNotImplementAreRefused) {
 }
 
 TEST(LlamaConfig, Rejections) {
-  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"num_key_value_heads", 5}}))
+  EXPECT_NE(llama_parse_error(edited(kLlama2_7b, {{"num_key_value_heads", 5}}))
                 .find("num_attention_heads 32 is not a multiple of num_key_value_heads 5"),
             std::string::npos);
-  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"hidden_act", "gelu"}}))
+  EXPECT_NE(llama_parse_error(edited(kLlama2_7b, {{"hidden_act", "gelu"}}))
                 .find("hidden_act 'gelu' is not supported"),
             std::string::npos);
-  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"rope_scaling", {{"rope_type", "dynamic"}}}}))
+  EXPECT_NE(llama_parse_error(edited(kLlama2_7b, {{"rope_scaling", {{"rope_type", "dynamic"}}}}))
                 .find("rope_scaling type 'dynamic' is not supported"),
             std::string::npos);
-  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"head_dim", 256}})).find("head_dim 256"),
+  EXPECT_NE(llama_parse_error(edited(kLlama2_7b, {{"head_dim", 256}})).find("head_dim 256"),
             std::string::npos);
   Json without_ffn = Json::parse(kLlama2_7b);
   without_ffn.erase("intermediate_size");
-  EXPECT_NE(parse_error(without_ffn.dump()).find("field 'intermediate_size' is missing"),
+  EXPECT_NE(llama_parse_error(without_ffn.dump()).find("field 'intermediate_size' is missing"),
             std::string::npos);
-  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"eos_token_id", Json::array({2, 99999})}}))
+  EXPECT_NE(llama_parse_error(edited(kLlama2_7b, {{"eos_token_id", Json::array({2, 99999})}}))
                 .find("eos_token_id 99999 is outside the vocabulary"),
             std::string::npos);
-  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"rope_theta", -1.0}})).find("rope_theta"),
+  EXPECT_NE(llama_parse_error(edited(kLlama2_7b, {{"rope_theta", -1.0}})).find("rope_theta"),
             std::string::npos);
-  EXPECT_NE(parse_error(edited(kLlama2_7b, {{"attention_bias", true}}))
+  EXPECT_NE(llama_parse_error(edited(kLlama2_7b, {{"attention_bias", true}}))
                 .find("attention_bias true with mlp_bias false"),
             std::string::npos);
 }

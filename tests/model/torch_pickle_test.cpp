@@ -35,7 +35,7 @@ std::string read_error(const std::string& pickle) {
 
 // Two tensors viewing one fp16 storage (a tied head: same key), a bf16 one at an offset with
 // strides of a size-1 dimension, and an fp32 scalar.
-const std::vector<TorchTensorSpec> kTensors = {
+const std::vector<TorchTensorSpec> kPickleTensors = {
     {"model.decoder.embed_tokens.weight", "0", "HalfStorage", 12, {3, 4}},
     {"lm_head.weight", "0", "HalfStorage", 12, {3, 4}},
     {"model.decoder.layers.0.fc1.bias", "1", "BFloat16Storage", 10, {1, 5}, {99, 1}, 5},
@@ -43,14 +43,14 @@ const std::vector<TorchTensorSpec> kTensors = {
 };
 
 TEST(TorchPickle, ReadsAStateDictAsTorchSavePicklesIt) {
-  const PickledStateDict dict = read(test::torch_state_dict_pickle(kTensors));
-  ASSERT_EQ(dict.tensors.size(), kTensors.size());
-  for (std::size_t i = 0; i < kTensors.size(); ++i) {
+  const PickledStateDict dict = read(test::torch_state_dict_pickle(kPickleTensors));
+  ASSERT_EQ(dict.tensors.size(), kPickleTensors.size());
+  for (std::size_t i = 0; i < kPickleTensors.size(); ++i) {
     const PickledTensor& tensor = dict.tensors[i];
-    EXPECT_EQ(tensor.name, kTensors[i].name);
-    EXPECT_EQ(tensor.storage_key, kTensors[i].key);
-    EXPECT_EQ(tensor.storage_offset, kTensors[i].offset);
-    EXPECT_EQ(tensor.shape, kTensors[i].shape);
+    EXPECT_EQ(tensor.name, kPickleTensors[i].name);
+    EXPECT_EQ(tensor.storage_key, kPickleTensors[i].key);
+    EXPECT_EQ(tensor.storage_offset, kPickleTensors[i].offset);
+    EXPECT_EQ(tensor.shape, kPickleTensors[i].shape);
   }
   EXPECT_EQ(dict.tensors[0].strides, (std::vector<std::int64_t>{4, 1}));
   EXPECT_EQ(dict.tensors[2].strides, (std::vector<std::int64_t>{99, 1}));
@@ -133,7 +133,7 @@ TEST(TorchPickle, ForbiddenGlobalsAreRefusedBeforeAnythingCouldRun) {
 }
 
 TEST(TorchPickle, EveryTruncationIsAnError) {
-  const std::string pickle = test::torch_state_dict_pickle(kTensors);
+  const std::string pickle = test::torch_state_dict_pickle(kPickleTensors);
   for (std::size_t size = 0; size < pickle.size(); ++size) {
     const std::string message = read_error(pickle.substr(0, size));
     EXPECT_NE(message.find("x.bin: archive/data.pkl: "), std::string::npos) << size << message;

@@ -18,7 +18,7 @@ using Rows = std::vector<std::vector<float>>;
 
 // P = 5. The last query's row: t0 0.0625, t1 0.0625, t2 0.125, t3 0.25, t4 0.5 (the earlier rows
 // weigh t0 and t1 heavily, which tova must ignore).
-const Rows kPrefill = {
+const Rows kTovaPrefill = {
     {1.0f},
     {0.5f, 0.5f},
     {0.75f, 0.125f, 0.125f},
@@ -40,7 +40,7 @@ TEST(TovaPolicy, ScoresThePromptByItsLastQueryAveragedOverHeadsWithoutAWindow) {
 TEST(TovaPolicy, PrefillKeepsTheLastQuerysTopC) {
   const auto policy = make(PolicyKind::tova, 3);
   CacheSimulator sim(*policy);
-  EXPECT_EQ(sim.prefill(kPrefill), (std::vector<int>{2, 3, 4}));
+  EXPECT_EQ(sim.prefill(kTovaPrefill), (std::vector<int>{2, 3, 4}));
   EXPECT_EQ(sim.kept_scores(), (std::vector<float>{0.125f, 0.25f, 0.5f}));
 }
 
@@ -48,13 +48,13 @@ TEST(TovaPolicy, PrefillKeepsTheLastQuerysTopC) {
 TEST(TovaPolicy, PrefillTieKeepsTheNewerToken) {
   const auto policy = make(PolicyKind::tova, 4);
   CacheSimulator sim(*policy);
-  EXPECT_EQ(sim.prefill(kPrefill), (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_EQ(sim.prefill(kTovaPrefill), (std::vector<int>{1, 2, 3, 4}));
 }
 
 TEST(TovaPolicy, APromptThatFitsIsKeptWhole) {
   const auto policy = make(PolicyKind::tova, 5);
   CacheSimulator sim(*policy);
-  EXPECT_EQ(sim.prefill(kPrefill), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(sim.prefill(kTovaPrefill), (std::vector<int>{0, 1, 2, 3, 4}));
 }
 
 // C = 3 from {2, 3, 4}:
@@ -66,7 +66,7 @@ TEST(TovaPolicy, APromptThatFitsIsKeptWhole) {
 TEST(TovaPolicy, DecodeEvictsTheCurrentRowsLowestTheNewTokenIncluded) {
   const auto policy = make(PolicyKind::tova, 3);
   CacheSimulator sim(*policy);
-  ASSERT_EQ(sim.prefill(kPrefill), (std::vector<int>{2, 3, 4}));
+  ASSERT_EQ(sim.prefill(kTovaPrefill), (std::vector<int>{2, 3, 4}));
   auto step = sim.decode({0.5f, 0.25f, 0.1875f, 0.0625f});
   EXPECT_TRUE(step.evicted);
   EXPECT_EQ(step.evicted_position, 5);

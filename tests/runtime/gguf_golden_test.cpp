@@ -11,11 +11,6 @@
 namespace offgen {
 namespace {
 
-// As golden_test.cpp: fp16 activations against fp32 references, plus a term relative to the
-// log-probability for the LLaMA family's fp16 rotary and RMS norm.
-constexpr float kLogprobTolerance = 0.05f;
-constexpr float kLlamaRelativeTolerance = 0.005f;
-
 class GgufGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -37,8 +32,8 @@ TEST_P(GgufGolden, ScoresMatchHuggingFace) {
   const nlohmann::json expected = test::golden_expected(GetParam());
   Engine engine(options(4));
   for (const int prefill_tokens : {0, 3}) {
-    test::expect_scores_match(engine, expected, prefill_tokens, kLogprobTolerance,
-                              kLlamaRelativeTolerance);
+    test::expect_scores_match(engine, expected, prefill_tokens, test::kGoldenLogprobTolerance,
+                              test::kGoldenLlamaRelativeTolerance);
   }
 }
 

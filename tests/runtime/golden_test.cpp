@@ -20,16 +20,6 @@
 namespace offgen {
 namespace {
 
-// The engine keeps activations in fp16 (fp32 accumulation) while the references are fp32: Hugging
-// Face itself in fp16 differs from these fixtures by up to 0.026 nats on these models, so 0.05.
-constexpr float kLogprobTolerance = 0.05f;
-// The LLaMA family's fixtures add a term relative to the log-probability: the engine rounds the
-// rotary cos / sin and the RMS-normalized rows to fp16 as transformers does in fp16, while the
-// fp32 references do not, and the error grows with the logit's size. Measured worst: 0.084 nats
-// on a -15.8 log-probability (tiny-mistral-bin), 0.082 on -23.3 (tiny-llama3-tied); every greedy
-// token matches exactly.
-constexpr float kLlamaRelativeTolerance = 0.005f;
-
 bool is_llama_family(const std::string& model) {
   return model.find("llama") != std::string::npos || model.find("qwen2") != std::string::npos ||
          model.find("mistral") != std::string::npos;
@@ -59,8 +49,8 @@ class Golden : public ::testing::TestWithParam<std::tuple<std::string, CpuKernel
 
 void expect_scores_match(Engine& engine, const nlohmann::json& expected, int prefill_tokens) {
   const bool llama = is_llama_family(expected["model"].get<std::string>());
-  test::expect_scores_match(engine, expected, prefill_tokens, kLogprobTolerance,
-                            llama ? kLlamaRelativeTolerance : 0.0f);
+  test::expect_scores_match(engine, expected, prefill_tokens, test::kGoldenLogprobTolerance,
+                            llama ? test::kGoldenLlamaRelativeTolerance : 0.0f);
 }
 
 TEST_P(Golden, ScoreMatchesHuggingFaceAsOnePrefill) {

@@ -13,7 +13,7 @@
 namespace offgen {
 namespace {
 
-MachineProfile pcie_like() {
+MachineProfile planner_pcie() {
   MachineProfile p;
   p.h2d = 25e9;
   p.d2h = 25e9;
@@ -114,14 +114,14 @@ TEST(Planner, PrefersResidentWeightsAndBigBatchesAndStreamsWhenItMust) {
   const ModelConfig model = ModelConfig::from_name("opt-6.7b").value();
   PlanRequest request = opt_request("70GiB", "100GiB");
   request.max_sequences = 64;  // 13 GB of weights and 64 sequences' KV fit: nothing moves
-  const auto roomy = choose_plan(model, pcie_like(), request);
+  const auto roomy = choose_plan(model, planner_pcie(), request);
   ASSERT_TRUE(roomy.has_value());
   EXPECT_TRUE(roomy->placement.all_resident());
   EXPECT_EQ(roomy->block, 64);
   EXPECT_LE(roomy->memory.gpu, request.gpu_bytes);
 
   request.gpu_bytes = parse_bytes("8GiB");  // less than the weights: some must stream
-  const auto tight = choose_plan(model, pcie_like(), request);
+  const auto tight = choose_plan(model, planner_pcie(), request);
   ASSERT_TRUE(tight.has_value());
   EXPECT_LT(tight->placement.weights.gpu, 1.0);
   EXPECT_LE(tight->memory.gpu, request.gpu_bytes);
@@ -130,7 +130,7 @@ TEST(Planner, PrefersResidentWeightsAndBigBatchesAndStreamsWhenItMust) {
   EXPECT_LT(tight->prediction.tokens_per_second, roomy->prediction.tokens_per_second);
 
   request.gpu_bytes = parse_bytes("100MiB");  // not even the embeddings
-  EXPECT_FALSE(choose_plan(model, pcie_like(), request).has_value());
+  EXPECT_FALSE(choose_plan(model, planner_pcie(), request).has_value());
 }
 
 TEST(Planner, TightGpuStreamsWeightsOffloadsKvAndAddsGpuBatches) {
@@ -138,7 +138,7 @@ TEST(Planner, TightGpuStreamsWeightsOffloadsKvAndAddsGpuBatches) {
   // the weights stream, so a big block amortizes them, and its KV can only live on the host.
   const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   const PlanRequest request = opt_request("16GiB", "200GiB");
-  const auto plan = choose_plan(model, pcie_like(), request);
+  const auto plan = choose_plan(model, planner_pcie(), request);
   ASSERT_TRUE(plan.has_value());
   EXPECT_LT(plan->placement.weights.gpu, 1.0);
   EXPECT_LT(plan->placement.block.kv_gpu_fraction, 1.0);
@@ -164,7 +164,7 @@ TEST(Planner, KeepsAsMuchKvOnTheGpuAsFitsNotJustQuarters) {
   const std::uint64_t three_quarters =
       memory_of(model, request, placement(20, 1, 1.0, 0.0, 0.75, false)).gpu;
   request.gpu_bytes = (half + three_quarters) / 2;
-  const auto plan = choose_plan(model, pcie_like(), request);
+  const auto plan = choose_plan(model, planner_pcie(), request);
   ASSERT_TRUE(plan.has_value());
   EXPECT_EQ(plan->placement.weights.gpu, 1.0);
   EXPECT_GT(plan->placement.block.kv_gpu_fraction, 0.5);
@@ -175,14 +175,14 @@ TEST(Planner, KeepsAsMuchKvOnTheGpuAsFitsNotJustQuarters) {
 TEST(Planner, PicksCpuAttentionWhenPcieIsSlowAndStagingWhenItIsFast) {
   const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   const PlanRequest request = opt_request("16GiB", "200GiB");
-  MachineProfile slow = pcie_like();
+  MachineProfile slow = planner_pcie();
   slow.h2d = slow.d2h = 4e9;  // PCIe 3 x4: far below host memory bandwidth
   const auto on_cpu = choose_plan(model, slow, request);
   ASSERT_TRUE(on_cpu.has_value());
   EXPECT_LT(on_cpu->placement.block.kv_gpu_fraction, 1.0);
   EXPECT_TRUE(on_cpu->placement.block.cpu_attention);
 
-  MachineProfile fast = pcie_like();
+  MachineProfile fast = planner_pcie();
   fast.h2d = fast.d2h = 200e9;  // a link faster than ...
   fast.cpu_attention = 2e9;     // ... a CPU that attends slowly
   const auto staged = choose_plan(model, fast, request);
@@ -190,7 +190,7 @@ TEST(Planner, PicksCpuAttentionWhenPcieIsSlowAndStagingWhenItIsFast) {
   EXPECT_LT(staged->placement.block.kv_gpu_fraction, 1.0);
   EXPECT_FALSE(staged->placement.block.cpu_attention);
 
-  MachineProfile unmeasured = pcie_like();
+  MachineProfile unmeasured = planner_pcie();
   unmeasured.cpu_attention = 0;  // an old profile: cpu attention cannot be predicted
   const auto old = choose_plan(model, unmeasured, request);
   ASSERT_TRUE(old.has_value());
@@ -200,9 +200,9 @@ TEST(Planner, PicksCpuAttentionWhenPcieIsSlowAndStagingWhenItIsFast) {
 TEST(Planner, DiskTakesTheWeightsPinnedMemoryCannotHold) {
   const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   PlanRequest request = opt_request("16GiB", "32GiB");  // 60 GB of weights fit neither
-  EXPECT_FALSE(choose_plan(model, pcie_like(), request).has_value());
+  EXPECT_FALSE(choose_plan(model, planner_pcie(), request).has_value());
   request.disk = true;
-  const auto plan = choose_plan(model, pcie_like(), request);
+  const auto plan = choose_plan(model, planner_pcie(), request);
   ASSERT_TRUE(plan.has_value());
   EXPECT_GT(plan->placement.weights_disk(), 0.0);
   EXPECT_GT(plan->memory.disk, 0u);
@@ -210,7 +210,7 @@ TEST(Planner, DiskTakesTheWeightsPinnedMemoryCannotHold) {
   EXPECT_LE(plan->memory.pinned, request.pinned_bytes);
   EXPECT_LE(plan->memory.gpu, request.gpu_bytes);
   // Without a disk measurement nothing on disk can be predicted.
-  MachineProfile no_disk = pcie_like();
+  MachineProfile no_disk = planner_pcie();
   no_disk.disk_read = 0;
   EXPECT_FALSE(choose_plan(model, no_disk, request).has_value());
 }
@@ -224,7 +224,7 @@ TEST(Planner, TakesTheAllResidentPlanWhenTheWholeBlockFits) {
   request.gpu_bytes = parse_bytes("12GiB");
   request.pinned_bytes = parse_bytes("12GiB");
   request.block = 32;  // a bench row
-  MachineProfile cpu_like = pcie_like();
+  MachineProfile cpu_like = planner_pcie();
   cpu_like.cpu_attention = 1e15;  // even when attending on the host would look free
   const auto plan = choose_plan(model, cpu_like, request);
   ASSERT_TRUE(plan.has_value());
@@ -257,14 +257,14 @@ TEST(Planner, MovesTheHiddenStatesToTheHostWhenOnlyThatLetsTheBlockFit) {
   }
   ASSERT_LT(least[true], least[false]);
   request.gpu_bytes = (least[true] + least[false]) / 2;
-  const auto plan = choose_plan(model, pcie_like(), request);
+  const auto plan = choose_plan(model, planner_pcie(), request);
   ASSERT_TRUE(plan.has_value());
   EXPECT_TRUE(plan->placement.block.activations_on_host) << plan->describe();
   EXPECT_LE(plan->memory.gpu, request.gpu_bytes);
   EXPECT_EQ(plan->memory.gpu, plan_memory(model, request, plan->placement, plan->block).gpu);
   // With room for them, the hidden states stay on the gpu tier: moving them only costs.
   request.gpu_bytes = parse_bytes("80GiB");
-  const auto roomy = choose_plan(model, pcie_like(), request);
+  const auto roomy = choose_plan(model, planner_pcie(), request);
   ASSERT_TRUE(roomy.has_value());
   EXPECT_FALSE(roomy->placement.block.activations_on_host) << roomy->describe();
 }
@@ -273,7 +273,7 @@ TEST(Planner, BlocksStopAtTheSequencesThereAre) {
   const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   PlanRequest request = opt_request("16GiB", "200GiB");
   request.max_sequences = 3;
-  const auto plan = choose_plan(model, pcie_like(), request);
+  const auto plan = choose_plan(model, planner_pcie(), request);
   ASSERT_TRUE(plan.has_value());
   EXPECT_LE(plan->block, 3);
   EXPECT_LE(plan->placement.gpu_batch * plan->placement.block.num_gpu_batches, 4);

@@ -8,17 +8,15 @@
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/message_assertions.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
 namespace {
 
-using nlohmann::json;
+using test::Contains;
 
-::testing::AssertionResult Contains(const std::string& message, const std::string& part) {
-  if (message.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << part << "\"";
-}
+using nlohmann::json;
 
 // A copy of a fixture tokenizer.json that each test spoils in one place.
 class TokenizerJsonLoadErrors : public ::testing::Test {

@@ -8,10 +8,13 @@
 
 #include "engine/core/error.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/message_assertions.h"
 #include "tests/support/test_support.h"
 
 namespace offgen {
 namespace {
+
+using test::Contains;
 
 std::string read(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -47,11 +50,6 @@ class TokenizerLoadErrors : public ::testing::Test {
   std::string vocab_;
   std::string merges_;
 };
-
-::testing::AssertionResult Contains(const std::string& message, const std::string& part) {
-  if (message.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "message \"" << message << "\" lacks \"" << part << "\"";
-}
 
 TEST_F(TokenizerLoadErrors, CopyLoads) {
   EXPECT_NO_THROW(Tokenizer::load(dir_.path()));

@@ -29,9 +29,9 @@ std::vector<Case> read_parity_cases() {
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     if (line.empty()) continue;
-    const auto json = nlohmann::json::parse(line);
-    cases.push_back({number, json.at("text").get<std::string>(),
-                     json.at("ids").get<std::vector<std::int32_t>>()});
+    const auto record = nlohmann::json::parse(line);
+    cases.push_back({number, record.at("text").get<std::string>(),
+                     record.at("ids").get<std::vector<std::int32_t>>()});
   }
   return cases;
 }
