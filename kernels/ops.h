@@ -17,6 +17,7 @@
 #include "kernels/kv_cache_args.h"
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
+#include "kernels/logit_edit_args.h"
 #include "kernels/quantize_args.h"
 #include "kernels/rms_norm_args.h"
 #include "kernels/rotary_args.h"
@@ -45,11 +46,16 @@ class Ops {
   virtual void logits(const kernels::LogitsArgs& args) = 0;
   virtual void log_softmax(const kernels::LogSoftmaxArgs& args) = 0;
   virtual void token_logprobs(const kernels::TokenLogprobsArgs& args) = 0;
+  virtual void top_logprobs(const kernels::TopLogprobsArgs& args) = 0;
 
   // Token picks where the logits are, one id per row (kernels/sampling_args.h): a step copies
   // one id per sequence back to the host instead of the logits.
   virtual void argmax_rows(const kernels::ArgmaxRowsArgs& args) = 0;
   virtual void sample_rows(const kernels::SampleRowsArgs& args) = 0;
+  // A request's logit edits before its pick (kernels/logit_edit_args.h): bias, penalties and
+  // min_tokens' ban, on the ids it names only; restore_logits undoes them for raw log-probs.
+  virtual void edit_logits(const kernels::EditLogitsArgs& args) = 0;
+  virtual void restore_logits(const kernels::EditLogitsArgs& args) = 0;
 
   // Attention-score eviction (h2o) where the cache lives, right after the attention that produced
   // the probabilities. Semantics: kernels/eviction_args.h.

@@ -16,6 +16,7 @@ struct SampleParams {
   std::int32_t top_k = 0;    // 0 = off
   float top_p = 1.0f;        // 1 = off; in (0, 1]
   float uniform = 0.0f;      // in [0, 1)
+  float min_p = 0.0f;        // 0 = off; in [0, 1]
 };
 
 struct SampleRowsArgs {
@@ -30,12 +31,14 @@ struct SampleRowsArgs {
 // sample_rows, per row r with logits x (a NaN logit counts as -inf):
 //   Greedy (temperature 0, or top_k 1): out = argmax over every id, the lowest id among equal
 //   maxima (torch.argmax; Hugging Face's greedy search, so greedy rows stay exact to it).
-//   Otherwise, in Hugging Face's order (temperature, top-k, top-p, draw):
+//   Otherwise, in vLLM's order (temperature, top-k and min-p, top-p, draw; Hugging Face's is the
+//   same without min-p, which it applies after top-p):
 //   1. A = the sampleable ids with x > -inf (if A is empty: the greedy pick); m = max over A.
 //   2. top-k, 0 < k < |A|: A keeps the ids whose logit is >= the k-th largest logit of A (ties
 //      with the k-th stay, as TopKLogitsWarper keeps them).
 //   3. w_i = exp((x_i - m) / T) in fp32 for i in A; w_i = 1 exactly where x_i = m (also when m is
-//      +inf: the infinite logits share the draw, every finite one gets 0).
+//      +inf: the infinite logits share the draw, every finite one gets 0). min-p > 0: A keeps the
+//      ids with w_i >= min_p (a probability at least min_p times the largest one's, whose w is 1).
 //   4. top-p < 1: Z = sum of w over A; tau = the largest w_j (j in A) such that the w_i >= w_j
 //      sum to at least top_p * Z; A keeps the ids with w_i >= tau (the smallest set of most
 //      likely tokens holding top_p of the mass; ties with its last member stay).

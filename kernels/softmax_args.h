@@ -23,4 +23,20 @@ struct TokenLogprobsArgs {
   int vocab = 0;
 };
 
+// The most k asked for (OpenAI's and vLLM's limit on top_logprobs).
+constexpr int kMaxTopLogprobs = 20;
+
+// The k most likely ids of each row with their log-probabilities: ids[r * k + j] is the row's
+// j-th id in the order logit descending (a NaN ranks as -inf), equal logits the lower id first;
+// values[r * k + j] = its logit - logsumexp(row), computed as token_logprobs computes it, so the
+// picked token's log-prob and its entry here agree. 1 <= k <= min(vocab, kMaxTopLogprobs).
+struct TopLogprobsArgs {
+  const float* logits = nullptr;  // [rows, vocab]
+  std::int32_t* ids = nullptr;    // [rows, k]
+  float* values = nullptr;        // [rows, k]
+  std::int64_t rows = 0;
+  int vocab = 0;
+  int k = 0;
+};
+
 }  // namespace offgen::kernels

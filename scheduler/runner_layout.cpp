@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/logit_edit_args.h"
 #include "kernels/sampling_args.h"
 #include "scheduler/kv_cache_layout.h"
 
@@ -40,15 +41,22 @@ MemoryLayout runner_own_layout(const ModelConfig& config, const RunnerShape& sha
   layout.add("sampling parameters", Tier::gpu, block * sizeof(kernels::SampleParams));
   layout.add("newest rows", Tier::gpu, block * kInt32Bytes);
   layout.add("host picks", Tier::pinned, block * kInt32Bytes);
+  const auto edits = static_cast<std::uint64_t>(shape.logit_edits);
+  const std::uint64_t penalty_bytes = edits == 0 ? 0 : block * sizeof(kernels::RowPenalties);
+  const std::uint64_t edit_bytes = edits * sizeof(kernels::LogitEdit) + penalty_bytes;
+  layout.add("logit edits", Tier::gpu, edits * sizeof(kernels::LogitEdit));
+  layout.add("row penalties", Tier::gpu, penalty_bytes);
+  layout.add("saved logits", Tier::gpu, edits * kFloatBytes);
   // Every step's uploads fit: ids + valid + positions + per-head token slots of a prefill, or the
-  // arrays of a decode step, the newest row of each sequence, the sampling parameters (four
-  // words a sequence), plus one chunk of output row ids and targets, each rounded up to 16 bytes;
-  // and once, before the first step, the rotary frequencies.
-  static_assert(sizeof(kernels::SampleParams) == 4 * kInt32Bytes);
+  // arrays of a decode step, the newest row of each sequence, the sampling parameters (five
+  // words a sequence), plus one chunk of output row ids and targets, each rounded up to 16 bytes,
+  // and the logit edits with their rows' penalties; and once, before the first step, the rotary
+  // frequencies.
+  static_assert(sizeof(kernels::SampleParams) == 5 * kInt32Bytes);
   layout.add(
       "step staging", Tier::pinned,
-      kInt32Bytes * ((3 + heads) * rows + (9 + heads + count_rows) * block + 2 * out + rope) +
-          1024);
+      kInt32Bytes * ((3 + heads) * rows + (10 + heads + count_rows) * block + 2 * out + rope) +
+          edit_bytes + 1024);
   layout.add("rope frequencies", Tier::gpu, rope * kFloatBytes);
   // Activations: the block's hidden states, one GPU batch's scratch.
   layout.add("hidden states", Tier::gpu, placement.activations_on_host ? 0 : rows * h * kHalfBytes);
@@ -68,6 +76,10 @@ MemoryLayout runner_own_layout(const ModelConfig& config, const RunnerShape& sha
   layout.add("targets", Tier::gpu, out * kInt32Bytes);
   layout.add("log-probs", Tier::gpu, out * kFloatBytes);
   layout.add("host log-probs", Tier::pinned, out * kFloatBytes);
+  const auto top = out * static_cast<std::uint64_t>(shape.top_logprobs);
+  layout.add("top log-prob ids", Tier::gpu, top * kInt32Bytes);
+  layout.add("top log-probs", Tier::gpu, top * kFloatBytes);
+  layout.add("host top log-probs", Tier::pinned, top * (kInt32Bytes + kFloatBytes));
   return layout;
 }
 

@@ -23,15 +23,20 @@ struct RunnerShape {
   int multiprocessors = 0;  // of the device (Device::multiprocessors)
   bool per_layer_budgets = false;      // pyramidkv: KvCacheShape::per_layer_budgets
   Storage kv_storage = Storage::fp16;  // KvCacheShape::storage
+  // Logit edits one step can send (kernels/logit_edit_args.h): 0 where no request of the block
+  // asks for penalties, logit_bias or min_tokens.
+  std::int64_t logit_edits = 0;
+  // The most likely ids a pick reports with its log-prob (0: none; at most kMaxTopLogprobs).
+  int top_logprobs = 0;
 };
 
 // Rows of the output head's chunk: one GPU batch, at least 64.
 int output_chunk_rows(int block, int num_gpu_batches);
 
 // The runner's own buffers: the step inputs (ids, mask, positions) for block x max_prompt rows,
-// picks and sampling parameters, the pinned staging every step's inputs go through, the block's
-// hidden states (unless they live in pinned memory), one GPU batch's activation scratch, and the
-// output head's chunk (fp32 logits included).
+// picks and sampling parameters, logit edits, the pinned staging every step's inputs go through,
+// the block's hidden states (unless they live in pinned memory), one GPU batch's activation
+// scratch, and the output head's chunk (fp32 logits included).
 MemoryLayout runner_own_layout(const ModelConfig& config, const RunnerShape& shape);
 
 // HostActivations: the block's hidden states [block x max_rows_per_sequence rows, hidden] in

@@ -9,6 +9,7 @@
 
 #include "engine/cli/request_fields.h"
 #include "engine/core/error.h"
+#include "engine/core/json_integer.h"
 
 namespace offgen::cli {
 namespace {
@@ -33,7 +34,13 @@ const std::vector<std::string_view> kPlainKeys = {"prompt",
                                                   "stop_token_ids",
                                                   "ignore_eos",
                                                   "skip_special_tokens",
-                                                  "include_stop_str_in_output"};
+                                                  "include_stop_str_in_output",
+                                                  "min_p",
+                                                  "min_tokens",
+                                                  "presence_penalty",
+                                                  "frequency_penalty",
+                                                  "repetition_penalty",
+                                                  "logit_bias"};
 
 // A JSON number as a float; one beyond float's range becomes +-inf (which validation refuses)
 // rather than an undefined conversion.
@@ -56,6 +63,66 @@ std::string read_flag(const Json& fields, const char* key, bool& out) {
   return {};
 }
 
+// min_p, min_tokens, the penalties and logit_bias, checked as vLLM checks them (its messages'
+// ranges; a bias beyond +-100 is clamped, as vLLM's server clamps it).
+std::string read_shaping(const Json& fields, const ModelConfig& config, ParsedLine& out) {
+  GenerationRequest& r = out.request;
+  LogitShaping& s = r.shaping;
+  const std::pair<const char*, float*> numbers[] = {{"presence_penalty", &s.presence_penalty},
+                                                    {"frequency_penalty", &s.frequency_penalty},
+                                                    {"repetition_penalty", &s.repetition_penalty},
+                                                    {"min_p", &r.sampling.min_p}};
+  for (const auto& [key, value] : numbers) {
+    if (!given(fields, key)) continue;
+    if (!fields[key].is_number()) return fmt::format("'{}' must be a number", key);
+    *value = to_float(fields[key]);
+  }
+  for (const auto& [key, value] : {std::pair{"presence_penalty", s.presence_penalty},
+                                   std::pair{"frequency_penalty", s.frequency_penalty}}) {
+    if (!(value >= -2.0f && value <= 2.0f)) {
+      return fmt::format("'{}' must be in [-2, 2], got {}", key, value);
+    }
+  }
+  if (!(s.repetition_penalty > 0.0f) || !std::isfinite(s.repetition_penalty)) {
+    return fmt::format("'repetition_penalty' must be greater than zero, got {}",
+                       s.repetition_penalty);
+  }
+  if (!(r.sampling.min_p >= 0.0f && r.sampling.min_p <= 1.0f)) {
+    return fmt::format("'min_p' must be in [0, 1], got {}", r.sampling.min_p);
+  }
+  if (given(fields, "min_tokens")) {
+    const std::optional<int> n = json_integer<int>(fields["min_tokens"]);
+    if (!n || *n < 0) return "'min_tokens' must be an integer >= 0";
+    if (*n > r.max_tokens) {
+      return fmt::format("'min_tokens' must be at most 'max_tokens' ({}), got {}", r.max_tokens,
+                         *n);
+    }
+    s.min_tokens = *n;
+  }
+  if (given(fields, "logit_bias")) {
+    const Json& bias = fields["logit_bias"];
+    if (!bias.is_object()) return "'logit_bias' must be an object of token ids and biases";
+    for (const auto& [key, value] : bias.items()) {
+      std::int64_t id = -1;
+      const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (error != std::errc{} || end != key.data() + key.size() || key.empty()) {
+        return fmt::format("'logit_bias': key {:?} is not a token id", key);
+      }
+      if (id < 0 || id >= config.vocab_size) {
+        return fmt::format("'logit_bias': token {} is outside the vocabulary [0, {})", id,
+                           config.vocab_size);
+      }
+      if (!value.is_number()) {
+        return fmt::format("'logit_bias': the bias of token {} must be a number", id);
+      }
+      s.logit_bias.emplace_back(static_cast<std::int32_t>(id),
+                                std::clamp(to_float(value), -100.0f, 100.0f));
+    }
+  }
+  s.stop_ids = out.text.stop_token_ids;
+  return {};
+}
+
 std::string read_max_tokens(const Json& v, const char* key, int& out) {
   if (!v.is_number_integer()) return fmt::format("'{}' must be an integer", key);
   constexpr auto kMost = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
@@ -74,28 +141,28 @@ std::string read_max_tokens(const Json& v, const char* key, int& out) {
 std::string read_logprobs(const Json& fields, ParsedLine& out) {
   if (!given(fields, "logprobs")) return {};
   const Json& v = fields["logprobs"];
-  const char* alternatives =
-      "offgen returns each generated token's own log-probability, not the most likely "
-      "alternatives";
+  // How many alternatives: an integer in [0, kMaxTopLogprobs].
+  const auto read_k = [&](const Json& k, const char* key) -> std::string {
+    const std::optional<int> n = json_integer<int>(k);
+    if (!n || *n < 0 || *n > kernels::kMaxTopLogprobs) {
+      return fmt::format("'{}' must be an integer from 0 to {}", key, kernels::kMaxTopLogprobs);
+    }
+    out.request.top_logprobs = *n;
+    return {};
+  };
   if (out.endpoint == Endpoint::chat) {
     if (!v.is_boolean()) return "'logprobs' must be true or false";
     out.request.logprobs = v.get<bool>();
     if (given(fields, "top_logprobs")) {
-      const Json& k = fields["top_logprobs"];
-      if (!k.is_number_integer() || k.get<std::int64_t>() < 0) {
-        return "'top_logprobs' must be an integer >= 0";
+      if (std::string problem = read_k(fields["top_logprobs"], "top_logprobs"); !problem.empty()) {
+        return problem;
       }
-      if (k.get<std::int64_t>() > 0) {
-        return fmt::format("'top_logprobs' {}: {} (give 0)", k.dump(), alternatives);
+      if (out.request.top_logprobs > 0 && !out.request.logprobs) {
+        return "'top_logprobs' needs 'logprobs': true";
       }
     }
   } else {
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
-      return "'logprobs' must be an integer >= 0";
-    }
-    if (v.get<std::int64_t>() > 0) {
-      return fmt::format("'logprobs' {}: {} (give 0)", v.dump(), alternatives);
-    }
+    if (std::string problem = read_k(v, "logprobs"); !problem.empty()) return problem;
     out.request.logprobs = true;
     if (out.text.echo) {
       return "'echo' with 'logprobs' asks for the prompt's log-probabilities, which generate does "
@@ -181,6 +248,7 @@ std::string read_parameters(const Json& fields, const ModelConfig& config,
       }
     }
   }
+  if (std::string problem = read_shaping(fields, config, out); !problem.empty()) return problem;
   if (std::string problem = read_logprobs(fields, out); !problem.empty()) return problem;
   if (given(fields, "truncate_prompt_tokens")) {
     // vLLM's: keep each prompt's last k tokens (left truncation, BOS included in what is cut);
@@ -390,31 +458,49 @@ std::size_t code_points(std::string_view text) {
   }));
 }
 
+// A token as its own text (each id decoded alone) and that text's UTF-8 bytes.
+std::string piece_of(const Tokenizer& tokenizer, std::int32_t token) {
+  return to_valid_utf8(tokenizer.decode(std::vector<std::int32_t>{token}));
+}
+
+Json utf8_bytes(const std::string& piece) {
+  Json bytes = Json::array();
+  for (const char c : piece) bytes.push_back(static_cast<unsigned char>(c));
+  return bytes;
+}
+
 // A choice's log-probs in OpenAI's shapes: completions' {tokens, token_logprobs, top_logprobs,
-// text_offset} (the top entry of each position is the token itself, as vLLM gives for
-// logprobs 0), chat's {content: [{token, logprob, bytes, top_logprobs}]}. Token strings are each
-// id decoded alone; text offsets count characters of the decoded text before the token.
+// text_offset} (each position's top entry is the token itself then the k most likely, as vLLM
+// gives them), chat's {content: [{token, logprob, bytes, top_logprobs: the k most likely}]}.
+// Text offsets count characters of the decoded text before the token.
 Json logprobs_json(const Tokenizer& tokenizer, const GenerationResult& result, bool chat) {
   Json tokens = Json::array(), values = Json::array(), tops = Json::array(),
        offsets = Json::array(), content = Json::array();
   for (std::size_t i = 0; i < result.tokens.size() && i < result.token_logprobs.size(); ++i) {
-    const std::string piece =
-        to_valid_utf8(tokenizer.decode(std::vector<std::int32_t>{result.tokens[i]}));
+    const std::string piece = piece_of(tokenizer, result.tokens[i]);
     const float logprob = result.token_logprobs[i];
+    const std::vector<std::pair<std::int32_t, float>> no_alternatives;
+    const auto& alternatives =
+        i < result.top_logprobs.size() ? result.top_logprobs[i] : no_alternatives;
     if (chat) {
-      Json bytes = Json::array();
-      for (const char c : piece) bytes.push_back(static_cast<unsigned char>(c));
+      Json top = Json::array();
+      for (const auto& [id, value] : alternatives) {
+        const std::string text = piece_of(tokenizer, id);
+        top.push_back({{"token", text}, {"logprob", value}, {"bytes", utf8_bytes(text)}});
+      }
       content.push_back({{"token", piece},
                          {"logprob", logprob},
-                         {"bytes", std::move(bytes)},
-                         {"top_logprobs", Json::array()}});
+                         {"bytes", utf8_bytes(piece)},
+                         {"top_logprobs", std::move(top)}});
       continue;
     }
     const std::span<const std::int32_t> before(result.tokens.data(), i);
     offsets.push_back(code_points(to_valid_utf8(tokenizer.decode(before))));
     tokens.push_back(piece);
     values.push_back(logprob);
-    tops.push_back(Json{{piece, logprob}});
+    Json top = Json{{piece, logprob}};
+    for (const auto& [id, value] : alternatives) top[piece_of(tokenizer, id)] = value;
+    tops.push_back(std::move(top));
   }
   if (chat) return {{"content", std::move(content)}};
   return {{"tokens", std::move(tokens)},
@@ -526,10 +612,9 @@ nlohmann::ordered_json result_record(const JsonlLine& line, const ParsedLine& pa
     // The line's own "index" and "error" keys are not copied: they would hide which request
     // the record answers and whether it failed.
     Json record = {{"index", line.index}};
-    record.update(passthrough(
-        line.value, {"index", "error", "prompt", "prompt_token_ids", "max_tokens", "temperature",
-                     "top_k", "top_p", "seed", "stop", "stop_token_ids", "ignore_eos",
-                     "skip_special_tokens", "include_stop_str_in_output"}));
+    std::vector<std::string_view> consumed = {"index", "error"};
+    consumed.insert(consumed.end(), kPlainKeys.begin(), kPlainKeys.end());
+    record.update(passthrough(line.value, consumed));
     if (!problem.empty() || results.empty()) {
       record["error"] = where;
       return record;

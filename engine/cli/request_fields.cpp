@@ -70,7 +70,7 @@ std::unique_ptr<Tokenizer> load_tokenizer(const EngineOptions& options) {
 }
 
 nlohmann::ordered_json passthrough(const nlohmann::ordered_json& line,
-                                   std::initializer_list<std::string_view> consumed) {
+                                   std::span<const std::string_view> consumed) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   if (!line.is_object()) return out;
   for (const auto& [key, value] : line.items()) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const EngineOptions& options);
 
 // Every key of `line` except `consumed`, for the output record.
 nlohmann::ordered_json passthrough(const nlohmann::ordered_json& line,
-                                   std::initializer_list<std::string_view> consumed);
+                                   std::span<const std::string_view> consumed);
+inline nlohmann::ordered_json passthrough(const nlohmann::ordered_json& line,
+                                          std::initializer_list<std::string_view> consumed) {
+  return passthrough(line, std::span<const std::string_view>(consumed.begin(), consumed.size()));
+}
 
 }  // namespace offgen::cli

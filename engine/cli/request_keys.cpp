@@ -37,7 +37,13 @@ const std::vector<std::string_view> kSharedKeys = {"model",
                                                    "skip_special_tokens",
                                                    "include_stop_str_in_output",
                                                    "add_special_tokens",
-                                                   "truncate_prompt_tokens"};
+                                                   "truncate_prompt_tokens",
+                                                   "min_p",
+                                                   "min_tokens",
+                                                   "presence_penalty",
+                                                   "frequency_penalty",
+                                                   "repetition_penalty",
+                                                   "logit_bias"};
 
 const std::vector<std::string_view> kCompletionKeys = {"prompt", "echo", "logprobs"};
 
@@ -53,12 +59,6 @@ const std::vector<std::string_view> kChatKeys = {"messages",
 const std::vector<RefusedKey>& shared_refused() {
   static const std::vector<RefusedKey> keys = {
       {"best_of", {nullptr, 1}, "offgen returns n samples, not the best of several"},
-      {"logit_bias", {nullptr, Json::object()}, kNotYet},
-      {"presence_penalty", {nullptr, 0}, kNotYet},
-      {"frequency_penalty", {nullptr, 0}, kNotYet},
-      {"repetition_penalty", {nullptr, 1}, kNotYet},
-      {"min_tokens", {nullptr, 0}, kNotYet},
-      {"min_p", {nullptr, 0}, kNotYet},
       {"stream_options", {nullptr}, "a batch file is answered in whole records"},
       {"response_format", {nullptr, Json{{"type", "text"}}}, kNotYet},
       {"guided_json", {nullptr}, kNotYet},

@@ -25,7 +25,7 @@ std::vector<const KvPolicy*> policy_pointers(const std::vector<std::unique_ptr<K
 BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
                          const ModelWeights& weights, int max_prompt, int max_new,
                          std::vector<std::unique_ptr<KvPolicy>> policies, WeightStreamer* streamer,
-                         const BlockShape& shape, Storage kv_storage)
+                         const BlockShape& shape, Storage kv_storage, const PickExtras& extras)
     : device_(device),
       ops_(ops),
       config_(config),
@@ -34,7 +34,9 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
       block_(static_cast<int>(policies.size())),
       max_prompt_(max_prompt),
       policies_(std::move(policies)),
-      streamer_(streamer) {
+      streamer_(streamer),
+      edit_capacity_(extras.logit_edits),
+      top_k_(extras.top_logprobs) {
   (void)max_new;  // the policies' budgets already size the cache for the decode steps
   const int block = block_;
   OFFGEN_CHECK(block > 0 && max_prompt > 0 && max_new >= 0,
@@ -52,6 +54,10 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
   runner_shape.block = block;
   runner_shape.max_prompt = max_prompt;
   runner_shape.placement = shape;
+  runner_shape.logit_edits = extras.logit_edits;
+  runner_shape.top_logprobs = extras.top_logprobs;
+  OFFGEN_CHECK(top_k_ >= 0 && top_k_ <= std::min(kernels::kMaxTopLogprobs, config.vocab_size),
+               "top log-probs must be 0 to {} (got {})", kernels::kMaxTopLogprobs, top_k_);
   const MemoryLayout layout = runner_own_layout(config, runner_shape);
   ids_ = layout.allocate(device, "token ids");
   valid_ = layout.allocate(device, "valid mask");
@@ -59,6 +65,9 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
   picks_ = layout.allocate(device, "picks");
   sample_params_ = layout.allocate(device, "sampling parameters");
   newest_ = layout.allocate(device, "newest rows");
+  edits_ = layout.allocate(device, "logit edits");
+  penalties_ = layout.allocate(device, "row penalties");
+  saved_logits_ = layout.allocate(device, "saved logits");
   host_picks_ = layout.allocate(device, "host picks");
   staging_ = std::make_unique<StepStaging>(device, layout.allocate(device, "step staging"));
   if (shape.activations_on_host) {
@@ -84,6 +93,9 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
   targets_ = layout.allocate(device, "targets");
   logprobs_ = layout.allocate(device, "log-probs");
   host_logprobs_ = layout.allocate(device, "host log-probs");
+  top_ids_ = layout.allocate(device, "top log-prob ids");
+  top_values_ = layout.allocate(device, "top log-probs");
+  host_top_ = layout.allocate(device, "host top log-probs");
 
   kv_cache_ =
       std::make_unique<BlockKvCache>(device, ops, config, policy_pointers(policies_), gpu_batches_,
@@ -378,42 +390,107 @@ void BlockRunner::picked_logprobs(int first, int n, std::vector<float>& out) {
                        .rows = n,
                        .vocab = config_.vocab_size});
   device_.copy_async(host_logprobs_.data(), logprobs_.data(), bytes_of<float>(n), compute_);
+  const std::int64_t top = std::int64_t{n} * top_k_;
+  if (top_k_ > 0) {
+    ops_.top_logprobs({.logits = logits_.as<float>(),
+                       .ids = top_ids_.as<std::int32_t>(),
+                       .values = top_values_.as<float>(),
+                       .rows = n,
+                       .vocab = config_.vocab_size,
+                       .k = top_k_});
+    device_.copy_async(host_top_.data(), top_ids_.data(), bytes_of<std::int32_t>(top), compute_);
+    device_.copy_async(host_top_.as<float>() + top, top_values_.data(), bytes_of<float>(top),
+                       compute_);
+  }
   sync();
   out.resize(static_cast<std::size_t>(block_));
   std::copy_n(host_logprobs_.as<const float>(), n, out.begin() + first);
+  if (top_k_ > 0) {
+    const auto block_top = static_cast<std::size_t>(block_) * static_cast<std::size_t>(top_k_);
+    top_ids_out_.resize(block_top);
+    top_values_out_.resize(block_top);
+    const auto at = static_cast<std::ptrdiff_t>(std::int64_t{first} * top_k_);
+    std::copy_n(host_top_.as<const std::int32_t>(), top, top_ids_out_.begin() + at);
+    std::copy_n(host_top_.as<const float>() + top, top, top_values_out_.begin() + at);
+  }
 }
 
-std::span<const std::int32_t> BlockRunner::greedy_tokens(std::vector<float>* logprobs) {
+void BlockRunner::upload_edits(const StepLogitEdits* edits) {
+  edit_rows_.clear();
+  if (edits == nullptr || edits->edits.empty()) return;
+  const auto count = static_cast<std::int64_t>(edits->edits.size());
+  OFFGEN_CHECK(
+      count <= edit_capacity_ && edits->penalties.size() == static_cast<std::size_t>(block_),
+      "a step's logit edits ({}) must fit the runner's {} and give {} rows' penalties", count,
+      edit_capacity_, block_);
+  for (const kernels::LogitEdit& e : edits->edits) edit_rows_.push_back(e.row);
+  OFFGEN_CHECK(std::is_sorted(edit_rows_.begin(), edit_rows_.end()),
+               "a step's logit edits must be sorted by row");
+  staging_->upload(edits_.data(), edits->edits.data(), bytes_of<kernels::LogitEdit>(count));
+  staging_->upload(penalties_.data(), edits->penalties.data(),
+                   bytes_of<kernels::RowPenalties>(block_));
+}
+
+kernels::EditLogitsArgs BlockRunner::chunk_edits(int first, int n) const {
+  const auto begin = std::lower_bound(edit_rows_.begin(), edit_rows_.end(), first);
+  const auto end = std::lower_bound(begin, edit_rows_.end(), first + n);
+  const auto offset = begin - edit_rows_.begin();
+  return {.logits = logits_.as<float>(),
+          .edits = edits_.as<kernels::LogitEdit>() + offset,
+          .penalties = penalties_.as<kernels::RowPenalties>(),
+          .saved = saved_logits_.as<float>() + offset,
+          .count = end - begin,
+          .first_row = first,
+          .vocab = config_.vocab_size};
+}
+
+template <typename Pick>
+void BlockRunner::pick_chunk(int first, int n, std::vector<float>* logprobs, const Pick& pick) {
+  const kernels::EditLogitsArgs edits = chunk_edits(first, n);
+  if (edits.count > 0) ops_.edit_logits(edits);
+  pick();
+  if (logprobs == nullptr) return;
+  if (edits.count > 0) ops_.restore_logits(edits);
+  picked_logprobs(first, n, *logprobs);
+}
+
+std::span<const std::int32_t> BlockRunner::greedy_tokens(std::vector<float>* logprobs,
+                                                         const StepLogitEdits* edits) {
+  upload_edits(edits);
   head_of_newest_tokens([&](int first, int n) {
-    ops_.argmax_rows({.logits = logits_.as<float>(),
-                      .out = picks_.as<std::int32_t>() + first,
-                      .rows = n,
-                      .vocab = config_.vocab_size});
-    if (logprobs != nullptr) picked_logprobs(first, n, *logprobs);
+    pick_chunk(first, n, logprobs, [&] {
+      ops_.argmax_rows({.logits = logits_.as<float>(),
+                        .out = picks_.as<std::int32_t>() + first,
+                        .rows = n,
+                        .vocab = config_.vocab_size});
+    });
   });
   return read_picks();
 }
 
 std::span<const std::int32_t> BlockRunner::next_tokens(
-    std::span<const kernels::SampleParams> params, std::vector<float>* logprobs) {
+    std::span<const kernels::SampleParams> params, std::vector<float>* logprobs,
+    const StepLogitEdits* edits) {
   OFFGEN_CHECK(params.size() == static_cast<std::size_t>(block_),
                "next_tokens needs one SampleParams per sequence ({} given for a batch of {})",
                params.size(), block_);
   const bool all_greedy = std::all_of(params.begin(), params.end(), [](const auto& p) {
     return p.temperature == 0.0f || p.top_k == 1;
   });
-  if (all_greedy) return greedy_tokens(logprobs);
+  if (all_greedy) return greedy_tokens(logprobs, edits);
+  upload_edits(edits);
   staging_->upload(sample_params_.data(), params.data(), bytes_of<kernels::SampleParams>(block_));
   head_of_newest_tokens([&](int first, int n) {
-    kernels::SampleRowsArgs args;
-    args.logits = logits_.as<float>();
-    args.params = sample_params_.as<kernels::SampleParams>() + first;
-    args.sampleable = sampleable_;
-    args.out = picks_.as<std::int32_t>() + first;
-    args.rows = n;
-    args.vocab = config_.vocab_size;
-    ops_.sample_rows(args);
-    if (logprobs != nullptr) picked_logprobs(first, n, *logprobs);
+    pick_chunk(first, n, logprobs, [&] {
+      kernels::SampleRowsArgs args;
+      args.logits = logits_.as<float>();
+      args.params = sample_params_.as<kernels::SampleParams>() + first;
+      args.sampleable = sampleable_;
+      args.out = picks_.as<std::int32_t>() + first;
+      args.rows = n;
+      args.vocab = config_.vocab_size;
+      ops_.sample_rows(args);
+    });
   });
   return read_picks();
 }

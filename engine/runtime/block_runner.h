@@ -26,6 +26,8 @@
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
 #include "engine/runtime/block_kv_cache.h"
+#include "engine/runtime/logit_edits.h"
+#include "engine/runtime/pick_extras.h"
 #include "engine/runtime/step_staging.h"
 #include "kernels/ops.h"
 #include "offload/host_activations.h"
@@ -46,10 +48,11 @@ class BlockRunner {
   // (scheduler/runner_layout.h), and nothing later; throws OutOfMemoryError if it does not fit.
   // streamer: where layer weights are offloaded, what brings them in per layer (else null).
   // shape: GPU batches and KV placement. kv_storage: how the KV cache keeps its rows.
+  // extras: logit edits and top log-probs the picks carry.
   BlockRunner(Device& device, Ops& ops, const ModelConfig& config, const ModelWeights& weights,
               int max_prompt, int max_new, std::vector<std::unique_ptr<KvPolicy>> policies,
               WeightStreamer* streamer = nullptr, const BlockShape& shape = {},
-              Storage kv_storage = Storage::fp16);
+              Storage kv_storage = Storage::fp16, const PickExtras& extras = {});
   BlockRunner(const BlockRunner&) = delete;
   BlockRunner& operator=(const BlockRunner&) = delete;
   ~BlockRunner();
@@ -63,7 +66,10 @@ class BlockRunner {
 
   // After prefill() or decode(): each sequence's greedy next token (argmax of its logits, ties:
   // the lowest id), computed on the device so only the ids come back. Valid until the next call.
-  std::span<const std::int32_t> greedy_tokens(std::vector<float>* logprobs = nullptr);
+  // With `edits`, each row's logits are edited first (kernels/logit_edit_args.h); log-probs are
+  // still of the raw logits.
+  std::span<const std::int32_t> greedy_tokens(std::vector<float>* logprobs = nullptr,
+                                              const StepLogitEdits* edits = nullptr);
   // After prefill() or decode(): each sequence's next token picked by params[b] (greedy where its
   // temperature is 0; kernels/sampling_args.h), on the device, so only the ids come back: by
   // argmax alone when every row is greedy, else by the sampler. Valid until the next call.
@@ -71,7 +77,13 @@ class BlockRunner {
   // (log-softmax of the raw logits: temperature 1, before top-k / top-p), computed on the device
   // by the scoring kernel while the logits are there; one float per sequence comes back.
   std::span<const std::int32_t> next_tokens(std::span<const kernels::SampleParams> params,
-                                            std::vector<float>* logprobs = nullptr);
+                                            std::vector<float>* logprobs = nullptr,
+                                            const StepLogitEdits* edits = nullptr);
+  // After a pick that read log-probs, with extras.top_logprobs = k > 0: sequence b's k most
+  // likely ids and their log-probs (of the raw logits) at [b * k, b * k + k), most likely first.
+  int top_logprobs() const { return top_k_; }
+  std::span<const std::int32_t> top_logprob_ids() const { return top_ids_out_; }
+  std::span<const float> top_logprob_values() const { return top_values_out_; }
   // Ids that sampling never draws (a device mask of vocab bytes, 0 = never, or null = none
   // excluded): the model's rows that the tokenizer has no entry for. Must outlive the runner.
   void set_sampleable(const std::uint8_t* mask) { sampleable_ = mask; }
@@ -119,6 +131,14 @@ class BlockRunner {
   void head_of_newest_tokens(const Use& use);
   // Log p(picks[first + r]) of rows [0, n) of the logits now held, into (*out)[first + r].
   void picked_logprobs(int first, int n, std::vector<float>& out);
+  // Uploads a step's edits (none: null or empty), and returns the arguments that edit the chunk
+  // of rows [first, first + n) of the logits now held (count 0: nothing to edit).
+  void upload_edits(const StepLogitEdits* edits);
+  kernels::EditLogitsArgs chunk_edits(int first, int n) const;
+  // Picks rows [first, first + n) with `pick` between the chunk's edits and their undoing (when
+  // log-probs are read, they are of the raw logits).
+  template <typename Pick>
+  void pick_chunk(int first, int n, std::vector<float>* logprobs, const Pick& pick);
   // Copies the picked ids back (waits for the device) and returns them.
   std::span<const std::int32_t> read_picks();
   void sync();
@@ -157,6 +177,15 @@ class BlockRunner {
   Buffer host_logprobs_;
   Buffer picks_, host_picks_;  // greedy or sampled ids: device and pinned host
   Buffer sample_params_;       // [block] SampleParams of the step being sampled
+  // Logit edits of the step (sorted by row), their rows' penalties, the logits they replaced.
+  Buffer edits_, penalties_, saved_logits_;
+  std::vector<std::int32_t> edit_rows_;  // the step's edits' rows, to find a chunk's run
+  std::int64_t edit_capacity_ = 0;
+  // Top log-probs of a chunk (device, then pinned: ids then values), and of the block (host).
+  int top_k_ = 0;
+  Buffer top_ids_, top_values_, host_top_;
+  std::vector<std::int32_t> top_ids_out_;
+  std::vector<float> top_values_out_;
   const std::uint8_t* sampleable_ = nullptr;
 
   // Shape of the last step.

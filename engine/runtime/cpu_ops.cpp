@@ -69,12 +69,25 @@ void CpuOps::token_logprobs(const kernels::TokenLogprobsArgs& args) {
   enqueue<cpu::token_logprobs, ref::token_logprobs>(args);
 }
 
+void CpuOps::top_logprobs(const kernels::TopLogprobsArgs& args) {
+  enqueue<cpu::top_logprobs, ref::top_logprobs>(args);
+}
+
 void CpuOps::argmax_rows(const kernels::ArgmaxRowsArgs& args) {
   enqueue<cpu::argmax_rows, ref::argmax_rows>(args);
 }
 
 void CpuOps::sample_rows(const kernels::SampleRowsArgs& args) {
   enqueue<cpu::sample_rows, ref::sample_rows>(args);
+}
+
+// The edits touch a few hundred ids per row: the reference's loop is the fast kernel too.
+void CpuOps::edit_logits(const kernels::EditLogitsArgs& args) {
+  enqueue<ref::edit_logits, ref::edit_logits>(args);
+}
+
+void CpuOps::restore_logits(const kernels::EditLogitsArgs& args) {
+  enqueue<ref::restore_logits, ref::restore_logits>(args);
 }
 
 void CpuOps::quantize(const kernels::QuantizeArgs& args) {

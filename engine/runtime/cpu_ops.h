@@ -28,8 +28,11 @@ class CpuOps final : public Ops {
   void logits(const kernels::LogitsArgs& args) override;
   void log_softmax(const kernels::LogSoftmaxArgs& args) override;
   void token_logprobs(const kernels::TokenLogprobsArgs& args) override;
+  void top_logprobs(const kernels::TopLogprobsArgs& args) override;
   void argmax_rows(const kernels::ArgmaxRowsArgs& args) override;
   void sample_rows(const kernels::SampleRowsArgs& args) override;
+  void edit_logits(const kernels::EditLogitsArgs& args) override;
+  void restore_logits(const kernels::EditLogitsArgs& args) override;
   void score_prefill_keep(const kernels::ScorePrefillArgs& args) override;
   void score_decode_update(const kernels::ScoreDecodeArgs& args) override;
   void quantize(const kernels::QuantizeArgs& args) override;

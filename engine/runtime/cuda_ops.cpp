@@ -9,6 +9,7 @@
 #include "kernels/cuda/gated_mlp.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/cuda/logit_edit.h"
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rotary.h"
@@ -71,12 +72,24 @@ void CudaOps::token_logprobs(const kernels::TokenLogprobsArgs& args) {
   cuda::token_logprobs(args, stream_);
 }
 
+void CudaOps::top_logprobs(const kernels::TopLogprobsArgs& args) {
+  cuda::top_logprobs(args, stream_);
+}
+
 void CudaOps::argmax_rows(const kernels::ArgmaxRowsArgs& args) {
   cuda::argmax_rows(args, stream_);
 }
 
 void CudaOps::sample_rows(const kernels::SampleRowsArgs& args) {
   cuda::sample_rows(args, stream_);
+}
+
+void CudaOps::edit_logits(const kernels::EditLogitsArgs& args) {
+  cuda::edit_logits(args, stream_);
+}
+
+void CudaOps::restore_logits(const kernels::EditLogitsArgs& args) {
+  cuda::restore_logits(args, stream_);
 }
 
 void CudaOps::score_prefill_keep(const kernels::ScorePrefillArgs& args) {

@@ -291,6 +291,11 @@ std::string Engine::check(const GenerationRequest& request) const {
   }
   try {
     validate(request.sampling);
+    validate(request.shaping, config_.vocab_size);
+    OFFGEN_CHECK(request.top_logprobs >= 0 &&
+                     request.top_logprobs <= std::min(kernels::kMaxTopLogprobs, config_.vocab_size),
+                 "top_logprobs must be 0 to {} (got {})", kernels::kMaxTopLogprobs,
+                 request.top_logprobs);
   } catch (const Error& e) {
     return e.what();
   }
@@ -320,14 +325,15 @@ void Engine::check_interrupt() const {
 }
 
 std::unique_ptr<BlockRunner> Engine::make_runner(int max_prompt, int max_new,
-                                                 std::span<const SequenceLengths> sequences) {
+                                                 std::span<const SequenceLengths> sequences,
+                                                 const PickExtras& extras) {
   std::vector<std::unique_ptr<KvPolicy>> policies;
   for (const SequenceLengths& s : sequences) {
     policies.push_back(block_policy(policy_budget(s.prompt, s.new_tokens, s.total)));
   }
   auto runner = std::make_unique<BlockRunner>(
       *device_, *ops_, config_, weights_->weights(), max_prompt, max_new, std::move(policies),
-      streamer_.get(), options_.placement.block, options_.compression.kv);
+      streamer_.get(), options_.placement.block, options_.compression.kv, extras);
   if (sampleable_) runner->set_sampleable(sampleable_.as<const std::uint8_t>());
   return runner;
 }
@@ -397,6 +403,10 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
   // The last sampled token is never fed back, so a request caches max_tokens - 1 decode tokens;
   // a fraction budget is of its own prompt + max_tokens.
   std::vector<SequenceLengths> lengths;
+  std::vector<LogitEditor::Sequence> shaped;
+  std::vector<std::int32_t> eos_ids = {config_.eos_token_id};
+  eos_ids.insert(eos_ids.end(), config_.more_eos_token_ids.begin(),
+                 config_.more_eos_token_ids.end());
   for (std::size_t index : indices) {
     const GenerationRequest& r = requests[index];
     prompts.push_back(r.prompt);
@@ -404,9 +414,18 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
     rngs.emplace_back(r.seed);
     const int prompt = static_cast<int>(r.prompt.size());
     lengths.push_back({prompt, r.max_tokens - 1, prompt + r.max_tokens});
+    shaped.push_back({&r.shaping, r.prompt,
+                      r.ignore_eos ? std::span<const std::int32_t>{} : eos_ids, r.max_tokens});
   }
+  // Penalties, logit_bias and min_tokens: each step's edits of the rows that ask for them.
+  LogitEditor editor(shaped);
   const PaddedBatch padded = left_pad(prompts, config_.pad_token_id);
-  auto runner = make_runner(padded.seq, max_new - 1, lengths);
+  int top_logprobs = 0;
+  for (std::size_t index : indices) {
+    if (requests[index].logprobs)
+      top_logprobs = std::max(top_logprobs, requests[index].top_logprobs);
+  }
+  auto runner = make_runner(padded.seq, max_new - 1, lengths, {editor.capacity(), top_logprobs});
   check_interrupt();
   runner->prefill(padded);
 
@@ -423,7 +442,10 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
       sample[b] =
           active[b] ? next_sample(requests[indices[b]].sampling, rngs[b]) : kernels::SampleParams{};
     }
-    picks = runner->next_tokens(sample, want_logprobs ? &logprobs : nullptr);
+    StepLogitEdits edits;
+    if (editor.any()) edits = editor.step(active);
+    picks = runner->next_tokens(sample, want_logprobs ? &logprobs : nullptr,
+                                editor.any() ? &edits : nullptr);
   };
 
   std::vector<std::uint8_t> active(indices.size(), 1);
@@ -438,9 +460,20 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
       GenerationResult& result = results[indices[b]];
       const std::int32_t token = picks[b];
       result.tokens.push_back(token);
+      editor.record(b, token);
       if (request.logprobs) result.token_logprobs.push_back(logprobs[b]);
+      if (request.logprobs && request.top_logprobs > 0) {
+        auto& top = result.top_logprobs.emplace_back();
+        const std::size_t at = b * static_cast<std::size_t>(top_logprobs);
+        for (int j = 0; j < request.top_logprobs; ++j) {
+          top.emplace_back(runner->top_logprob_ids()[at + static_cast<std::size_t>(j)],
+                           runner->top_logprob_values()[at + static_cast<std::size_t>(j)]);
+        }
+      }
       const bool eos = config_.is_eos(token) && !request.ignore_eos;
-      const bool stopped = eos || (request.stop && request.stop(result.tokens));
+      // Before min_tokens, stop tokens are banned and stop strings not looked for (vLLM's).
+      const bool may_stop = static_cast<int>(result.tokens.size()) >= request.shaping.min_tokens;
+      const bool stopped = eos || (may_stop && request.stop && request.stop(result.tokens));
       if (stopped || static_cast<int>(result.tokens.size()) >= request.max_tokens) {
         result.finish = stopped ? FinishReason::stop : FinishReason::length;
         active[b] = 0;

@@ -15,6 +15,8 @@
 #include "engine/device/device.h"
 #include "engine/model/model_config.h"
 #include "engine/runtime/device_setup.h"
+#include "engine/runtime/logit_edits.h"
+#include "engine/runtime/pick_extras.h"
 #include "engine/runtime/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/ops.h"
@@ -77,14 +79,23 @@ struct GenerationRequest {
   // Each generated token's log-probability under the model (log-softmax of the raw logits:
   // temperature 1, before top-k / top-p), in GenerationResult::token_logprobs.
   bool logprobs = false;
-  // Optional: called with the tokens generated so far after each new one; true ends the request
-  // there with finish reason `stop` (stop strings: the caller decodes and looks for them).
+  // With logprobs: also the top_logprobs most likely ids at each step with their log-probs
+  // (0 to kernels::kMaxTopLogprobs), in GenerationResult::top_logprobs.
+  int top_logprobs = 0;
+  // Optional: called with the tokens generated so far after each new one (from the
+  // shaping.min_tokens-th on); true ends the request there with finish reason `stop` (stop
+  // strings and stop ids: the caller decodes and looks for them).
   std::function<bool(std::span<const std::int32_t>)> stop;
+  // Logit edits before each pick: penalties, logit_bias, min_tokens (engine/runtime/logit_edits.h).
+  LogitShaping shaping;
 };
 
 struct GenerationResult {
   std::vector<std::int32_t> tokens;   // generated ids (the EOS that stopped it included)
   std::vector<float> token_logprobs;  // request.logprobs: one per token of `tokens`
+  // request.top_logprobs > 0: per token of `tokens`, the most likely ids and their log-probs,
+  // most likely first.
+  std::vector<std::vector<std::pair<std::int32_t, float>>> top_logprobs;
   FinishReason finish = FinishReason::length;
   std::string error;  // non-empty: the request was rejected, nothing generated
 };
@@ -189,7 +200,8 @@ class Engine {
   // steps, each with the engine's policy at the budget its own lengths give; the KV cache is
   // sized for the largest, split into the engine's GPU batches and KV placement.
   std::unique_ptr<BlockRunner> make_runner(int max_prompt, int max_new,
-                                           std::span<const SequenceLengths> sequences);
+                                           std::span<const SequenceLengths> sequences,
+                                           const PickExtras& extras = {});
   // The same for a block of `block` sequences of equal lengths (benchmarks drive it directly):
   // max_prompt prompt tokens, max_new decode steps, `total_len` tokens (0 = max_prompt + max_new).
   std::unique_ptr<BlockRunner> make_runner(int block, int max_prompt, int max_new,

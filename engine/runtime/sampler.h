@@ -14,9 +14,11 @@ struct SamplingParams {
   float temperature = 1.0f;  // 0 = greedy
   int top_k = 0;             // 0 = off
   float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off: vLLM's, a probability at least min_p times the largest
 };
 
-// Throws offgen::Error for a negative temperature, a negative top_k or top_p outside (0, 1].
+// Throws offgen::Error for a negative temperature, a negative top_k, top_p outside (0, 1] or
+// min_p outside [0, 1].
 void validate(const SamplingParams& params);
 
 // True when `params` picks greedily (temperature 0 or top_k 1): no draw is taken.

@@ -94,11 +94,11 @@ float kth_largest(const float* y, int vocab, int k, Scratch& s) {
   return *nth;
 }
 
-// Step 3: w = exp((y - m) / T) for y >= kth (1 where y = m; 0 for -inf and NaN), else 0; the
-// sum of each block of kBlock ids into `blocks`, and the total returned. Built with fp
-// contraction off (kernels/CMakeLists.txt), so every ISA clone computes the reference's bits.
-OFFGEN_SIMD_CLONES double weigh(const float* y, int vocab, float m, float kth, float temperature,
-                                float* w, double* blocks) {
+// Step 3: w = exp((y - m) / T) for y >= kth and w >= min_p (1 where y = m; 0 for -inf and NaN),
+// else 0; the sum of each block of kBlock ids into `blocks`, and the total returned. Built with
+// fp contraction off (kernels/CMakeLists.txt), so every ISA clone computes the reference's bits.
+OFFGEN_SIMD_CLONES double weigh(const float* y, int vocab, float m, float kth, float min_p,
+                                float temperature, float* w, double* blocks) {
   double z = 0.0;
   for (int b0 = 0; b0 < vocab; b0 += kBlock) {
     const int b1 = std::min(vocab, b0 + kBlock);
@@ -106,7 +106,7 @@ OFFGEN_SIMD_CLONES double weigh(const float* y, int vocab, float m, float kth, f
 #pragma omp simd reduction(+ : sum)
     for (int i = b0; i < b1; ++i) {
       const float e = pick(y[i] == m, 1.0f, fast_exp((y[i] - m) / temperature));
-      w[i] = pick(y[i] >= kth, e, 0.0f);
+      w[i] = pick((y[i] >= kth) & (e >= min_p), e, 0.0f);
       sum += static_cast<double>(w[i]);
     }
     blocks[b0 / kBlock] = sum;
@@ -276,7 +276,7 @@ std::int32_t sample_row(const float* row, int vocab, const SampleParams& p,
   // 2. top-k: the k-th largest candidate logit.
   const float kth = p.top_k > 0 ? kth_largest(y, vocab, p.top_k, s) : kMinusInf;
   // 3. Weights.
-  const double z = weigh(y, vocab, m, kth, p.temperature, w, s.block_mass.data());
+  const double z = weigh(y, vocab, m, kth, p.min_p, p.temperature, w, s.block_mass.data());
 
   // 4. top-p. Only weights above (1 - top_p) * z / vocab can be in the kept set: all the ones at
   // or below it hold at most (1 - top_p) * z, so the rest already reach top_p * z.

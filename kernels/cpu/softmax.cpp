@@ -67,4 +67,36 @@ void token_logprobs(const TokenLogprobsArgs& args) {
       });
 }
 
+void top_logprobs(const TopLogprobsArgs& args) {
+  const std::int64_t rows = args.rows;
+  const int vocab = args.vocab;
+  const int k = args.k;
+  tbb::parallel_for(std::int64_t{0}, rows, [&](std::int64_t r) {
+    const float* row = args.logits + r * vocab;
+    // The k best (rank, id) pairs by one pass keeping a small sorted list: ranks below the
+    // current k-th are skipped with one compare, so the pass costs about one read of the row.
+    std::int32_t best[kMaxTopLogprobs];
+    float rank_of[kMaxTopLogprobs];
+    int held = 0;
+    for (int i = 0; i < vocab; ++i) {
+      const float x = std::isnan(row[i]) ? -std::numeric_limits<float>::infinity() : row[i];
+      // Ids arrive in increasing order, so an equal rank never displaces a held one.
+      if (held == k && !(x > rank_of[k - 1])) continue;
+      int at = held < k ? held++ : k - 1;
+      while (at > 0 && x > rank_of[at - 1]) {
+        best[at] = best[at - 1];
+        rank_of[at] = rank_of[at - 1];
+        --at;
+      }
+      best[at] = i;
+      rank_of[at] = x;
+    }
+    const double lse = log_sum_exp(row, vocab);
+    for (int j = 0; j < k; ++j) {
+      args.ids[r * k + j] = best[j];
+      args.values[r * k + j] = static_cast<float>(double{row[best[j]]} - lse);
+    }
+  });
+}
+
 }  // namespace offgen::kernels::cpu

@@ -8,5 +8,7 @@ namespace offgen::kernels::cpu {
 
 void log_softmax(const LogSoftmaxArgs& args);
 void token_logprobs(const TokenLogprobsArgs& args);
+// One pass per row keeping the k best in a sorted list of at most kMaxTopLogprobs.
+void top_logprobs(const TopLogprobsArgs& args);
 
 }  // namespace offgen::kernels::cpu

@@ -99,10 +99,12 @@ struct Weights {
   float m;
   float kth;
   float temperature;
+  float min_p;  // 0 = off
   __device__ float at(int i) const {
     if (!row.candidate(i) || row.x[i] < kth) return 0.0f;
     const float x = row.x[i];
-    return x == m ? 1.0f : expf((x - m) / temperature);
+    const float w = x == m ? 1.0f : expf((x - m) / temperature);
+    return w >= min_p ? w : 0.0f;
   }
 };
 
@@ -142,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(SampleRowsArgs ar
       continue;
     }
     const float kth = p.top_k > 0 && p.top_k < count ? kth_largest(row, s, p.top_k) : -INFINITY;
-    const Weights w{row, m, kth, p.temperature};
+    const Weights w{row, m, kth, p.temperature, p.min_p};
     // top-p: the largest tau (as fp32 bits) whose weights >= tau still hold top_p of the mass.
     float tau = 0.0f;
     if (p.top_p < 1.0f) {

@@ -140,6 +140,38 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// k block-wide argmax passes per row, pass j over the elements the (j-1)-th pick beats in the
+// (rank, id) order, so nothing is excluded by a list and each pass is one read of the row.
+template <int kVec>
+__global__ void __launch_bounds__(kMaxThreads)
+    top_logprobs_kernel(const float* logits, std::int64_t rows, int vocab, int k, std::int32_t* ids,
+                        float* values) {
+  const int vecs = vocab / kVec;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* row = logits + r * vocab;
+    const auto* vec_row = reinterpret_cast<const FloatVec<kVec>*>(row);
+    const double lse = row_log_sum_exp<kVec>(row, vocab);
+    Best previous{INFINITY, -1};  // beats every element
+    for (int j = 0; j < k; ++j) {
+      Best best = no_candidate();
+      for (int v = static_cast<int>(threadIdx.x); v < vecs; v += static_cast<int>(blockDim.x)) {
+        const FloatVec<kVec> a = vec_row[v];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const Best candidate{isnan(a.f[e]) ? -INFINITY : a.f[e], v * kVec + e};
+          if (beats(previous, candidate) && beats(candidate, best)) best = candidate;
+        }
+      }
+      const int index = block_argmax(best);
+      previous = Best{isnan(row[index]) ? -INFINITY : row[index], index};
+      if (threadIdx.x == 0) {
+        ids[r * k + j] = index;
+        values[r * k + j] = static_cast<float>(static_cast<double>(row[index]) - lse);
+      }
+    }
+  }
+}
+
 // A NaN logit ranks as -inf, as in the sampler's argmax; so does a row of all NaN / -inf pick 0.
 template <int kVec>
 __global__ void __launch_bounds__(kMaxThreads)
@@ -231,6 +263,17 @@ void token_logprobs(const TokenLogprobsArgs& args, cudaStream_t stream) {
   with_vec(vec, [&](auto v) {
     token_logprobs_kernel<decltype(v)::value>
         <<<l.blocks, l.threads, 0, stream>>>(logits, targets, out, rows, vocab);
+  });
+  OFFGEN_CUDA_CHECK_LAUNCH();
+}
+
+void top_logprobs(const TopLogprobsArgs& args, cudaStream_t stream) {
+  if (args.rows <= 0 || args.vocab <= 0 || args.k <= 0) return;
+  const int vec = pick_vec(args.vocab, args.logits);
+  const Launch l = row_launch(args.rows, args.vocab, vec);
+  with_vec(vec, [&](auto v) {
+    top_logprobs_kernel<decltype(v)::value><<<l.blocks, l.threads, 0, stream>>>(
+        args.logits, args.rows, args.vocab, args.k, args.ids, args.values);
   });
   OFFGEN_CUDA_CHECK_LAUNCH();
 }

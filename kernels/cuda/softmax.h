@@ -11,6 +11,7 @@ namespace offgen::kernels::cuda {
 
 void log_softmax(const LogSoftmaxArgs& args, cudaStream_t stream);
 void token_logprobs(const TokenLogprobsArgs& args, cudaStream_t stream);
+void top_logprobs(const TopLogprobsArgs& args, cudaStream_t stream);
 void argmax_rows(const ArgmaxRowsArgs& args, cudaStream_t stream);
 
 }  // namespace offgen::kernels::cuda

@@ -14,6 +14,7 @@
 #include "kernels/kv_cache_args.h"
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
+#include "kernels/logit_edit_args.h"
 #include "kernels/quantize_args.h"
 #include "kernels/rms_norm_args.h"
 #include "kernels/rotary_args.h"
@@ -47,6 +48,7 @@ void add_inplace(Half* y, const Half* x, std::int64_t n);
 // softmax.h
 void log_softmax(const LogSoftmaxArgs& args);
 void token_logprobs(const TokenLogprobsArgs& args);
+void top_logprobs(const TopLogprobsArgs& args);
 
 // attention.h
 void prefill_attention(const PrefillAttentionArgs& args);
@@ -59,6 +61,10 @@ void append_kv(const AppendKvArgs& args);
 // sampling.h
 void sample_rows(const SampleRowsArgs& args);
 void argmax_rows(const ArgmaxRowsArgs& args);
+
+// logit_edit.h
+void edit_logits(const EditLogitsArgs& args);
+void restore_logits(const EditLogitsArgs& args);
 
 // quantize.h (FlexGen's 4-bit groups; exact, so no double arithmetic: each step rounds as
 // kernels/quantize_args.h says)

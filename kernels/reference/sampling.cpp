@@ -49,6 +49,15 @@ std::int32_t sample_row(const float* row, int vocab, const SampleParams& p,
     w[static_cast<std::size_t>(i)] =
         row[i] == m ? 1.0f : cpu::fast_exp((row[i] - m) / p.temperature);
   }
+  // min-p: relative to the largest weight, which is 1.
+  if (p.min_p > 0.0f) {
+    std::erase_if(kept, [&](int i) {
+      float& wi = w[static_cast<std::size_t>(i)];
+      if (wi >= p.min_p) return false;
+      wi = 0.0f;
+      return true;
+    });
+  }
   // 4. top-p: walk the weights from the largest down until they hold top_p of the mass.
   if (p.top_p < 1.0f) {
     double z = 0.0;

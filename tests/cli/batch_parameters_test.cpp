@@ -207,8 +207,8 @@ TEST_F(BatchParameters, UserAndModelAreReadAndChangeNothing) {
             std::string::npos);
 }
 
-// logprobs 0 (completions) / logprobs true (chat): each token's own log-probability, in OpenAI's
-// shapes; the most likely alternatives (k > 0) are refused by name.
+// logprobs k (completions) / logprobs true with top_logprobs k (chat): each token's own
+// log-probability and the k most likely alternatives, in OpenAI's shapes.
 TEST_F(BatchParameters, LogprobsGiveEachTokensOwnLogProbability) {
   const cli::ParsedLine parsed = parse_body(R"("prompt": "a", "logprobs": 0)");
   ASSERT_EQ(parsed.problem, "");
@@ -229,8 +229,33 @@ TEST_F(BatchParameters, LogprobsGiveEachTokensOwnLogProbability) {
   EXPECT_TRUE(
       record(parse_body(R"("prompt": "a")"), {r})["response"]["body"]["choices"][0]["logprobs"]
           .is_null());
-  EXPECT_NE(parse_body(R"("prompt": "a", "logprobs": 3)").problem.find("'logprobs' 3"),
-            std::string::npos);
+  // k alternatives: completions' top entry is the token itself and then the k most likely.
+  const cli::ParsedLine three = parse_body(R"("prompt": "a", "logprobs": 3)");
+  ASSERT_EQ(three.problem, "");
+  EXPECT_EQ(three.request.top_logprobs, 3);
+  GenerationResult with_top = r;
+  std::vector<std::int32_t> alternatives;
+  for (const char* word : {" the", " and", " of"}) {
+    alternatives.push_back(tokenizer_->encode(word).back());
+  }
+  const auto text_of = [&](std::int32_t id) {
+    return tokenizer_->decode(std::vector<std::int32_t>{id});
+  };
+  ASSERT_NE(text_of(alternatives[0]), text_of(alternatives[1]));
+  for (std::size_t i = 0; i < r.tokens.size(); ++i) {
+    with_top.top_logprobs.push_back(
+        {{alternatives[0], -0.1f}, {alternatives[1], -2.0f}, {alternatives[2], -3.0f}});
+  }
+  const Json top = record(three, {with_top})["response"]["body"]["choices"][0]["logprobs"];
+  ASSERT_EQ(top["top_logprobs"][1].size(), 4u);
+  EXPECT_EQ(top["top_logprobs"][1].begin().key(), lp["tokens"][1]);
+  EXPECT_EQ(top["top_logprobs"][1][text_of(alternatives[1])], -2.0f);
+  for (const char* body : {R"("prompt": "a", "logprobs": 21)", R"("prompt": "a", "logprobs": -1)",
+                           R"("prompt": "a", "logprobs": 1.5)"}) {
+    EXPECT_NE(parse_body(body).problem.find("'logprobs' must be an integer from 0 to 20"),
+              std::string::npos)
+        << body;
+  }
   EXPECT_NE(parse_body(R"("prompt": "a", "logprobs": 0, "echo": true)").problem.find("'echo'"),
             std::string::npos);
 
@@ -250,23 +275,69 @@ TEST_F(BatchParameters, LogprobsGiveEachTokensOwnLogProbability) {
   ASSERT_EQ(content.size(), r.tokens.size());
   EXPECT_EQ(content[0]["logprob"], -0.5f);
   EXPECT_EQ(content[0]["bytes"].size(), content[0]["token"].get<std::string>().size());
-  line.value["body"]["top_logprobs"] = 2;
+  EXPECT_TRUE(content[0]["top_logprobs"].empty());
+  line.value["body"]["top_logprobs"] = 3;
+  const cli::ParsedLine chat_top =
+      cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_);
+  ASSERT_EQ(chat_top.problem, "");
+  EXPECT_EQ(chat_top.request.top_logprobs, 3);
+  const Json top_content =
+      cli::result_record(line, chat_top, {with_top}, "", tokenizer_.get(), config_, "tiny",
+                         0)["response"]["body"]["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(top_content[0]["top_logprobs"].size(), 3u);
+  EXPECT_EQ(top_content[0]["top_logprobs"][2]["token"], text_of(alternatives[2]));
+  EXPECT_EQ(top_content[0]["top_logprobs"][2]["logprob"], -3.0f);
+  EXPECT_EQ(top_content[0]["top_logprobs"][2]["bytes"].size(), text_of(alternatives[2]).size());
+  line.value["body"]["logprobs"] = false;
   EXPECT_NE(cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_)
-                .problem.find("'top_logprobs' 2"),
+                .problem.find("'top_logprobs' needs 'logprobs': true"),
             std::string::npos);
+}
+
+// Penalties, min_p, min_tokens and logit_bias reach the request as vLLM reads them (a bias is
+// clamped to +-100 as vLLM's server clamps it; stop_token_ids are what min_tokens bans); each
+// out-of-range value is the line's error naming the key and vLLM's range.
+TEST_F(BatchParameters, PenaltiesMinPMinTokensAndLogitBiasAreRead) {
+  const cli::ParsedLine parsed = parse_body(
+      R"("prompt": "Hello", "max_tokens": 9, "presence_penalty": 0.5, "frequency_penalty": -1.5,
+         "repetition_penalty": 1.25, "min_p": 0.05, "min_tokens": 4, "stop_token_ids": [7],
+         "logit_bias": {"5": 10, "11": -250})");
+  ASSERT_EQ(parsed.problem, "");
+  const LogitShaping& s = parsed.request.shaping;
+  EXPECT_EQ(s.presence_penalty, 0.5f);
+  EXPECT_EQ(s.frequency_penalty, -1.5f);
+  EXPECT_EQ(s.repetition_penalty, 1.25f);
+  EXPECT_EQ(parsed.request.sampling.min_p, 0.05f);
+  EXPECT_EQ(s.min_tokens, 4);
+  EXPECT_EQ(s.stop_ids, (std::vector<std::int32_t>{7}));
+  EXPECT_EQ(s.logit_bias, (std::vector<std::pair<std::int32_t, float>>{{5, 10.0f}, {11, -100.0f}}));
+  const LogitShaping neutral = parse_body(R"("prompt": "Hello")").request.shaping;
+  EXPECT_FALSE(neutral.edits_logits());
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"("presence_penalty": 2.5)", "'presence_penalty' must be in [-2, 2], got 2.5"},
+      {R"("frequency_penalty": "x")", "'frequency_penalty' must be a number"},
+      {R"("repetition_penalty": 0)", "'repetition_penalty' must be greater than zero, got 0"},
+      {R"("min_p": 1.5)", "'min_p' must be in [0, 1], got 1.5"},
+      {R"("min_tokens": -1)", "'min_tokens' must be an integer >= 0"},
+      {R"("min_tokens": 8, "max_tokens": 4)",
+       "'min_tokens' must be at most 'max_tokens' (4), got 8"},
+      {R"("logit_bias": [1])", "'logit_bias' must be an object of token ids and biases"},
+      {R"("logit_bias": {"x5": 1})", "'logit_bias': key \"x5\" is not a token id"},
+      {R"("logit_bias": {"999999": 1})", "'logit_bias': token 999999 is outside the vocabulary"},
+      {R"("logit_bias": {"5": "up"})", "'logit_bias': the bias of token 5 must be a number"},
+  };
+  for (const auto& [fields, message] : bad) {
+    const cli::ParsedLine line = parse_body(std::string(R"("prompt": "a", )") + fields);
+    EXPECT_NE(line.problem.find(message), std::string::npos) << fields << " -> " << line.problem;
+  }
 }
 
 // Each parameter vLLM accepts that offgen does not implement: refused by name with a value that
 // asks for something, accepted with the value that asks for nothing.
 TEST_F(BatchParameters, ParametersOffgenDoesNotImplementAreRefusedByName) {
   const std::pair<const char*, const char*> refused[] = {
-      {R"("presence_penalty": 0.5)", R"("presence_penalty": 0)"},
-      {R"("frequency_penalty": 0.5)", R"("frequency_penalty": 0.0)"},
-      {R"("repetition_penalty": 1.2)", R"("repetition_penalty": 1)"},
-      {R"("min_tokens": 4)", R"("min_tokens": 0)"},
-      {R"("min_p": 0.1)", R"("min_p": 0)"},
       {R"("best_of": 3)", R"("best_of": 1)"},
-      {R"("logit_bias": {"5": 10})", R"("logit_bias": {})"},
       {R"("suffix": "x")", R"("suffix": null)"},
       {R"("use_beam_search": true)", R"("use_beam_search": false)"},
       {R"("guided_json": {"type": "object"})", R"("guided_json": null)"},

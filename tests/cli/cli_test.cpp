@@ -162,8 +162,8 @@ TEST(GenerateCommand, EveryKindOfBadRequestFailsAloneWithAClearMessage) {
        "'n' must be an integer from 1 to 1024"},
       {R"({"custom_id": "f", "body": {"prompt": "x", "max_token": 3}})",
        "unknown key 'max_token' in 'body' (did you mean 'max_tokens'?)"},
-      {R"({"custom_id": "g", "body": {"prompt": "x", "presence_penalty": 1}})",
-       "'presence_penalty' is not supported"},
+      {R"({"custom_id": "g", "body": {"prompt": "x", "best_of": 2}})",
+       "'best_of' is not supported"},
       {R"({"custom_id": "e", "body": {"prompt": [2, 7], "max_tokens": 0}})",
        "'max_tokens' must be >= 1"},
   };

@@ -18,6 +18,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
+#include "kernels/cuda/logit_edit.h"
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rotary.h"
@@ -320,6 +321,20 @@ void decode_attention(const kernels::DecodeAttentionArgs& args) {
   d_scratch.copy_back(scratch.data(), "decode_attention split scratch");
 }
 
+void top_logprobs(const kernels::TopLogprobsArgs& args) {
+  auto d_logits = device_copy(args.logits, args.rows * args.vocab);
+  auto d_ids = device_copy(args.ids, args.rows * args.k);
+  auto d_values = device_copy(args.values, args.rows * args.k);
+  kernels::TopLogprobsArgs d = args;
+  d.logits = d_logits.data();
+  d.ids = d_ids.data();
+  d.values = d_values.data();
+  cuda::top_logprobs(d, test_stream());
+  finish();
+  d_ids.copy_back(args.ids, "top_logprobs ids");
+  d_values.copy_back(args.values, "top_logprobs values");
+}
+
 void sample_rows(const kernels::SampleRowsArgs& args) {
   auto d_logits = device_copy(args.logits, args.rows * args.vocab);
   auto d_params = device_copy(args.params, args.rows);
@@ -494,6 +509,43 @@ void silu_mul(const kernels::SiluMulArgs& args) {
   d_out.copy_back(args.out, "silu_mul");
 }
 
+// The logits are edited in place: the whole [rows, vocab] block goes over and comes back.
+void run_logit_edits(const kernels::EditLogitsArgs& args, bool restore) {
+  std::int64_t rows = 0;  // the rows the edits reach
+  for (std::int64_t i = 0; i < args.count; ++i) {
+    rows = std::max<std::int64_t>(rows, args.edits[i].row - args.first_row + 1);
+  }
+  auto d_rows = device_copy(args.logits, rows * args.vocab);
+  std::int32_t penalty_rows = 0;
+  for (std::int64_t i = 0; i < args.count; ++i) {
+    penalty_rows = std::max(penalty_rows, args.edits[i].row + 1);
+  }
+  auto d_edits = device_copy(args.edits, args.count);
+  auto d_penalties = device_copy(args.penalties, penalty_rows);
+  auto d_saved = device_copy(args.saved, args.count);
+  kernels::EditLogitsArgs d = args;
+  d.logits = d_rows.data();
+  d.edits = d_edits.data();
+  d.penalties = d_penalties.data();
+  d.saved = d_saved.data();
+  if (restore) {
+    cuda::restore_logits(d, test_stream());
+  } else {
+    cuda::edit_logits(d, test_stream());
+  }
+  finish();
+  d_rows.copy_back(args.logits, restore ? "restore_logits" : "edit_logits logits");
+  if (!restore) d_saved.copy_back(args.saved, "edit_logits saved");
+}
+
+void edit_logits(const kernels::EditLogitsArgs& args) {
+  run_logit_edits(args, false);
+}
+
+void restore_logits(const kernels::EditLogitsArgs& args) {
+  run_logit_edits(args, true);
+}
+
 }  // namespace
 
 std::vector<const KernelSet*> kernel_sets_under_test() {
@@ -507,6 +559,7 @@ std::vector<const KernelSet*> kernel_sets_under_test() {
                                   add_inplace,
                                   log_softmax,
                                   token_logprobs,
+                                  top_logprobs,
                                   prefill_attention,
                                   store_prefill_kv,
                                   append_kv,
@@ -521,6 +574,8 @@ std::vector<const KernelSet*> kernel_sets_under_test() {
                                   rms_norm,
                                   rotary,
                                   silu_mul,
+                                  edit_logits,
+                                  restore_logits,
                                   /*exact_sampling=*/false,
                                   /*exact_trig=*/false};
   return {&cuda_set};

@@ -15,6 +15,7 @@
 #include "kernels/cpu/sampling.h"
 #include "kernels/cpu/score_eviction.h"
 #include "kernels/cpu/softmax.h"
+#include "kernels/reference/reference.h"
 #include "tests/kernels/parity.h"
 
 namespace offgen::test {
@@ -22,30 +23,14 @@ namespace {
 
 KernelSet cpu_set(std::string name, std::string isa) {
   namespace cpu = kernels::cpu;
-  return {std::move(name),
-          std::move(isa),
-          cpu::gather_rows,
-          cpu::add_position_embeddings,
-          cpu::layer_norm,
-          cpu::linear,
-          cpu::logits,
-          cpu::add_inplace,
-          cpu::log_softmax,
-          cpu::token_logprobs,
-          cpu::prefill_attention,
-          cpu::store_prefill_kv,
-          cpu::append_kv,
-          cpu::decode_attention,
-          cpu::sample_rows,
-          cpu::argmax_rows,
-          cpu::score_prefill_keep,
-          cpu::score_decode_update,
-          cpu::quantize,
-          cpu::dequantize,
-          cpu::quantize_kv_slots,
-          cpu::rms_norm,
-          cpu::rotary,
-          cpu::silu_mul,
+  return {std::move(name), std::move(isa), cpu::gather_rows, cpu::add_position_embeddings,
+          cpu::layer_norm, cpu::linear, cpu::logits, cpu::add_inplace, cpu::log_softmax,
+          cpu::token_logprobs, cpu::top_logprobs, cpu::prefill_attention, cpu::store_prefill_kv,
+          cpu::append_kv, cpu::decode_attention, cpu::sample_rows, cpu::argmax_rows,
+          cpu::score_prefill_keep, cpu::score_decode_update, cpu::quantize, cpu::dequantize,
+          cpu::quantize_kv_slots, cpu::rms_norm, cpu::rotary, cpu::silu_mul,
+          // The cpu device runs the reference's logit edits (engine/runtime/cpu_ops.cpp).
+          kernels::reference::edit_logits, kernels::reference::restore_logits,
           /*exact_sampling=*/true,
           /*exact_trig=*/true};
 }

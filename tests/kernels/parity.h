@@ -30,6 +30,7 @@
 #include "kernels/kv_cache_args.h"
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
+#include "kernels/logit_edit_args.h"
 #include "kernels/quantize_args.h"
 #include "kernels/rms_norm_args.h"
 #include "kernels/rotary_args.h"
@@ -55,6 +56,7 @@ struct KernelSet {
   Fn<void(Half*, const Half*, std::int64_t)> add_inplace;
   Fn<void(const kernels::LogSoftmaxArgs&)> log_softmax;
   Fn<void(const kernels::TokenLogprobsArgs&)> token_logprobs;
+  Fn<void(const kernels::TopLogprobsArgs&)> top_logprobs;
   Fn<void(const kernels::PrefillAttentionArgs&)> prefill_attention;
   Fn<void(const kernels::StorePrefillKvArgs&)> store_prefill_kv;
   Fn<void(const kernels::AppendKvArgs&)> append_kv;
@@ -69,6 +71,8 @@ struct KernelSet {
   Fn<void(const kernels::RmsNormArgs&)> rms_norm;
   Fn<void(const kernels::RotaryArgs&)> rotary;
   Fn<void(const kernels::SiluMulArgs&)> silu_mul;
+  Fn<void(const kernels::EditLogitsArgs&)> edit_logits;
+  Fn<void(const kernels::EditLogitsArgs&)> restore_logits;
   // Whether the set's sampler computes exp and its sums as the reference does, so every pick
   // equals the reference's (the CPU kernels); otherwise picks may differ where a running sum
   // lands within rounding of a threshold (kernels/sampling_args.h).

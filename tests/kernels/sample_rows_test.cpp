@@ -76,6 +76,7 @@ TEST_P(SampleRowsParity, MatchesTheReferenceOnRandomRows) {
   const std::vector<float> temperatures = {0.0f, 0.3f, 0.7f, 1.0f, 1.6f};
   const std::vector<int> top_ks = {0, 0, 1, 3, 40, 2000};
   const std::vector<float> top_ps = {1.0f, 1.0f, 0.95f, 0.9f, 0.5f, 0.01f};
+  const std::vector<float> min_ps = {0.0f, 0.0f, 0.0f, 0.05f, 0.3f};
   for (const int vocab : {5, 1000, 50272}) {
     SCOPED_TRACE("vocab=" + std::to_string(vocab));
     const int rows = vocab == 50272 ? 48 : 300;
@@ -84,7 +85,8 @@ TEST_P(SampleRowsParity, MatchesTheReferenceOnRandomRows) {
       params.push_back({temperatures[static_cast<std::size_t>(rng.integer(0, 4))],
                         top_ks[static_cast<std::size_t>(rng.integer(0, 5))],
                         top_ps[static_cast<std::size_t>(rng.integer(0, 5))],
-                        rng.uniform(0.0f, 0.999f)});
+                        rng.uniform(0.0f, 0.999f),
+                        min_ps[static_cast<std::size_t>(rng.integer(0, 4))]});
     }
     const auto logits = rng.floats(static_cast<std::size_t>(rows) * vocab, -8.0f, 8.0f);
     // OPT's head has 50272 rows, its tokenizer 50265 entries: the last 7 are never sampled.
@@ -106,7 +108,7 @@ TEST_P(SampleRowsParity, MatchesTheReferenceOnRandomRows) {
       if (greedy || impl().exact_sampling) {
         EXPECT_EQ(actual[i], expected[i])
             << "row " << r << " T " << params[i].temperature << " k " << params[i].top_k << " p "
-            << params[i].top_p << " u " << params[i].uniform;
+            << params[i].top_p << " u " << params[i].uniform << " min_p " << params[i].min_p;
       }
       agree += actual[i] == expected[i];
     }
@@ -139,6 +141,24 @@ TEST_P(SampleRowsParity, TopPRenormalisesOverTheNucleus) {
   EXPECT_EQ(counts.count(0), 0u);
   EXPECT_NEAR(counts.at(1), 0.625 * n, 2.0);
   EXPECT_NEAR(counts.at(2), 0.375 * n, 2.0);
+}
+
+TEST_P(SampleRowsParity, MinPKeepsTokensAtLeastMinPTimesTheLargestProbabilityThenTopP) {
+  // probs 0.5, 0.3, 0.15, 0.05: min_p 0.25 keeps those >= 0.125 (ids 0-2), drawn 10 : 6 : 3; with
+  // top_p 0.8 as well (vLLM's order: min-p first), the nucleus of {0.5, 0.3, 0.15} is {0, 1}.
+  const std::vector<float> row = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  const int n = 9500;
+  auto params = evenly_spaced(n, 1.0f, 0, 1.0f);
+  for (SampleParams& p : params) p.min_p = 0.25f;
+  const auto counts = histogram(sample(repeated(row, n), params, 4));
+  EXPECT_EQ(counts.count(3), 0u);
+  EXPECT_NEAR(counts.at(0), n * 10.0 / 19.0, 2.0);
+  EXPECT_NEAR(counts.at(1), n * 6.0 / 19.0, 2.0);
+  EXPECT_NEAR(counts.at(2), n * 3.0 / 19.0, 2.0);
+  for (SampleParams& p : params) p.top_p = 0.8f;
+  const auto nucleus = histogram(sample(repeated(row, n), params, 4));
+  EXPECT_EQ(nucleus.count(2) + nucleus.count(3), 0u);
+  EXPECT_NEAR(nucleus.at(0), n * 0.625, 2.0);
 }
 
 TEST_P(SampleRowsParity, TopKKeepsTokensTiedWithTheKth) {

@@ -89,6 +89,46 @@ TEST_P(GenerationLogprobs, DoNotDependOnBatchMates) {
   }
 }
 
+// top_logprobs k: at each token the k most likely ids, most likely first, each with the log-prob
+// the token's own read gives it (a greedy token is the first of its list, with its own value bit
+// for bit); a request asking fewer than a batch-mate gets its own k; nothing depends on the mates.
+TEST_P(GenerationLogprobs, TopLogprobsAreTheMostLikelyIdsWithTheirOwnValues) {
+  std::vector<GenerationRequest> requests = requests_with_logprobs();
+  requests[0].top_logprobs = 5;
+  requests[1].top_logprobs = 20;
+  requests[2].top_logprobs = 1;
+  requests[2].shaping.repetition_penalty = 2.0f;  // edited picks, raw alternatives
+  const std::vector<GenerationResult> together = engine(4).generate(requests);
+  Engine alone = engine(1);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    SCOPED_TRACE(testing::Message() << "request " << i);
+    const GenerationResult& r = together[i];
+    if (requests[i].top_logprobs == 0) {
+      EXPECT_TRUE(r.top_logprobs.empty());
+      continue;
+    }
+    ASSERT_EQ(r.top_logprobs.size(), r.tokens.size());
+    for (std::size_t t = 0; t < r.tokens.size(); ++t) {
+      const auto& top = r.top_logprobs[t];
+      ASSERT_EQ(top.size(), static_cast<std::size_t>(requests[i].top_logprobs));
+      for (std::size_t j = 1; j < top.size(); ++j) EXPECT_GE(top[j - 1].second, top[j].second);
+      EXPECT_GE(top[0].second, r.token_logprobs[t]);
+      const bool greedy = requests[i].sampling.temperature == 0.0f;
+      if (greedy && requests[i].shaping.repetition_penalty == 1.0f) {
+        EXPECT_EQ(top[0].first, r.tokens[t]);
+        EXPECT_EQ(top[0].second, r.token_logprobs[t]);
+      }
+      for (const auto& [id, value] : top) {
+        if (id == r.tokens[t]) {
+          EXPECT_EQ(value, r.token_logprobs[t]);
+        }
+      }
+    }
+    const GenerationResult one = alone.generate({&requests[i], 1}).front();
+    EXPECT_EQ(one.top_logprobs, r.top_logprobs);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(KernelSets, GenerationLogprobs,
                          ::testing::Values(CpuKernelSet::optimized, CpuKernelSet::reference));
 
