@@ -9,9 +9,9 @@ fi
 html=$(realpath "$1")
 out=$(realpath -m "$2")
 size=${3:-1400x2000}
-browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+browser=$(command -v chromium-headless-shell || command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 if [[ -z "$browser" ]]; then
-  echo "no Chromium found (Debian: apt-get install chromium)" >&2
+  echo "no Chromium found (Debian: apt-get install chromium-headless-shell)" >&2
   exit 3
 fi
 "$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars \
