@@ -7,8 +7,7 @@
 namespace offgen {
 
 WeightStreamer::WeightStreamer(Device& device, WeightStore& store, int layers)
-    : device_(device),
-      store_(store),
+    : store_(store),
       layers_(layers),
       copies_(device.stream(StreamRole::h2d_weights)),
       streams_(store.streamed()) {

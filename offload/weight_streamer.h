@@ -63,7 +63,6 @@ class WeightStreamer {
   // Enqueues load n (layer (n - epoch_) mod layers_) into slot n % 2.
   void load(std::uint64_t n);
 
-  Device& device_;
   WeightStore& store_;
   int layers_;
   Stream& copies_;
