@@ -1,8 +1,8 @@
 // Arguments and exact semantics of the logit edits a request asks for before its token is picked
 // — OpenAI's / vLLM's logit_bias, presence and frequency penalties, Hugging Face's / vLLM's
 // repetition penalty, and min_tokens' ban on stop tokens — shared by the reference, the CPU
-// kernel and the CUDA kernel. The host sends only the ids a row edits (a few hundred per sequence
-// at most: the tokens of its context and its bias), never a vocabulary-wide mask.
+// kernel and the CUDA kernel. The host sends only the ids a row edits (the distinct ids of its
+// context and output, its bias and bans), never a vocabulary-wide mask.
 #pragma once
 
 #include <cstdint>

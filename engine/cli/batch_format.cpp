@@ -120,6 +120,7 @@ std::string read_shaping(const Json& fields, const ModelConfig& config, ParsedLi
     }
   }
   s.stop_ids = out.text.stop_token_ids;
+  out.text.min_tokens = s.min_tokens;
   return {};
 }
 
@@ -139,6 +140,10 @@ std::string read_max_tokens(const Json& v, const char* key, int& out) {
 // The k most likely alternatives (logprobs / top_logprobs k > 0) are refused: offgen reads back
 // only the picked token's log-probability from the device.
 std::string read_logprobs(const Json& fields, ParsedLine& out) {
+  if (out.endpoint == Endpoint::chat && given(fields, "top_logprobs") &&
+      !(given(fields, "logprobs") && fields["logprobs"] == true)) {
+    return "'top_logprobs' needs 'logprobs': true";
+  }
   if (!given(fields, "logprobs")) return {};
   const Json& v = fields["logprobs"];
   // How many alternatives: an integer in [0, kMaxTopLogprobs].
@@ -156,9 +161,6 @@ std::string read_logprobs(const Json& fields, ParsedLine& out) {
     if (given(fields, "top_logprobs")) {
       if (std::string problem = read_k(fields["top_logprobs"], "top_logprobs"); !problem.empty()) {
         return problem;
-      }
-      if (out.request.top_logprobs > 0 && !out.request.logprobs) {
-        return "'top_logprobs' needs 'logprobs': true";
       }
     }
   } else {
@@ -430,6 +432,17 @@ bool is_stop_token(const TextOptions& options, std::int32_t token) {
          options.stop_token_ids.end();
 }
 
+// Where stop strings are looked for in the decoded text of `tokens`: after the text of the first
+// min_tokens tokens (vLLM's: a stop string the model wrote before min_tokens neither stops nor
+// cuts the completion); npos while there are no more tokens than that.
+std::size_t stop_search_start(const Tokenizer& tokenizer, const ModelConfig& config,
+                              std::span<const std::int32_t> tokens, const TextOptions& options) {
+  if (options.min_tokens <= 0) return 0;
+  const auto first = static_cast<std::size_t>(options.min_tokens);
+  if (tokens.size() <= first) return std::string::npos;
+  return decoded_text(tokenizer, config, tokens.first(first), options.skip_special_tokens).size();
+}
+
 // splitmix64's finalizer: a seed for sample s of a line that no other line's default seed
 // (defaults.seed + index) is likely to equal.
 std::uint64_t sample_seed(std::uint64_t seed, int sample) {
@@ -538,9 +551,12 @@ ParsedLine parse_generate_line(const JsonlLine& line, const ModelConfig& config,
     out.request.stop = [tokenizer, config, options = out.text](std::span<const std::int32_t> g) {
       if (!g.empty() && is_stop_token(options, g.back())) return true;
       if (options.stop.empty()) return false;
+      const std::size_t start = stop_search_start(*tokenizer, config, g, options);
+      if (start == std::string::npos) return false;
       const std::string text = decoded_text(*tokenizer, config, g, options.skip_special_tokens);
-      return std::any_of(options.stop.begin(), options.stop.end(),
-                         [&](const std::string& s) { return text.find(s) != std::string::npos; });
+      return std::any_of(options.stop.begin(), options.stop.end(), [&](const std::string& s) {
+        return text.find(s, start) != std::string::npos;
+      });
     };
   }
   if (!out.problem.empty()) {
@@ -577,8 +593,9 @@ std::string completion_text(const Tokenizer& tokenizer, const ModelConfig& confi
   std::string text = decoded_text(tokenizer, config, kept, options.skip_special_tokens);
   std::size_t cut = std::string::npos;
   const std::string* first = nullptr;
+  const std::size_t start = stop_search_start(tokenizer, config, kept, options);
   for (const std::string& s : options.stop) {
-    const std::size_t at = text.find(s);
+    const std::size_t at = start == std::string::npos ? start : text.find(s, start);
     if (at < cut) {
       cut = at;
       first = &s;

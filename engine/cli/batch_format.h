@@ -48,6 +48,8 @@ struct TextOptions {
   bool skip_special_tokens = true;           // BOS, EOS and pad are left out of the text
   bool include_stop_str_in_output = false;   // the text ends after the stop string / token
   bool echo = false;                         // completions: the prompt's text comes first
+  // Stop strings are looked for only in the text after the first min_tokens tokens (vLLM's).
+  int min_tokens = 0;
 };
 
 struct ParsedLine {

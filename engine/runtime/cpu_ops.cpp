@@ -81,7 +81,8 @@ void CpuOps::sample_rows(const kernels::SampleRowsArgs& args) {
   enqueue<cpu::sample_rows, ref::sample_rows>(args);
 }
 
-// The edits touch a few hundred ids per row: the reference's loop is the fast kernel too.
+// The edits touch only the ids of a row's context, never the vocabulary: the reference's loop is
+// the fast kernel too.
 void CpuOps::edit_logits(const kernels::EditLogitsArgs& args) {
   enqueue<ref::edit_logits, ref::edit_logits>(args);
 }

@@ -56,9 +56,13 @@ LogitEditor::LogitEditor(std::span<const Sequence> sequences)
       row.stop_ids.insert(row.stop_ids.end(), shaping.stop_ids.begin(), shaping.stop_ids.end());
       for (const std::int32_t token : row.stop_ids) entry(token).flags |= kernels::kEditBanned;
     }
-    capacity_ += static_cast<std::int64_t>(s.prompt.size() + shaping.logit_bias.size() +
-                                           row.stop_ids.size()) +
-                 s.max_tokens;
+    // Distinct ids a step can name: the prompt's (repetition), the generated ones (any penalty),
+    // the biased and the banned.
+    const bool repetition = shaping.repetition_penalty != 1.0f;
+    const bool counts = shaping.frequency_penalty != 0.0f || shaping.presence_penalty != 0.0f;
+    capacity_ += static_cast<std::int64_t>((repetition ? s.prompt.size() : 0) +
+                                           shaping.logit_bias.size() + row.stop_ids.size()) +
+                 (repetition || counts ? s.max_tokens : 0);
   }
 }
 

@@ -71,6 +71,7 @@ void top_logprobs(const TopLogprobsArgs& args) {
   const std::int64_t rows = args.rows;
   const int vocab = args.vocab;
   const int k = args.k;
+  if (k <= 0 || vocab <= 0) return;
   tbb::parallel_for(std::int64_t{0}, rows, [&](std::int64_t r) {
     const float* row = args.logits + r * vocab;
     // The k best (rank, id) pairs by one pass keeping a small sorted list: ranks below the

@@ -288,10 +288,12 @@ TEST_F(BatchParameters, LogprobsGiveEachTokensOwnLogProbability) {
   EXPECT_EQ(top_content[0]["top_logprobs"][2]["token"], text_of(alternatives[2]));
   EXPECT_EQ(top_content[0]["top_logprobs"][2]["logprob"], -3.0f);
   EXPECT_EQ(top_content[0]["top_logprobs"][2]["bytes"].size(), text_of(alternatives[2]).size());
-  line.value["body"]["logprobs"] = false;
-  EXPECT_NE(cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_)
-                .problem.find("'top_logprobs' needs 'logprobs': true"),
-            std::string::npos);
+  for (const Json& logprobs : {Json(false), Json(nullptr)}) {
+    line.value["body"]["logprobs"] = logprobs;  // also when logprobs is not given at all
+    EXPECT_NE(cli::parse_generate_line(line, config_, tokenizer_.get(), "tiny", defaults_)
+                  .problem.find("'top_logprobs' needs 'logprobs': true"),
+              std::string::npos);
+  }
 }
 
 // Penalties, min_p, min_tokens and logit_bias reach the request as vLLM reads them (a bias is
@@ -331,6 +333,30 @@ TEST_F(BatchParameters, PenaltiesMinPMinTokensAndLogitBiasAreRead) {
     const cli::ParsedLine line = parse_body(std::string(R"("prompt": "a", )") + fields);
     EXPECT_NE(line.problem.find(message), std::string::npos) << fields << " -> " << line.problem;
   }
+}
+
+// min_tokens with stop strings, as vLLM: a stop string written within the first min_tokens tokens
+// neither ends the request nor cuts its text; one written after them does both.
+TEST_F(BatchParameters, StopStringsCountOnlyAfterMinTokens) {
+  std::vector<std::int32_t> early = tokenizer_->encode(" and the light");
+  const cli::ParsedLine parsed = parse_body(R"("prompt": "a", "max_tokens": 20, "min_tokens": )" +
+                                            std::to_string(early.size()) + R"(, "stop": [" and"])");
+  ASSERT_EQ(parsed.problem, "");
+  ASSERT_TRUE(parsed.request.stop);
+  EXPECT_FALSE(parsed.request.stop(early)) << "' and' among the first min_tokens tokens";
+  const std::vector<std::int32_t> more = tokenizer_->encode(" of the day");
+  std::vector<std::int32_t> longer = early;
+  longer.insert(longer.end(), more.begin(), more.end());
+  EXPECT_FALSE(parsed.request.stop(longer));
+  const std::vector<std::int32_t> late = tokenizer_->encode(" and night");
+  longer.insert(longer.end(), late.begin(), late.end());
+  EXPECT_TRUE(parsed.request.stop(longer));
+  GenerationResult r;
+  r.tokens = longer;
+  r.finish = FinishReason::stop;
+  const Json choice = record(parsed, {r})["response"]["body"]["choices"][0];
+  EXPECT_EQ(choice["text"], " and the light of the day");
+  EXPECT_EQ(choice["stop_reason"], " and");
 }
 
 // Each parameter vLLM accepts that offgen does not implement: refused by name with a value that

@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
 
 #include "engine/cli/compare_command.h"
@@ -71,10 +70,15 @@ window.addEventListener('load', () => {
 });
 </script>)";
 
+// The integer value of `name="..."` in the dumped DOM, or -1 when it is not there.
 int attribute(const std::string& dom, const std::string& name) {
-  std::smatch m;
-  if (!std::regex_search(dom, m, std::regex(name + "=\"([0-9]+)\""))) return -1;
-  return std::stoi(m[1].str());
+  const std::string key = name + "=\"";
+  const std::size_t at = dom.find(key);
+  if (at == std::string::npos) return -1;
+  const std::size_t begin = at + key.size();
+  const std::size_t end = dom.find('"', begin);
+  if (end == std::string::npos || end == begin) return -1;
+  return std::stoi(dom.substr(begin, end - begin));
 }
 
 TEST(ReportPage, EveryChartFitsAndIsDrawnAt1280And1920PixelsWide) {

@@ -41,7 +41,9 @@ TEST(LogitEditor, StepsCarryContextCountsBiasAndTheMinTokensBan) {
       {&a, prompt_a, eos, 4}, {nullptr, prompt_b, eos, 4}, {&c, prompt_c, {}, 3}};
   LogitEditor editor(sequences);
   ASSERT_TRUE(editor.any());
-  EXPECT_EQ(editor.capacity(), (3 + 1 + 2 + 4) + (1 + 3));
+  // Row 0: prompt (repetition), bias, EOS and the stop id, generated ids; row 2 (presence only):
+  // generated ids alone.
+  EXPECT_EQ(editor.capacity(), (3 + 1 + 2 + 4) + 3);
 
   const std::vector<std::uint8_t> all = {1, 1, 1};
   StepLogitEdits step = editor.step(all);
