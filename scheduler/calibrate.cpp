@@ -1,6 +1,7 @@
 #include "scheduler/calibrate.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/quantize_args.h"
+#include "scheduler/machine_load.h"
 
 namespace offgen {
 namespace {
@@ -427,12 +429,25 @@ std::vector<Measurement> calibrate(OpenedDevice& opened, const ModelConfig& mode
   OFFGEN_CHECK(options.copy_bytes >= 4096, "calibrate: copies of at least 4 KiB (got {} bytes)",
                options.copy_bytes);
   std::vector<Measurement> out;
+  const CpuTimes before = read_cpu_times();
   measure_copies(*opened.device, options, out);
   measure_gemm(*opened.device, *opened.ops, model, options, out);
   measure_overlap(*opened.device, *opened.ops, model, options, out);
   measure_attention(*opened.device, *opened.ops, model, options, out);
   measure_dequantize(*opened.device, *opened.ops, model, options, out);
   if (!options.disk.empty()) measure_disk(options, out);
+  // Other processes' load while measuring: recorded in the profile, and said when it is enough to
+  // make the rates low (every plan and prediction made from them would inherit it).
+  const double others = other_busy_cores(before, read_cpu_times());
+  out.push_back({"other_processes_load", others, "cores",
+                 "CPU time other processes used per second while calibrating"});
+  if (others > kBusyCores) {
+    spdlog::warn(
+        "the machine was busy while calibrating: other processes used {:.2f} cores' worth of CPU "
+        "time per second, so the measured rates are likely low and predictions from them "
+        "pessimistic; run `offgen calibrate` again on a quiet machine",
+        others);
+  }
   return out;
 }
 
