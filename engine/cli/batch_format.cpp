@@ -23,24 +23,12 @@ constexpr int kMostChoices = 1024;
 
 // The keys a plain line reads; every other key is copied to its output line, unless it is a key
 // only batch bodies read (then the line says so rather than copying it unread).
-const std::vector<std::string_view> kPlainKeys = {"prompt",
-                                                  "prompt_token_ids",
-                                                  "max_tokens",
-                                                  "temperature",
-                                                  "top_k",
-                                                  "top_p",
-                                                  "seed",
-                                                  "stop",
-                                                  "stop_token_ids",
-                                                  "ignore_eos",
-                                                  "skip_special_tokens",
-                                                  "include_stop_str_in_output",
-                                                  "min_p",
-                                                  "min_tokens",
-                                                  "presence_penalty",
-                                                  "frequency_penalty",
-                                                  "repetition_penalty",
-                                                  "logit_bias"};
+const std::vector<std::string_view> kPlainKeys = [] {
+  std::vector<std::string_view> keys = {"prompt", "prompt_token_ids"};
+  const auto& parameters = request_parameter_keys();
+  keys.insert(keys.end(), parameters.begin(), parameters.end());
+  return keys;
+}();
 
 // A JSON number as a float; one beyond float's range becomes +-inf (which validation refuses)
 // rather than an undefined conversion.

@@ -21,29 +21,15 @@ struct RefusedKey {
 
 constexpr std::string_view kNotYet = "offgen does not implement it";
 
-// Read by batch_format.cpp for both endpoints.
-const std::vector<std::string_view> kSharedKeys = {"model",
-                                                   "max_tokens",
-                                                   "temperature",
-                                                   "top_p",
-                                                   "top_k",
-                                                   "seed",
-                                                   "stop",
-                                                   "stop_token_ids",
-                                                   "ignore_eos",
-                                                   "n",
-                                                   "user",
-                                                   "stream",
-                                                   "skip_special_tokens",
-                                                   "include_stop_str_in_output",
-                                                   "add_special_tokens",
-                                                   "truncate_prompt_tokens",
-                                                   "min_p",
-                                                   "min_tokens",
-                                                   "presence_penalty",
-                                                   "frequency_penalty",
-                                                   "repetition_penalty",
-                                                   "logit_bias"};
+// Read by batch_format.cpp for both endpoints: the request parameters, and the keys only batch
+// bodies have.
+const std::vector<std::string_view> kSharedKeys = [] {
+  std::vector<std::string_view> keys = {
+      "model", "n", "user", "stream", "add_special_tokens", "truncate_prompt_tokens"};
+  const auto& parameters = request_parameter_keys();
+  keys.insert(keys.end(), parameters.begin(), parameters.end());
+  return keys;
+}();
 
 const std::vector<std::string_view> kCompletionKeys = {"prompt", "echo", "logprobs"};
 
@@ -178,6 +164,26 @@ KeyCheck check_keys(const Json& object, std::string_view where,
 }
 
 }  // namespace
+
+const std::vector<std::string_view>& request_parameter_keys() {
+  static const std::vector<std::string_view> keys = {"max_tokens",
+                                                     "temperature",
+                                                     "top_p",
+                                                     "top_k",
+                                                     "seed",
+                                                     "stop",
+                                                     "stop_token_ids",
+                                                     "ignore_eos",
+                                                     "skip_special_tokens",
+                                                     "include_stop_str_in_output",
+                                                     "min_p",
+                                                     "min_tokens",
+                                                     "presence_penalty",
+                                                     "frequency_penalty",
+                                                     "repetition_penalty",
+                                                     "logit_bias"};
+  return keys;
+}
 
 EndpointOf endpoint_of(const Json& url) {
   if (url == "/v1/completions") return {Endpoint::completions, {}};

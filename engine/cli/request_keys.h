@@ -36,6 +36,10 @@ KeyCheck check_body_keys(const nlohmann::ordered_json& body, Endpoint endpoint, 
 // The same for the line around the body: custom_id, method, url and body.
 KeyCheck check_line_keys(const nlohmann::ordered_json& line, bool allow_unknown);
 
+// The per-request parameters both line formats read: plain lines and batch bodies of either
+// endpoint (sampling, stopping, penalties, bias).
+const std::vector<std::string_view>& request_parameter_keys();
+
 // Every key a body of `endpoint` may hold, read or refused (plain lines, which copy unknown keys
 // to their output, refuse these instead when they do not read them).
 std::vector<std::string_view> body_keys(Endpoint endpoint);

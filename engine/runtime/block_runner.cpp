@@ -416,25 +416,27 @@ void BlockRunner::picked_logprobs(int first, int n, std::vector<float>& out) {
 }
 
 void BlockRunner::upload_edits(const StepLogitEdits* edits) {
-  edit_rows_.clear();
+  step_edits_ = {};
   if (edits == nullptr || edits->edits.empty()) return;
   const auto count = static_cast<std::int64_t>(edits->edits.size());
   OFFGEN_CHECK(
       count <= edit_capacity_ && edits->penalties.size() == static_cast<std::size_t>(block_),
       "a step's logit edits ({}) must fit the runner's {} and give {} rows' penalties", count,
       edit_capacity_, block_);
-  for (const kernels::LogitEdit& e : edits->edits) edit_rows_.push_back(e.row);
-  OFFGEN_CHECK(std::is_sorted(edit_rows_.begin(), edit_rows_.end()),
+  OFFGEN_CHECK(std::ranges::is_sorted(edits->edits, {}, &kernels::LogitEdit::row),
                "a step's logit edits must be sorted by row");
+  step_edits_ = edits->edits;
   staging_->upload(edits_.data(), edits->edits.data(), bytes_of<kernels::LogitEdit>(count));
   staging_->upload(penalties_.data(), edits->penalties.data(),
                    bytes_of<kernels::RowPenalties>(block_));
 }
 
 kernels::EditLogitsArgs BlockRunner::chunk_edits(int first, int n) const {
-  const auto begin = std::lower_bound(edit_rows_.begin(), edit_rows_.end(), first);
-  const auto end = std::lower_bound(begin, edit_rows_.end(), first + n);
-  const auto offset = begin - edit_rows_.begin();
+  // The chunk's run of the step's edits (the caller keeps them until the pick returns).
+  const auto begin = std::ranges::lower_bound(step_edits_, first, {}, &kernels::LogitEdit::row);
+  const auto end =
+      std::ranges::lower_bound(begin, step_edits_.end(), first + n, {}, &kernels::LogitEdit::row);
+  const auto offset = begin - step_edits_.begin();
   return {.logits = logits_.as<float>(),
           .edits = edits_.as<kernels::LogitEdit>() + offset,
           .penalties = penalties_.as<kernels::RowPenalties>(),

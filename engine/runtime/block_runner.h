@@ -179,7 +179,7 @@ class BlockRunner {
   Buffer sample_params_;       // [block] SampleParams of the step being sampled
   // Logit edits of the step (sorted by row), their rows' penalties, the logits they replaced.
   Buffer edits_, penalties_, saved_logits_;
-  std::vector<std::int32_t> edit_rows_;  // the step's edits' rows, to find a chunk's run
+  std::span<const kernels::LogitEdit> step_edits_;  // the step's, sorted by row (host)
   std::int64_t edit_capacity_ = 0;
   // Top log-probs of a chunk (device, then pinned: ids then values), and of the block (host).
   int top_k_ = 0;

@@ -140,29 +140,42 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 }
 
+// The block's best element of a row (NaN ranks as -inf) among those `above` beats, returned to
+// every thread. Each thread scans its elements in increasing index order, so among equal values
+// it keeps its first: its candidate is its lowest-index maximum.
+template <int kVec>
+__device__ int best_below(const float* row, int vocab, const Best& above) {
+  const auto* vec_row = reinterpret_cast<const FloatVec<kVec>*>(row);
+  const int vecs = vocab / kVec;
+  Best best = no_candidate();
+  for (int v = static_cast<int>(threadIdx.x); v < vecs; v += static_cast<int>(blockDim.x)) {
+    const FloatVec<kVec> a = vec_row[v];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      const Best candidate{isnan(a.f[e]) ? -INFINITY : a.f[e], v * kVec + e};
+      if (beats(above, candidate) && beats(candidate, best)) best = candidate;
+    }
+  }
+  return block_argmax(best);
+}
+
+// Beats every element: best_below(row, vocab, above_all()) is the row's argmax.
+__device__ Best above_all() {
+  return Best{INFINITY, -1};
+}
+
 // k block-wide argmax passes per row, pass j over the elements the (j-1)-th pick beats in the
 // (rank, id) order, so nothing is excluded by a list and each pass is one read of the row.
 template <int kVec>
 __global__ void __launch_bounds__(kMaxThreads)
     top_logprobs_kernel(const float* logits, std::int64_t rows, int vocab, int k, std::int32_t* ids,
                         float* values) {
-  const int vecs = vocab / kVec;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* row = logits + r * vocab;
-    const auto* vec_row = reinterpret_cast<const FloatVec<kVec>*>(row);
     const double lse = row_log_sum_exp<kVec>(row, vocab);
-    Best previous{INFINITY, -1};  // beats every element
+    Best previous = above_all();
     for (int j = 0; j < k; ++j) {
-      Best best = no_candidate();
-      for (int v = static_cast<int>(threadIdx.x); v < vecs; v += static_cast<int>(blockDim.x)) {
-        const FloatVec<kVec> a = vec_row[v];
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const Best candidate{isnan(a.f[e]) ? -INFINITY : a.f[e], v * kVec + e};
-          if (beats(previous, candidate) && beats(candidate, best)) best = candidate;
-        }
-      }
-      const int index = block_argmax(best);
+      const int index = best_below<kVec>(row, vocab, previous);
       previous = Best{isnan(row[index]) ? -INFINITY : row[index], index};
       if (threadIdx.x == 0) {
         ids[r * k + j] = index;
@@ -176,21 +189,8 @@ __global__ void __launch_bounds__(kMaxThreads)
 template <int kVec>
 __global__ void __launch_bounds__(kMaxThreads)
     argmax_rows_kernel(const float* logits, std::int64_t rows, int vocab, std::int32_t* out) {
-  const int vecs = vocab / kVec;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const auto* vec_row = reinterpret_cast<const FloatVec<kVec>*>(logits + r * vocab);
-    // Each thread scans its elements in increasing index order, so among equal values it keeps
-    // its first: its candidate is its lowest-index maximum.
-    Best best = no_candidate();
-    for (int v = static_cast<int>(threadIdx.x); v < vecs; v += static_cast<int>(blockDim.x)) {
-      const FloatVec<kVec> a = vec_row[v];
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const Best candidate{isnan(a.f[k]) ? -INFINITY : a.f[k], v * kVec + k};
-        if (beats(candidate, best)) best = candidate;
-      }
-    }
-    const int index = block_argmax(best);
+    const int index = best_below<kVec>(logits + r * vocab, vocab, above_all());
     if (threadIdx.x == 0) out[r] = index;
   }
 }

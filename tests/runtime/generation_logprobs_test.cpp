@@ -52,14 +52,7 @@ TEST_P(GenerationLogprobs, EqualTheScoresOfTheGeneratedTokens) {
   Engine e = engine(4);
   const std::vector<GenerationRequest> requests = requests_with_logprobs();
   const std::vector<GenerationResult> results = e.generate(requests);
-  std::vector<ScoreRequest> scored;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    ScoreRequest s;
-    s.tokens = requests[i].prompt;
-    s.tokens.insert(s.tokens.end(), results[i].tokens.begin(), results[i].tokens.end());
-    scored.push_back(s);
-  }
-  const std::vector<ScoreResult> scores = e.score(scored);
+  const std::vector<ScoreResult> scores = test::scores_of_generated(e, requests, results);
   for (std::size_t i = 0; i < requests.size(); ++i) {
     SCOPED_TRACE(testing::Message() << "request " << i);
     ASSERT_TRUE(results[i].error.empty()) << results[i].error;

@@ -200,14 +200,7 @@ TEST_F(LogitShapingEngine, LogprobsAreOfTheRawModelUnderEveryEdit) {
     requests.push_back(r);
   }
   const auto results = e.generate(requests);
-  std::vector<ScoreRequest> scored;
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    ScoreRequest s;
-    s.tokens = requests[i].prompt;
-    s.tokens.insert(s.tokens.end(), results[i].tokens.begin(), results[i].tokens.end());
-    scored.push_back(s);
-  }
-  const auto scores = e.score(scored);
+  const std::vector<ScoreResult> scores = test::scores_of_generated(e, requests, results);
   for (std::size_t i = 0; i < requests.size(); ++i) {
     ASSERT_EQ(results[i].token_logprobs.size(), results[i].tokens.size());
     for (std::size_t t = 0; t < results[i].tokens.size(); ++t) {

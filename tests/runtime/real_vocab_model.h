@@ -10,6 +10,7 @@
 #include "engine/model/dummy_weights.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_tensors.h"
+#include "engine/runtime/engine.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_support.h"
 
@@ -51,6 +52,21 @@ inline void write_real_vocab_model(const std::filesystem::path& dir, std::uint64
   for (const char* name : {"vocab.json", "merges.txt"}) {
     std::filesystem::copy_file(tokenizer / name, dir / name);
   }
+}
+
+// The scoring path's log-probs of each request's prompt followed by what it generated: the
+// truth generated tokens' own log-probs are checked against.
+inline std::vector<ScoreResult> scores_of_generated(Engine& engine,
+                                                    const std::vector<GenerationRequest>& requests,
+                                                    const std::vector<GenerationResult>& results) {
+  std::vector<ScoreRequest> scored;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    ScoreRequest s;
+    s.tokens = requests[i].prompt;
+    s.tokens.insert(s.tokens.end(), results[i].tokens.begin(), results[i].tokens.end());
+    scored.push_back(s);
+  }
+  return engine.score(scored);
 }
 
 }  // namespace offgen::test
