@@ -1,8 +1,9 @@
 // A generate job on a GGUF checkpoint, the path a user takes: a LLaMA-family golden checkpoint
 // converted as llama.cpp converts it runs a file of text prompts of mixed lengths, greedy and
-// sampled, with stop strings, and answers every line exactly as the same job on the Hugging Face
-// directory it came from (same weights, same tokenizer, read from the file's metadata); a run cut
-// short and finished with --resume gives the same output again.
+// sampled, with stop strings, penalties, logit_bias, min_p and min_tokens, and answers every line
+// exactly as the same job on the Hugging Face directory it came from (same weights, same tokenizer,
+// read from the file's metadata); a run cut short and finished with --resume gives the same output
+// again.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -40,6 +41,14 @@ TEST(GgufJob, GenerateOnTheGgufEqualsTheCheckpointItCameFromAndResumes) {
     line["temperature"] = i % 3 == 0 ? 0.0 : 0.9;
     if (i % 4 == 1) line["top_p"] = 0.8;
     if (i % 5 == 2) line["stop"] = Json::array({"a", " t"});
+    if (i % 6 == 4) {  // vLLM's shaping, on the device
+      line["repetition_penalty"] = 1.3;
+      line["frequency_penalty"] = 0.5;
+      line["presence_penalty"] = 0.4;
+      line["logit_bias"] = {{"5", 3.0}};
+      line["min_p"] = 0.05;
+    }
+    if (i == 7) line["min_tokens"] = 3;  // with stop strings: they count after 3 tokens
     text += line.dump() + "\n";
   }
   const auto input = dir.path() / "in.jsonl";

@@ -170,7 +170,8 @@ TEST(MpiJob, TwoRanksAnswerExactlyAsOneProcess) {
 }
 
 // A GGUF model under two ranks: each rank reads the file (weights and tokenizer) itself, and text
-// prompts with stop strings, sampled and greedy, come out as one process writes them.
+// prompts with stop strings, penalties and min_tokens, sampled and greedy, come out as one process
+// writes them.
 TEST(MpiJob, TwoRanksOnAGgufFileAnswerAsOneProcess) {
   test::TempDir dir;
   const auto gguf = dir.path() / "model.gguf";
@@ -183,6 +184,12 @@ TEST(MpiJob, TwoRanksOnAGgufFileAnswerAsOneProcess) {
                  {"temperature", i % 2 == 0 ? 0.0 : 0.8},
                  {"seed", i}};
     if (i % 3 == 0) line["stop"] = Json::array({"e", "\n"});
+    if (i % 4 == 1) {  // penalties and bias on some lines, min_tokens on a stop line
+      line["repetition_penalty"] = 1.2;
+      line["presence_penalty"] = 0.5;
+      line["logit_bias"] = {{"7", 2.0}};
+    }
+    if (i == 6) line["min_tokens"] = 2;
     text += line.dump() + "\n";
   }
   const auto input = dir.path() / "in.jsonl";
