@@ -197,6 +197,39 @@ void measure_overlap(Device& device, Ops& ops, const ModelConfig& m, const Calib
                              1e3 * both)});
 }
 
+// Decode attention on the host with the cpu kernels over a full cache of the measured shape
+// (kAttentionBatch sequences, kAttentionCapacity slots, the model's heads): --cpu-attention's work.
+class CpuAttention {
+ public:
+  explicit CpuAttention(const ModelConfig& m)
+      : cache_(static_cast<std::size_t>(kAttentionBatch) * m.kv_heads() * kAttentionCapacity *
+               m.head_dim()),
+        k_(cache_, float_to_half(0.01f)),
+        v_(cache_, float_to_half(0.01f)),
+        qkv_(static_cast<std::size_t>(kAttentionBatch) * m.qkv_dim(), float_to_half(0.01f)),
+        result_(static_cast<std::size_t>(kAttentionBatch) * m.num_heads * m.head_dim()),
+        counts_(kAttentionBatch, kAttentionCapacity) {
+    args_.qkv = qkv_.data();
+    args_.k_cache = k_.data();
+    args_.v_cache = v_.data();
+    args_.slot_count = counts_.data();
+    args_.out = result_.data();
+    args_.batch = kAttentionBatch;
+    args_.heads = m.num_heads;
+    args_.kv_heads = m.kv_heads();
+    args_.head_dim = m.head_dim();
+    args_.capacity = kAttentionCapacity;
+    args_.scale = 0.125f;
+  }
+  void run() const { kernels::cpu::decode_attention(args_); }
+
+ private:
+  std::size_t cache_;
+  std::vector<Half> k_, v_, qkv_, result_;
+  std::vector<std::int32_t> counts_;
+  kernels::DecodeAttentionArgs args_;
+};
+
 // One decode step's attention over a full cache: every K and V byte read once. The cache has the
 // model's KV heads (grouped-query attention: fewer than its query heads), so the rate is of the
 // bytes the cost model charges, however the kernel shares them across a group.
@@ -250,23 +283,44 @@ void measure_attention(Device& device, Ops& ops, const ModelConfig& m, const Cal
     out.push_back({"decode_attention_device", gb_per_s(kv_bytes, seconds), "GB/s", what});
   }
   // The same on the host with the cpu kernels: what --cpu-attention would get.
-  std::vector<Half> k(cache, float_to_half(0.01f)), v(cache, float_to_half(0.01f));
-  std::vector<Half> qkv(qkv_halves, float_to_half(0.01f)), result(out_halves);
-  std::vector<std::int32_t> counts(batch, capacity);
-  kernels::DecodeAttentionArgs args;
-  args.qkv = qkv.data();
-  args.k_cache = k.data();
-  args.v_cache = v.data();
-  args.slot_count = counts.data();
-  args.out = result.data();
-  args.batch = batch;
-  args.heads = heads;
-  args.kv_heads = kv_heads;
-  args.head_dim = dim;
-  args.capacity = capacity;
-  args.scale = 0.125f;
-  const double seconds = best_seconds(o.repeats, [&] { kernels::cpu::decode_attention(args); });
+  CpuAttention cpu(m);
+  const double seconds = best_seconds(o.repeats, [&] { cpu.run(); });
   out.push_back({"decode_attention_cpu", gb_per_s(kv_bytes, seconds), "GB/s", what});
+}
+
+// A pinned -> gpu copy and cpu attention of about the same length, alone and then at once. The
+// copy engines read pinned memory while the CPU reads the host KV cache, and the two share the
+// host's memory bandwidth: an offloaded run's decode step (streamed weights beside cpu attention)
+// costs between the longer and the sum by this share. Only where copies are DMA (a GPU); on the
+// cpu device both are the same cores, which copy_compute_overlap already says.
+void measure_host_overlap(Device& device, const ModelConfig& m, const CalibrationOptions& o,
+                          std::vector<Measurement>& out) {
+  Stream& h2d = device.stream(StreamRole::h2d_weights);
+  Buffer dst = device.allocate(Tier::gpu, o.copy_bytes);
+  Buffer src = device.allocate(Tier::pinned, o.copy_bytes);
+  std::memset(src.data(), 1, o.copy_bytes);
+  CpuAttention cpu(m);
+  const double copy = best_seconds(o.repeats, [&] {
+    device.copy_async(dst.data(), src.data(), o.copy_bytes, h2d);
+    h2d.synchronize();
+  });
+  const double one = best_seconds(o.repeats, [&] { cpu.run(); });
+  const int n = static_cast<int>(std::clamp(std::round(copy / one), 1.0, 1000.0));
+  const double attention_alone = best_seconds(o.repeats, [&] {
+    for (int i = 0; i < n; ++i) cpu.run();
+  });
+  const double both = best_seconds(o.repeats, [&] {
+    device.copy_async(dst.data(), src.data(), o.copy_bytes, h2d);
+    for (int i = 0; i < n; ++i) cpu.run();
+    h2d.synchronize();
+  });
+  const double hidden = copy + attention_alone - both;
+  const double overlap = std::clamp(hidden / std::min(copy, attention_alone), 0.0, 1.0);
+  out.push_back(
+      {"copy_cpu_attention_overlap", overlap, "fraction",
+       fmt::format("one {} copy ({:.2f} ms) and {} cpu decode attentions ({:.2f} ms) at "
+                   "once took {:.2f} ms: the share of the shorter hidden",
+                   format_bytes(o.copy_bytes), 1e3 * copy, n, 1e3 * attention_alone, 1e3 * both)});
 }
 
 // Expanding int4 to fp16 (--compress-weights, --compress-kv), on the device and on the CPU, fp16
@@ -434,6 +488,9 @@ std::vector<Measurement> calibrate(OpenedDevice& opened, const ModelConfig& mode
   measure_gemm(*opened.device, *opened.ops, model, options, out);
   measure_overlap(*opened.device, *opened.ops, model, options, out);
   measure_attention(*opened.device, *opened.ops, model, options, out);
+  if (opened.device->kind() == DeviceKind::cuda) {
+    measure_host_overlap(*opened.device, model, options, out);
+  }
   measure_dequantize(*opened.device, *opened.ops, model, options, out);
   if (!options.disk.empty()) measure_disk(options, out);
   // Other processes' load while measuring: recorded in the profile, and said when it is enough to

@@ -90,6 +90,12 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
                    "profile {}: 'copy_compute_overlap' must be in [0, 1] (got {})", path.string(),
                    p.overlap);
     }
+    if (values.contains("copy_cpu_attention_overlap")) {
+      p.host_overlap = values.at("copy_cpu_attention_overlap").at("value").get<double>();
+      OFFGEN_CHECK(p.host_overlap >= 0 && p.host_overlap <= 1,
+                   "profile {}: 'copy_cpu_attention_overlap' must be in [0, 1] (got {})",
+                   path.string(), p.host_overlap);
+    }
     return p;
   } catch (const nlohmann::json::exception& e) {
     fail("profile {} is not a calibrate profile: {}", path.string(), e.what());
@@ -97,9 +103,18 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
 }
 
 double LayerCost::total() const {
-  const double busiest = std::max({h2d(), d2h(), disk, gpu(), cpu_attention});
-  const double all = h2d() + d2h() + disk + gpu() + cpu_attention;
-  return busiest + (1 - overlap) * (all - busiest);
+  if (host_overlap < 0 || cpu_attention <= 0) {
+    const double busiest = std::max({h2d(), d2h(), disk, gpu(), cpu_attention});
+    const double all = h2d() + d2h() + disk + gpu() + cpu_attention;
+    return busiest + (1 - overlap) * (all - busiest);
+  }
+  // The copies and the gpu among themselves by `overlap`; cpu attention against all of them by
+  // host_overlap (it shares host memory with the copies, which the offloaded runs are bound by).
+  const double busiest = std::max({h2d(), d2h(), disk, gpu()});
+  const double all = h2d() + d2h() + disk + gpu();
+  const double device_side = busiest + (1 - overlap) * (all - busiest);
+  return std::max(device_side, cpu_attention) +
+         (1 - host_overlap) * std::min(device_side, cpu_attention);
 }
 
 Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape& r) {
@@ -135,6 +150,7 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
 
   LayerCost weights_in;
   weights_in.overlap = p.overlap;
+  weights_in.host_overlap = p.host_overlap;
   // Pinned and disk parts both cross PCIe; the disk part is also read from disk by its own
   // stream, ahead of the copies.
   weights_in.weights_in = std::max(0.0, 1.0 - r.weights.gpu) * layer_bytes / p.h2d;
@@ -150,6 +166,7 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   out.prefill = weights_in;
   out.prefill.gemm += expand_weights;
   out.decode.overlap = p.overlap;
+  out.decode.host_overlap = p.host_overlap;
   for (const GpuBatch& g : batches) {
     out.prefill.gemm += gemm_seconds(p, double(g.size) * r.prompt_len, params);
     // Causal attention: q·k and p·v over half of the P x P scores per head.

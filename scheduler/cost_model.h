@@ -60,6 +60,10 @@ struct MachineProfile {
   // longer alone (a GPU's copy engines), 0 when as long as both in turn (the cpu device, whose
   // copies and kernels share the same cores). Profiles from before: 1.
   double overlap = 1;
+  // How much a host -> gpu copy and cpu attention running at once overlap: both read host memory,
+  // so on a GPU machine they can slow each other down whatever the copy engines do. Negative: not
+  // measured (the cpu device, older profiles), and `overlap` stands in for it as before.
+  double host_overlap = -1;
   std::string device;
   int hidden_size = 0;  // of the shapes measured at; 0: the profile does not say (older ones)
 
@@ -103,6 +107,7 @@ struct LayerCost {
   double attention = 0;      // gpu
   double cpu_attention = 0;  // cpu
   double overlap = 1;        // the profile's
+  double host_overlap = -1;  // the profile's: copies against cpu attention; < 0: `overlap`
   double h2d() const { return weights_in + kv_load + act_in; }
   double d2h() const { return kv_store + act_out; }
   double gpu() const { return gemm + attention; }

@@ -18,6 +18,23 @@ namespace {
 // 32 MiB: what NVIDIA recommends for Hopper's largest cuBLASLt kernels.
 constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
 
+// The row count the algorithm of an (n, k) shape is chosen at, whatever the rows of a call: a
+// decode step's batch (1 to a few hundred rows) and a prefill's batch x prompt (thousands) then
+// run one kernel configuration, which sums every output in the same order.
+constexpr std::uint64_t kAlgoRows = 128;
+// Heuristic candidates looked at for one without split-K.
+constexpr int kAlgoCandidates = 16;
+
+std::int32_t split_k_of(const cublasLtMatmulAlgo_t& algo) {
+  std::int32_t splits = 1;
+  std::size_t written = 0;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                           sizeof(splits), &written) != CUBLAS_STATUS_SUCCESS) {
+    return 1;
+  }
+  return splits;
+}
+
 int alignment_of(const void* p) {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
   for (int a = 256; a > 1; a /= 2) {
@@ -126,16 +143,63 @@ Gemm::Plan& Gemm::plan(const PlanKey& key) {
         cublasLtMatmulPreferenceSetAttribute(preference, align_attr[i], &bytes, sizeof(bytes)));
   }
 
-  cublasLtMatmulHeuristicResult_t result{};
-  int found_count = 0;
-  OFFGEN_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.d, p.d, preference,
-                                                     1, &result, &found_count));
-  OFFGEN_CHECK(found_count > 0,
-               "cuBLASLt has no algorithm for a {} x {} x {} GEMM (epilogue {}, output type {})", m,
-               n, k, epilogue_value, out_type_value);
-  p.algo = result.algo;
+  p.algo = algo({n, k, epilogue_value, out_type_value, alignments}, p.op, preference);
+  // The algorithm was chosen at kAlgoRows rows; it must also run at this call's m.
+  cublasLtMatmulHeuristicResult_t check{};
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoCheck(handle_, p.op, p.a, p.b, p.d, p.d, &p.algo, &check);
+  OFFGEN_CHECK(status == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_bytes_,
+               "cuBLASLt's algorithm for {} x {} GEMMs (chosen at {} rows) cannot run at {} rows "
+               "(status {}, workspace {} bytes)",
+               n, k, kAlgoRows, m, static_cast<int>(status), check.workspaceSize);
   owned = nullptr;  // the map owns the descriptors from here
   return plans_.emplace(key, p).first->second;
+}
+
+// The heuristic's best algorithm for the shape at kAlgoRows rows among those without split-K
+// (split-K partials change the summation order with the split count), else its best with split-K
+// turned off; cached per key.
+const cublasLtMatmulAlgo_t& Gemm::algo(const AlgoKey& key, cublasLtMatmulDesc_t op,
+                                       cublasLtMatmulPreference_t preference) {
+  auto found = algos_.find(key);
+  if (found != algos_.end()) return found->second;
+  const auto [n, k, epilogue_value, out_type_value, alignments] = key;
+  const auto out_type = static_cast<cudaDataType_t>(out_type_value);
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  struct ReleaseLayouts {
+    cublasLtMatrixLayout_t& a;
+    cublasLtMatrixLayout_t& b;
+    cublasLtMatrixLayout_t& d;
+    ~ReleaseLayouts() {
+      if (a) cublasLtMatrixLayoutDestroy(a);
+      if (b) cublasLtMatrixLayoutDestroy(b);
+      if (d) cublasLtMatrixLayoutDestroy(d);
+    }
+  } release{a, b, d};
+  const auto rows_n = static_cast<std::uint64_t>(n);
+  const auto rows_k = static_cast<std::uint64_t>(k);
+  OFFGEN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16F, rows_k, rows_n, k));
+  OFFGEN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16F, rows_k, kAlgoRows, k));
+  OFFGEN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d, out_type, rows_n, kAlgoRows, n));
+
+  cublasLtMatmulHeuristicResult_t results[kAlgoCandidates]{};
+  int count = 0;
+  OFFGEN_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, op, a, b, d, d, preference,
+                                                     kAlgoCandidates, results, &count));
+  OFFGEN_CHECK(count > 0,
+               "cuBLASLt has no algorithm for a {} x {} x {} GEMM (epilogue {}, output type {})",
+               kAlgoRows, n, k, epilogue_value, out_type_value);
+  for (int i = 0; i < count; ++i) {
+    if (split_k_of(results[i].algo) <= 1) return algos_.emplace(key, results[i].algo).first->second;
+  }
+  cublasLtMatmulAlgo_t chosen = results[0].algo;
+  const std::int32_t one = 1;
+  const std::uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+  OFFGEN_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(&chosen, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                           &one, sizeof(one)));
+  OFFGEN_CUBLAS_CHECK(cublasLtMatmulAlgoConfigSetAttribute(
+      &chosen, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &no_reduction, sizeof(no_reduction)));
+  return algos_.emplace(key, chosen).first->second;
 }
 
 void Gemm::run(const void* x, const void* weight, const void* bias, void* y, std::int64_t m, int n,

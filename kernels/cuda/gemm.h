@@ -26,8 +26,8 @@ class Gemm {
   void logits(const LogitsArgs& args);
 
  private:
-  // One GEMM shape's descriptors and the algorithm the heuristic chose, cached because the forward
-  // pass issues the same few shapes every step and the heuristic query costs tens of microseconds.
+  // One GEMM shape's descriptors and its algorithm, cached because the forward pass issues the
+  // same few shapes every step and the heuristic query costs tens of microseconds.
   struct Plan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
@@ -35,7 +35,12 @@ class Gemm {
   };
   // (m, n, k, epilogue, output type, alignment of the four pointers)
   using PlanKey = std::tuple<std::int64_t, int, int, int, int, int>;
+  // The same without m: the algorithm depends on nothing else, so a row's bits do not depend on
+  // how many rows share its GEMM (a request's result never depends on its batch-mates).
+  using AlgoKey = std::tuple<int, int, int, int, int>;
   Plan& plan(const PlanKey& key);
+  const cublasLtMatmulAlgo_t& algo(const AlgoKey& key, cublasLtMatmulDesc_t op,
+                                   cublasLtMatmulPreference_t preference);
   void run(const void* x, const void* weight, const void* bias, void* y, std::int64_t m, int n,
            int k, cublasLtEpilogue_t epilogue, cudaDataType_t out_type);
 
@@ -44,6 +49,7 @@ class Gemm {
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;
   std::map<PlanKey, Plan> plans_;
+  std::map<AlgoKey, cublasLtMatmulAlgo_t> algos_;
 };
 
 }  // namespace offgen::kernels::cuda

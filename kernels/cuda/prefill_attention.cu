@@ -5,7 +5,8 @@
 //
 // Tiled flash-attention on tensor cores (WMMA, fp16 inputs, fp32 accumulators). One block per
 // (sequence, query head, tile of kQTile queries); the block walks the key tiles its queries can
-// see:
+// see. Query and key tiles start at the sequence's first real token, not at token 0, so left
+// padding never moves a tile boundary and a real token's bits do not depend on its batch-mates:
 //   1. K tile -> shared memory (masked keys as zero rows); S = Q·Kᵀ with WMMA into fp32 smem.
 //   2. V tile -> shared memory (replacing K), while each warp runs the online softmax on its rows
 //      in fp32 (scale, mask, running max / sum, rescale of its fp32 output rows).
@@ -163,6 +164,20 @@ __device__ Head head_of(const PrefillAttentionArgs& a, int b, int h) {
   return x;
 }
 
+// The sequence's first real token (seq when it has none), returned to every thread of the block.
+// Query and key tiles start there rather than at token 0, so a real token meets the same keys in
+// the same tile slots, summed in the same order, whatever left padding its batch-mates impose.
+__device__ int first_real_token(const std::uint8_t* valid, int seq) {
+  int first = seq;
+  for (int j = static_cast<int>(threadIdx.x); j < seq; j += static_cast<int>(blockDim.x)) {
+    if (valid[j] != 0) {
+      first = j;
+      break;
+    }
+  }
+  return block_reduce(first, MinOp{}, seq);
+}
+
 // Rows r < rows of `tile` (ld halves apart) get token first + r of `src` (tokens `stride` halves
 // apart) when ok[r], else zeros; columns [head_dim, dim_pad) are zero. ok[] must be visible to
 // every thread (written before a barrier). Each thread issues kLoadBatch 16-byte loads before it
@@ -270,12 +285,22 @@ __global__ void __launch_bounds__(kThreads)
   const int h = static_cast<int>(bh % a.heads);
   const Head x = head_of(a, b, h);
   const int dim = a.head_dim;
-  const int q0 = tile * kQTile;
-  const int q_end = min(a.seq, q0 + kQTile);  // queries [q0, q_end) see keys [0, q_end)
   __half* const out =
       reinterpret_cast<__half*>(a.out) + std::int64_t{b} * a.seq * x.hd + std::int64_t{h} * dim;
   float* const lse = head_sums != nullptr ? head_sums + bh * a.seq : nullptr;
   const int pieces = dim / kPiece;
+
+  // Tiles count from the first real token. The grid has a tile per kQTile tokens of the padded
+  // sequence, so tile t also zeroes the leading padding rows [t·kQTile, (t+1)·kQTile) ∩ [0, first).
+  const int first = first_real_token(x.valid, a.seq);
+  const int pad_end = min(first, (tile + 1) * kQTile);
+  for (int t = tid; t < max(0, pad_end - tile * kQTile) * pieces; t += kThreads) {
+    store8(out + (tile * kQTile + t / pieces) * x.hd + t % pieces * kPiece, zero8(), aligned);
+  }
+  if (lse != nullptr && tid < pad_end - tile * kQTile) lse[tile * kQTile + tid] = 0.0f;
+  const int q0 = first + tile * kQTile;
+  if (q0 >= a.seq) return;                    // uniform over the block
+  const int q_end = min(a.seq, q0 + kQTile);  // queries [q0, q_end) see keys [first, q_end)
 
   bool real_query = false;
   if (tid < kQTile) {
@@ -295,7 +320,7 @@ __global__ void __launch_bounds__(kThreads)
   load_rows(q_tile, l.ld_h, kQTile, x.q, x.stride, q0, q_ok, dim, l.dim_pad, aligned);
   for (int t = tid; t < kQTile * l.ld_o; t += kThreads) o[t] = 0.0f;
 
-  for (int k0 = 0; k0 < q_end; k0 += kKeyTile) {
+  for (int k0 = first; k0 < q_end; k0 += kKeyTile) {
     bool real_key = false;
     if (tid < kKeyTile) {
       const int j = k0 + tid;
@@ -377,8 +402,9 @@ __global__ void __launch_bounds__(kThreads)
 // head_sums[b, h, j] = sum over real queries i >= j (and i >= seq - key_sum_queries when that
 // is set) of exp(s_ij - lse_i), where lse_i is what the attention kernel left in
 // head_sums[b, h, i]. One block per (sequence, query head): key tiles
-// in increasing order; a key tile reads the lse of queries at or after its first key (k0 is a
-// multiple of kQTile), then overwrites its own entries, which later key tiles never read.
+// in increasing order from the first real token; a key tile reads the lse of queries at or after
+// its first key (k0 - first is a multiple of kQTile), then overwrites its own entries, which later
+// key tiles never read.
 // Thread t sums key t % kKeyTile over rows r ≡ t / kKeyTile (mod kGroups) of every query tile;
 // the kGroups partials are then added in group order.
 template <int kQTile>
@@ -405,8 +431,13 @@ __global__ void __launch_bounds__(kThreads)
   float* const sums = head_sums + bh * seq;
   const int col = tid % kKeyTile;
   const int group = tid / kKeyTile;
+  // Key and query tiles from the first real token, as in the attention kernel; the entries of the
+  // leading padding keys keep the 0 that kernel wrote there.
+  const int first = first_real_token(x.valid, seq);
+  const int first_query = a.key_sum_queries > 0 ? max(first, seq - a.key_sum_queries) : first;
+  const int first_tile = first + (first_query - first) / kQTile * kQTile;
 
-  for (int k0 = 0; k0 < seq; k0 += kKeyTile) {
+  for (int k0 = first; k0 < seq; k0 += kKeyTile) {
     bool real_key = false;
     if (tid < kKeyTile) {
       const int j = k0 + tid;
@@ -417,9 +448,8 @@ __global__ void __launch_bounds__(kThreads)
     if (__syncthreads_or(real_key) != 0) {
       load_rows(k_tile, l.ld_h, kKeyTile, x.k, x.stride, k0, k_ok, a.head_dim, l.dim_pad, aligned);
       // Queries before first_query do not count (key_sum_queries); whole tiles of them are
-      // skipped.
-      const int first_query = a.key_sum_queries > 0 ? max(0, seq - a.key_sum_queries) : 0;
-      for (int q0 = max(k0, first_query / kQTile * kQTile); q0 < seq; q0 += kQTile) {
+      // skipped. k0 - first is a multiple of kKeyTile, so of kQTile: a query tile boundary.
+      for (int q0 = max(k0, first_tile); q0 < seq; q0 += kQTile) {
         bool real_query = false;
         if (tid < kQTile) {
           const int i = q0 + tid;

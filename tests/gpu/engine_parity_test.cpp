@@ -1,8 +1,10 @@
 // The whole model on the cuda device against the cpu device: score log-probabilities and greedy
 // tokens on the golden checkpoints (which the cpu device matches to Hugging Face) and on dummy
 // opt-1.3b, for every KV policy, and with int4 weights and KV. Skipped without a GPU.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -47,6 +49,26 @@ void expect_same_scores(const std::vector<ScoreResult>& cuda, const std::vector<
   }
 }
 
+// Each step's three most likely tokens on both devices, up to the first step where the picks
+// differ: whether the devices disagree by rounding at a near tie or by a real margin.
+std::string top_logprobs_until_they_differ(const GenerationResult& cuda,
+                                           const GenerationResult& cpu) {
+  std::string out;
+  const std::size_t steps = std::min(cuda.top_logprobs.size(), cpu.top_logprobs.size());
+  for (std::size_t t = 0; t < steps; ++t) {
+    out += fmt::format("step {}:", t);
+    for (const auto* side : {&cuda, &cpu}) {
+      out += side == &cuda ? "  cuda" : "  cpu";
+      for (const auto& [id, logprob] : side->top_logprobs[t]) {
+        out += fmt::format(" {}={:.6f}", id, logprob);
+      }
+    }
+    out += "\n";
+    if (t < cuda.tokens.size() && t < cpu.tokens.size() && cuda.tokens[t] != cpu.tokens[t]) break;
+  }
+  return out;
+}
+
 struct ParityCase {
   const char* model;
   PolicyKind policy;
@@ -78,6 +100,8 @@ TEST_P(CudaMatchesCpu, GreedyGenerationGivesTheSameTokens) {
                     text.tokens.begin() + std::min<std::size_t>(5, text.tokens.size()));
     r.max_tokens = 12;
     r.sampling.temperature = 0.0f;
+    r.logprobs = true;
+    r.top_logprobs = 3;
     requests.push_back(r);
   }
   Engine cuda(options_for(model, DeviceChoice::cuda, c.policy, c.budget));
@@ -86,7 +110,9 @@ TEST_P(CudaMatchesCpu, GreedyGenerationGivesTheSameTokens) {
   const auto on_cpu = cpu.generate(requests);
   ASSERT_EQ(on_cuda.size(), on_cpu.size());
   for (std::size_t i = 0; i < on_cpu.size(); ++i) {
-    EXPECT_EQ(on_cuda[i].tokens, on_cpu[i].tokens) << "request " << i;
+    EXPECT_EQ(on_cuda[i].tokens, on_cpu[i].tokens)
+        << "request " << i << "\n"
+        << top_logprobs_until_they_differ(on_cuda[i], on_cpu[i]);
   }
 }
 

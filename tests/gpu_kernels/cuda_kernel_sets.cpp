@@ -57,6 +57,11 @@ class DeviceCopy {
     OFFGEN_CUDA_CHECK(cudaMalloc(&raw_, bytes() + 2 * kGuardBytes));
     OFFGEN_CUDA_CHECK(cudaMemset(raw_, kGuardByte, bytes() + 2 * kGuardBytes));
     OFFGEN_CUDA_CHECK(cudaMemcpy(data(), host, bytes(), cudaMemcpyHostToDevice));
+    // A pageable cudaMemcpy may return before its DMA lands, and the kernels run on a
+    // non-blocking stream that does not wait for the legacy one: without this, a kernel can read
+    // the end of a large input before it arrives (seen on an H200: the last row of a 3 x 50272
+    // log_softmax summed stale values).
+    OFFGEN_CUDA_CHECK(cudaDeviceSynchronize());
   }
   DeviceCopy(const DeviceCopy&) = delete;
   DeviceCopy& operator=(const DeviceCopy&) = delete;

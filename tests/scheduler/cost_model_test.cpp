@@ -156,6 +156,58 @@ TEST(CostModel, GemmTimeFollowsTheMeasuredPoints) {
                    std::max(2 * 32 * params / old.gemm_small, 2 * 128 * params / old.gemm_large));
 }
 
+// Cpu attention shares host memory with the copies: where the profile measured how much the two
+// overlap, cpu attention adds to the device side's time by that share (the copies and the gpu
+// among themselves still by `overlap`); where it did not, the one overlap covers all as before.
+TEST(CostModel, CpuAttentionOverlapsTheCopiesByTheProfilesHostOverlap) {
+  LayerCost layer;
+  layer.weights_in = 3;
+  layer.gemm = 1;
+  layer.cpu_attention = 2;
+  EXPECT_DOUBLE_EQ(layer.total(), 3);  // host overlap not measured: the busiest
+  layer.host_overlap = 0;
+  EXPECT_DOUBLE_EQ(layer.total(), 5);  // copies, then cpu attention
+  layer.host_overlap = 0.5;
+  EXPECT_DOUBLE_EQ(layer.total(), 3 + 0.5 * 2);
+  layer.host_overlap = 1;
+  EXPECT_DOUBLE_EQ(layer.total(), 3);
+  layer.overlap = 0;  // the gpu no longer hides behind the copies either
+  EXPECT_DOUBLE_EQ(layer.total(), 4);
+  layer.cpu_attention = 0;
+  layer.host_overlap = 0;
+  EXPECT_DOUBLE_EQ(layer.total(), 4);  // nothing on the CPU: host overlap plays no part
+
+  // Offloaded KV attended on the CPU: a profile that measured no hiding predicts a slower run.
+  const ModelConfig model = ModelConfig::from_name("opt-1.3b").value();
+  RunShape run = opt_run(8);
+  run.weights = {0.5, 0.5};
+  run.block.kv_gpu_fraction = 0;
+  run.block.cpu_attention = true;
+  MachineProfile p = pcie_like();
+  p.cpu_attention = 20e9;
+  const Prediction unmeasured = predict(model, p, run);
+  p.host_overlap = 1;
+  EXPECT_DOUBLE_EQ(predict(model, p, run).seconds, unmeasured.seconds);  // as overlap 1 gives
+  p.host_overlap = 0;
+  const Prediction contended = predict(model, p, run);
+  EXPECT_GT(contended.seconds, unmeasured.seconds);
+  EXPECT_EQ(contended.decode.host_overlap, 0);
+
+  test::TempDir dir;
+  const auto path = dir.path() / "profile.json";
+  for (const char* overlap : {"0.3", "1.2", "-0.5"}) {
+    test::write_file(path, std::string(R"({"device": "x", "measurements": {
+        "h2d_pinned": {"value": 20}, "gemm_fc1_m32": {"value": 50}, "gemm_fc1_m512": {"value": 300},
+        "decode_attention_device": {"value": 1500}, "copy_cpu_attention_overlap": {"value": )") +
+                               overlap + "}}}");
+    if (std::string(overlap) == "0.3") {
+      EXPECT_DOUBLE_EQ(MachineProfile::load(path).host_overlap, 0.3);
+    } else {
+      EXPECT_THROW(MachineProfile::load(path), Error) << overlap;
+    }
+  }
+}
+
 // Resources that overlap fully cost the busiest; not at all, their sum; the profile's overlap
 // sets where between, and it comes from the profile file (in [0, 1]; absent: 1).
 TEST(CostModel, ALayerCostsBetweenItsBusiestResourceAndTheSumByTheOverlap) {
