@@ -50,6 +50,9 @@ nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows, const RunInf
       row["weight_bytes_moved_per_step"] = r.weights_moved_per_step;
       row["peak_gpu_bytes"] = r.peak_gpu_bytes;
       row["peak_pinned_bytes"] = r.peak_pinned_bytes;
+      row["useful_token_slots"] = r.slots.useful;
+      row["computed_token_slots"] = r.slots.computed;
+      row["token_slot_use"] = r.slots.efficiency();
       const double overlap = r.copy_overlap();
       row["weight_copy_overlap"] =
           overlap >= 0 ? nlohmann::ordered_json(overlap) : nlohmann::ordered_json(nullptr);

@@ -134,6 +134,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     const auto done = Clock::now();
     const BlockRunner::KvTraffic traffic = runner->kv_traffic();
     row.kv_moved_per_step = traffic.moved_per_step();
+    row.slots = runner->slot_use();
     if (traffic.decode_steps > 0) {
       row.kv_pcie_per_step =
           static_cast<double>(traffic.loaded_bytes + traffic.stored_bytes -

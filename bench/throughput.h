@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/runtime/engine.h"
+#include "engine/runtime/slot_use.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/kv_footprint.h"
 
@@ -50,6 +51,9 @@ struct BenchRow {
   double weight_copy_busy_seconds = -1;
   // Share of the weight-copy time hidden behind compute, in [0, 1]; negative when unknown.
   double copy_overlap() const;
+  // Token slots the passes computed and those that carried a real token (1:1 here: uniform
+  // requests, every one generating its `gen`; a job of mixed lengths reports less).
+  SlotUse slots;
   std::uint64_t peak_gpu_bytes = 0;     // gpu tier peak during the case (weights included)
   std::uint64_t peak_pinned_bytes = 0;  // pinned memory peak during the case
   std::string error;                    // non-empty: the case could not run (e.g. does not fit)

@@ -136,6 +136,13 @@ int run_to_stdout(BatchJob& job, const CommonOptions& common, const JobFiles& fi
 
 }  // namespace
 
+std::string describe_slot_use(const SlotUse& slots) {
+  return fmt::format(
+      "token slots used {:.2f} ({} of {} computed: the rest padded prompts and the rows of "
+      "finished sequences)",
+      slots.efficiency(), slots.useful, slots.computed);
+}
+
 bool is_error_record(const nlohmann::ordered_json& record) {
   return record.contains("error") && !record["error"].is_null();
 }

@@ -153,6 +153,7 @@ class GenerateJob final : public BatchJob {
   void run(Engine& engine, const std::vector<JsonlLine>& lines,
            const std::function<void(JobRecord)>& put) override {
     const auto created = static_cast<std::int64_t>(std::time(nullptr));
+    const JobSlotCount count_slots{engine, slots_};
     engine.generate(requests_, [&](std::size_t k, const GenerationResult& result) {
       const auto [index, choice] = owner_[k];
       results_[index][choice] = result;
@@ -173,8 +174,9 @@ class GenerateJob final : public BatchJob {
   }
 
   std::string totals(double seconds) const override {
-    return fmt::format("{} tokens generated in {:.2f} s ({:.1f} tokens/s)", generated_, seconds,
-                       static_cast<double>(generated_) / std::max(seconds, 1e-9));
+    return fmt::format("{} tokens generated in {:.2f} s ({:.1f} tokens/s); {}", generated_, seconds,
+                       static_cast<double>(generated_) / std::max(seconds, 1e-9),
+                       describe_slot_use(slots_));
   }
 
  private:
@@ -249,6 +251,7 @@ class GenerateJob final : public BatchJob {
   std::map<std::size_t, std::size_t> remaining_;  // choices still running, by input index
   std::map<std::size_t, std::vector<GenerationResult>> results_;  // finished choices, by index
   std::size_t generated_ = 0;
+  SlotUse slots_;  // of this job's blocks
 };
 
 }  // namespace

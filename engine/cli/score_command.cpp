@@ -129,6 +129,7 @@ class ScoreJob final : public BatchJob {
 
   void run(Engine& engine, const std::vector<JsonlLine>& lines,
            const std::function<void(JobRecord)>& put) override {
+    const JobSlotCount count_slots{engine, slots_};
     engine.score(requests_, options_.prefill_tokens, [&](std::size_t k, const ScoreResult& result) {
       put(record(lines[to_run_[k]], k, result));
     });
@@ -136,8 +137,9 @@ class ScoreJob final : public BatchJob {
 
   std::string totals(double /*seconds*/) const override {
     return fmt::format(
-        "{} tokens scored, perplexity {:.3f}", total_scored_,
-        total_scored_ ? std::exp(-total_logprob_ / static_cast<double>(total_scored_)) : 0.0);
+        "{} tokens scored, perplexity {:.3f}; {}", total_scored_,
+        total_scored_ ? std::exp(-total_logprob_ / static_cast<double>(total_scored_)) : 0.0,
+        describe_slot_use(slots_));
   }
 
  private:
@@ -188,6 +190,7 @@ class ScoreJob final : public BatchJob {
   int shortest_ = std::numeric_limits<int>::max();
   double total_logprob_ = 0.0;
   std::size_t total_scored_ = 0;
+  SlotUse slots_;  // of this job's blocks
 };
 
 }  // namespace

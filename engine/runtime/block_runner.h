@@ -28,6 +28,7 @@
 #include "engine/runtime/block_kv_cache.h"
 #include "engine/runtime/logit_edits.h"
 #include "engine/runtime/pick_extras.h"
+#include "engine/runtime/slot_use.h"
 #include "engine/runtime/step_staging.h"
 #include "kernels/ops.h"
 #include "offload/host_activations.h"
@@ -109,6 +110,8 @@ class BlockRunner {
   }
 
   // KV cache traffic so far (block_kv_cache.h).
+  // The token slots this runner's passes computed, and those that carried a real token.
+  const SlotUse& slot_use() const { return slot_use_; }
   using KvTraffic = offgen::KvTraffic;
   KvTraffic kv_traffic() const { return kv_cache_->traffic(); }
 
@@ -149,6 +152,7 @@ class BlockRunner {
   const ModelWeights& weights_;
   Stream& compute_;
   int block_;  // sequences of the block (every GPU batch)
+  SlotUse slot_use_;
   int max_prompt_;
   int out_chunk_;
   std::vector<std::unique_ptr<KvPolicy>> policies_;  // one per sequence

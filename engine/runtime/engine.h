@@ -18,6 +18,7 @@
 #include "engine/runtime/logit_edits.h"
 #include "engine/runtime/pick_extras.h"
 #include "engine/runtime/sampler.h"
+#include "engine/runtime/slot_use.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/ops.h"
 #include "offload/weight_store.h"
@@ -140,6 +141,9 @@ class Engine {
   std::uint64_t weight_disk_bytes() const;  // of those, on the disk tier
   // Weight bytes copied host-to-device so far by layer streaming (0 when all resident).
   std::uint64_t weight_bytes_moved() const;
+  // Token slots of every block run so far: those the passes computed (padding and the rows of
+  // finished sequences included) and those that carried a request's token.
+  const SlotUse& slot_use() const { return slot_use_; }
   // The placement it runs (EngineOptions::placement).
   const Placement& placement() const { return options_.placement; }
   const Compression& compression() const { return options_.compression; }
@@ -221,6 +225,7 @@ class Engine {
   KvFootprint kv_footprint(int max_prompt, int max_new, int total_len = 0) const;
 
  private:
+  SlotUse slot_use_;
   void generate_block(std::span<const GenerationRequest> requests,
                       std::span<const std::size_t> indices, std::vector<GenerationResult>& results,
                       const GenerationCallback& on_done);

@@ -102,6 +102,26 @@ TEST(GenerateJob, TwoHundredMixedRequestsAreEachAnsweredOnceInInputOrder) {
   }
 }
 
+// The closing line says how much of the computed work the file's requests used: one block of a
+// 3-token and an 8-token prompt, 1 and 4 new tokens (EOS ignored) computes 2 x 8 prefill slots
+// and 2 x 3 decode slots, of which 11 + 3 carry a request's token.
+TEST(GenerateJob, TheClosingLineSaysWhatShareOfTheComputedTokenSlotsWasUsed) {
+  test::TempDir dir;
+  const auto input = dir.path() / "requests.jsonl";
+  test::write_file(input,
+                   "{\"prompt_token_ids\": [2, 10, 11], \"max_tokens\": 1, \"ignore_eos\": true}\n"
+                   "{\"prompt_token_ids\": [2, 10, 11, 12, 13, 14, 15, 16], \"max_tokens\": 4, "
+                   "\"ignore_eos\": true}\n");
+  const test::Finished run = test::run_offgen(
+      {"generate", "--model", (test::data_dir() / "golden" / "tiny-preln").string(), "--device",
+       "cpu", "--block-seconds", "0", "--input", input.string(), "--output",
+       (dir.path() / "out.jsonl").string()},
+      dir.path() / "log.txt");
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("token slots used 0.64 (14 of 22 computed"), std::string::npos)
+      << run.output;
+}
+
 // Starts the offgen binary with `args`; returns its pid.
 pid_t spawn_offgen(const std::vector<std::string>& args) {
   std::vector<std::string> all = {OFFGEN_CLI_BINARY};

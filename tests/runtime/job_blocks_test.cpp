@@ -87,3 +87,41 @@ TEST_F(JobBlocks, WithoutATargetThePlannedBlockRuns) {
 
 }  // namespace
 }  // namespace offgen
+
+namespace offgen {
+namespace {
+
+// Useful token slots against computed ones: a block pads its prompts to the longest, and every
+// decode step computes every row, finished or not. Two requests in one block: prompts of 3 and 7
+// tokens, 2 and 5 new tokens (EOS ignored).
+TEST_F(JobBlocks, CountsTheTokenSlotsABlockComputedAndThoseItsRequestsUsed) {
+  Engine e = engine(0);
+  std::vector<GenerationRequest> requests(2);
+  requests[0].prompt = {2, 10, 11};
+  requests[0].max_tokens = 2;
+  requests[1].prompt = {2, 20, 21, 22, 23, 24, 25};
+  requests[1].max_tokens = 5;
+  for (GenerationRequest& r : requests) r.ignore_eos = true;
+  EXPECT_EQ(e.slot_use().computed, 0u);
+  const auto results = e.generate(requests);
+  ASSERT_EQ(results[0].tokens.size(), 2u);
+  ASSERT_EQ(results[1].tokens.size(), 5u);
+  // Prefill: 2 rows x 7 columns, 3 + 7 real. Decode: the last token is never fed back, so 4
+  // steps of 2 rows; the first request feeds one token (its first), the second four.
+  EXPECT_EQ(e.slot_use().computed, 2u * 7u + 2u * 4u);
+  EXPECT_EQ(e.slot_use().useful, (3u + 7u) + (1u + 4u));
+  EXPECT_DOUBLE_EQ(e.slot_use().efficiency(), 15.0 / 22.0);
+
+  // A second job adds to the count; scoring counts its passes the same way.
+  const SlotUse before = e.slot_use();
+  std::vector<ScoreRequest> texts(2);
+  texts[0].tokens = {2, 30, 31, 32};
+  texts[1].tokens = {2, 40, 41, 42, 43, 44};
+  e.score(texts, 0);  // the whole text as one prefill
+  const SlotUse scored = e.slot_use() - before;
+  EXPECT_EQ(scored.computed, 2u * 6u);
+  EXPECT_EQ(scored.useful, 4u + 6u);
+}
+
+}  // namespace
+}  // namespace offgen

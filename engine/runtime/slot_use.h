@@ -1,0 +1,31 @@
+// How much of a run's work its requests needed: token slots (one row of one pass) that carried a
+// real token, against every slot the passes computed. A block pads each prompt to its longest,
+// and a sequence that has finished keeps its row in the decode steps until the block's last one
+// is done: both are computed and wasted.
+#pragma once
+
+#include <cstdint>
+
+namespace offgen {
+
+struct SlotUse {
+  std::uint64_t useful = 0;    // real prompt tokens prefilled + tokens fed by running sequences
+  std::uint64_t computed = 0;  // rows x columns of every prefill, rows of every decode step
+
+  // useful / computed; 1 for a run that computed nothing.
+  double efficiency() const {
+    return computed == 0 ? 1.0 : static_cast<double>(useful) / static_cast<double>(computed);
+  }
+  SlotUse& operator+=(const SlotUse& other) {
+    useful += other.useful;
+    computed += other.computed;
+    return *this;
+  }
+  friend SlotUse operator-(SlotUse a, const SlotUse& b) {
+    a.useful -= b.useful;
+    a.computed -= b.computed;
+    return a;
+  }
+};
+
+}  // namespace offgen
