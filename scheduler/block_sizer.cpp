@@ -9,58 +9,71 @@ BlockSizer::BlockSizer(std::size_t max_block, double target_seconds, bool probe)
 
 std::size_t BlockSizer::next(std::span<const SequenceWork> upcoming) const {
   const std::size_t most = std::min(max_block_, std::max<std::size_t>(upcoming.size(), 1));
-  if (target_ <= 0) return most;
+  if (target_ <= 0 || upcoming.empty()) return most;
   if (seen_.empty()) {
     return probe_ ? std::max<std::size_t>(1, std::min(most, max_block_ / 8)) : most;
   }
-  if (per_token_ <= 0) return most;  // every second is fixed per step: size cannot help
-  double tokens = 0;
+  if (per_slot_ <= 0) return most;  // every second is fixed per step: size cannot help
+  int prompt = 0;
   int steps = 0;
-  std::size_t n = 0;
-  while (n < most) {
-    const double t = tokens + upcoming[n].tokens;
-    const int s = std::max(steps, upcoming[n].steps);
-    if (n > 0 && per_step_ * s + per_token_ * t > target_) break;
-    tokens = t;
-    steps = s;
-    ++n;
+  double useful = 0;
+  std::size_t fits = 0;  // the largest block within the target
+  int fits_steps = 0;
+  std::vector<double> rate;  // rate[n - 1]: predicted useful slots per second of n requests
+  for (std::size_t n = 1; n <= most; ++n) {
+    const SequenceWork& w = upcoming[n - 1];
+    prompt = std::max(prompt, w.prompt);
+    steps = std::max(steps, w.steps);
+    useful += w.useful();
+    const double computed = static_cast<double>(n) * (prompt + std::max(steps - 1, 0));
+    const double seconds = per_step_ * steps + per_slot_ * computed;
+    if (n > 1 && seconds > target_) break;
+    fits = n;
+    fits_steps = steps;
+    rate.push_back(seconds > 0 ? useful / seconds : 0);
   }
   // The fixed part alone takes most of the target: shrinking would lose throughput and still
   // not meet it, so run the planned block.
-  if (n < most && per_step_ * steps >= 0.5 * target_) return most;
+  if (fits < most && per_step_ * fits_steps >= 0.5 * target_) return most;
+  if (!both_parts_) return fits;
+  const double best = *std::max_element(rate.begin(), rate.end());
+  std::size_t n = fits;
+  while (n > 1 && rate[n - 1] < 0.95 * best) --n;
   return n;
 }
 
-void BlockSizer::observe(int steps, double tokens, double seconds) {
-  if (steps <= 0 || tokens <= 0 || seconds < 0) return;
-  seen_.push_back({static_cast<double>(steps), tokens, seconds});
+void BlockSizer::observe(int steps, double slots, double seconds) {
+  if (steps <= 0 || slots <= 0 || seconds < 0) return;
+  seen_.push_back({static_cast<double>(steps), slots, seconds});
   fit();
 }
 
-// Least squares of seconds = per_step * steps + per_token * tokens over the blocks seen, both
+// Least squares of seconds = per_step * steps + per_slot * slots over the blocks seen, both
 // coefficients >= 0. With one block (or blocks of one shape) the split is unknown: all of it is
-// charged to tokens, which errs toward smaller blocks.
+// charged to slots, which errs toward smaller blocks.
 void BlockSizer::fit() {
   double ss = 0, st = 0, tt = 0, sy = 0, ty = 0;
   for (const Observation& o : seen_) {
     ss += o.steps * o.steps;
-    st += o.steps * o.tokens;
-    tt += o.tokens * o.tokens;
+    st += o.steps * o.slots;
+    tt += o.slots * o.slots;
     sy += o.steps * o.seconds;
-    ty += o.tokens * o.seconds;
+    ty += o.slots * o.seconds;
   }
   const double det = ss * tt - st * st;
   const bool distinct = det > 1e-9 * ss * tt;  // blocks of more than one shape
   if (distinct) {
     per_step_ = (sy * tt - ty * st) / det;
-    per_token_ = (ty * ss - sy * st) / det;
-    if (per_step_ >= 0 && per_token_ >= 0) return;
+    per_slot_ = (ty * ss - sy * st) / det;
+    both_parts_ = per_step_ >= 0 && per_slot_ >= 0;
+    if (both_parts_) return;
   }
-  // One shape, or a negative part: the one-part fit that explains more (tokens when unsure).
+  both_parts_ = false;
+  // One shape, or a negative part: the one-part fit that explains more (slots when unsure).
   per_step_ = 0;
-  per_token_ = ty / tt;
+  per_slot_ = ty / tt;
   if (distinct && sy * sy / ss > ty * ty / tt) {
-    per_token_ = 0;
+    per_slot_ = 0;
     per_step_ = sy / ss;
   }
 }

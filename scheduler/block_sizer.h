@@ -1,22 +1,28 @@
 // How many requests the next block of a batch job (generate, score) takes. Results are written as
 // each block finishes, so a block's time bounds how long a user waits for the first results and
-// how much an interrupt can lose: the sizer keeps a block near a time target, learning the cost
-// of work from the blocks that ran — without shrinking a block where that would not make it
-// faster (when a block's time is mostly a fixed cost per step, e.g. weights streamed in every
-// pass, a smaller block only lowers throughput, so the full block runs).
+// how much an interrupt can lose: the sizer keeps a block within a time target, learning the cost
+// of work from the blocks that ran, and cuts a block short where taking more requests would pad
+// more than it gains — without shrinking a block where that would not make it faster (when a
+// block's time is mostly a fixed cost per step, e.g. weights streamed in every pass, a smaller
+// block only lowers throughput, so the full block runs).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <vector>
 
 namespace offgen {
 
-// One request's share of a block: the tokens it runs through the model (prompt, generated or
-// teacher-forced) and the passes its block needs for it (prefill + decode steps).
+// One request's share of a block: its prefill columns (its prompt; score's prefix) and the
+// passes its block needs for it (the prefill and each decode step). A block pads every prompt to
+// its longest and runs every row through its longest request's steps, so it computes
+// n x (longest prompt + most steps - 1) token slots for the useful ones its requests add up to.
 struct SequenceWork {
-  double tokens = 0;
+  int prompt = 0;
   int steps = 0;
+  // Token slots that carry this request's tokens: its prompt, then one per decode step.
+  double useful() const { return prompt + std::max(steps - 1, 0); }
 };
 
 class BlockSizer {
@@ -27,21 +33,27 @@ class BlockSizer {
   // in every pass, a small first block would pay that cost once more for little).
   BlockSizer(std::size_t max_block, double target_seconds, bool probe = true);
 
-  // How many of `upcoming` (in the order they will run) the next block takes: the most whose
-  // predicted time fits the target, at least 1; before any measurement the probe block (or the
-  // planned one); the planned block when the fixed cost per step alone exceeds half the target.
+  // How many of `upcoming` (in the order they will run) the next block takes, at least 1 and at
+  // most the planned block: before any measurement the probe block (or the planned one); then,
+  // of the blocks whose predicted time fits the target, the largest within 5% of the best
+  // predicted rate of useful token slots per second (a block that would pad far more, taking the
+  // next, longer requests, waits for the next block), or simply the largest while the fit cannot
+  // yet tell fixed costs from per-slot ones; the planned block when the fixed cost per step
+  // alone exceeds half the target.
   std::size_t next(std::span<const SequenceWork> upcoming) const;
 
-  // A block that ran: its passes (the most steps of its requests), tokens and wall seconds.
-  void observe(int steps, double tokens, double seconds);
+  // A block that ran: its passes (the most steps of its requests), the token slots it computed
+  // (padding and finished rows included) and its wall seconds.
+  void observe(int steps, double slots, double seconds);
 
-  // The fitted cost: seconds per pass and per token (both >= 0; 0 before any observation).
+  // The fitted cost: seconds per pass and per computed token slot (both >= 0; 0 before any
+  // observation).
   double seconds_per_step() const { return per_step_; }
-  double seconds_per_token() const { return per_token_; }
+  double seconds_per_slot() const { return per_slot_; }
 
  private:
   struct Observation {
-    double steps, tokens, seconds;
+    double steps, slots, seconds;
   };
   void fit();
 
@@ -50,7 +62,8 @@ class BlockSizer {
   bool probe_;
   std::vector<Observation> seen_;
   double per_step_ = 0;
-  double per_token_ = 0;
+  double per_slot_ = 0;
+  bool both_parts_ = false;  // the fit told fixed costs from per-slot ones (blocks of two shapes)
 };
 
 }  // namespace offgen

@@ -188,13 +188,14 @@ void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& ru
 // skipped), the good ones run in blocks of similar length whose size the sizer keeps near the
 // time target, and a request that does not fit even alone gets its own "does not fit" error.
 // `before_block(n)` runs before each block of n requests (the interrupt check, progress);
-// run_block(block, results, report) reports each request it finishes through `report`.
+// run_block(block, results, report) reports each request it finishes through `report`; slots()
+// is the engine's token-slot count, whose growth over a block the sizer learns the cost from.
 template <typename Result, typename Request, typename Check, typename Length, typename Work,
-          typename RunBlock, typename Callback, typename BeforeBlock>
+          typename RunBlock, typename Callback, typename BeforeBlock, typename Slots>
 std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer& sizer,
                                   const Check& check, const Length& length, const Work& work,
                                   const RunBlock& run_block, const Callback& on_done,
-                                  const BeforeBlock& before_block) {
+                                  const BeforeBlock& before_block, const Slots& slots) {
   std::vector<Result> results(requests.size());
   std::size_t reported = 0;
   const std::function<void(std::size_t, const Result&)> report = [&](std::size_t index,
@@ -224,6 +225,7 @@ std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer&
     const std::vector<std::size_t> indices(good.begin() + static_cast<std::ptrdiff_t>(start),
                                            good.begin() + static_cast<std::ptrdiff_t>(start + n));
     const auto began = Clock::now();
+    const std::uint64_t computed_before = slots().computed;
     run_splitting_on_oom(
         indices,
         [&](std::span<const std::size_t> block) {
@@ -246,13 +248,10 @@ std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer&
           results[index].error = fmt::format("does not fit the memory budgets: {}", why);
           report(index, results[index]);
         });
-    double tokens = 0;
     int steps = 0;
-    for (std::size_t k = start; k < start + n; ++k) {
-      tokens += upcoming[k].tokens;
-      steps = std::max(steps, upcoming[k].steps);
-    }
-    sizer.observe(steps, tokens, std::chrono::duration<double>(Clock::now() - began).count());
+    for (std::size_t k = start; k < start + n; ++k) steps = std::max(steps, upcoming[k].steps);
+    sizer.observe(steps, static_cast<double>(slots().computed - computed_before),
+                  std::chrono::duration<double>(Clock::now() - began).count());
     start += n;
   }
   return results;
@@ -396,11 +395,11 @@ std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest
       requests, sizer, [&](const GenerationRequest& r) { return check(r); },
       [](const GenerationRequest& r) { return r.prompt.size(); },
       [](const GenerationRequest& r) {
-        return SequenceWork{static_cast<double>(r.prompt.size()) + r.max_tokens, r.max_tokens};
+        return SequenceWork{static_cast<int>(r.prompt.size()), r.max_tokens};
       },
       [&](std::span<const std::size_t> block, std::vector<GenerationResult>& results,
           const GenerationCallback& report) { generate_block(requests, block, results, report); },
-      on_done, [&](std::size_t n) { before_block(n); });
+      on_done, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; });
 }
 
 void Engine::generate_block(std::span<const GenerationRequest> requests,
@@ -516,13 +515,13 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
       [&](const ScoreRequest& r) {
         const int len = static_cast<int>(r.tokens.size());
         const int prefix = prefix_length(prefill_tokens, len);
-        return SequenceWork{static_cast<double>(len), std::max(1, len - prefix)};
+        return SequenceWork{prefix, std::max(1, len - prefix)};
       },
       [&](std::span<const std::size_t> block, std::vector<ScoreResult>& results,
           const ScoreCallback& report) {
         score_block(requests, block, prefill_tokens, results, report);
       },
-      on_done, [&](std::size_t n) { before_block(n); });
+      on_done, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; });
 }
 
 void Engine::score_block(std::span<const ScoreRequest> requests,

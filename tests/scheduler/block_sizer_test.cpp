@@ -7,18 +7,19 @@
 namespace offgen {
 namespace {
 
-std::vector<SequenceWork> requests(std::size_t n, double tokens, int steps) {
-  return std::vector<SequenceWork>(n, SequenceWork{tokens, steps});
+// n requests of `prompt` tokens and `steps` passes (the prefill and steps - 1 decode steps).
+std::vector<SequenceWork> requests(std::size_t n, int prompt, int steps) {
+  return std::vector<SequenceWork>(n, SequenceWork{prompt, steps});
 }
 
 TEST(BlockSizer, StartsSmallThenFillsTheTargetFromWhatItMeasured) {
   // 600 short requests that all fit one planned block: the first block measures, then each block
   // takes about 30 s of work instead of the whole job running as one block.
   BlockSizer sizer(600, 30.0);
-  const auto work = requests(600, 40, 33);
+  const auto work = requests(600, 8, 33);
   const std::size_t first = sizer.next(work);
   EXPECT_EQ(first, 75u);
-  // 75 requests x 40 tokens took 15 s: 0.005 s per token.
+  // 75 requests x 40 slots (8 prompt + 32 decode) took 15 s: 0.005 s per slot.
   sizer.observe(33, 75 * 40, 15.0);
   EXPECT_EQ(sizer.next(work), 150u);
 }
@@ -29,26 +30,47 @@ TEST(BlockSizer, LearnsTheFixedCostPerStepAndKeepsTheBlockWhenItDominates) {
   sizer.observe(33, 32 * 100, 33 + 0.001 * 32 * 100);
   sizer.observe(33, 128 * 100, 33 + 0.001 * 128 * 100);
   EXPECT_NEAR(sizer.seconds_per_step(), 1.0, 1e-6);
-  EXPECT_NEAR(sizer.seconds_per_token(), 0.001, 1e-9);
+  EXPECT_NEAR(sizer.seconds_per_slot(), 0.001, 1e-9);
   // 33 fixed seconds already pass the target: shrinking cannot meet it, so the planned block runs.
-  EXPECT_EQ(sizer.next(requests(1000, 100, 33)), 256u);
+  EXPECT_EQ(sizer.next(requests(1000, 68, 33)), 256u);
 }
 
 TEST(BlockSizer, FitsTokensAndStepsTogether) {
   BlockSizer sizer(1000, 10.0);
-  // 0.1 s per step and 0.002 s per token.
+  // 0.1 s per step and 0.002 s per slot.
   sizer.observe(10, 500, 1.0 + 1.0);
   sizer.observe(20, 2000, 2.0 + 4.0);
   EXPECT_NEAR(sizer.seconds_per_step(), 0.1, 1e-9);
-  EXPECT_NEAR(sizer.seconds_per_token(), 0.002, 1e-12);
-  // 20 steps = 2 s fixed, leaving 8 s = 4000 tokens = 100 requests of 40 tokens.
-  EXPECT_EQ(sizer.next(requests(1000, 40, 20)), 100u);
+  EXPECT_NEAR(sizer.seconds_per_slot(), 0.002, 1e-12);
+  // 20 steps = 2 s fixed, leaving 8 s = 4000 slots = 100 requests of 21 + 19 slots; equal
+  // requests never pad, so the largest block that fits is also the fastest.
+  EXPECT_EQ(sizer.next(requests(1000, 21, 20)), 100u);
+}
+
+// Fifty short requests, then fifty long ones: a block of all hundred would pad the short prompts
+// to 500 tokens, predicted to halve the rate of useful work, so the block stops at the short ones
+// and the long ones run together next.
+TEST(BlockSizer, StopsBeforeRequestsThatWouldPadMoreThanTheyAdd) {
+  BlockSizer sizer(1000, 1000.0);
+  sizer.observe(10, 1000, 0.1 + 1.0);  // 0.01 s per step, 0.001 s per slot
+  sizer.observe(20, 4000, 0.2 + 4.0);
+  ASSERT_NEAR(sizer.seconds_per_step(), 0.01, 1e-9);
+  ASSERT_NEAR(sizer.seconds_per_slot(), 0.001, 1e-12);
+  std::vector<SequenceWork> work = requests(50, 10, 10);
+  const auto long_ones = requests(50, 500, 10);
+  work.insert(work.end(), long_ones.begin(), long_ones.end());
+  EXPECT_EQ(sizer.next(work), 50u);
+  EXPECT_EQ(sizer.next(long_ones), 50u);
+  // Lengths that grow slowly cost little padding: the block takes them all.
+  std::vector<SequenceWork> gradual;
+  for (int i = 0; i < 100; ++i) gradual.push_back({100 + i / 10, 10});
+  EXPECT_EQ(sizer.next(gradual), 100u);
 }
 
 TEST(BlockSizer, NeverBelowOneRequestNorAboveThePlannedBlockOrWhatIsLeft) {
   BlockSizer sizer(64, 1.0);
   sizer.observe(10, 100, 50.0);  // very slow: even one request is over the target
-  EXPECT_EQ(sizer.next(requests(500, 100, 10)), 1u);
+  EXPECT_EQ(sizer.next(requests(500, 91, 10)), 1u);
   BlockSizer fast(64, 30.0);
   fast.observe(10, 100, 0.001);
   EXPECT_EQ(fast.next(requests(500, 10, 10)), 64u);
