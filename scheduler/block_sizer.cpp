@@ -17,7 +17,7 @@ std::size_t BlockSizer::next(std::span<const SequenceWork> upcoming) const {
   int prompt = 0;
   int steps = 0;
   double useful = 0;
-  std::size_t fits = 0;  // the largest block within the target
+  std::size_t fits = 1;  // the largest block within the target (at least one request)
   int fits_steps = 0;
   std::vector<double> rate;  // rate[n - 1]: predicted useful slots per second of n requests
   for (std::size_t n = 1; n <= most; ++n) {
@@ -27,17 +27,21 @@ std::size_t BlockSizer::next(std::span<const SequenceWork> upcoming) const {
     useful += w.useful();
     const double computed = static_cast<double>(n) * (prompt + std::max(steps - 1, 0));
     const double seconds = per_step_ * steps + per_slot_ * computed;
-    if (n > 1 && seconds > target_) break;
-    fits = n;
-    fits_steps = steps;
+    if (n == 1 || seconds <= target_) {  // time only grows with n: the fitting ones are a prefix
+      fits = n;
+      fits_steps = steps;
+    }
     rate.push_back(seconds > 0 ? useful / seconds : 0);
+    if (!both_parts_ && n > 1 && seconds > target_) break;
   }
   // The fixed part alone takes most of the target: shrinking would lose throughput and still
-  // not meet it, so run the planned block.
-  if (fits < most && per_step_ * fits_steps >= 0.5 * target_) return most;
-  if (!both_parts_) return fits;
-  const double best = *std::max_element(rate.begin(), rate.end());
-  std::size_t n = fits;
+  // not meet it, so the target no longer bounds the block (until the fit can compare rates, the
+  // planned block runs).
+  const bool unreachable = fits < most && per_step_ * fits_steps >= 0.5 * target_;
+  if (!both_parts_) return unreachable ? most : fits;
+  const std::size_t limit = unreachable ? most : fits;
+  const double best = *std::max_element(rate.begin(), rate.begin() + static_cast<long>(limit));
+  std::size_t n = limit;
   while (n > 1 && rate[n - 1] < 0.95 * best) --n;
   return n;
 }

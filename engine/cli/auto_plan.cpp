@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "engine/cli/commands.h"
 #include "engine/cli/flag_names.h"
@@ -103,7 +105,7 @@ void write_profile(const std::filesystem::path& path, const nlohmann::json& prof
 
 }  // namespace
 
-std::filesystem::path cached_profile_path(const std::string& device_name) {
+std::filesystem::path cached_profile_path(const std::string& device_name, int hidden_size) {
   std::filesystem::path base;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
     base = xdg;
@@ -112,38 +114,49 @@ std::filesystem::path cached_profile_path(const std::string& device_name) {
   } else {
     return {};
   }
-  return base / "offgen" / ("profile-" + sanitize(device_name) + ".json");
+  return base / "offgen" /
+         ("profile-" + sanitize(device_name) + "-h" + std::to_string(hidden_size) + ".json");
 }
 
 MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
-                               const ModelConfig& model) {
-  if (!path.empty()) return MachineProfile::load(path);
+                               const ModelConfig& model, std::filesystem::path* used) {
+  if (!path.empty()) {
+    if (used != nullptr) *used = path;
+    return MachineProfile::load(path);
+  }
   const std::string device = opened.device->name();
-  const std::filesystem::path cached = cached_profile_path(device);
-  if (!cached.empty() && std::filesystem::exists(cached)) {
+  // Profiles are cached per shape: one measured at another model's shapes is neither used for
+  // this one nor overwritten by its calibration. This model's own (`offgen calibrate --model`),
+  // where its shapes are at least a quick calibration's, else the quick calibration's.
+  const int quick_hidden = quick_shapes(model).hidden_size;
+  std::vector<int> candidates;
+  if (model.hidden_size > quick_hidden) candidates.push_back(model.hidden_size);
+  candidates.push_back(quick_hidden);
+  for (const int hidden : candidates) {
+    const std::filesystem::path cached = cached_profile_path(device, hidden);
+    if (cached.empty() || !std::filesystem::exists(cached)) continue;
     try {
-      // A profile measured at smaller shapes than this model's quick calibration would use
-      // (or an older one that does not say) is measured again.
       const MachineProfile profile = MachineProfile::load(cached);
-      if (profile.hidden_size >= quick_shapes(model).hidden_size) return profile;
-      spdlog::info("the cached profile {} was measured at {} shapes, smaller than this model's",
-                   cached.string(),
-                   profile.hidden_size > 0 ? fmt::format("hidden {}", profile.hidden_size)
-                                           : std::string("unrecorded"));
+      if (profile.hidden_size == hidden) {
+        if (used != nullptr) *used = cached;
+        return profile;
+      }
+      spdlog::warn("ignoring the cached profile {}: it says it was measured at hidden {}",
+                   cached.string(), profile.hidden_size);
     } catch (const Error& e) {
       spdlog::warn("ignoring the cached profile: {}", flag_message(e));
     }
   }
   const QuickCalibration quick = quick_calibration(model, *opened.device);
   spdlog::info(
-      "no machine profile for {}: a quick calibration at {} shapes with {} copies (`offgen "
-      "calibrate` measures more carefully)",
+      "no machine profile for {} at these shapes: a quick calibration at {} shapes with {} "
+      "copies (`offgen calibrate` measures more carefully)",
       device, quick.shapes.name, format_bytes(quick.options.copy_bytes));
   const auto start = std::chrono::steady_clock::now();
   const auto measurements = calibrate(opened, quick.shapes, quick.options);
   const nlohmann::json profile =
       profile_json(device, quick.shapes.name, quick.shapes.hidden_size, measurements);
-  std::filesystem::path file = cached;
+  std::filesystem::path file = cached_profile_path(device, quick.shapes.hidden_size);
   if (!file.empty()) {
     write_profile(file, profile);
   } else {
@@ -154,6 +167,7 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
   }
   spdlog::debug("quick calibration took {:.2f} s",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  if (used != nullptr) *used = file;
   return MachineProfile::load(file);
 }
 

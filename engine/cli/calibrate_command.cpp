@@ -52,7 +52,7 @@ int run_calibrate(const CalibrateOptions& options) {
   }
   std::filesystem::path output = options.output;
   if (output.empty()) {
-    output = cached_profile_path(device_name);
+    output = cached_profile_path(device_name, model.hidden_size);
     OFFGEN_CHECK(!output.empty(),
                  "neither XDG_CACHE_HOME nor HOME is set, so there is no cache for the profile: "
                  "give --output FILE");

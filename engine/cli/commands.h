@@ -119,13 +119,16 @@ void add_sampling_flags(CLI::App& cmd, float& temperature, int& top_k, float& to
 // add_common_options, refuses a placement flag given beside --plan (CLI::ValidationError).
 void plan_unless_placed(CLI::App& app, CommonOptions& options, std::vector<std::string> also = {});
 
-// Where `offgen calibrate` caches a device's profile: $XDG_CACHE_HOME/offgen/profile-<device>.json,
-// else ~/.cache/offgen/...; empty when neither XDG_CACHE_HOME nor HOME is set.
-std::filesystem::path cached_profile_path(const std::string& device_name);
+// Where `offgen calibrate` caches a device's profile measured at shapes of this hidden size:
+// $XDG_CACHE_HOME/offgen/profile-<device>-h<hidden>.json, else ~/.cache/offgen/...; empty when
+// neither XDG_CACHE_HOME nor HOME is set.
+std::filesystem::path cached_profile_path(const std::string& device_name, int hidden_size);
 // The profile the planner uses: the file at `path` when one is given; else the profile cached for
-// this device; else a quick calibration on `opened` (one log line says so), cached for next time.
+// this device at this model's shapes (where they are at least a quick calibration's), else at a
+// quick calibration's shapes for it; else a quick calibration on `opened` (one log line says so),
+// cached for next time. `used`, when given, gets the file it came from.
 MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
-                               const ModelConfig& model);
+                               const ModelConfig& model, std::filesystem::path* used = nullptr);
 // The planner's request for runs of these lengths (prompt_len + gen_len - 1 fed-back positions,
 // total_len tokens per sequence for a --kv-budget fraction) under the device's budgets and the
 // engine options' policy and disk, for `model` (its layers: pyramidkv's caches are sized by its
@@ -211,7 +214,8 @@ int run_plan(const PlanOptions& options);
 struct CalibrateOptions {
   std::string device = "auto";
   std::string model = "opt-6.7b";  // GEMM and attention shapes (any --model; only the config)
-  std::string output;              // empty: the device's cached profile (cached_profile_path)
+  std::string
+      output;  // empty: the device's cached profile at the model's shapes (cached_profile_path)
   std::string copy_size = "256MiB";
   std::string disk;
   int repeats = 3;

@@ -75,12 +75,12 @@ int run_plan(const PlanOptions& options) {
   // The budgets the run would get: what was asked for, else the device's defaults.
   OpenedDevice opened =
       open_device(engine.device, engine.budgets, engine.cpu_kernels, engine.gpu_slot);
-  const MachineProfile profile = resolve_profile(common.profile, opened, model);
+  std::filesystem::path profile_file;
+  const MachineProfile profile = resolve_profile(common.profile, opened, model, &profile_file);
   const PlanRequest request =
       plan_request(engine, model, *opened.device, options.prompt_len, options.gen_len, 0);
 
-  const std::string profile_name =
-      common.profile.empty() ? cached_profile_path(opened.device->name()).string() : common.profile;
+  const std::string profile_name = profile_file.string();
   fmt::print("model: {}   device: {}   profile: {} ({})\n", common.model_name().describe(),
              opened.device->name(), profile_name, profile.device);
   fmt::print(

@@ -845,14 +845,17 @@ TEST(PlannedRuns, TheQuickCalibrationShrinksToFitTheBudgets) {
   const MachineProfile measured = cli::resolve_profile("", opened, big);
   EXPECT_GT(measured.h2d, 0.0);
   EXPECT_LE(opened.device->usage(Tier::gpu).peak, budgets.gpu);
-  std::ifstream in(cli::cached_profile_path(opened.device->name()));
+  // Cached under the shapes it measured (opt-350m's hidden 1024), where a run with the same
+  // budgets looks next: it reads the cache rather than measure again.
+  const auto cached = cli::cached_profile_path(opened.device->name(), 1024);
+  std::ifstream in(cached);
   const auto profile = nlohmann::json::parse(in);
   EXPECT_EQ(profile["model"], "opt-350m");
   EXPECT_NE(profile["measurements"]["h2d_pinned"]["detail"].get<std::string>().find("16.00 MiB"),
             std::string::npos)
       << profile.dump();
 
-  std::filesystem::remove(cli::cached_profile_path(opened.device->name()));
+  std::filesystem::remove(cached);
   budgets.gpu = 64 << 10;
   OpenedDevice small = open_device(DeviceChoice::cpu, budgets);
   try {
@@ -869,7 +872,8 @@ TEST(PlannedRuns, WithoutAProfileAQuickCalibrationIsCachedForTheDevice) {
   test::TempDir dir;
   const ScopedEnv cache("XDG_CACHE_HOME", dir.path().string());
   OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
-  const auto path = cli::cached_profile_path(opened.device->name());
+  // The tiny model's quick calibration measures at opt-125m's shapes (hidden 768).
+  const auto path = cli::cached_profile_path(opened.device->name(), 768);
   EXPECT_EQ(path.parent_path(), dir.path() / "offgen");
   EXPECT_EQ(path.filename().string().find(' '), std::string::npos);
   ASSERT_FALSE(std::filesystem::exists(path));
@@ -886,26 +890,47 @@ TEST(PlannedRuns, WithoutAProfileAQuickCalibrationIsCachedForTheDevice) {
   test::write_file(path, json.dump());
   EXPECT_EQ(cli::resolve_profile("", opened, config).h2d, 123e9);
 
-  // `offgen calibrate` without --output writes the same cache.
-  std::filesystem::remove(path);
+  // `offgen calibrate` without --output caches the profile under its model's shapes: the tiny
+  // model's (hidden 64), beside the quick one, which it neither replaces nor is used instead of —
+  // a quick calibration measures at opt-125m's shapes at least, rather than trust toy rates.
   cli::CalibrateOptions calibrate;
   calibrate.device = "cpu";
   calibrate.model = tiny_model().model;
   calibrate.copy_size = "1MiB";
   calibrate.repeats = 1;
   ASSERT_EQ(cli::run_calibrate(calibrate), 0);
-  EXPECT_TRUE(std::filesystem::exists(path));
+  const auto tiny_path = cli::cached_profile_path(opened.device->name(), 64);
+  ASSERT_TRUE(std::filesystem::exists(tiny_path));
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(tiny_path))["hidden_size"], 64);
+  EXPECT_EQ(cli::resolve_profile("", opened, config).h2d, 123e9);  // still the quick one
 
-  // That profile was measured at the tiny model's shapes (hidden 64). A quick calibration would
-  // measure at opt-125m's at least, so the planner measures again rather than trust toy rates.
-  auto tiny = nlohmann::json::parse(std::ifstream(path));
-  EXPECT_EQ(tiny["hidden_size"], 64);
-  tiny["measurements"]["h2d_pinned"]["value"] = 123.0;
-  test::write_file(path, tiny.dump());
-  EXPECT_NE(cli::resolve_profile("", opened, config).h2d, 123e9);
-  const auto remeasured = nlohmann::json::parse(std::ifstream(path));
-  EXPECT_EQ(remeasured["model"], "opt-125m");
-  EXPECT_EQ(remeasured["hidden_size"], 768);
+  // A larger model's own calibration is its own: opt-2.7b plans from it (not from a profile at
+  // quick shapes), and the smaller models' profile is left as it was.
+  const ModelConfig larger = ModelConfig::from_name("opt-2.7b").value();
+  const auto larger_path = cli::cached_profile_path(opened.device->name(), larger.hidden_size);
+  auto own = json;
+  own["model"] = "opt-2.7b";
+  own["hidden_size"] = larger.hidden_size;
+  own["measurements"]["h2d_pinned"]["value"] = 77.0;
+  test::write_file(larger_path, own.dump());
+  std::filesystem::path used;
+  EXPECT_EQ(cli::resolve_profile("", opened, larger, &used).h2d, 77e9);
+  EXPECT_EQ(used, larger_path);
+  EXPECT_EQ(cli::resolve_profile("", opened, config, &used).h2d, 123e9);
+  EXPECT_EQ(used, path);
+
+  // A cached file that says it was measured at other shapes than its name is not trusted: the
+  // quick calibration's shapes for opt-2.7b (opt-1.3b's, hidden 2048) are looked up next.
+  own["hidden_size"] = 768;
+  test::write_file(larger_path, own.dump());
+  auto quick = json;
+  quick["model"] = "opt-1.3b";
+  quick["hidden_size"] = 2048;
+  quick["measurements"]["h2d_pinned"]["value"] = 55.0;
+  const auto quick_path = cli::cached_profile_path(opened.device->name(), 2048);
+  test::write_file(quick_path, quick.dump());
+  EXPECT_EQ(cli::resolve_profile("", opened, larger, &used).h2d, 55e9);
+  EXPECT_EQ(used, quick_path);
 }
 
 }  // namespace

@@ -33,6 +33,11 @@ TEST(BlockSizer, LearnsTheFixedCostPerStepAndKeepsTheBlockWhenItDominates) {
   EXPECT_NEAR(sizer.seconds_per_slot(), 0.001, 1e-9);
   // 33 fixed seconds already pass the target: shrinking cannot meet it, so the planned block runs.
   EXPECT_EQ(sizer.next(requests(1000, 68, 33)), 256u);
+  // The target no longer bounds the block then, but padding still does: one long prompt after a
+  // hundred short ones would pad all of them to its length, so it waits for the next block.
+  std::vector<SequenceWork> work = requests(100, 10, 33);
+  work.push_back({2000, 33});
+  EXPECT_EQ(sizer.next(work), 100u);
 }
 
 TEST(BlockSizer, FitsTokensAndStepsTogether) {
