@@ -34,11 +34,11 @@ std::size_t BlockSizer::next(std::span<const SequenceWork> upcoming) const {
     rate.push_back(seconds > 0 ? useful / seconds : 0);
     if (!both_parts_ && n > 1 && seconds > target_) break;
   }
+  // Until the fit tells per-step from per-slot costs (per_step_ is 0 then), fill the target.
+  if (!both_parts_) return fits;
   // The fixed part alone takes most of the target: shrinking would lose throughput and still
-  // not meet it, so the target no longer bounds the block (until the fit can compare rates, the
-  // planned block runs).
+  // hardly meet it, so the target no longer bounds the block; the rate still does.
   const bool unreachable = fits < most && per_step_ * fits_steps >= 0.5 * target_;
-  if (!both_parts_) return unreachable ? most : fits;
   const std::size_t limit = unreachable ? most : fits;
   const double best = *std::max_element(rate.begin(), rate.begin() + static_cast<long>(limit));
   std::size_t n = limit;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
+#include <initializer_list>
 #include <utility>
 #include <vector>
 
@@ -108,13 +109,19 @@ double LayerCost::total() const {
     const double all = h2d() + d2h() + disk + gpu() + cpu_attention;
     return busiest + (1 - overlap) * (all - busiest);
   }
-  // The copies and the gpu among themselves by `overlap`; cpu attention against all of them by
-  // host_overlap (it shares host memory with the copies, which the offloaded runs are bound by).
-  const double busiest = std::max({h2d(), d2h(), disk, gpu()});
-  const double all = h2d() + d2h() + disk + gpu();
-  const double device_side = busiest + (1 - overlap) * (all - busiest);
-  return std::max(device_side, cpu_attention) +
-         (1 - host_overlap) * std::min(device_side, cpu_attention);
+  // The copies and the gpu among themselves by `overlap`; cpu attention against the copies by
+  // host_overlap (both read host memory), and against the gpu's kernels fully.
+  const auto combine = [this](std::initializer_list<double> parts) {
+    const double busiest = std::max(parts);
+    double all = 0;
+    for (const double part : parts) all += part;
+    return busiest + (1 - overlap) * (all - busiest);
+  };
+  const double device_side = combine({h2d(), d2h(), disk, gpu()});
+  const double copies = combine({h2d(), d2h(), disk});
+  const double host_side =
+      std::max(copies, cpu_attention) + (1 - host_overlap) * std::min(copies, cpu_attention);
+  return std::max(device_side, host_side);
 }
 
 Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape& r) {

@@ -127,11 +127,10 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
   const std::string device = opened.device->name();
   // Profiles are cached per shape: one measured at another model's shapes is neither used for
   // this one nor overwritten by its calibration. This model's own (`offgen calibrate --model`),
-  // where its shapes are at least a quick calibration's, else the quick calibration's.
+  // else the one a quick calibration for it measured.
   const int quick_hidden = quick_shapes(model).hidden_size;
-  std::vector<int> candidates;
-  if (model.hidden_size > quick_hidden) candidates.push_back(model.hidden_size);
-  candidates.push_back(quick_hidden);
+  std::vector<int> candidates = {model.hidden_size};
+  if (quick_hidden != model.hidden_size) candidates.push_back(quick_hidden);
   for (const int hidden : candidates) {
     const std::filesystem::path cached = cached_profile_path(device, hidden);
     if (cached.empty() || !std::filesystem::exists(cached)) continue;

@@ -137,6 +137,7 @@ int run_to_stdout(BatchJob& job, const CommonOptions& common, const JobFiles& fi
 }  // namespace
 
 std::string describe_slot_use(const SlotUse& slots) {
+  if (slots.computed == 0) return "no token slots computed";
   return fmt::format(
       "token slots used {:.2f} ({} of {} computed: the rest padded prompts and the rows of "
       "finished sequences)",

@@ -124,9 +124,9 @@ void plan_unless_placed(CLI::App& app, CommonOptions& options, std::vector<std::
 // neither XDG_CACHE_HOME nor HOME is set.
 std::filesystem::path cached_profile_path(const std::string& device_name, int hidden_size);
 // The profile the planner uses: the file at `path` when one is given; else the profile cached for
-// this device at this model's shapes (where they are at least a quick calibration's), else at a
-// quick calibration's shapes for it; else a quick calibration on `opened` (one log line says so),
-// cached for next time. `used`, when given, gets the file it came from.
+// this device at this model's shapes, else at a quick calibration's shapes for it; else a quick
+// calibration on `opened` (one log line says so), cached for next time. `used`, when given, gets
+// the file it came from.
 MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
                                const ModelConfig& model, std::filesystem::path* used = nullptr);
 // The planner's request for runs of these lengths (prompt_len + gen_len - 1 fed-back positions,

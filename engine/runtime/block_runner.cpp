@@ -292,12 +292,13 @@ void BlockRunner::prefill(const PaddedBatch& prompts) {
   staging_->upload(valid_.data(), prompts.valid.data(), bytes_of<std::uint8_t>(rows));
   staging_->upload(positions_.data(), prompts.positions.data(), bytes_of<std::int32_t>(rows));
   kv_cache_->start_prefill(prompts, *staging_);
-  slot_use_.computed += static_cast<std::uint64_t>(rows);
-  slot_use_.useful += static_cast<std::uint64_t>(
-      std::count(prompts.valid.begin(), prompts.valid.end(), std::uint8_t{1}));
   last_was_prefill_ = true;
   last_seq_ = prompts.seq;
   pass(Step::prefill);
+  slot_use_.computed += static_cast<std::uint64_t>(rows);
+  slot_use_.useful += static_cast<std::uint64_t>(
+      std::count(prompts.valid.begin(), prompts.valid.end(), std::uint8_t{1}));
+  ++slot_use_.passes;
   prefilled_ = true;
 }
 
@@ -319,6 +320,7 @@ void BlockRunner::decode(std::span<const std::int32_t> tokens,
   slot_use_.computed += static_cast<std::uint64_t>(block_);
   slot_use_.useful +=
       static_cast<std::uint64_t>(std::count(advancing.begin(), advancing.end(), std::uint8_t{1}));
+  ++slot_use_.passes;
 }
 
 void BlockRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x) {

@@ -225,7 +225,7 @@ std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer&
     const std::vector<std::size_t> indices(good.begin() + static_cast<std::ptrdiff_t>(start),
                                            good.begin() + static_cast<std::ptrdiff_t>(start + n));
     const auto began = Clock::now();
-    const std::uint64_t computed_before = slots().computed;
+    const SlotUse slots_before = slots();
     run_splitting_on_oom(
         indices,
         [&](std::span<const std::size_t> block) {
@@ -248,9 +248,10 @@ std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer&
           results[index].error = fmt::format("does not fit the memory budgets: {}", why);
           report(index, results[index]);
         });
-    int steps = 0;
-    for (std::size_t k = start; k < start + n; ++k) steps = std::max(steps, upcoming[k].steps);
-    sizer.observe(steps, static_cast<double>(slots().computed - computed_before),
+    // What actually ran: passes and slots (early stops end a block sooner than its max_tokens;
+    // a block split to fit runs its halves one after the other).
+    const SlotUse ran = slots() - slots_before;
+    sizer.observe(static_cast<int>(ran.passes), static_cast<double>(ran.computed),
                   std::chrono::duration<double>(Clock::now() - began).count());
     start += n;
   }

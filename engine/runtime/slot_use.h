@@ -11,6 +11,7 @@ namespace offgen {
 struct SlotUse {
   std::uint64_t useful = 0;    // real prompt tokens prefilled + tokens fed by running sequences
   std::uint64_t computed = 0;  // rows x columns of every prefill, rows of every decode step
+  std::uint64_t passes = 0;    // prefills and decode steps run
 
   // useful / computed; 1 for a run that computed nothing.
   double efficiency() const {
@@ -19,11 +20,13 @@ struct SlotUse {
   SlotUse& operator+=(const SlotUse& other) {
     useful += other.useful;
     computed += other.computed;
+    passes += other.passes;
     return *this;
   }
   friend SlotUse operator-(SlotUse a, const SlotUse& b) {
     a.useful -= b.useful;
     a.computed -= b.computed;
+    a.passes -= b.passes;
     return a;
   }
 };

@@ -156,9 +156,10 @@ Gemm::Plan& Gemm::plan(const PlanKey& key) {
   return plans_.emplace(key, p).first->second;
 }
 
-// The heuristic's best algorithm for the shape at kAlgoRows rows among those without split-K
-// (split-K partials change the summation order with the split count), else its best with split-K
-// turned off; cached per key.
+// The heuristic's best algorithm for the shape at kAlgoRows rows among those without split-K,
+// else its best with split-K turned off; cached per key. A fixed split count would also sum in
+// one order at every m, but its fp32 partials need workspace that grows with m and would fail
+// the check at a prefill's thousands of rows.
 const cublasLtMatmulAlgo_t& Gemm::algo(const AlgoKey& key, cublasLtMatmulDesc_t op,
                                        cublasLtMatmulPreference_t preference) {
   auto found = algos_.find(key);

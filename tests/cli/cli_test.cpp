@@ -890,9 +890,9 @@ TEST(PlannedRuns, WithoutAProfileAQuickCalibrationIsCachedForTheDevice) {
   test::write_file(path, json.dump());
   EXPECT_EQ(cli::resolve_profile("", opened, config).h2d, 123e9);
 
-  // `offgen calibrate` without --output caches the profile under its model's shapes: the tiny
-  // model's (hidden 64), beside the quick one, which it neither replaces nor is used instead of —
-  // a quick calibration measures at opt-125m's shapes at least, rather than trust toy rates.
+  // `offgen calibrate` without --output caches the profile under its model's shapes (the tiny
+  // model's hidden 64), beside the quick one, which it does not replace; the model's own profile
+  // is the one its runs plan from from then on.
   cli::CalibrateOptions calibrate;
   calibrate.device = "cpu";
   calibrate.model = tiny_model().model;
@@ -902,7 +902,11 @@ TEST(PlannedRuns, WithoutAProfileAQuickCalibrationIsCachedForTheDevice) {
   const auto tiny_path = cli::cached_profile_path(opened.device->name(), 64);
   ASSERT_TRUE(std::filesystem::exists(tiny_path));
   EXPECT_EQ(nlohmann::json::parse(std::ifstream(tiny_path))["hidden_size"], 64);
-  EXPECT_EQ(cli::resolve_profile("", opened, config).h2d, 123e9);  // still the quick one
+  EXPECT_EQ(nlohmann::json::parse(std::ifstream(path))["measurements"]["h2d_pinned"]["value"],
+            123.0);  // the quick one is still there
+  std::filesystem::path used;
+  cli::resolve_profile("", opened, config, &used);
+  EXPECT_EQ(used, tiny_path);
 
   // A larger model's own calibration is its own: opt-2.7b plans from it (not from a profile at
   // quick shapes), and the smaller models' profile is left as it was.
@@ -913,11 +917,10 @@ TEST(PlannedRuns, WithoutAProfileAQuickCalibrationIsCachedForTheDevice) {
   own["hidden_size"] = larger.hidden_size;
   own["measurements"]["h2d_pinned"]["value"] = 77.0;
   test::write_file(larger_path, own.dump());
-  std::filesystem::path used;
   EXPECT_EQ(cli::resolve_profile("", opened, larger, &used).h2d, 77e9);
   EXPECT_EQ(used, larger_path);
-  EXPECT_EQ(cli::resolve_profile("", opened, config, &used).h2d, 123e9);
-  EXPECT_EQ(used, path);
+  EXPECT_NE(cli::resolve_profile("", opened, config, &used).h2d, 77e9);
+  EXPECT_EQ(used, tiny_path);
 
   // A cached file that says it was measured at other shapes than its name is not trusted: the
   // quick calibration's shapes for opt-2.7b (opt-1.3b's, hidden 2048) are looked up next.

@@ -111,6 +111,7 @@ TEST_F(JobBlocks, CountsTheTokenSlotsABlockComputedAndThoseItsRequestsUsed) {
   EXPECT_EQ(e.slot_use().computed, 2u * 7u + 2u * 4u);
   EXPECT_EQ(e.slot_use().useful, (3u + 7u) + (1u + 4u));
   EXPECT_DOUBLE_EQ(e.slot_use().efficiency(), 15.0 / 22.0);
+  EXPECT_EQ(e.slot_use().passes, 1u + 4u);  // the prefill and the decode steps
 
   // A second job adds to the count; scoring counts its passes the same way.
   const SlotUse before = e.slot_use();
@@ -121,6 +122,7 @@ TEST_F(JobBlocks, CountsTheTokenSlotsABlockComputedAndThoseItsRequestsUsed) {
   const SlotUse scored = e.slot_use() - before;
   EXPECT_EQ(scored.computed, 2u * 6u);
   EXPECT_EQ(scored.useful, 4u + 6u);
+  EXPECT_EQ(scored.passes, 1u);
 }
 
 }  // namespace

@@ -157,8 +157,9 @@ TEST(CostModel, GemmTimeFollowsTheMeasuredPoints) {
 }
 
 // Cpu attention shares host memory with the copies: where the profile measured how much the two
-// overlap, cpu attention adds to the device side's time by that share (the copies and the gpu
-// among themselves still by `overlap`); where it did not, the one overlap covers all as before.
+// overlap, cpu attention adds to the copies' time by that share (the copies and the gpu among
+// themselves still by `overlap`, the gpu's kernels against cpu attention fully); where it did
+// not, the one overlap covers all as before.
 TEST(CostModel, CpuAttentionOverlapsTheCopiesByTheProfilesHostOverlap) {
   LayerCost layer;
   layer.weights_in = 3;
@@ -173,6 +174,12 @@ TEST(CostModel, CpuAttentionOverlapsTheCopiesByTheProfilesHostOverlap) {
   EXPECT_DOUBLE_EQ(layer.total(), 3);
   layer.overlap = 0;  // the gpu no longer hides behind the copies either
   EXPECT_DOUBLE_EQ(layer.total(), 4);
+  layer.overlap = 1;
+  layer.host_overlap = 0;
+  layer.gemm = 6;  // gpu-bound: cpu attention contends with the copies only
+  EXPECT_DOUBLE_EQ(layer.total(), 6);
+  layer.gemm = 1;
+  layer.overlap = 0;
   layer.cpu_attention = 0;
   layer.host_overlap = 0;
   EXPECT_DOUBLE_EQ(layer.total(), 4);  // nothing on the CPU: host overlap plays no part
