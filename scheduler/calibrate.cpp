@@ -152,53 +152,84 @@ void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const Calibrat
   }
 }
 
-// A pinned -> gpu copy and GEMMs of about the same length, alone and then at once: the overlap is
-// the share of the shorter one hidden by the longer (1: together they take the longer's time; 0:
-// the sum). A GPU's copy engines overlap its kernels; the cpu device's copies and kernels share
-// its cores.
-void measure_overlap(Device& device, Ops& ops, const ModelConfig& m, const CalibrationOptions& o,
-                     std::vector<Measurement>& out) {
-  Stream& compute = device.stream(StreamRole::compute);
+// A pinned -> gpu copy and `run` (one piece of other work, repeated to about the copy's length)
+// alone and then at once. `wait` waits for what `run` enqueued (nothing, for host work).
+struct CopyBeside {
+  double copy = 0;  // seconds of the copy alone
+  double work = 0;  // of the repeated work alone
+  double both = 0;  // of the two at once
+  int repeats = 0;
+  // The share of the shorter one hidden by the longer (1: together they take the longer's time;
+  // 0: the sum).
+  double overlap() const {
+    return std::clamp((copy + work - both) / std::min(copy, work), 0.0, 1.0);
+  }
+  std::string describe(const CalibrationOptions& o, const std::string& what) const {
+    return fmt::format(
+        "one {} copy ({:.2f} ms) and {} {} ({:.2f} ms) at once took {:.2f} ms: the share of the "
+        "shorter hidden",
+        format_bytes(o.copy_bytes), 1e3 * copy, repeats, what, 1e3 * work, 1e3 * both);
+  }
+};
+
+CopyBeside measure_copy_beside(Device& device, const CalibrationOptions& o,
+                               const std::function<void()>& run,
+                               const std::function<void()>& wait) {
   Stream& h2d = device.stream(StreamRole::h2d_weights);
-  const int rows = 128;
-  Fc1 fc1(device, m);
-  fc1.set_rows(rows);
   Buffer dst = device.allocate(Tier::gpu, o.copy_bytes);
   Buffer src = device.allocate(Tier::pinned, o.copy_bytes);
   std::memset(src.data(), 1, o.copy_bytes);
-  auto gemms = [&](int n) {
-    for (int i = 0; i < n; ++i) fc1.run(ops);
-  };
-  const double copy = best_seconds(o.repeats, [&] {
+  CopyBeside r;
+  r.copy = best_seconds(o.repeats, [&] {
     device.copy_async(dst.data(), src.data(), o.copy_bytes, h2d);
     h2d.synchronize();
   });
   const double one = best_seconds(o.repeats, [&] {
-    gemms(1);
-    compute.synchronize();
+    run();
+    wait();
   });
-  const int n = static_cast<int>(std::clamp(std::round(copy / one), 1.0, 1000.0));
-  const double compute_alone = best_seconds(o.repeats, [&] {
-    gemms(n);
-    compute.synchronize();
-  });
-  const double both = best_seconds(o.repeats, [&] {
+  r.repeats = static_cast<int>(std::clamp(std::round(r.copy / one), 1.0, 1000.0));
+  const auto repeated = [&] {
+    for (int i = 0; i < r.repeats; ++i) run();
+    wait();
+  };
+  r.work = best_seconds(o.repeats, repeated);
+  r.both = best_seconds(o.repeats, [&] {
     device.copy_async(dst.data(), src.data(), o.copy_bytes, h2d);
-    gemms(n);
+    repeated();
     h2d.synchronize();
-    compute.synchronize();
   });
-  const double hidden = copy + compute_alone - both;
-  const double overlap = std::clamp(hidden / std::min(copy, compute_alone), 0.0, 1.0);
-  out.push_back({"copy_compute_overlap", overlap, "fraction",
-                 fmt::format("one {} copy ({:.2f} ms) and {} GEMMs of {} rows ({:.2f} ms) at once "
-                             "took {:.2f} ms: the share of the shorter hidden",
-                             format_bytes(o.copy_bytes), 1e3 * copy, n, rows, 1e3 * compute_alone,
-                             1e3 * both)});
+  return r;
 }
 
-// Decode attention on the host with the cpu kernels over a full cache of the measured shape
-// (kAttentionBatch sequences, kAttentionCapacity slots, the model's heads): --cpu-attention's work.
+// A GPU's copy engines overlap its kernels; the cpu device's copies and kernels share its cores.
+void measure_overlap(Device& device, Ops& ops, const ModelConfig& m, const CalibrationOptions& o,
+                     std::vector<Measurement>& out) {
+  Stream& compute = device.stream(StreamRole::compute);
+  const int rows = 128;
+  Fc1 fc1(device, m);
+  fc1.set_rows(rows);
+  const CopyBeside r = measure_copy_beside(
+      device, o, [&] { fc1.run(ops); }, [&] { compute.synchronize(); });
+  out.push_back({"copy_compute_overlap", r.overlap(), "fraction",
+                 r.describe(o, fmt::format("GEMMs of {} rows", rows))});
+}
+
+// The shape the decode attention measurements run (kAttentionBatch sequences over full caches of
+// kAttentionCapacity slots, the model's heads), without buffers.
+kernels::DecodeAttentionArgs measured_attention_shape(const ModelConfig& m) {
+  kernels::DecodeAttentionArgs args;
+  args.batch = kAttentionBatch;
+  args.heads = m.num_heads;
+  args.kv_heads = m.kv_heads();
+  args.head_dim = m.head_dim();
+  args.capacity = kAttentionCapacity;
+  args.scale = 0.125f;
+  return args;
+}
+
+// Decode attention on the host with the cpu kernels over the measured shape: --cpu-attention's
+// work.
 class CpuAttention {
  public:
   explicit CpuAttention(const ModelConfig& m)
@@ -208,18 +239,13 @@ class CpuAttention {
         v_(cache_, float_to_half(0.01f)),
         qkv_(static_cast<std::size_t>(kAttentionBatch) * m.qkv_dim(), float_to_half(0.01f)),
         result_(static_cast<std::size_t>(kAttentionBatch) * m.num_heads * m.head_dim()),
-        counts_(kAttentionBatch, kAttentionCapacity) {
+        counts_(kAttentionBatch, kAttentionCapacity),
+        args_(measured_attention_shape(m)) {
     args_.qkv = qkv_.data();
     args_.k_cache = k_.data();
     args_.v_cache = v_.data();
     args_.slot_count = counts_.data();
     args_.out = result_.data();
-    args_.batch = kAttentionBatch;
-    args_.heads = m.num_heads;
-    args_.kv_heads = m.kv_heads();
-    args_.head_dim = m.head_dim();
-    args_.capacity = kAttentionCapacity;
-    args_.scale = 0.125f;
   }
   void run() const { kernels::cpu::decode_attention(args_); }
 
@@ -262,7 +288,7 @@ void measure_attention(Device& device, Ops& ops, const ModelConfig& m, const Cal
         kernels::plan_decode_split(batch, heads, capacity, device.multiprocessors());
     Buffer scratch = device.allocate(
         Tier::gpu, kernels::decode_split_scratch_bytes(split, batch, heads, dim, kv_heads));
-    kernels::DecodeAttentionArgs args;
+    kernels::DecodeAttentionArgs args = measured_attention_shape(m);
     args.split = split;
     args.split_scratch = scratch.as<float>();
     args.qkv = qkv.as<Half>();
@@ -270,12 +296,6 @@ void measure_attention(Device& device, Ops& ops, const ModelConfig& m, const Cal
     args.v_cache = v.as<Half>();
     args.slot_count = counts.as<std::int32_t>();
     args.out = out_buf.as<Half>();
-    args.batch = batch;
-    args.heads = heads;
-    args.kv_heads = kv_heads;
-    args.head_dim = dim;
-    args.capacity = capacity;
-    args.scale = 0.125f;
     const double seconds = best_seconds(o.repeats, [&] {
       ops.decode_attention(args);
       compute.synchronize();
@@ -288,39 +308,17 @@ void measure_attention(Device& device, Ops& ops, const ModelConfig& m, const Cal
   out.push_back({"decode_attention_cpu", gb_per_s(kv_bytes, seconds), "GB/s", what});
 }
 
-// A pinned -> gpu copy and cpu attention of about the same length, alone and then at once. The
-// copy engines read pinned memory while the CPU reads the host KV cache, and the two share the
-// host's memory bandwidth: an offloaded run's decode step (streamed weights beside cpu attention)
-// costs between the longer and the sum by this share. Only where copies are DMA (a GPU); on the
-// cpu device both are the same cores, which copy_compute_overlap already says.
+// The copy engines read pinned memory while the CPU reads the host KV cache, and the two share
+// the host's memory bandwidth: an offloaded run's decode step (streamed weights beside cpu
+// attention) costs between the longer and the sum by this share. Only where copies are DMA (a
+// GPU); on the cpu device both are the same cores, which copy_compute_overlap already says.
 void measure_host_overlap(Device& device, const ModelConfig& m, const CalibrationOptions& o,
                           std::vector<Measurement>& out) {
-  Stream& h2d = device.stream(StreamRole::h2d_weights);
-  Buffer dst = device.allocate(Tier::gpu, o.copy_bytes);
-  Buffer src = device.allocate(Tier::pinned, o.copy_bytes);
-  std::memset(src.data(), 1, o.copy_bytes);
   CpuAttention cpu(m);
-  const double copy = best_seconds(o.repeats, [&] {
-    device.copy_async(dst.data(), src.data(), o.copy_bytes, h2d);
-    h2d.synchronize();
-  });
-  const double one = best_seconds(o.repeats, [&] { cpu.run(); });
-  const int n = static_cast<int>(std::clamp(std::round(copy / one), 1.0, 1000.0));
-  const double attention_alone = best_seconds(o.repeats, [&] {
-    for (int i = 0; i < n; ++i) cpu.run();
-  });
-  const double both = best_seconds(o.repeats, [&] {
-    device.copy_async(dst.data(), src.data(), o.copy_bytes, h2d);
-    for (int i = 0; i < n; ++i) cpu.run();
-    h2d.synchronize();
-  });
-  const double hidden = copy + attention_alone - both;
-  const double overlap = std::clamp(hidden / std::min(copy, attention_alone), 0.0, 1.0);
-  out.push_back(
-      {"copy_cpu_attention_overlap", overlap, "fraction",
-       fmt::format("one {} copy ({:.2f} ms) and {} cpu decode attentions ({:.2f} ms) at "
-                   "once took {:.2f} ms: the share of the shorter hidden",
-                   format_bytes(o.copy_bytes), 1e3 * copy, n, 1e3 * attention_alone, 1e3 * both)});
+  const CopyBeside r = measure_copy_beside(
+      device, o, [&] { cpu.run(); }, [] {});
+  out.push_back({"copy_cpu_attention_overlap", r.overlap(), "fraction",
+                 r.describe(o, "cpu decode attentions")});
 }
 
 // Expanding int4 to fp16 (--compress-weights, --compress-kv), on the device and on the CPU, fp16

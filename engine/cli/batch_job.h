@@ -40,22 +40,6 @@ struct JobRecord {
 // fails again at once; one that did not fit may fit now).
 bool is_error_record(const nlohmann::ordered_json& record);
 
-// While it lives, counts the token slots the engine's blocks use into `out` (added when it ends,
-// so an interrupted job still counts the blocks it ran).
-class JobSlotCount {
- public:
-  JobSlotCount(const Engine& engine, SlotUse& out)
-      : engine_(engine), out_(out), before_(engine.slot_use()) {}
-  JobSlotCount(const JobSlotCount&) = delete;
-  JobSlotCount& operator=(const JobSlotCount&) = delete;
-  ~JobSlotCount() { out_ += engine_.slot_use() - before_; }
-
- private:
-  const Engine& engine_;
-  SlotUse& out_;
-  SlotUse before_;
-};
-
 // "token slots used 0.62 (1234 of 1990 computed: the rest padded prompts and finished sequences'
 // rows)", for a job's closing line.
 std::string describe_slot_use(const SlotUse& slots);

@@ -153,7 +153,7 @@ class GenerateJob final : public BatchJob {
   void run(Engine& engine, const std::vector<JsonlLine>& lines,
            const std::function<void(JobRecord)>& put) override {
     const auto created = static_cast<std::int64_t>(std::time(nullptr));
-    const JobSlotCount count_slots{engine, slots_};
+    const SlotUseCounter count_slots{engine, slots_};
     engine.generate(requests_, [&](std::size_t k, const GenerationResult& result) {
       const auto [index, choice] = owner_[k];
       results_[index][choice] = result;

@@ -129,7 +129,7 @@ class ScoreJob final : public BatchJob {
 
   void run(Engine& engine, const std::vector<JsonlLine>& lines,
            const std::function<void(JobRecord)>& put) override {
-    const JobSlotCount count_slots{engine, slots_};
+    const SlotUseCounter count_slots{engine, slots_};
     engine.score(requests_, options_.prefill_tokens, [&](std::size_t k, const ScoreResult& result) {
       put(record(lines[to_run_[k]], k, result));
     });

@@ -152,16 +152,6 @@ std::uint64_t Engine::weight_bytes_moved() const {
 
 namespace {
 
-// Adds a block's slots to the engine's count when the block ends, also when it is interrupted.
-struct SlotCounter {
-  const BlockRunner& runner;
-  SlotUse& total;
-  SlotCounter(const BlockRunner& r, SlotUse& t) : runner(r), total(t) {}
-  SlotCounter(const SlotCounter&) = delete;
-  SlotCounter& operator=(const SlotCounter&) = delete;
-  ~SlotCounter() { total += runner.slot_use(); }
-};
-
 // Runs one block; if its runner does not fit the memory budgets, splits it in two and retries,
 // down to single requests, which then fail alone. Safe because a block's only allocation is its
 // runner, made before anything is reported (run_in_blocks retries only blocks that reported
@@ -436,7 +426,7 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
       top_logprobs = std::max(top_logprobs, requests[index].top_logprobs);
   }
   auto runner = make_runner(padded.seq, max_new - 1, lengths, {editor.capacity(), top_logprobs});
-  const SlotCounter count_slots{*runner, slot_use_};
+  const SlotUseCounter count_slots{*runner, slot_use_};
   check_interrupt();
   runner->prefill(padded);
 
@@ -551,7 +541,7 @@ void Engine::score_block(std::span<const ScoreRequest> requests,
     sequences.push_back({prefix, std::max(0, lengths[b] - prefix - 1), lengths[b]});
   }
   auto runner = make_runner(padded.seq, decode_steps, sequences);
-  const SlotCounter count_slots{*runner, slot_use_};
+  const SlotUseCounter count_slots{*runner, slot_use_};
   check_interrupt();
   runner->prefill(padded);
 

@@ -31,4 +31,22 @@ struct SlotUse {
   }
 };
 
+// While it lives, adds what `source.slot_use()` grows by to `total` (when it ends, so a block or
+// a job that an interrupt or an error cuts short still counts what it ran). Source: a runner
+// (one block), an engine (one job).
+template <typename Source>
+class SlotUseCounter {
+ public:
+  SlotUseCounter(const Source& source, SlotUse& total)
+      : source_(source), total_(total), before_(source.slot_use()) {}
+  SlotUseCounter(const SlotUseCounter&) = delete;
+  SlotUseCounter& operator=(const SlotUseCounter&) = delete;
+  ~SlotUseCounter() { total_ += source_.slot_use() - before_; }
+
+ private:
+  const Source& source_;
+  SlotUse& total_;
+  SlotUse before_;
+};
+
 }  // namespace offgen

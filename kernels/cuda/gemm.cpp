@@ -143,7 +143,7 @@ Gemm::Plan& Gemm::plan(const PlanKey& key) {
         cublasLtMatmulPreferenceSetAttribute(preference, align_attr[i], &bytes, sizeof(bytes)));
   }
 
-  p.algo = algo({n, k, epilogue_value, out_type_value, alignments}, p.op, preference);
+  p.algo = algo({n, k, epilogue_value, out_type_value, alignments}, p.op, p.a, preference);
   // The algorithm was chosen at kAlgoRows rows; it must also run at this call's m.
   cublasLtMatmulHeuristicResult_t check{};
   const cublasStatus_t status =
@@ -161,25 +161,24 @@ Gemm::Plan& Gemm::plan(const PlanKey& key) {
 // one order at every m, but its fp32 partials need workspace that grows with m and would fail
 // the check at a prefill's thousands of rows.
 const cublasLtMatmulAlgo_t& Gemm::algo(const AlgoKey& key, cublasLtMatmulDesc_t op,
+                                       cublasLtMatrixLayout_t a,
                                        cublasLtMatmulPreference_t preference) {
   auto found = algos_.find(key);
   if (found != algos_.end()) return found->second;
   const auto [n, k, epilogue_value, out_type_value, alignments] = key;
   const auto out_type = static_cast<cudaDataType_t>(out_type_value);
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  // The weight's layout does not depend on m; the activations' and the output's at kAlgoRows.
+  cublasLtMatrixLayout_t b = nullptr, d = nullptr;
   struct ReleaseLayouts {
-    cublasLtMatrixLayout_t& a;
     cublasLtMatrixLayout_t& b;
     cublasLtMatrixLayout_t& d;
     ~ReleaseLayouts() {
-      if (a) cublasLtMatrixLayoutDestroy(a);
       if (b) cublasLtMatrixLayoutDestroy(b);
       if (d) cublasLtMatrixLayoutDestroy(d);
     }
-  } release{a, b, d};
+  } release{b, d};
   const auto rows_n = static_cast<std::uint64_t>(n);
   const auto rows_k = static_cast<std::uint64_t>(k);
-  OFFGEN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16F, rows_k, rows_n, k));
   OFFGEN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16F, rows_k, kAlgoRows, k));
   OFFGEN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d, out_type, rows_n, kAlgoRows, n));
 

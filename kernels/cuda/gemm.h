@@ -40,6 +40,7 @@ class Gemm {
   using AlgoKey = std::tuple<int, int, int, int, int>;
   Plan& plan(const PlanKey& key);
   const cublasLtMatmulAlgo_t& algo(const AlgoKey& key, cublasLtMatmulDesc_t op,
+                                   cublasLtMatrixLayout_t weight,
                                    cublasLtMatmulPreference_t preference);
   void run(const void* x, const void* weight, const void* bias, void* y, std::int64_t m, int n,
            int k, cublasLtEpilogue_t epilogue, cudaDataType_t out_type);

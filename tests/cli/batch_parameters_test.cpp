@@ -42,6 +42,14 @@ class BatchParameters : public ::testing::Test {
     return cli::result_record(line_, parsed, results, "", tokenizer_.get(), config_, "tiny", 0);
   }
 
+  // The record's choice for a request that stopped (a stop string or id) after `tokens`.
+  Json stopped_choice(const cli::ParsedLine& parsed, const std::vector<std::int32_t>& tokens) {
+    GenerationResult r;
+    r.tokens = tokens;
+    r.finish = FinishReason::stop;
+    return record(parsed, {r})["response"]["body"]["choices"][0];
+  }
+
   GenerationResult result_of(const std::string& text, FinishReason finish) {
     GenerationResult r;
     r.tokens = tokenizer_->encode(text);
@@ -133,10 +141,7 @@ TEST_F(BatchParameters, StopTokenIdsEndTheChoiceAndLeaveTheText) {
   EXPECT_FALSE(parsed.request.stop(generated));
   generated.push_back(dot[0]);
   EXPECT_TRUE(parsed.request.stop(generated));
-  GenerationResult result;
-  result.tokens = generated;
-  result.finish = FinishReason::stop;
-  const Json choice = record(parsed, {result})["response"]["body"]["choices"][0];
+  const Json choice = stopped_choice(parsed, generated);
   EXPECT_EQ(choice["text"], " one two");
   EXPECT_EQ(choice["token_ids"].size(), generated.size());  // the stop token is kept in the ids
   EXPECT_EQ(choice["stop_reason"], dot[0]);
@@ -145,7 +150,7 @@ TEST_F(BatchParameters, StopTokenIdsEndTheChoiceAndLeaveTheText) {
   const cli::ParsedLine kept = parse_body(R"("prompt": "a", "include_stop_str_in_output": true,
       "stop_token_ids": [)" + std::to_string(dot[0]) +
                                           "]");
-  EXPECT_EQ(record(kept, {result})["response"]["body"]["choices"][0]["text"], " one two.");
+  EXPECT_EQ(stopped_choice(kept, generated)["text"], " one two.");
 
   EXPECT_NE(parse_body(R"("prompt": "a", "stop_token_ids": [99999999])")
                 .problem.find("outside the vocabulary"),
@@ -351,10 +356,7 @@ TEST_F(BatchParameters, StopStringsCountOnlyAfterMinTokens) {
   const std::vector<std::int32_t> late = tokenizer_->encode(" and night");
   longer.insert(longer.end(), late.begin(), late.end());
   EXPECT_TRUE(parsed.request.stop(longer));
-  GenerationResult r;
-  r.tokens = longer;
-  r.finish = FinishReason::stop;
-  const Json choice = record(parsed, {r})["response"]["body"]["choices"][0];
+  const Json choice = stopped_choice(parsed, longer);
   EXPECT_EQ(choice["text"], " and the light of the day");
   EXPECT_EQ(choice["stop_reason"], " and");
 }

@@ -23,6 +23,15 @@ MachineProfile pcie_like() {
   return p;
 }
 
+// A profile of the required measurements plus `name` with the JSON value `value`.
+void write_profile_with(const std::filesystem::path& path, const std::string& name,
+                        const std::string& value) {
+  test::write_file(path, R"({"device": "x", "measurements": {
+      "h2d_pinned": {"value": 20}, "gemm_fc1_m32": {"value": 50}, "gemm_fc1_m512": {"value": 300},
+      "decode_attention_device": {"value": 1500}, ")" +
+                             name + R"(": {"value": )" + value + "}}}");
+}
+
 RunShape opt_run(int batch) {
   RunShape run;
   run.batch = batch;
@@ -203,10 +212,7 @@ TEST(CostModel, CpuAttentionOverlapsTheCopiesByTheProfilesHostOverlap) {
   test::TempDir dir;
   const auto path = dir.path() / "profile.json";
   for (const char* overlap : {"0.3", "1.2", "-0.5"}) {
-    test::write_file(path, std::string(R"({"device": "x", "measurements": {
-        "h2d_pinned": {"value": 20}, "gemm_fc1_m32": {"value": 50}, "gemm_fc1_m512": {"value": 300},
-        "decode_attention_device": {"value": 1500}, "copy_cpu_attention_overlap": {"value": )") +
-                               overlap + "}}}");
+    write_profile_with(path, "copy_cpu_attention_overlap", overlap);
     if (std::string(overlap) == "0.3") {
       EXPECT_DOUBLE_EQ(MachineProfile::load(path).host_overlap, 0.3);
     } else {
@@ -245,10 +251,7 @@ TEST(CostModel, ALayerCostsBetweenItsBusiestResourceAndTheSumByTheOverlap) {
   test::TempDir dir;
   const auto path = dir.path() / "profile.json";
   for (const char* overlap : {"0.4", "1.5", "-0.1"}) {
-    test::write_file(path, std::string(R"({"device": "x", "measurements": {
-        "h2d_pinned": {"value": 20}, "gemm_fc1_m32": {"value": 50}, "gemm_fc1_m512": {"value": 300},
-        "decode_attention_device": {"value": 1500}, "copy_compute_overlap": {"value": )") +
-                               overlap + "}}}");
+    write_profile_with(path, "copy_compute_overlap", overlap);
     if (std::string(overlap) == "0.4") {
       EXPECT_DOUBLE_EQ(MachineProfile::load(path).overlap, 0.4);
     } else {
