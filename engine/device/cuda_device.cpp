@@ -17,6 +17,7 @@
 #include "engine/core/units.h"
 #include "engine/device/cpu_device.h"  // physical_memory_bytes
 #include "engine/device/make_device.h"
+#include "engine/device/mapped_copy.h"
 
 namespace offgen {
 namespace {
@@ -36,10 +37,14 @@ void log_failure(std::string_view what, std::string_view subject, Call&& call) n
   }
 }
 
-// True for memory on the host side: pinned (cudaHostAlloc) or ordinary (unregistered) memory.
-bool is_host_memory(const void* data) {
+cudaPointerAttributes pointer_attributes(const void* data) {
   cudaPointerAttributes attributes{};
   OFFGEN_CUDA_CHECK(cudaPointerGetAttributes(&attributes, data));
+  return attributes;
+}
+
+// True for memory on the host side: pinned (cudaHostAlloc) or ordinary (unregistered) memory.
+bool is_host_memory(const cudaPointerAttributes& attributes) {
   return attributes.type == cudaMemoryTypeHost || attributes.type == cudaMemoryTypeUnregistered;
 }
 
@@ -532,13 +537,23 @@ void CudaDevice::copy_async(void* dst, const void* src, std::size_t bytes, Strea
   CudaStream& cuda = as_cuda_stream(stream);
   const cudaStream_t handle = cuda.handle();
   if (bytes == 0) return;
-  if (is_host_memory(dst) && is_host_memory(src)) {
+  const cudaPointerAttributes to = pointer_attributes(dst);
+  const cudaPointerAttributes from = pointer_attributes(src);
+  if (is_host_memory(to) && is_host_memory(from)) {
     // cudaMemcpyAsync copies host to host synchronously, without waiting for the stream's earlier
     // work: a host function keeps the copy in the stream's order instead.
     auto task = std::make_unique<HostCopy>(HostCopy{dst, src, bytes});
     cuda.busy_clock().bracket(
         handle, [&] { OFFGEN_CUDA_CHECK(cudaLaunchHostFunc(handle, &run_host_copy, task.get())); });
     task.release();  // run_host_copy owns it now
+    return;
+  }
+  if (to.type == cudaMemoryTypeDevice && from.type == cudaMemoryTypeHost &&
+      from.devicePointer != nullptr && bytes <= kMappedCopyMaxBytes) {
+    // Small uploads from pinned memory by a kernel, not queued behind a weight copy on the copy
+    // engine (engine/device/mapped_copy.h).
+    cuda.busy_clock().bracket(handle,
+                              [&] { enqueue_mapped_copy(dst, from.devicePointer, bytes, handle); });
     return;
   }
   cuda.busy_clock().bracket(handle, [&] {

@@ -14,7 +14,8 @@ AttentionScoreState::AttentionScoreState(Device& device, Ops& ops,
       batch_(static_cast<int>(policies.size())),
       heads_(heads),
       capacity_(capacity),
-      max_prompt_(max_prompt) {
+      max_prompt_(max_prompt),
+      trace_(device) {
   if (!policies.empty()) {
     const KvPolicy& first = *policies.front();
     prefill_score_queries_ = first.prefill_score_queries();
@@ -110,6 +111,8 @@ void AttentionScoreState::after_prefill_attention(int layer, int seq, const std:
   args.heads_mode = heads_mode_;
   args.pool_kernel = pool_kernel_;
   ops_.score_prefill_keep(args);
+  trace_.dump("prefill", layer, batch_, heads_, capacity_, args.position, args.score,
+              args.write_slot, args.key_prob_sums, seq);
 }
 
 void AttentionScoreState::after_decode_attention(int layer, const std::uint8_t* advancing,
@@ -132,6 +135,8 @@ void AttentionScoreState::after_decode_attention(int layer, const std::uint8_t* 
   args.heads_mode = heads_mode_;
   args.update = update_;
   ops_.score_decode_update(args);
+  trace_.dump("decode", layer, batch_, heads_, capacity_, args.position, args.score,
+              args.write_slot, args.probs, capacity_);
 }
 
 }  // namespace offgen

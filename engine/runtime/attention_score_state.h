@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/device/device.h"
+#include "engine/runtime/score_trace.h"
 #include "kernels/ops.h"
 #include "policies/kv_policy.h"
 
@@ -64,6 +65,7 @@ class AttentionScoreState {
   std::vector<Buffer> position_, score_, write_slot_;  // per layer
   Buffer prefill_probs_, decode_probs_;
   std::vector<Buffer> budget_, recent_;  // per layer, [batch] int32: each sequence's C and R
+  ScoreTrace trace_;
 };
 
 }  // namespace offgen

@@ -22,9 +22,9 @@ struct PrefillCase {
 };
 
 // Odd head dims and lengths; seq 70 spans two 64-query blocks; pads include a sequence with a
-// single real token (seq - 1) and one with none (seq). The last three are grouped-query shapes:
+// single real token (seq - 1) and one with none (seq). The last four are grouped-query shapes:
 // 8 query heads over 2 kv heads, multi-query (4 over 1) with head_dim 24 (not a multiple of the
-// GPU's 16-wide tiles), and 6 over 3.
+// GPU's 16-wide tiles), 6 over 3, and tiny-llama-gqa's (4 over 2, head_dim 16, unpadded).
 inline const PrefillCase kPrefillCases[] = {
     {1, 1, 1, 8, {0}},
     {2, 5, 3, 16, {0, 2}},
@@ -34,6 +34,7 @@ inline const PrefillCase kPrefillCases[] = {
     {2, 70, 8, 80, {5, 69}, 2},
     {3, 33, 4, 24, {0, 7, 33}, 1},
     {2, 9, 6, 8, {0, 2}, 3},
+    {4, 5, 4, 16, {0, 0, 0, 0}, 2},
 };
 
 inline std::string describe(const PrefillCase& c) {
@@ -62,9 +63,10 @@ struct DecodeCase {
   int qkv_width() const { return (heads + 2 * kv()) * head_dim; }  // halves per token
 };
 
-// Slot counts include an empty cache (0), a single slot and a full cache. The last three are
+// Slot counts include an empty cache (0), a single slot and a full cache. The last four are
 // grouped-query shapes (8 query heads over 2 kv heads, multi-query 4 over 1 with head_dim 24, 6
-// over 3); capacities 300 and 70 make the GPU split even a small batch's slots (split decode).
+// over 3, and tiny-llama-gqa's 4 over 2 with head_dim 16); capacities 300 and 70 make the GPU
+// split even a small batch's slots (split decode), capacity 7 keeps it to one split.
 inline const DecodeCase kDecodeCases[] = {
     {1, 1, 8, 1, {1}},
     {3, 2, 16, 33, {0, 1, 33}},
@@ -73,6 +75,7 @@ inline const DecodeCase kDecodeCases[] = {
     {2, 8, 16, 300, {300, 131}, 2},
     {3, 4, 24, 70, {0, 1, 70}, 1},
     {2, 6, 64, 100, {57, 100}, 3},
+    {4, 4, 16, 7, {6, 7, 7, 7}, 2},
 };
 
 inline std::string describe(const DecodeCase& c) {
