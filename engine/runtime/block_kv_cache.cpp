@@ -33,7 +33,8 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
       max_prompt_(max_prompt),
       capacity_(largest_cache_slots(policies_, config.num_layers)),
       keeps_attention_scores_(!policies_.empty() && policies_.front()->needs_attention_scores()),
-      storage_(storage) {
+      storage_(storage),
+      trace_(device) {
   OFFGEN_CHECK(block_ > 0, "a KV cache needs at least one sequence");
   const bool per_layer = policies_.front()->layer_policy(0, config.num_layers) != nullptr;
   budgets_.resize(per_layer ? static_cast<std::size_t>(config.num_layers) : 1);
@@ -331,6 +332,8 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
     args.k_cache = k_cache;
     args.v_cache = v_cache;
     ops_.decode_attention(args);
+    trace_.dump_cache("decode-kv", task.layer, g.resident, heads, capacity_, args.head_dim, k_cache,
+                      v_cache, args.out, config_.num_heads);
   }
   if (g.offloaded() > 0) {
     if (cpu_attention) {

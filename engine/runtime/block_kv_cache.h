@@ -128,6 +128,7 @@ class BlockKvCache {
   bool keeps_attention_scores_;
   Storage storage_;
   std::vector<GpuBatchCache> gpu_batches_;
+  ScoreTrace trace_;  // OFFGEN_TRACE_SCORES (score_trace.h)
   // int4: the fp16 K and V block a task's resident cache is expanded into (gpu tier).
   Buffer expanded_k_, expanded_v_;
   std::unique_ptr<OffloadedKv> offloaded_;  // null when every sequence's KV is gpu-resident

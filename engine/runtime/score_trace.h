@@ -11,6 +11,7 @@
 #include <memory>
 #include <string_view>
 
+#include "engine/core/half.h"
 #include "engine/device/device.h"
 
 namespace offgen {
@@ -28,6 +29,11 @@ class ScoreTrace {
   void dump(std::string_view what, int layer, int batch, int heads, int capacity,
             const std::int32_t* position, const float* score, const std::int32_t* write_slot,
             const float* probs, int probs_width);
+  // Appends `what` of `layer`: each of batch x heads rows' sums of K and of V per slot
+  // (capacity slots of head_dim halves, fp16 caches), then each sequence's attention output
+  // summed per query head (out: batch x q_heads x head_dim halves, or null).
+  void dump_cache(std::string_view what, int layer, int batch, int heads, int capacity,
+                  int head_dim, const Half* k, const Half* v, const Half* out, int q_heads);
 
  private:
   struct Close {
