@@ -91,6 +91,9 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
                    "profile {}: 'copy_compute_overlap' must be in [0, 1] (got {})", path.string(),
                    p.overlap);
     }
+    if (values.contains("other_processes_load")) {
+      p.others_load = values.at("other_processes_load").at("value").get<double>();
+    }
     if (values.contains("copy_cpu_attention_overlap")) {
       p.host_overlap = values.at("copy_cpu_attention_overlap").at("value").get<double>();
       OFFGEN_CHECK(p.host_overlap >= 0 && p.host_overlap <= 1,

@@ -66,6 +66,9 @@ struct MachineProfile {
   double host_overlap = -1;
   std::string device;
   int hidden_size = 0;  // of the shapes measured at; 0: the profile does not say (older ones)
+  // Cores' worth of CPU time other processes used while it was measured (a busy machine makes
+  // every rate low); negative: not recorded (older profiles).
+  double others_load = -1;
 
   // Reads calibrate's JSON; throws offgen::Error naming the file and the missing measurement.
   // Profiles from before d2h and cpu attention were measured still load: d2h falls back to h2d,

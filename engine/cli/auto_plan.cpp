@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include "policies/kv_budget.h"
 #include "policies/kv_policy.h"
 #include "scheduler/calibrate.h"
+#include "scheduler/machine_load.h"
 
 namespace offgen::cli {
 namespace {
@@ -131,30 +133,62 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
   const int quick_hidden = quick_shapes(model).hidden_size;
   std::vector<int> candidates = {model.hidden_size};
   if (quick_hidden != model.hidden_size) candidates.push_back(quick_hidden);
+  struct Cached {
+    std::filesystem::path path;
+    MachineProfile profile;
+  };
+  std::vector<Cached> found;
   for (const int hidden : candidates) {
     const std::filesystem::path cached = cached_profile_path(device, hidden);
     if (cached.empty() || !std::filesystem::exists(cached)) continue;
     try {
-      const MachineProfile profile = MachineProfile::load(cached);
-      if (profile.hidden_size == hidden) {
+      MachineProfile profile = MachineProfile::load(cached);
+      if (profile.hidden_size != hidden) {
+        spdlog::warn("ignoring the cached profile {}: it says it was measured at hidden {}",
+                     cached.string(), profile.hidden_size);
+        continue;
+      }
+      if (profile.others_load <= kBusyCores) {
         if (used != nullptr) *used = cached;
         return profile;
       }
-      spdlog::warn("ignoring the cached profile {}: it says it was measured at hidden {}",
-                   cached.string(), profile.hidden_size);
+      found.push_back({cached, std::move(profile)});
     } catch (const Error& e) {
       spdlog::warn("ignoring the cached profile: {}", flag_message(e));
     }
   }
+  // Only profiles measured on a busy machine, whose rates are low (predictions pessimistic, plans
+  // skewed): measure again, and keep whichever was measured on the quieter machine.
+  for (const Cached& busy : found) {
+    spdlog::info(
+        "the cached profile {} was measured while other processes used {:.2f} cores: measuring "
+        "again",
+        busy.path.string(), busy.profile.others_load);
+  }
   const QuickCalibration quick = quick_calibration(model, *opened.device);
-  spdlog::info(
-      "no machine profile for {} at these shapes: a quick calibration at {} shapes with {} "
-      "copies (`offgen calibrate` measures more carefully)",
-      device, quick.shapes.name, format_bytes(quick.options.copy_bytes));
+  if (found.empty()) {
+    spdlog::info(
+        "no machine profile for {} at these shapes: a quick calibration at {} shapes with {} "
+        "copies (`offgen calibrate` measures more carefully)",
+        device, quick.shapes.name, format_bytes(quick.options.copy_bytes));
+  }
   const auto start = std::chrono::steady_clock::now();
   const auto measurements = calibrate(opened, quick.shapes, quick.options);
   const nlohmann::json profile =
       profile_json(device, quick.shapes.name, quick.shapes.hidden_size, measurements);
+  spdlog::debug("quick calibration took {:.2f} s",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  double load = -1;
+  for (const Measurement& m : measurements) {
+    if (m.name == "other_processes_load") load = m.value;
+  }
+  const auto quieter =
+      std::ranges::min_element(found, {}, [](const Cached& c) { return c.profile.others_load; });
+  if (quieter != found.end() && load >= 0 && quieter->profile.others_load <= load) {
+    // Still busy, and no quieter than before: the earlier profile stays.
+    if (used != nullptr) *used = quieter->path;
+    return quieter->profile;
+  }
   std::filesystem::path file = cached_profile_path(device, quick.shapes.hidden_size);
   if (!file.empty()) {
     write_profile(file, profile);
@@ -164,8 +198,6 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
         std::filesystem::temp_directory_path() / ("offgen-profile-" + sanitize(device) + ".json");
     write_profile(file, profile);
   }
-  spdlog::debug("quick calibration took {:.2f} s",
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (used != nullptr) *used = file;
   return MachineProfile::load(file);
 }
