@@ -295,9 +295,11 @@ void BlockRunner::prefill(const PaddedBatch& prompts) {
   last_was_prefill_ = true;
   last_seq_ = prompts.seq;
   pass(Step::prefill);
-  slot_use_.computed += static_cast<std::uint64_t>(rows);
-  slot_use_.useful += static_cast<std::uint64_t>(
+  const auto real = static_cast<std::uint64_t>(
       std::count(prompts.valid.begin(), prompts.valid.end(), std::uint8_t{1}));
+  slot_use_.computed += static_cast<std::uint64_t>(rows);
+  slot_use_.useful += real;
+  slot_use_.padding += static_cast<std::uint64_t>(rows) - real;
   ++slot_use_.passes;
   prefilled_ = true;
 }
@@ -317,9 +319,11 @@ void BlockRunner::decode(std::span<const std::int32_t> tokens,
   last_seq_ = 1;
   pass(Step::decode);
   kv_cache_->commit(advancing);
-  slot_use_.computed += static_cast<std::uint64_t>(block_);
-  slot_use_.useful +=
+  const auto running =
       static_cast<std::uint64_t>(std::count(advancing.begin(), advancing.end(), std::uint8_t{1}));
+  slot_use_.computed += static_cast<std::uint64_t>(block_);
+  slot_use_.useful += running;
+  slot_use_.idle += static_cast<std::uint64_t>(block_) - running;
   ++slot_use_.passes;
 }
 

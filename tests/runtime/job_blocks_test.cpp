@@ -112,6 +112,8 @@ TEST_F(JobBlocks, CountsTheTokenSlotsABlockComputedAndThoseItsRequestsUsed) {
   EXPECT_EQ(e.slot_use().useful, (3u + 7u) + (1u + 4u));
   EXPECT_DOUBLE_EQ(e.slot_use().efficiency(), 15.0 / 22.0);
   EXPECT_EQ(e.slot_use().passes, 1u + 4u);  // the prefill and the decode steps
+  EXPECT_EQ(e.slot_use().padding, 4u);      // the shorter prompt's 4 columns
+  EXPECT_EQ(e.slot_use().idle, 3u);         // the first request's row in steps 2 to 4
 
   // A second job adds to the count; scoring counts its passes the same way.
   const SlotUse before = e.slot_use();
@@ -123,6 +125,8 @@ TEST_F(JobBlocks, CountsTheTokenSlotsABlockComputedAndThoseItsRequestsUsed) {
   EXPECT_EQ(scored.computed, 2u * 6u);
   EXPECT_EQ(scored.useful, 4u + 6u);
   EXPECT_EQ(scored.passes, 1u);
+  EXPECT_EQ(scored.padding, 2u);
+  EXPECT_EQ(scored.idle, 0u);
 }
 
 }  // namespace
