@@ -1,30 +1,15 @@
 #include "scheduler/batch_formation.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
-#include <tuple>
 
 namespace offgen {
 
-namespace {
-
-// The group of a prompt length: lengths within a factor of kLengthGroup share one.
-int length_group(int length) {
-  return length <= 1 ? 0 : static_cast<int>(std::log(length) / std::log(kLengthGroup));
-}
-
-}  // namespace
-
-std::vector<std::size_t> order_for_blocks(std::span<const SequenceWork> works) {
-  std::vector<std::size_t> order(works.size());
+std::vector<std::size_t> order_by_length(std::span<const std::size_t> lengths) {
+  std::vector<std::size_t> order(lengths.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
-  const auto key = [&](std::size_t i) {
-    const SequenceWork& w = works[i];
-    return std::tuple{length_group(w.prompt), w.steps, w.prompt};
-  };
   std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+                   [&](std::size_t a, std::size_t b) { return lengths[a] < lengths[b]; });
   return order;
 }
 

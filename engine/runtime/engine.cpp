@@ -175,18 +175,17 @@ void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& ru
 }
 
 // What generate and score share: each request is checked (a bad one is reported at once and
-// skipped), the good ones run in blocks of similar work (order_for_blocks: prompt length, then
-// steps) whose size the sizer keeps near the time target, and a request that does not fit even
-// alone gets its own "does not fit" error.
+// skipped), the good ones run in blocks of similar length whose size the sizer keeps near the
+// time target, and a request that does not fit even alone gets its own "does not fit" error.
 // `before_block(n)` runs before each block of n requests (the interrupt check, progress);
 // run_block(block, results, report) reports each request it finishes through `report`; slots()
 // is the engine's token-slot count, whose growth over a block the sizer learns the cost from.
-template <typename Result, typename Request, typename Check, typename Work, typename RunBlock,
-          typename Callback, typename BeforeBlock, typename Slots>
+template <typename Result, typename Request, typename Check, typename Length, typename Work,
+          typename RunBlock, typename Callback, typename BeforeBlock, typename Slots>
 std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer& sizer,
-                                  const Check& check, const Work& work, const RunBlock& run_block,
-                                  const Callback& on_done, const BeforeBlock& before_block,
-                                  const Slots& slots) {
+                                  const Check& check, const Length& length, const Work& work,
+                                  const RunBlock& run_block, const Callback& on_done,
+                                  const BeforeBlock& before_block, const Slots& slots) {
   std::vector<Result> results(requests.size());
   std::size_t reported = 0;
   const std::function<void(std::size_t, const Result&)> report = [&](std::size_t index,
@@ -195,22 +194,20 @@ std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer&
     if (on_done) on_done(index, result);
   };
   std::vector<std::size_t> checked;
-  std::vector<SequenceWork> works;
+  std::vector<std::size_t> lengths;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     results[i].error = check(requests[i]);
     if (results[i].error.empty()) {
       checked.push_back(i);
-      works.push_back(work(requests[i]));
+      lengths.push_back(length(requests[i]));
     } else {
       report(i, results[i]);
     }
   }
   std::vector<std::size_t> good;
+  for (std::size_t k : order_by_length(lengths)) good.push_back(checked[k]);
   std::vector<SequenceWork> upcoming;
-  for (std::size_t k : order_for_blocks(works)) {
-    good.push_back(checked[k]);
-    upcoming.push_back(works[k]);
-  }
+  for (std::size_t index : good) upcoming.push_back(work(requests[index]));
   using Clock = std::chrono::steady_clock;
   for (std::size_t start = 0; start < good.size();) {
     const std::size_t n = sizer.next(std::span(upcoming).subspan(start));
@@ -387,6 +384,7 @@ std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest
   BlockSizer sizer = job_sizer();
   return run_in_blocks<GenerationResult>(
       requests, sizer, [&](const GenerationRequest& r) { return check(r); },
+      [](const GenerationRequest& r) { return r.prompt.size(); },
       [](const GenerationRequest& r) {
         return SequenceWork{static_cast<int>(r.prompt.size()), r.max_tokens};
       },
@@ -504,6 +502,7 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
   BlockSizer sizer = job_sizer();
   return run_in_blocks<ScoreResult>(
       requests, sizer, [&](const ScoreRequest& r) { return check(r); },
+      [](const ScoreRequest& r) { return r.tokens.size(); },
       [&](const ScoreRequest& r) {
         const int len = static_cast<int>(r.tokens.size());
         const int prefix = prefix_length(prefill_tokens, len);

@@ -5,18 +5,10 @@
 namespace offgen {
 namespace {
 
-TEST(OrderForBlocks, GroupsByPromptLengthThenOrdersByStepsKeepingInputOrderAmongEquals) {
-  // Groups of factor 1.5: 3 in [2.25, 3.375), 5 in [3.375, 5.06), 7 in [5.06, 7.59), each its
-  // own; 20 and 24 share [17.1, 25.6), where fewer steps go first.
-  const std::vector<SequenceWork> works = {{5, 1}, {3, 9}, {24, 2}, {3, 9}, {20, 40}, {7, 3}};
-  EXPECT_EQ(order_for_blocks(works), (std::vector<std::size_t>{1, 3, 0, 5, 2, 4}));
-  EXPECT_TRUE(order_for_blocks({}).empty());
-  // Equal steps in a group: shorter prompts first.
-  const std::vector<SequenceWork> same_steps = {{24, 4}, {20, 4}, {22, 4}};
-  EXPECT_EQ(order_for_blocks(same_steps), (std::vector<std::size_t>{1, 2, 0}));
-  // Lengths 0 and 1 share the first group.
-  const std::vector<SequenceWork> tiny = {{1, 5}, {0, 2}};
-  EXPECT_EQ(order_for_blocks(tiny), (std::vector<std::size_t>{1, 0}));
+TEST(OrderByLength, SortsByLengthKeepingInputOrderAmongEquals) {
+  const std::vector<std::size_t> lengths = {5, 3, 9, 3, 7};
+  EXPECT_EQ(order_by_length(lengths), (std::vector<std::size_t>{1, 3, 0, 4, 2}));
+  EXPECT_TRUE(order_by_length({}).empty());
 }
 
 TEST(LeftPad, PadsOnTheLeftWithHuggingFacePositionIds) {
