@@ -51,7 +51,7 @@ nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows, const RunInf
       row["peak_gpu_bytes"] = r.peak_gpu_bytes;
       row["peak_pinned_bytes"] = r.peak_pinned_bytes;
       row["useful_token_slots"] = r.slots.useful;
-      row["computed_token_slots"] = r.slots.computed;
+      row["computed_token_slots"] = r.slots.computed();
       row["token_slot_use"] = r.slots.efficiency();
       const double overlap = r.copy_overlap();
       row["weight_copy_overlap"] =

@@ -137,11 +137,11 @@ int run_to_stdout(BatchJob& job, const CommonOptions& common, const JobFiles& fi
 }  // namespace
 
 std::string describe_slot_use(const SlotUse& slots) {
-  if (slots.computed == 0) return "no token slots computed";
+  if (slots.computed() == 0) return "no token slots computed";
   return fmt::format(
       "token slots used {:.2f} ({} of {} computed; wasted: {} padding prompts to their block's "
       "longest, {} rows of sequences that had finished)",
-      slots.efficiency(), slots.useful, slots.computed, slots.padding, slots.idle);
+      slots.efficiency(), slots.useful, slots.computed(), slots.padding, slots.idle);
 }
 
 bool is_error_record(const nlohmann::ordered_json& record) {

@@ -297,7 +297,6 @@ void BlockRunner::prefill(const PaddedBatch& prompts) {
   pass(Step::prefill);
   const auto real = static_cast<std::uint64_t>(
       std::count(prompts.valid.begin(), prompts.valid.end(), std::uint8_t{1}));
-  slot_use_.computed += static_cast<std::uint64_t>(rows);
   slot_use_.useful += real;
   slot_use_.padding += static_cast<std::uint64_t>(rows) - real;
   ++slot_use_.passes;
@@ -321,7 +320,6 @@ void BlockRunner::decode(std::span<const std::int32_t> tokens,
   kv_cache_->commit(advancing);
   const auto running =
       static_cast<std::uint64_t>(std::count(advancing.begin(), advancing.end(), std::uint8_t{1}));
-  slot_use_.computed += static_cast<std::uint64_t>(block_);
   slot_use_.useful += running;
   slot_use_.idle += static_cast<std::uint64_t>(block_) - running;
   ++slot_use_.passes;

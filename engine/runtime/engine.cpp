@@ -241,7 +241,7 @@ std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer&
     // What actually ran: passes and slots (early stops end a block sooner than its max_tokens;
     // a block split to fit runs its halves one after the other).
     const SlotUse ran = slots() - slots_before;
-    sizer.observe(static_cast<int>(ran.passes), static_cast<double>(ran.computed),
+    sizer.observe(static_cast<int>(ran.passes), static_cast<double>(ran.computed()),
                   std::chrono::duration<double>(Clock::now() - began).count());
     start += n;
   }

@@ -1,9 +1,10 @@
 // A debugging aid for the attention-score policies: with OFFGEN_TRACE_SCORES=FILE set, every
 // prefill keep and decode update appends the layer's state (each slot's position and score, the
 // write slot, and the probabilities the update added) to FILE as text, one line per (sequence,
-// KV head), so two runs — the cpu and the cuda device, say — can be compared cell by cell with
-// diff. Unset (the normal case) it costs one getenv per state. Each dump waits for the compute
-// stream, so a traced run is slow.
+// KV head), and every decode attention over gpu-resident caches each slot's K and V sums and each
+// query head's output sum; so two runs — the cpu and the cuda device, say — can be compared cell
+// by cell with diff. Unset (the normal case) it costs one getenv per state and a test per call.
+// Each dump waits for the compute stream, so a traced run is slow.
 #pragma once
 
 #include <cstdint>

@@ -9,21 +9,21 @@
 namespace offgen {
 
 struct SlotUse {
-  std::uint64_t useful = 0;    // real prompt tokens prefilled + tokens fed by running sequences
-  std::uint64_t computed = 0;  // rows x columns of every prefill, rows of every decode step
-  std::uint64_t passes = 0;    // prefills and decode steps run
-  // The wasted rest, computed - useful, by cause: prefill columns left of a shorter prompt, and
-  // decode rows of sequences that had finished.
+  std::uint64_t useful = 0;  // real prompt tokens prefilled + tokens fed by running sequences
+  std::uint64_t passes = 0;  // prefills and decode steps run
+  // The wasted slots by cause: prefill columns left of a shorter prompt, and decode rows of
+  // sequences that had finished.
   std::uint64_t padding = 0;
   std::uint64_t idle = 0;
 
+  // Rows x columns of every prefill, rows of every decode step.
+  std::uint64_t computed() const { return useful + padding + idle; }
   // useful / computed; 1 for a run that computed nothing.
   double efficiency() const {
-    return computed == 0 ? 1.0 : static_cast<double>(useful) / static_cast<double>(computed);
+    return computed() == 0 ? 1.0 : static_cast<double>(useful) / static_cast<double>(computed());
   }
   SlotUse& operator+=(const SlotUse& other) {
     useful += other.useful;
-    computed += other.computed;
     passes += other.passes;
     padding += other.padding;
     idle += other.idle;
@@ -31,7 +31,6 @@ struct SlotUse {
   }
   friend SlotUse operator-(SlotUse a, const SlotUse& b) {
     a.useful -= b.useful;
-    a.computed -= b.computed;
     a.passes -= b.passes;
     a.padding -= b.padding;
     a.idle -= b.idle;

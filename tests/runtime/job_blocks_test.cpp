@@ -102,13 +102,13 @@ TEST_F(JobBlocks, CountsTheTokenSlotsABlockComputedAndThoseItsRequestsUsed) {
   requests[1].prompt = {2, 20, 21, 22, 23, 24, 25};
   requests[1].max_tokens = 5;
   for (GenerationRequest& r : requests) r.ignore_eos = true;
-  EXPECT_EQ(e.slot_use().computed, 0u);
+  EXPECT_EQ(e.slot_use().computed(), 0u);
   const auto results = e.generate(requests);
   ASSERT_EQ(results[0].tokens.size(), 2u);
   ASSERT_EQ(results[1].tokens.size(), 5u);
   // Prefill: 2 rows x 7 columns, 3 + 7 real. Decode: the last token is never fed back, so 4
   // steps of 2 rows; the first request feeds one token (its first), the second four.
-  EXPECT_EQ(e.slot_use().computed, 2u * 7u + 2u * 4u);
+  EXPECT_EQ(e.slot_use().computed(), 2u * 7u + 2u * 4u);
   EXPECT_EQ(e.slot_use().useful, (3u + 7u) + (1u + 4u));
   EXPECT_DOUBLE_EQ(e.slot_use().efficiency(), 15.0 / 22.0);
   EXPECT_EQ(e.slot_use().passes, 1u + 4u);  // the prefill and the decode steps
@@ -122,7 +122,7 @@ TEST_F(JobBlocks, CountsTheTokenSlotsABlockComputedAndThoseItsRequestsUsed) {
   texts[1].tokens = {2, 40, 41, 42, 43, 44};
   e.score(texts, 0);  // the whole text as one prefill
   const SlotUse scored = e.slot_use() - before;
-  EXPECT_EQ(scored.computed, 2u * 6u);
+  EXPECT_EQ(scored.computed(), 2u * 6u);
   EXPECT_EQ(scored.useful, 4u + 6u);
   EXPECT_EQ(scored.passes, 1u);
   EXPECT_EQ(scored.padding, 2u);
