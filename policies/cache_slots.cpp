@@ -78,6 +78,19 @@ void CacheSlots::commit(std::span<const std::uint8_t> advancing,
   }
 }
 
+void CacheSlots::adopt(int b, const CacheSlots& from, int from_b, const KvPolicy* policy) {
+  OFFGEN_CHECK(b >= 0 && static_cast<std::size_t>(b) < sequences_.size() && from_b >= 0 &&
+                   static_cast<std::size_t>(from_b) < from.sequences_.size(),
+               "cache slots: sequence {} cannot take sequence {} of another batch", b, from_b);
+  OFFGEN_CHECK(from.capacity_ == capacity_ && policy->budget() < capacity_ &&
+                   policy->budget() == from.policies_[static_cast<std::size_t>(from_b)]->budget(),
+               "cache slots: a sequence of caches of {} slots (budget {}) cannot move into caches "
+               "of {} slots",
+               from.capacity_, policy->budget(), capacity_);
+  policies_[static_cast<std::size_t>(b)] = policy;
+  sequences_[static_cast<std::size_t>(b)] = from.sequences_[static_cast<std::size_t>(from_b)];
+}
+
 int CacheSlots::cached(int b) const {
   return sequences_[static_cast<std::size_t>(b)].cached;
 }

@@ -42,6 +42,11 @@ class CacheSlots {
 
   int cached(int b) const;  // tokens held by sequence b's caches
 
+  // Sequence b is replaced by sequence from_b of `from` (a batch that prefilled it), now under
+  // `policy` (its own, which must outlive this object and match from's for that sequence): a
+  // finished sequence's slots taken by the next request of a job (continuous batching).
+  void adopt(int b, const CacheSlots& from, int from_b, const KvPolicy* policy);
+
  private:
   struct Sequence {
     std::vector<std::int32_t> position;  // per slot; -1 = free

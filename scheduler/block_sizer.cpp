@@ -46,6 +46,27 @@ std::size_t BlockSizer::next(std::span<const SequenceWork> upcoming) const {
   return n;
 }
 
+std::size_t BlockSizer::rows(std::span<const SequenceWork> upcoming) const {
+  const std::size_t most = std::min(max_block_, std::max<std::size_t>(upcoming.size(), 1));
+  if (target_ <= 0 || upcoming.empty() || seen_.empty() || per_slot_ <= 0) return next(upcoming);
+  int prompt = 0;
+  int steps = 0;
+  for (const SequenceWork& w : upcoming) {
+    prompt = std::max(prompt, w.prompt);
+    steps = std::max(steps, w.steps);
+  }
+  if (per_step_ * steps >= 0.5 * target_) return most;
+  std::size_t fits = 1;
+  for (std::size_t n = 2; n <= most; ++n) {
+    const double rows = static_cast<double>(n);
+    const double life = per_step_ * steps + per_slot_ * (rows * std::max(steps - 1, 0) +
+                                                         std::max(rows / 8, 1.0) * prompt);
+    if (life > target_) break;
+    fits = n;
+  }
+  return fits;
+}
+
 void BlockSizer::observe(int steps, double slots, double seconds) {
   if (steps <= 0 || slots <= 0 || seconds < 0) return;
   seen_.push_back({static_cast<double>(steps), slots, seconds});

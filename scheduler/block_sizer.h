@@ -42,6 +42,17 @@ class BlockSizer {
   // alone exceeds half the target.
   std::size_t next(std::span<const SequenceWork> upcoming) const;
 
+  // Continuous batching (a runner whose finished rows take the next requests): how many rows.
+  // A request then lives through its own steps, each a pass over every row, so an interrupt
+  // loses at most the life of the requests in flight: the most rows (at least 1, at most the
+  // planned block and the requests left) for which the longest-running of `upcoming` fits the
+  // target — its passes at per_step + per_slot x rows each, and its prefill among an eighth of
+  // them. Before any measurement, or without a target, or where the fixed cost per pass alone
+  // takes half the target: as many as next() would run.
+  std::size_t rows(std::span<const SequenceWork> upcoming) const;
+  // Whether a block has been observed (the sizer has a cost to go by).
+  bool measured() const { return !seen_.empty(); }
+
   // A block that ran: its passes (the most steps of its requests), the token slots it computed
   // (padding and finished rows included) and its wall seconds.
   void observe(int steps, double slots, double seconds);

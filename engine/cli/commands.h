@@ -65,6 +65,8 @@ struct CommonOptions {
   int pyramid_beta = 20;
   // Batch jobs: blocks kept near this much work, so results are written at least this often.
   double block_seconds = 30.0;
+  // generate: a finished request's row takes the next request (EngineOptions).
+  bool continuous_batching = true;
 
   // bench's and plan's: --model defaults to opt-125m, and a bare config name means dummy weights.
   static CommonOptions measuring();

@@ -292,6 +292,7 @@ EngineOptions CommonOptions::engine_options() const {
                                  : read_plan_file(plan, out.model, out.budgets, out.compression);
     out.disk = disk;
     out.block_seconds = block_seconds;
+    out.continuous_batching = continuous_batching;
     out.policy.kind = parse_policy(policy);
     out.policy.recent_fraction = recent_fraction;
     out.policy.sinks = sinks;

@@ -69,6 +69,36 @@ AttentionScoreState::AttentionScoreState(Device& device, Ops& ops,
   stream.synchronize();  // the host vectors go out of scope
 }
 
+void AttentionScoreState::adopt(Device& device, Stream& stream, int b,
+                                const AttentionScoreState& from, int from_b) {
+  OFFGEN_CHECK(b >= 0 && b < batch_ && from_b >= 0 && from_b < from.batch_ &&
+                   from.heads_ == heads_ && from.capacity_ == capacity_ &&
+                   from.position_.size() == position_.size() &&
+                   from.prefill_score_queries_ == prefill_score_queries_ &&
+                   from.pool_kernel_ == pool_kernel_ && from.heads_mode_ == heads_mode_ &&
+                   from.update_ == update_,
+               "attention scores: sequence {} of {} cannot take sequence {} of {} (capacities {} "
+               "and {})",
+               b, batch_, from_b, from.batch_, capacity_, from.capacity_);
+  const auto slots = static_cast<std::size_t>(heads_) * static_cast<std::size_t>(capacity_);
+  const auto heads = static_cast<std::size_t>(heads_);
+  const auto to = static_cast<std::size_t>(b);
+  const auto at = static_cast<std::size_t>(from_b);
+  // One sequence's rows of a [batch, n] array of 4-byte values.
+  const auto copy_row = [&](const Buffer& dst, const Buffer& src, std::size_t n) {
+    device.copy_async(static_cast<std::int32_t*>(dst.data()) + to * n,
+                      static_cast<const std::int32_t*>(src.data()) + at * n, n * 4, stream);
+  };
+  static_assert(sizeof(float) == 4 && sizeof(std::int32_t) == 4);
+  for (std::size_t l = 0; l < position_.size(); ++l) {
+    copy_row(position_[l], from.position_[l], slots);
+    copy_row(score_[l], from.score_[l], slots);
+    copy_row(write_slot_[l], from.write_slot_[l], heads);
+    copy_row(budget_[l], from.budget_[l], 1);
+    copy_row(recent_[l], from.recent_[l], 1);
+  }
+}
+
 const std::int32_t* AttentionScoreState::write_slots(int layer) const {
   return write_slot_[static_cast<std::size_t>(layer)].as<std::int32_t>();
 }

@@ -52,6 +52,11 @@ class AttentionScoreState {
 
   std::uint64_t bytes() const;
 
+  // Enqueues on `stream` copies that make sequence b's state (every layer: slots, scores, write
+  // slots, budget and window) that of sequence from_b of `from`, a batch that prefilled it under
+  // the same policy and capacity: the next request of a job taking a finished sequence's caches.
+  void adopt(Device& device, Stream& stream, int b, const AttentionScoreState& from, int from_b);
+
  private:
   Ops& ops_;
   int batch_;

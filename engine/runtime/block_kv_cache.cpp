@@ -25,15 +25,16 @@ int largest_cache_slots(const std::vector<const KvPolicy*>& policies, int layers
 BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
                            std::vector<const KvPolicy*> policies,
                            const std::vector<GpuBatch>& gpu_batches, int max_prompt,
-                           bool cpu_attention, Storage storage)
+                           bool cpu_attention, Storage storage, int min_capacity)
     : config_(config),
       ops_(ops),
       policies_(std::move(policies)),
       block_(static_cast<int>(policies_.size())),
       max_prompt_(max_prompt),
-      capacity_(largest_cache_slots(policies_, config.num_layers)),
+      capacity_(std::max(largest_cache_slots(policies_, config.num_layers), min_capacity)),
       keeps_attention_scores_(!policies_.empty() && policies_.front()->needs_attention_scores()),
       storage_(storage),
+      batches_(gpu_batches),
       trace_(device) {
   OFFGEN_CHECK(block_ > 0, "a KV cache needs at least one sequence");
   const bool per_layer = policies_.front()->layer_policy(0, config.num_layers) != nullptr;
@@ -192,6 +193,79 @@ void BlockKvCache::commit(std::span<const std::uint8_t> advancing) {
   ++traffic_.decode_steps;
   for (std::size_t b = 0; b < n; ++b) {
     if (advancing[b]) ++seen_[b];
+  }
+}
+
+std::pair<std::size_t, int> BlockKvCache::locate(int b) const {
+  for (std::size_t i = 0; i < batches_.size(); ++i) {
+    const GpuBatch& g = batches_[i];
+    if (b >= g.first && b < g.first + g.size) return {i, b - g.first};
+  }
+  fail("KV cache: no sequence {} in a block of {}", b, block_);
+}
+
+bool BlockKvCache::resident(int b) const {
+  const auto [batch, local] = locate(b);
+  return local < batches_[batch].resident;
+}
+
+void BlockKvCache::adopt(Device& device, Stream& stream, int b, const BlockKvCache& from,
+                         int from_b, const KvPolicy* policy) {
+  OFFGEN_CHECK(from.capacity_ == capacity_ && from.storage_ == storage_ &&
+                   from.keeps_attention_scores_ == keeps_attention_scores_ &&
+                   from.budgets_.size() == budgets_.size() && resident(b) &&
+                   from.resident(from_b) && policy->cache_slots(config_.num_layers) <= capacity_,
+               "KV cache: sequence {} cannot take sequence {} of another cache ({} and {} slots)",
+               b, from_b, capacity_, from.capacity_);
+  const auto [batch, local] = locate(b);
+  const auto [from_batch, from_local] = from.locate(from_b);
+  const GpuBatchCache& source = from.gpu_batches_[from_batch];
+  GpuBatchCache& target = gpu_batches_[batch];
+  // One sequence's K (or V) of a layer: heads x capacity rows, fp16 or packed (codes, then
+  // parameters, each a contiguous run per sequence).
+  const std::int64_t rows = std::int64_t{config_.kv_heads()} * capacity_;
+  const int head_dim = config_.head_dim();
+  const auto copy_sequence = [&](const Buffer& dst, int dst_count, const Buffer& src,
+                                 int src_count) {
+    if (storage_ == Storage::fp16) {
+      const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * head_dim * sizeof(Half);
+      device.copy_async(static_cast<std::byte*>(dst.data()) + bytes * local,
+                        static_cast<const std::byte*>(src.data()) + bytes * from_local, bytes,
+                        stream);
+      return;
+    }
+    const kernels::PackedKv to = kernels::packed_kv(dst.data(), rows * dst_count, head_dim);
+    const kernels::PackedKv at = kernels::packed_kv(src.data(), rows * src_count, head_dim);
+    const kernels::QuantShape one = kernels::packed_kv_shape(rows, head_dim);
+    const auto code_bytes = static_cast<std::uint64_t>(one.data_bytes());
+    const std::uint64_t param_bytes = kernels::packed_kv_bytes(rows, head_dim) - code_bytes;
+    device.copy_async(to.codes + code_bytes * local, at.codes + code_bytes * from_local, code_bytes,
+                      stream);
+    device.copy_async(reinterpret_cast<std::byte*>(to.params) + param_bytes * local,
+                      reinterpret_cast<const std::byte*>(at.params) + param_bytes * from_local,
+                      param_bytes, stream);
+  };
+  const int dst_count = batches_[batch].resident;
+  const int src_count = from.batches_[from_batch].resident;
+  for (std::size_t l = 0; l < target.k.size(); ++l) {
+    copy_sequence(target.k[l], dst_count, source.k[l], src_count);
+    copy_sequence(target.v[l], dst_count, source.v[l], src_count);
+  }
+  const auto at = static_cast<std::size_t>(b);
+  policies_[at] = policy;
+  for (std::size_t l = 0; l < budgets_.size(); ++l) {
+    const auto layer = policy->layer_policy(static_cast<int>(l), config_.num_layers);
+    budgets_[l][at] = layer ? layer->budget() : policy->budget();
+    OFFGEN_CHECK(budgets_[l][at] == from.budgets_[l][static_cast<std::size_t>(from_b)],
+                 "KV cache: sequence {} is adopted under another budget than it was prefilled "
+                 "with",
+                 b);
+  }
+  seen_[at] = from.seen_[static_cast<std::size_t>(from_b)];
+  if (target.scores) {
+    target.scores->adopt(device, stream, local, *source.scores, from_local);
+  } else {
+    slots_->adopt(b, *from.slots_, from_b, policy);
   }
 }
 

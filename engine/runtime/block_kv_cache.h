@@ -62,9 +62,12 @@ class BlockKvCache {
   // sequences attend on the CPU. Allocates block_kv_cache_layout (scheduler/kv_cache_layout.h),
   // decode attention's split planned for the device; throws OutOfMemoryError when a tier cannot
   // hold it.
+  // min_capacity: slots per cache at least (0: the largest C + 1), so sequences of later
+  // requests with larger budgets can take a finished sequence's caches (adopt).
   BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
                std::vector<const KvPolicy*> policies, const std::vector<GpuBatch>& gpu_batches,
-               int max_prompt, bool cpu_attention, Storage storage = Storage::fp16);
+               int max_prompt, bool cpu_attention, Storage storage = Storage::fp16,
+               int min_capacity = 0);
   BlockKvCache(const BlockKvCache&) = delete;
   BlockKvCache& operator=(const BlockKvCache&) = delete;
   ~BlockKvCache();
@@ -85,6 +88,16 @@ class BlockKvCache {
   // After a decode step's pass is enqueued: advances the counters (evicting where a cache is over
   // budget), counts the step's traffic.
   void commit(std::span<const std::uint8_t> advancing);
+
+  // Whether sequence b keeps its KV on the gpu tier (only those can adopt).
+  bool resident(int b) const;
+  // Continuous batching: sequence b (gpu-resident, finished) takes the caches of sequence from_b
+  // of `from` — a cache of the same capacity and storage that has just prefilled it, its own
+  // sequence gpu-resident — under `policy` (its own, outliving this cache): K and V of every
+  // layer, the attention-score state or the slot plan, its budget and its token count. The copies
+  // are enqueued on `stream` (the compute stream, after from's prefill, before the next step).
+  void adopt(Device& device, Stream& stream, int b, const BlockKvCache& from, int from_b,
+             const KvPolicy* policy);
 
   // A pass (a prefill or one decode step) begins: task numbers restart at 0.
   void begin_pass();
@@ -128,6 +141,9 @@ class BlockKvCache {
   bool keeps_attention_scores_;
   Storage storage_;
   std::vector<GpuBatchCache> gpu_batches_;
+  std::vector<GpuBatch> batches_;  // the block's split, one per gpu_batches_ entry
+  // Where sequence b is: its GPU batch and its index within it.
+  std::pair<std::size_t, int> locate(int b) const;
   ScoreTrace trace_;  // OFFGEN_TRACE_SCORES (score_trace.h)
   // int4: the fp16 K and V block a task's resident cache is expanded into (gpu tier).
   Buffer expanded_k_, expanded_v_;

@@ -25,7 +25,8 @@ std::vector<const KvPolicy*> policy_pointers(const std::vector<std::unique_ptr<K
 BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
                          const ModelWeights& weights, int max_prompt, int max_new,
                          std::vector<std::unique_ptr<KvPolicy>> policies, WeightStreamer* streamer,
-                         const BlockShape& shape, Storage kv_storage, const PickExtras& extras)
+                         const BlockShape& shape, Storage kv_storage, const PickExtras& extras,
+                         int min_capacity)
     : device_(device),
       ops_(ops),
       config_(config),
@@ -99,7 +100,7 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
 
   kv_cache_ =
       std::make_unique<BlockKvCache>(device, ops, config, policy_pointers(policies_), gpu_batches_,
-                                     max_prompt, shape.cpu_attention, kv_storage);
+                                     max_prompt, shape.cpu_attention, kv_storage, min_capacity);
   if (kv_cache_->has_offloaded() || host_activations_) {
     kv_streams_[0] = &device.stream(StreamRole::h2d_kv);
     kv_streams_[1] = &device.stream(StreamRole::d2h_kv);
@@ -323,6 +324,21 @@ void BlockRunner::decode(std::span<const std::int32_t> tokens,
   slot_use_.useful += running;
   slot_use_.idle += static_cast<std::uint64_t>(block_) - running;
   ++slot_use_.passes;
+}
+
+bool BlockRunner::can_adopt(int b) const {
+  return host_activations_ == nullptr && kv_cache_->resident(b);
+}
+
+void BlockRunner::adopt(int b, const BlockRunner& from, int from_b,
+                        std::unique_ptr<KvPolicy> policy) {
+  OFFGEN_CHECK(prefilled_ && from.prefilled_ && b >= 0 && b < block_ && from_b >= 0 &&
+                   from_b < from.block_ && can_adopt(b) && from.can_adopt(from_b) &&
+                   policy->kind() == policies_.front()->kind(),
+               "sequence {} of a block of {} cannot take sequence {} of a block of {}", b, block_,
+               from_b, from.block_);
+  kv_cache_->adopt(device_, compute_, b, *from.kv_cache_, from_b, policy.get());
+  policies_[static_cast<std::size_t>(b)] = std::move(policy);
 }
 
 void BlockRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x) {

@@ -49,11 +49,13 @@ class BlockRunner {
   // (scheduler/runner_layout.h), and nothing later; throws OutOfMemoryError if it does not fit.
   // streamer: where layer weights are offloaded, what brings them in per layer (else null).
   // shape: GPU batches and KV placement. kv_storage: how the KV cache keeps its rows.
-  // extras: logit edits and top log-probs the picks carry.
+  // extras: logit edits and top log-probs the picks carry. min_capacity: KV slots per cache at
+  // least (0: the largest C + 1), for sequences that take over finished ones (adopt).
   BlockRunner(Device& device, Ops& ops, const ModelConfig& config, const ModelWeights& weights,
               int max_prompt, int max_new, std::vector<std::unique_ptr<KvPolicy>> policies,
               WeightStreamer* streamer = nullptr, const BlockShape& shape = {},
-              Storage kv_storage = Storage::fp16, const PickExtras& extras = {});
+              Storage kv_storage = Storage::fp16, const PickExtras& extras = {},
+              int min_capacity = 0);
   BlockRunner(const BlockRunner&) = delete;
   BlockRunner& operator=(const BlockRunner&) = delete;
   ~BlockRunner();
@@ -64,6 +66,16 @@ class BlockRunner {
   // sequence that is done (finished, or past the end of its text): its token is computed but not
   // kept in the cache, so it costs nothing later.
   void decode(std::span<const std::int32_t> tokens, std::span<const std::uint8_t> advancing);
+
+  // Continuous batching: sequence b, which has finished, is replaced by sequence from_b of
+  // `from` — a runner of the same KV capacity and storage that has just prefilled it — under
+  // `policy` (made for that sequence's lengths as from's was). Its KV cache and policy state are
+  // copied in on the compute stream; from then on it decodes here, with results exactly those it
+  // would have had here from the start. Both sequences must keep their KV on the gpu tier
+  // (can_adopt).
+  void adopt(int b, const BlockRunner& from, int from_b, std::unique_ptr<KvPolicy> policy);
+  // Whether sequence b can adopt: its KV is on the gpu tier and its hidden states are too.
+  bool can_adopt(int b) const;
 
   // After prefill() or decode(): each sequence's greedy next token (argmax of its logits, ties:
   // the lowest id), computed on the device so only the ids come back. Valid until the next call.

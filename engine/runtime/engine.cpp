@@ -16,6 +16,7 @@
 #include "engine/model/model_name.h"
 #include "engine/runtime/block_runner.h"
 #include "engine/runtime/device_setup.h"
+#include "engine/runtime/generation_picks.h"
 #include "offload/weight_store.h"
 #include "offload/weight_streamer.h"
 #include "policies/kv_budget.h"
@@ -175,41 +176,60 @@ void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& ru
 }
 
 // What generate and score share: each request is checked (a bad one is reported at once and
-// skipped), the good ones run in blocks of similar length whose size the sizer keeps near the
-// time target, and a request that does not fit even alone gets its own "does not fit" error.
-// `before_block(n)` runs before each block of n requests (the interrupt check, progress);
-// run_block(block, results, report) reports each request it finishes through `report`; slots()
-// is the engine's token-slot count, whose growth over a block the sizer learns the cost from.
-template <typename Result, typename Request, typename Check, typename Length, typename Work,
-          typename RunBlock, typename Callback, typename BeforeBlock, typename Slots>
-std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer& sizer,
-                                  const Check& check, const Length& length, const Work& work,
-                                  const RunBlock& run_block, const Callback& on_done,
-                                  const BeforeBlock& before_block, const Slots& slots) {
-  std::vector<Result> results(requests.size());
+// skipped), the good ones run in order of length. Results, and a report that counts them.
+template <typename Result>
+struct JobResults {
+  JobResults(std::size_t requests, const std::function<void(std::size_t, const Result&)>& on_done)
+      : results(requests), on_done_(on_done) {}
+  std::vector<Result> results;
   std::size_t reported = 0;
-  const std::function<void(std::size_t, const Result&)> report = [&](std::size_t index,
-                                                                     const Result& result) {
+  std::function<void(std::size_t, const Result&)> on_done_;
+  const std::function<void(std::size_t, const Result&)> report = [this](std::size_t index,
+                                                                        const Result& result) {
     ++reported;
-    if (on_done) on_done(index, result);
+    if (on_done_) on_done_(index, result);
   };
+};
+
+// The requests that pass `check`, in the order they run (by length); the others are reported.
+template <typename Result, typename Request, typename Check, typename Length>
+std::vector<std::size_t> checked_in_order(std::span<const Request> requests, const Check& check,
+                                          const Length& length, JobResults<Result>& job) {
   std::vector<std::size_t> checked;
   std::vector<std::size_t> lengths;
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    results[i].error = check(requests[i]);
-    if (results[i].error.empty()) {
+    job.results[i].error = check(requests[i]);
+    if (job.results[i].error.empty()) {
       checked.push_back(i);
       lengths.push_back(length(requests[i]));
     } else {
-      report(i, results[i]);
+      job.report(i, job.results[i]);
     }
   }
   std::vector<std::size_t> good;
   for (std::size_t k : order_by_length(lengths)) good.push_back(checked[k]);
+  return good;
+}
+
+// Runs `good` (checked, in order) in blocks whose size the sizer keeps near the time target, and
+// a request that does not fit even alone gets its own "does not fit" error.
+// `before_block(n)` runs before each block of n requests (the interrupt check, progress);
+// run_block(block, results, report) reports each request it finishes through `report`; slots()
+// is the engine's token-slot count, whose growth over a block the sizer learns the cost from.
+// At most `max_blocks` blocks run; returns how many requests of `good` they took.
+template <typename Result, typename Request, typename Work, typename RunBlock, typename BeforeBlock,
+          typename Slots>
+std::size_t run_in_blocks(std::span<const Request> requests, std::span<const std::size_t> good,
+                          BlockSizer& sizer, const Work& work, const RunBlock& run_block,
+                          JobResults<Result>& job, const BeforeBlock& before_block,
+                          const Slots& slots,
+                          std::size_t max_blocks = std::numeric_limits<std::size_t>::max()) {
   std::vector<SequenceWork> upcoming;
   for (std::size_t index : good) upcoming.push_back(work(requests[index]));
   using Clock = std::chrono::steady_clock;
-  for (std::size_t start = 0; start < good.size();) {
+  std::vector<Result>& results = job.results;
+  std::size_t start = 0;
+  for (std::size_t blocks = 0; start < good.size() && blocks < max_blocks; ++blocks) {
     const std::size_t n = sizer.next(std::span(upcoming).subspan(start));
     before_block(n);
     const std::vector<std::size_t> indices(good.begin() + static_cast<std::ptrdiff_t>(start),
@@ -219,13 +239,13 @@ std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer&
     run_splitting_on_oom(
         indices,
         [&](std::span<const std::size_t> block) {
-          const std::size_t before = reported;
+          const std::size_t before = job.reported;
           try {
-            run_block(block, results, report);
+            run_block(block, results, job.report);
           } catch (const OutOfMemoryError& e) {
             // An allocation failing after some of the block was reported (a device's own
             // workspace, not the runner) cannot be retried without answering a request twice.
-            if (reported != before) {
+            if (job.reported != before) {
               throw Error(
                   fmt::format("the device ran out of memory while running a block: {}", e.what()));
             }
@@ -236,7 +256,7 @@ std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer&
         [&](std::size_t index, const std::string& why) {
           results[index] = Result{};
           results[index].error = fmt::format("does not fit the memory budgets: {}", why);
-          report(index, results[index]);
+          job.report(index, results[index]);
         });
     // What actually ran: passes and slots (early stops end a block sooner than its max_tokens;
     // a block split to fit runs its halves one after the other).
@@ -245,7 +265,7 @@ std::vector<Result> run_in_blocks(std::span<const Request> requests, BlockSizer&
                   std::chrono::duration<double>(Clock::now() - began).count());
     start += n;
   }
-  return results;
+  return start;
 }
 
 // Tokens of a text that score runs as its prefill: the first prefill_tokens (0: all of them).
@@ -326,14 +346,14 @@ void Engine::check_interrupt() const {
 
 std::unique_ptr<BlockRunner> Engine::make_runner(int max_prompt, int max_new,
                                                  std::span<const SequenceLengths> sequences,
-                                                 const PickExtras& extras) {
+                                                 const PickExtras& extras, int min_capacity) {
   std::vector<std::unique_ptr<KvPolicy>> policies;
   for (const SequenceLengths& s : sequences) {
     policies.push_back(block_policy(policy_budget(s.prompt, s.new_tokens, s.total)));
   }
   auto runner = std::make_unique<BlockRunner>(
       *device_, *ops_, config_, weights_->weights(), max_prompt, max_new, std::move(policies),
-      streamer_.get(), options_.placement.block, options_.compression.kv, extras);
+      streamer_.get(), options_.placement.block, options_.compression.kv, extras, min_capacity);
   if (sampleable_) runner->set_sampleable(sampleable_.as<const std::uint8_t>());
   return runner;
 }
@@ -381,16 +401,37 @@ void Engine::before_block(std::size_t requests) const {
 
 std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest> requests,
                                                const GenerationCallback& on_done) {
+  JobResults<GenerationResult> job(requests.size(), on_done);
+  const std::vector<std::size_t> good = checked_in_order<GenerationResult>(
+      requests, [&](const GenerationRequest& r) { return check(r); },
+      [](const GenerationRequest& r) { return r.prompt.size(); }, job);
   BlockSizer sizer = job_sizer();
-  return run_in_blocks<GenerationResult>(
-      requests, sizer, [&](const GenerationRequest& r) { return check(r); },
-      [](const GenerationRequest& r) { return r.prompt.size(); },
-      [](const GenerationRequest& r) {
-        return SequenceWork{static_cast<int>(r.prompt.size()), r.max_tokens};
-      },
-      [&](std::span<const std::size_t> block, std::vector<GenerationResult>& results,
-          const GenerationCallback& report) { generate_block(requests, block, results, report); },
-      on_done, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; });
+  const auto work = [](const GenerationRequest& r) {
+    return SequenceWork{static_cast<int>(r.prompt.size()), r.max_tokens};
+  };
+  const auto run_blocks = [&](std::span<const std::size_t> order, std::size_t max_blocks) {
+    return run_in_blocks<GenerationResult>(
+        requests, order, sizer, work,
+        [&](std::span<const std::size_t> block, std::vector<GenerationResult>& results,
+            const GenerationCallback& report) { generate_block(requests, block, results, report); },
+        job, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; }, max_blocks);
+  };
+  std::size_t started = 0;
+  if (refills_rows() && !good.empty()) {
+    std::vector<SequenceWork> upcoming;
+    for (const std::size_t index : good) upcoming.push_back(work(requests[index]));
+    // The sizer's first, small block measures the cost of work; then one runner of the rows the
+    // sizer fits to the target runs the rest, each finished row taking the next request.
+    const auto planned = static_cast<std::size_t>(options_.placement.block_size());
+    if (!sizer.measured() && sizer.next(upcoming) < std::min(planned, good.size())) {
+      started = run_blocks(good, 1);
+    }
+    const std::size_t rows = sizer.rows(std::span(upcoming).subspan(started));
+    started += generate_continuously(requests, std::span(good).subspan(started), rows, job.results,
+                                     job.report);
+  }
+  run_blocks(std::span(good).subspan(started), std::numeric_limits<std::size_t>::max());
+  return std::move(job.results);
 }
 
 void Engine::generate_block(std::span<const GenerationRequest> requests,
@@ -460,23 +501,8 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
       const GenerationRequest& request = requests[indices[b]];
       GenerationResult& result = results[indices[b]];
       const std::int32_t token = picks[b];
-      result.tokens.push_back(token);
       editor.record(b, token);
-      if (request.logprobs) result.token_logprobs.push_back(logprobs[b]);
-      if (request.logprobs && request.top_logprobs > 0) {
-        auto& top = result.top_logprobs.emplace_back();
-        const std::size_t at = b * static_cast<std::size_t>(top_logprobs);
-        for (int j = 0; j < request.top_logprobs; ++j) {
-          top.emplace_back(runner->top_logprob_ids()[at + static_cast<std::size_t>(j)],
-                           runner->top_logprob_values()[at + static_cast<std::size_t>(j)]);
-        }
-      }
-      const bool eos = config_.is_eos(token) && !request.ignore_eos;
-      // Before min_tokens, stop tokens are banned and stop strings not looked for (vLLM's).
-      const bool may_stop = static_cast<int>(result.tokens.size()) >= request.shaping.min_tokens;
-      const bool stopped = eos || (may_stop && request.stop && request.stop(result.tokens));
-      if (stopped || static_cast<int>(result.tokens.size()) >= request.max_tokens) {
-        result.finish = stopped ? FinishReason::stop : FinishReason::length;
+      if (record_pick(config_, request, result, token, *runner, b, logprobs)) {
         active[b] = 0;
         if (on_done) on_done(indices[b], result);
       } else {
@@ -499,10 +525,13 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
   OFFGEN_CHECK_NAMING(prefill_tokens >= 0, [=](ParameterNamer name) {
     return fmt::format("{} must be >= 0 (got {})", name(Parameter::prefill_tokens), prefill_tokens);
   });
+  JobResults<ScoreResult> job(requests.size(), on_done);
+  const std::vector<std::size_t> good = checked_in_order<ScoreResult>(
+      requests, [&](const ScoreRequest& r) { return check(r); },
+      [](const ScoreRequest& r) { return r.tokens.size(); }, job);
   BlockSizer sizer = job_sizer();
-  return run_in_blocks<ScoreResult>(
-      requests, sizer, [&](const ScoreRequest& r) { return check(r); },
-      [](const ScoreRequest& r) { return r.tokens.size(); },
+  run_in_blocks<ScoreResult>(
+      requests, std::span<const std::size_t>(good), sizer,
       [&](const ScoreRequest& r) {
         const int len = static_cast<int>(r.tokens.size());
         const int prefix = prefix_length(prefill_tokens, len);
@@ -512,7 +541,8 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
           const ScoreCallback& report) {
         score_block(requests, block, prefill_tokens, results, report);
       },
-      on_done, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; });
+      job, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; });
+  return std::move(job.results);
 }
 
 void Engine::score_block(std::span<const ScoreRequest> requests,

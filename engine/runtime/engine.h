@@ -66,6 +66,10 @@ struct EngineOptions {
   // many seconds of work (learned from the blocks that ran; scheduler/block_sizer.h), so results
   // appear and an interrupt loses at most about this much. 0: every block is the planned block.
   double block_seconds = 30.0;
+  // generate: a finished sequence's row takes the job's next request at once (continuous
+  // batching), where every sequence keeps its KV and hidden states on the gpu tier; otherwise,
+  // or when false, a block runs until its last request is done.
+  bool continuous_batching = true;
 };
 
 enum class FinishReason { stop, length };
@@ -203,9 +207,11 @@ class Engine {
   // A runner for one sequence per entry, of up to max_prompt prompt tokens and max_new decode
   // steps, each with the engine's policy at the budget its own lengths give; the KV cache is
   // sized for the largest, split into the engine's GPU batches and KV placement.
+  // min_capacity: KV slots per cache at least (0: the largest sequence's), so that requests of
+  // larger budgets can take finished sequences' caches (BlockRunner::adopt).
   std::unique_ptr<BlockRunner> make_runner(int max_prompt, int max_new,
                                            std::span<const SequenceLengths> sequences,
-                                           const PickExtras& extras = {});
+                                           const PickExtras& extras = {}, int min_capacity = 0);
   // The same for a block of `block` sequences of equal lengths (benchmarks drive it directly):
   // max_prompt prompt tokens, max_new decode steps, `total_len` tokens (0 = max_prompt + max_new).
   std::unique_ptr<BlockRunner> make_runner(int block, int max_prompt, int max_new,
@@ -226,6 +232,17 @@ class Engine {
 
  private:
   SlotUse slot_use_;
+  // Whether generate refills finished rows with the next requests (continuous batching): when
+  // every sequence keeps its KV and hidden states on the gpu tier, where a finished sequence's
+  // caches can be taken over in place.
+  bool refills_rows() const;
+  // Runs `order` (checked requests, in the order they run) through a runner of `rows` rows
+  // whose finished rows take the next requests (continuous_generation.cpp); returns how many of
+  // `order` it ran — all, unless that runner does not fit, when the rest is left to blocks.
+  std::size_t generate_continuously(std::span<const GenerationRequest> requests,
+                                    std::span<const std::size_t> order, std::size_t rows,
+                                    std::vector<GenerationResult>& results,
+                                    const GenerationCallback& report);
   void generate_block(std::span<const GenerationRequest> requests,
                       std::span<const std::size_t> indices, std::vector<GenerationResult>& results,
                       const GenerationCallback& on_done);

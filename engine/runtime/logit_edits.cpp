@@ -33,37 +33,52 @@ void validate(const LogitShaping& s, int vocab) {
 
 LogitEditor::LogitEditor(std::span<const Sequence> sequences)
     : rows_(sequences.size()), penalties_(sequences.size()) {
-  for (std::size_t b = 0; b < sequences.size(); ++b) {
-    const Sequence& s = sequences[b];
-    if (s.shaping == nullptr || !s.shaping->edits_logits()) continue;
-    Row& row = rows_[b];
-    row.shaping = s.shaping;
-    const LogitShaping& shaping = *s.shaping;
-    penalties_[b] = {shaping.repetition_penalty, shaping.frequency_penalty,
-                     shaping.presence_penalty};
-    auto entry = [&](std::int32_t token) -> kernels::LogitEdit& {
-      kernels::LogitEdit& e = row.edits[token];
-      e.row = static_cast<std::int32_t>(b);
-      e.token = token;
-      return e;
-    };
-    if (shaping.repetition_penalty != 1.0f) {
-      for (const std::int32_t token : s.prompt) entry(token).flags |= kernels::kEditInContext;
-    }
-    for (const auto& [token, bias] : shaping.logit_bias) entry(token).bias = bias;
-    if (shaping.min_tokens > 0) {
-      row.stop_ids.assign(s.eos_ids.begin(), s.eos_ids.end());
-      row.stop_ids.insert(row.stop_ids.end(), shaping.stop_ids.begin(), shaping.stop_ids.end());
-      for (const std::int32_t token : row.stop_ids) entry(token).flags |= kernels::kEditBanned;
-    }
-    // Distinct ids a step can name: the prompt's (repetition), the generated ones (any penalty),
-    // the biased and the banned.
-    const bool repetition = shaping.repetition_penalty != 1.0f;
-    const bool counts = shaping.frequency_penalty != 0.0f || shaping.presence_penalty != 0.0f;
-    capacity_ += static_cast<std::int64_t>((repetition ? s.prompt.size() : 0) +
-                                           shaping.logit_bias.size() + row.stop_ids.size()) +
-                 (repetition || counts ? s.max_tokens : 0);
+  for (std::size_t b = 0; b < sequences.size(); ++b) set_row(b, sequences[b]);
+}
+
+std::int64_t LogitEditor::capacity_of(const Sequence& s) {
+  if (s.shaping == nullptr || !s.shaping->edits_logits()) return 0;
+  const LogitShaping& shaping = *s.shaping;
+  const bool repetition = shaping.repetition_penalty != 1.0f;
+  const bool counts = shaping.frequency_penalty != 0.0f || shaping.presence_penalty != 0.0f;
+  const std::size_t stop_ids =
+      shaping.min_tokens > 0 ? s.eos_ids.size() + shaping.stop_ids.size() : 0;
+  return static_cast<std::int64_t>((repetition ? s.prompt.size() : 0) + shaping.logit_bias.size() +
+                                   stop_ids) +
+         (repetition || counts ? s.max_tokens : 0);
+}
+
+void LogitEditor::replace(std::size_t b, const Sequence& sequence) {
+  OFFGEN_CHECK(b < rows_.size(), "logit edits: no row {} in a block of {}", b, rows_.size());
+  capacity_ -= rows_[b].capacity;
+  rows_[b] = Row{};
+  penalties_[b] = {};
+  set_row(b, sequence);
+}
+
+void LogitEditor::set_row(std::size_t b, const Sequence& s) {
+  if (s.shaping == nullptr || !s.shaping->edits_logits()) return;
+  Row& row = rows_[b];
+  row.shaping = s.shaping;
+  const LogitShaping& shaping = *s.shaping;
+  penalties_[b] = {shaping.repetition_penalty, shaping.frequency_penalty, shaping.presence_penalty};
+  auto entry = [&](std::int32_t token) -> kernels::LogitEdit& {
+    kernels::LogitEdit& e = row.edits[token];
+    e.row = static_cast<std::int32_t>(b);
+    e.token = token;
+    return e;
+  };
+  if (shaping.repetition_penalty != 1.0f) {
+    for (const std::int32_t token : s.prompt) entry(token).flags |= kernels::kEditInContext;
   }
+  for (const auto& [token, bias] : shaping.logit_bias) entry(token).bias = bias;
+  if (shaping.min_tokens > 0) {
+    row.stop_ids.assign(s.eos_ids.begin(), s.eos_ids.end());
+    row.stop_ids.insert(row.stop_ids.end(), shaping.stop_ids.begin(), shaping.stop_ids.end());
+    for (const std::int32_t token : row.stop_ids) entry(token).flags |= kernels::kEditBanned;
+  }
+  row.capacity = capacity_of(s);
+  capacity_ += row.capacity;
 }
 
 StepLogitEdits LogitEditor::step(std::span<const std::uint8_t> active) {

@@ -53,6 +53,13 @@ class LogitEditor {
   };
   explicit LogitEditor(std::span<const Sequence> sequences);
 
+  // The most edits one step can send for a sequence: the distinct ids its prompt (with a
+  // repetition penalty), bias, banned stop ids and generated tokens (with any penalty) can name.
+  static std::int64_t capacity_of(const Sequence& sequence);
+  // Row b is now `sequence`, which has generated nothing yet (continuous batching: the next
+  // request of a job takes a finished one's row).
+  void replace(std::size_t b, const Sequence& sequence);
+
   // True when some sequence edits its logits (else the runner is given no edits at all).
   bool any() const { return capacity_ > 0; }
   // The most edits one step can send: the runner sizes its buffers for it.
@@ -68,7 +75,9 @@ class LogitEditor {
     std::vector<std::int32_t> stop_ids;                // EOS and stop ids, banned before min_tokens
     std::map<std::int32_t, kernels::LogitEdit> edits;  // by token: context, counts, bias
     int generated = 0;
+    std::int64_t capacity = 0;  // capacity_of its sequence
   };
+  void set_row(std::size_t b, const Sequence& sequence);
   std::vector<Row> rows_;
   std::vector<kernels::LogitEdit> step_edits_;
   std::vector<kernels::RowPenalties> penalties_;

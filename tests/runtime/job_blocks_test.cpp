@@ -1,6 +1,9 @@
 // A batch job on many short requests whose planned block would hold them all: results come out
 // block by block (the first block small, the next sized to the time target), so a user sees
 // answers early and an interrupt keeps every finished block; tokens are reported step by step.
+// This is the path of scoring and of placements that keep KV or hidden states off the gpu tier;
+// generate refills finished rows elsewhere (continuous_batching_test.cpp), so these tests turn
+// that off.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -33,6 +36,7 @@ class JobBlocks : public ::testing::Test {
     options.device = DeviceChoice::cpu;
     options.placement.gpu_batch = 600;  // one planned block would hold the whole job
     options.block_seconds = block_seconds;
+    options.continuous_batching = false;
     return Engine(options);
   }
   test::TempDir dir_;
