@@ -46,25 +46,80 @@ std::size_t BlockSizer::next(std::span<const SequenceWork> upcoming) const {
   return n;
 }
 
-std::size_t BlockSizer::rows(std::span<const SequenceWork> upcoming) const {
+std::size_t BlockSizer::rows(std::span<const SequenceWork> upcoming,
+                             std::size_t refill_divisor) const {
   const std::size_t most = std::min(max_block_, std::max<std::size_t>(upcoming.size(), 1));
-  if (target_ <= 0 || upcoming.empty() || seen_.empty() || per_slot_ <= 0) return next(upcoming);
-  int prompt = 0;
+  if (target_ <= 0 || upcoming.empty() || !both_parts_) return next(upcoming);
+  // The first requests stand for the job: the simulation costs O(their slots) per size.
+  const std::span<const SequenceWork> sample =
+      upcoming.first(std::min<std::size_t>(upcoming.size(), std::max<std::size_t>(4096, 4 * most)));
   int steps = 0;
-  for (const SequenceWork& w : upcoming) {
-    prompt = std::max(prompt, w.prompt);
-    steps = std::max(steps, w.steps);
+  for (const SequenceWork& w : upcoming) steps = std::max(steps, w.steps);
+  // The largest runner whose longest-running request fits the target (all, where the fixed
+  // cost alone takes half of it: shrinking could not meet it).
+  std::size_t fits = most;
+  if (per_step_ * steps < 0.5 * target_) {
+    fits = 1;
+    for (std::size_t n = 2; n <= most; ++n) {
+      if (steps * (per_step_ + per_slot_ * static_cast<double>(n)) > target_) break;
+      fits = n;
+    }
   }
-  if (per_step_ * steps >= 0.5 * target_) return most;
-  std::size_t fits = 1;
-  for (std::size_t n = 2; n <= most; ++n) {
-    const double rows = static_cast<double>(n);
-    const double life = per_step_ * steps + per_slot_ * (rows * std::max(steps - 1, 0) +
-                                                         std::max(rows / 8, 1.0) * prompt);
-    if (life > target_) break;
-    fits = n;
+  std::size_t best = fits;
+  double best_seconds = continuous_seconds(sample, fits, refill_divisor);
+  for (std::size_t n = fits; n > 1;) {
+    n = std::min(n - 1, static_cast<std::size_t>(static_cast<double>(n) * 0.85));
+    const double seconds = continuous_seconds(sample, std::max<std::size_t>(n, 1), refill_divisor);
+    if (seconds < best_seconds) {
+      best_seconds = seconds;
+      best = std::max<std::size_t>(n, 1);
+    }
   }
-  return fits;
+  return best;
+}
+
+double BlockSizer::continuous_seconds(std::span<const SequenceWork> upcoming, std::size_t rows,
+                                      std::size_t refill_divisor) const {
+  rows = std::max<std::size_t>(rows, 1);
+  const std::size_t threshold =
+      std::max<std::size_t>(1, rows / std::max<std::size_t>(refill_divisor, 1));
+  std::vector<int> left(rows, 0);  // decode steps each row still runs; 0: free
+  std::size_t next = 0;
+  double passes = 0;
+  double slots = 0;
+  std::size_t running = 0;
+  // A prefill of the next k requests into free rows; a request of one step ends at its pick.
+  const auto refill = [&](std::size_t k) {
+    int longest = 0;
+    for (std::size_t i = 0; i < k; ++i) longest = std::max(longest, upcoming[next + i].prompt);
+    passes += 1;
+    slots += static_cast<double>(k) * longest;
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+      const int decode = upcoming[next + i].steps - 1;
+      if (decode <= 0) continue;
+      while (left[row] > 0) ++row;
+      left[row] = decode;
+      ++running;
+    }
+    next += k;
+  };
+  refill(std::min(rows, upcoming.size()));
+  for (;;) {
+    const std::size_t free = rows - running;
+    const std::size_t waiting = upcoming.size() - next;
+    if (waiting > 0 && free > 0 && (free >= threshold || free >= waiting || running == 0)) {
+      refill(std::min(free, waiting));
+      continue;
+    }
+    if (running == 0) break;
+    passes += 1;
+    slots += static_cast<double>(rows);
+    for (int& l : left) {
+      if (l > 0 && --l == 0) --running;
+    }
+  }
+  return per_step_ * passes + per_slot_ * slots;
 }
 
 void BlockSizer::observe(int steps, double slots, double seconds) {

@@ -119,6 +119,8 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
   };
 
   const std::size_t planned = std::max<std::size_t>(1, most_rows);
+  spdlog::info("{} requests through {} rows, each row taking the next request as its own finishes",
+               order.size(), std::min(planned, order.size()));
   std::size_t next = 0;  // the first request of `order` not started
   while (next < order.size()) {
     const std::size_t rows = std::min(planned, order.size() - next);
@@ -213,7 +215,7 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
     check_interrupt();
     runner->prefill(padded);
     take_step(pick(*runner, editor, active, request_of, rngs, job_logprobs));
-    const std::size_t threshold = std::max<std::size_t>(1, rows / (weights_->streamed() ? 4 : 8));
+    const std::size_t threshold = std::max<std::size_t>(1, rows / refill_divisor());
     bool refills = true;
     std::vector<int> free;
     for (;;) {

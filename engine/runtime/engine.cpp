@@ -217,12 +217,15 @@ std::vector<std::size_t> checked_in_order(std::span<const Request> requests, con
 // run_block(block, results, report) reports each request it finishes through `report`; slots()
 // is the engine's token-slot count, whose growth over a block the sizer learns the cost from.
 // At most `max_blocks` blocks run; returns how many requests of `good` they took.
+// prefills() is the engine's count of prefill passes, their slots and seconds: the sizer sees a
+// block as its prefill and its decode steps, two shapes of pass, so one block tells fixed costs
+// from per-slot ones.
 template <typename Result, typename Request, typename Work, typename RunBlock, typename BeforeBlock,
-          typename Slots>
+          typename Slots, typename Prefills>
 std::size_t run_in_blocks(std::span<const Request> requests, std::span<const std::size_t> good,
                           BlockSizer& sizer, const Work& work, const RunBlock& run_block,
                           JobResults<Result>& job, const BeforeBlock& before_block,
-                          const Slots& slots,
+                          const Slots& slots, const Prefills& prefills,
                           std::size_t max_blocks = std::numeric_limits<std::size_t>::max()) {
   std::vector<SequenceWork> upcoming;
   for (std::size_t index : good) upcoming.push_back(work(requests[index]));
@@ -236,6 +239,7 @@ std::size_t run_in_blocks(std::span<const Request> requests, std::span<const std
                                            good.begin() + static_cast<std::ptrdiff_t>(start + n));
     const auto began = Clock::now();
     const SlotUse slots_before = slots();
+    const PassTime prefills_before = prefills();
     run_splitting_on_oom(
         indices,
         [&](std::span<const std::size_t> block) {
@@ -261,8 +265,17 @@ std::size_t run_in_blocks(std::span<const Request> requests, std::span<const std
     // What actually ran: passes and slots (early stops end a block sooner than its max_tokens;
     // a block split to fit runs its halves one after the other).
     const SlotUse ran = slots() - slots_before;
-    sizer.observe(static_cast<int>(ran.passes), static_cast<double>(ran.computed()),
-                  std::chrono::duration<double>(Clock::now() - began).count());
+    const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+    const PassTime prefill = prefills() - prefills_before;
+    if (prefill.passes > 0 && ran.passes > prefill.passes && prefill.seconds < seconds &&
+        ran.computed() > prefill.slots) {
+      sizer.observe(static_cast<int>(prefill.passes), static_cast<double>(prefill.slots),
+                    prefill.seconds);
+      sizer.observe(static_cast<int>(ran.passes - prefill.passes),
+                    static_cast<double>(ran.computed() - prefill.slots), seconds - prefill.seconds);
+    } else {
+      sizer.observe(static_cast<int>(ran.passes), static_cast<double>(ran.computed()), seconds);
+    }
     start += n;
   }
   return start;
@@ -329,6 +342,11 @@ std::string Engine::check(const ScoreRequest& request) const {
                        request.tokens.size(), config_.max_positions(), window_note(config_));
   }
   return check_ids(request.tokens, config_);
+}
+
+std::size_t Engine::refill_divisor() const {
+  // Where the weights stream in every pass, a refill's pass costs a weight load: fewer, larger.
+  return weights_->streamed() ? 4 : 8;
 }
 
 int Engine::policy_budget(int max_prompt, int max_new, int total_len) const {
@@ -414,7 +432,8 @@ std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest
         requests, order, sizer, work,
         [&](std::span<const std::size_t> block, std::vector<GenerationResult>& results,
             const GenerationCallback& report) { generate_block(requests, block, results, report); },
-        job, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; }, max_blocks);
+        job, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; },
+        [&] { return prefill_time_; }, max_blocks);
   };
   std::size_t started = 0;
   if (refills_rows() && !good.empty()) {
@@ -426,7 +445,7 @@ std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest
     if (!sizer.measured() && sizer.next(upcoming) < std::min(planned, good.size())) {
       started = run_blocks(good, 1);
     }
-    const std::size_t rows = sizer.rows(std::span(upcoming).subspan(started));
+    const std::size_t rows = sizer.rows(std::span(upcoming).subspan(started), refill_divisor());
     started += generate_continuously(requests, std::span(good).subspan(started), rows, job.results,
                                      job.report);
   }
@@ -469,6 +488,8 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
   auto runner = make_runner(padded.seq, max_new - 1, lengths, {editor.capacity(), top_logprobs});
   const SlotUseCounter count_slots{*runner, slot_use_};
   check_interrupt();
+  const auto prefill_began = std::chrono::steady_clock::now();
+  const SlotUse before_prefill = runner->slot_use();
   runner->prefill(padded);
 
   // Tokens are picked on the device and one id per sequence comes back each step, each sampled
@@ -492,7 +513,10 @@ void Engine::generate_block(std::span<const GenerationRequest> requests,
 
   std::vector<std::uint8_t> active(indices.size(), 1);
   std::vector<std::int32_t> next(indices.size(), config_.pad_token_id);
-  read_step(active);
+  read_step(active);  // waits for the prefill
+  prefill_time_ += PassTime{
+      1, (runner->slot_use() - before_prefill).computed(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - prefill_began).count()};
   for (int step = 0; step < max_new; ++step) {
     report_tokens(static_cast<std::uint64_t>(std::count(active.begin(), active.end(), 1)));
     bool any_active = false;
@@ -541,7 +565,8 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
           const ScoreCallback& report) {
         score_block(requests, block, prefill_tokens, results, report);
       },
-      job, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; });
+      job, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; },
+      [] { return PassTime{}; });
   return std::move(job.results);
 }
 

@@ -232,10 +232,13 @@ class Engine {
 
  private:
   SlotUse slot_use_;
+  PassTime prefill_time_;  // generate's block prefills, timed up to their picks (the sizer's)
   // Whether generate refills finished rows with the next requests (continuous batching): when
   // every sequence keeps its KV and hidden states on the gpu tier, where a finished sequence's
   // caches can be taken over in place.
   bool refills_rows() const;
+  // A refill waits for rows / refill_divisor() free rows (BlockSizer::rows simulates the same).
+  std::size_t refill_divisor() const;
   // Runs `order` (checked requests, in the order they run) through a runner of `rows` rows
   // whose finished rows take the next requests (continuous_generation.cpp); returns how many of
   // `order` it ran — all, unless that runner does not fit, when the rest is left to blocks.

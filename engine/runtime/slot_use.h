@@ -38,6 +38,25 @@ struct SlotUse {
   }
 };
 
+// Passes of one kind (a job's prefills), the token slots they computed and their wall seconds.
+struct PassTime {
+  std::uint64_t passes = 0;
+  std::uint64_t slots = 0;
+  double seconds = 0;
+  PassTime& operator+=(const PassTime& other) {
+    passes += other.passes;
+    slots += other.slots;
+    seconds += other.seconds;
+    return *this;
+  }
+  friend PassTime operator-(PassTime a, const PassTime& b) {
+    a.passes -= b.passes;
+    a.slots -= b.slots;
+    a.seconds -= b.seconds;
+    return a;
+  }
+};
+
 // While it lives, adds what `source.slot_use()` grows by to `total` (when it ends, so a block or
 // a job that an interrupt or an error cuts short still counts what it ran). Source: a runner
 // (one block), an engine (one job).

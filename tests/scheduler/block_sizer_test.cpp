@@ -96,3 +96,44 @@ TEST(BlockSizer, NoTargetMeansThePlannedBlock) {
 
 }  // namespace
 }  // namespace offgen
+
+namespace offgen {
+namespace {
+
+// A sizer whose fit is exactly `per_step` seconds per pass plus `per_slot` per token slot.
+BlockSizer fitted(std::size_t max_block, double target, double per_step, double per_slot) {
+  BlockSizer sizer(max_block, target);
+  sizer.observe(1, 1000, per_step + 1000 * per_slot);      // a prefill
+  sizer.observe(40, 400, 40 * per_step + 400 * per_slot);  // decode steps
+  return sizer;
+}
+
+TEST(BlockSizer, SimulatesTheRefilledRunnerPassByPass) {
+  const BlockSizer sizer = fitted(8, 30.0, 1.0, 0.01);
+  // Two rows: requests 0 and 1 prefill together (padded to 4); request 1 ends at its first pick,
+  // so request 2 prefills alone into its row (6 slots); then decode steps of both rows until
+  // request 2's three are done: 3 more passes of 2 slots each.
+  const std::vector<SequenceWork> work = {{4, 3}, {2, 1}, {6, 4}};
+  EXPECT_NEAR(sizer.continuous_seconds(work, 2, 8), 5 * 1.0 + (8 + 6 + 3 * 2) * 0.01, 1e-9);
+}
+
+TEST(BlockSizer, RowsTradeTheTailOfFinishedRowsAgainstTheFixedCostOfAPass) {
+  // Short and long requests mixed: with every row running to the job's end, the short ones' rows
+  // idle through the long ones' steps.
+  std::vector<SequenceWork> work;
+  for (int i = 0; i < 400; ++i) work.push_back({10, i % 10 == 0 ? 200 : 4});
+  // A slot costs much more than a pass: fewer rows, refilled, do the job sooner.
+  const BlockSizer slots_dominate = fitted(400, 1e9, 0.001, 0.01);
+  const std::size_t rows = slots_dominate.rows(work, 8);
+  EXPECT_LT(rows, 200u);
+  EXPECT_LT(slots_dominate.continuous_seconds(work, rows, 8),
+            0.5 * slots_dominate.continuous_seconds(work, 400, 8));
+  // A pass costs much more than a slot: every row at once.
+  EXPECT_EQ(fitted(400, 1e9, 10.0, 1e-6).rows(work, 8), 400u);
+  // The target bounds the rows by the life of the longest request: 200 passes of
+  // 0.001 + 0.01 x rows seconds within 30 s leaves at most 14 rows.
+  EXPECT_LE(fitted(400, 30.0, 0.001, 0.01).rows(work, 8), 14u);
+}
+
+}  // namespace
+}  // namespace offgen
