@@ -46,8 +46,10 @@ inline void pack_kv_rows(Ops& ops, const Half* fp16, void* packed, std::int64_t 
                 .shape = packed_kv_shape(rows, head_dim)});
 }
 
-inline void expand_kv_rows(Ops& ops, void* packed, Half* fp16, std::int64_t rows, int head_dim) {
-  const PackedKv in = packed_kv(packed, rows, head_dim);
+// The first `rows` rows of a packed buffer laid out for layout_rows rows (0: rows).
+inline void expand_kv_rows(Ops& ops, void* packed, Half* fp16, std::int64_t rows, int head_dim,
+                           std::int64_t layout_rows = 0) {
+  const PackedKv in = packed_kv(packed, layout_rows > 0 ? layout_rows : rows, head_dim);
   ops.dequantize(
       {.data = in.codes, .params = in.params, .x = fp16, .shape = packed_kv_shape(rows, head_dim)});
 }

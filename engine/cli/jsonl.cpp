@@ -1,5 +1,9 @@
 #include "engine/cli/jsonl.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -146,6 +150,39 @@ std::map<std::size_t, nlohmann::ordered_json> read_jsonl_records(
   return records;
 }
 
+namespace {
+
+// Opens (creating) `path` for writing and takes its exclusive lock, so that a second run writing
+// the same output — which would cut this one's partial line on --resume, or truncate it — stops
+// with an error instead of interleaving with it. The lock lasts while the descriptor is open.
+int open_locked(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  OFFGEN_CHECK(fd >= 0, "cannot write output file {}: {}", path.string(), std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd);
+    OFFGEN_CHECK(error != EWOULDBLOCK,
+                 "{} is being written by another run (it holds the file's lock): wait for it to "
+                 "finish, or choose another output",
+                 path.string());
+    fail("cannot lock output file {}: {}", path.string(), std::strerror(error));
+  }
+  return fd;
+}
+
+// The stream of a locked descriptor, appending (the descriptor, and the lock, close with it).
+std::FILE* append_stream(int fd, const std::filesystem::path& path) {
+  std::FILE* file = ::fdopen(fd, "ab");
+  if (file == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    fail("cannot write output file {}: {}", path.string(), std::strerror(error));
+  }
+  return file;
+}
+
+}  // namespace
+
 ResumableJsonlWriter::ResumableJsonlWriter(
     const std::filesystem::path& path, ExistingOutput existing,
     std::function<std::int64_t(const nlohmann::ordered_json&)> index_of)
@@ -158,20 +195,27 @@ ResumableJsonlWriter::ResumableJsonlWriter(
                "{} already holds {} bytes of results; add --resume to keep them and run only "
                "the rest, or --overwrite to replace them",
                path.string(), existing_bytes);
-  if (resume && fs::exists(path)) {
-    recovered_ = read_jsonl_records(path, index_of_, &dropped_bytes_);
-    if (dropped_bytes_ > 0) {
-      std::error_code ec;
-      fs::resize_file(path, existing_bytes - dropped_bytes_, ec);
-      OFFGEN_CHECK(!ec, "--resume: cannot cut the partial last line of {}: {}", path.string(),
-                   ec.message());
-    }
-  }
   std::error_code ec;
   created_ = !fs::exists(path, ec);
-  file_ = std::fopen(path.c_str(), resume ? "ab" : "wb");
-  OFFGEN_CHECK(file_ != nullptr, "cannot write output file {}: {}", path.string(),
-               std::strerror(errno));
+  // Locked before anything is read, cut or truncated.
+  const int fd = open_locked(path);
+  try {
+    if (resume && !created_) {
+      recovered_ = read_jsonl_records(path, index_of_, &dropped_bytes_);
+      if (dropped_bytes_ > 0) {
+        OFFGEN_CHECK(::ftruncate(fd, static_cast<off_t>(fs::file_size(path) - dropped_bytes_)) == 0,
+                     "--resume: cannot cut the partial last line of {}: {}", path.string(),
+                     std::strerror(errno));
+      }
+    } else if (!resume) {
+      OFFGEN_CHECK(::ftruncate(fd, 0) == 0, "cannot write output file {}: {}", path.string(),
+                   std::strerror(errno));
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  file_ = append_stream(fd, path);
 }
 
 ResumableJsonlWriter::~ResumableJsonlWriter() {
@@ -225,12 +269,15 @@ void ResumableJsonlWriter::finish() {
            std::strerror(error));
     }
   }
-  std::fclose(file_);
-  file_ = nullptr;
+  // The ordered copy is locked before it takes the output's name, and the output's lock is held
+  // until then: no moment where another run could take the path.
+  const int fd = open_locked(temporary);
   std::error_code ec;
   fs::rename(temporary, path_, ec);
+  if (ec) ::close(fd);
   OFFGEN_CHECK(!ec, "cannot replace {} with its ordered copy: {}", path_.string(), ec.message());
-  file_ = std::fopen(path_.c_str(), "ab");
+  std::fclose(file_);
+  file_ = append_stream(fd, path_);
 }
 
 }  // namespace offgen::cli

@@ -377,9 +377,14 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
     Half* k_cache = int4 ? expanded_k_.as<Half>() : k.as<Half>();
     Half* v_cache = int4 ? expanded_v_.as<Half>() : v.as<Half>();
     const std::int64_t rows = std::int64_t{g.resident} * heads * capacity_;
+    // A step may compute only the GPU batch's first sequences (BlockRunner::decode's running
+    // rows); the packed buffers stay laid out for all of its resident ones.
+    const std::int64_t layout_rows =
+        std::int64_t{batches_[static_cast<std::size_t>(task.gpu_batch)].resident} * heads *
+        capacity_;
     if (int4) {
-      kernels::expand_kv_rows(ops_, k.data(), k_cache, rows, args.head_dim);
-      kernels::expand_kv_rows(ops_, v.data(), v_cache, rows, args.head_dim);
+      kernels::expand_kv_rows(ops_, k.data(), k_cache, rows, args.head_dim, layout_rows);
+      kernels::expand_kv_rows(ops_, v.data(), v_cache, rows, args.head_dim, layout_rows);
     }
     ops_.append_kv({.qkv = args.qkv,
                     .write_slot = write_slot,
@@ -392,7 +397,8 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
                     .kv_heads = heads});
     if (int4) {
       for (auto [fp16, buffer] : {std::pair{k_cache, &k}, std::pair{v_cache, &v}}) {
-        const kernels::PackedKv packed = kernels::packed_kv(buffer->data(), rows, args.head_dim);
+        const kernels::PackedKv packed =
+            kernels::packed_kv(buffer->data(), layout_rows, args.head_dim);
         ops_.quantize_kv_slots({.cache = fp16,
                                 .write_slot = write_slot,
                                 .data = packed.codes,

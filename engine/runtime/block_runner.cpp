@@ -50,6 +50,7 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
   }
   gpu_batches_ = split_block(block, shape);
   tasks_ = pass_tasks(config.num_layers, gpu_batches_);
+  head_rows_ = block;
   out_chunk_ = output_chunk_rows(block, shape.num_gpu_batches);
   RunnerShape runner_shape;
   runner_shape.block = block;
@@ -261,14 +262,15 @@ void BlockRunner::pass(Step step) {
   kv_cache_->begin_pass();
   if (host_activations_) host_activations_->begin_pass(last_seq_);
   if (streamer_ != nullptr) streamer_->begin_pass();
-  for (std::size_t i = 0; i < tasks_.size(); ++i) {
-    const BlockTask& task = tasks_[i];
+  const std::vector<BlockTask>& tasks = *pass_tasks_;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const BlockTask& task = tasks[i];
     // Load weights: a layer's are brought in once, for its first GPU batch.
     if (streamer_ != nullptr) streamer_->acquire(task, compute_);
     // Load cache and hidden states of the next task, while this one computes.
-    if (i + 1 < tasks_.size()) {
-      if (step == Step::decode) kv_cache_->prefetch(tasks_[i + 1]);
-      if (host_activations_) host_activations_->prefetch(tasks_[i + 1]);
+    if (i + 1 < tasks.size()) {
+      if (step == Step::decode) kv_cache_->prefetch(tasks[i + 1]);
+      if (host_activations_) host_activations_->prefetch(tasks[i + 1]);
     }
     Half* x = host_activations_ ? host_activations_->acquire(task)
                                 : x_.as<Half>() + std::int64_t{task.batch.first} * last_seq_ *
@@ -293,6 +295,8 @@ void BlockRunner::prefill(const PaddedBatch& prompts) {
   staging_->upload(valid_.data(), prompts.valid.data(), bytes_of<std::uint8_t>(rows));
   staging_->upload(positions_.data(), prompts.positions.data(), bytes_of<std::int32_t>(rows));
   kv_cache_->start_prefill(prompts, *staging_);
+  pass_tasks_ = &tasks_;
+  head_rows_ = block_;
   last_was_prefill_ = true;
   last_seq_ = prompts.seq;
   pass(Step::prefill);
@@ -305,11 +309,55 @@ void BlockRunner::prefill(const PaddedBatch& prompts) {
 }
 
 void BlockRunner::decode(std::span<const std::int32_t> tokens,
-                         std::span<const std::uint8_t> advancing) {
+                         std::span<const std::uint8_t> advancing, std::span<const int> running) {
   OFFGEN_CHECK(prefilled_, "decode() needs a prefill() first");
   OFFGEN_CHECK(
       tokens.size() == static_cast<std::size_t>(block_) && advancing.size() == tokens.size(),
       "decode needs one token per sequence ({} given for a block of {})", tokens.size(), block_);
+  // The rows this step computes: every row, or each GPU batch's first running[g].
+  std::uint64_t computed = static_cast<std::uint64_t>(block_);
+  pass_tasks_ = &tasks_;
+  head_rows_ = block_;
+  if (!running.empty()) {
+    // Host-resident KV and hidden states are laid out, loaded and stored per whole GPU batch.
+    OFFGEN_CHECK(!kv_cache_->has_offloaded() && host_activations_ == nullptr,
+                 "decode of the running rows only needs every sequence's KV and hidden states on "
+                 "the gpu tier");
+    OFFGEN_CHECK(running.size() == gpu_batches_.size(),
+                 "decode: {} running counts for {} GPU batches", running.size(),
+                 gpu_batches_.size());
+    std::vector<GpuBatch> batches = gpu_batches_;
+    computed = 0;
+    bool prefix = true;  // the computed rows so far are [0, head_rows_)
+    head_rows_ = 0;
+    for (std::size_t g = 0; g < batches.size(); ++g) {
+      GpuBatch& batch = batches[g];
+      const int n = running[g];
+      OFFGEN_CHECK(n >= 0 && n <= batch.size, "decode: {} running rows in a GPU batch of {}", n,
+                   batch.size);
+      for (int b = batch.first + n; b < batch.first + batch.size; ++b) {
+        OFFGEN_CHECK(!advancing[static_cast<std::size_t>(b)],
+                     "decode: sequence {} advances but is not among its GPU batch's running rows",
+                     b);
+      }
+      batch.size = std::max(n, 1);
+      batch.resident = std::min(batch.resident, batch.size);
+      computed += static_cast<std::uint64_t>(batch.size);
+      if (prefix) head_rows_ = batch.first + batch.size;
+      prefix = prefix && batch.size == gpu_batches_[g].size;
+    }
+    if (!prefix) {
+      // Running rows after a GPU batch's free ones: the head computes every row then, unless
+      // every later GPU batch is idle.
+      bool rest_idle = true;
+      for (std::size_t g = 0; g < batches.size(); ++g) {
+        if (batches[g].first >= head_rows_ && running[g] > 0) rest_idle = false;
+      }
+      if (!rest_idle) head_rows_ = block_;
+    }
+    step_tasks_ = pass_tasks(config_.num_layers, batches);
+    pass_tasks_ = &step_tasks_;
+  }
   // The step's inputs are staged in pinned memory that the previous step's copies read from.
   sync();
   staging_->upload(ids_.data(), tokens.data(), bytes_of<std::int32_t>(block_));
@@ -319,11 +367,21 @@ void BlockRunner::decode(std::span<const std::int32_t> tokens,
   last_seq_ = 1;
   pass(Step::decode);
   kv_cache_->commit(advancing);
-  const auto running =
+  const auto advanced =
       static_cast<std::uint64_t>(std::count(advancing.begin(), advancing.end(), std::uint8_t{1}));
-  slot_use_.useful += running;
-  slot_use_.idle += static_cast<std::uint64_t>(block_) - running;
+  slot_use_.useful += advanced;
+  slot_use_.idle += computed - advanced;
   ++slot_use_.passes;
+}
+
+void BlockRunner::move_row(int to, int from) {
+  OFFGEN_CHECK(prefilled_ && to != from && to >= 0 && to < block_ && from >= 0 && from < block_ &&
+                   can_adopt(to) && can_adopt(from),
+               "sequence {} of a block of {} cannot move to row {}", from, block_, to);
+  auto& moving = policies_[static_cast<std::size_t>(from)];
+  std::swap(policies_[static_cast<std::size_t>(to)], moving);
+  kv_cache_->adopt(device_, compute_, to, *kv_cache_, from,
+                   policies_[static_cast<std::size_t>(to)].get());
 }
 
 bool BlockRunner::can_adopt(int b) const {
@@ -394,8 +452,8 @@ void BlockRunner::head_of_newest_tokens(const Use& use) {
         last_was_prefill_ ? b * last_seq_ + last_seq_ - 1 : b;
   }
   staging_->upload(newest_.data(), newest_rows_.data(), bytes_of<std::int32_t>(block_));
-  for (int first = 0; first < block_; first += out_chunk_) {
-    const int n = std::min(out_chunk_, block_ - first);
+  for (int first = 0; first < head_rows_; first += out_chunk_) {
+    const int n = std::min(out_chunk_, head_rows_ - first);
     head(n, newest_.as<std::int32_t>() + first, std::int64_t{block_} * last_seq_);
     use(first, n);
   }

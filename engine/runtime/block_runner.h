@@ -65,7 +65,11 @@ class BlockRunner {
   // One decode step: tokens[b] is sequence b's next input token. advancing[b] = 0 marks a
   // sequence that is done (finished, or past the end of its text): its token is computed but not
   // kept in the cache, so it costs nothing later.
-  void decode(std::span<const std::int32_t> tokens, std::span<const std::uint8_t> advancing);
+  // running (optional, one per GPU batch): only the first running[g] sequences of GPU batch g are
+  // computed (at least one per GPU batch), so rows that wait for a request cost nothing; every
+  // advancing sequence must be among them (move_row keeps them first).
+  void decode(std::span<const std::int32_t> tokens, std::span<const std::uint8_t> advancing,
+              std::span<const int> running = {});
 
   // Continuous batching: sequence b, which has finished, is replaced by sequence from_b of
   // `from` — a runner of the same KV capacity and storage that has just prefilled it — under
@@ -76,6 +80,9 @@ class BlockRunner {
   void adopt(int b, const BlockRunner& from, int from_b, std::unique_ptr<KvPolicy> policy);
   // Whether sequence b can adopt: its KV is on the gpu tier and its hidden states are too.
   bool can_adopt(int b) const;
+  // Sequence `from` (running) moves to row `to` (finished) of this runner, caches and policy
+  // state with it — so the running sequences of a GPU batch stay its first rows.
+  void move_row(int to, int from);
 
   // After prefill() or decode(): each sequence's greedy next token (argmax of its logits, ties:
   // the lowest id), computed on the device so only the ids come back. Valid until the next call.
@@ -171,6 +178,10 @@ class BlockRunner {
   WeightStreamer* streamer_;
   std::vector<GpuBatch> gpu_batches_;
   std::vector<BlockTask> tasks_;  // of every pass, in issue order
+  // A decode step that computes only its running rows: its tasks, and the pass's (one of them).
+  std::vector<BlockTask> step_tasks_;
+  const std::vector<BlockTask>* pass_tasks_ = &tasks_;
+  int head_rows_ = 0;  // the output head computes sequences [0, head_rows_)
   std::unique_ptr<BlockKvCache> kv_cache_;
   Stream* kv_streams_[2] = {nullptr, nullptr};  // h2d_kv and d2h_kv, when KV or hidden states move
   // Each sequence's newest row for the output head, rebuilt every step (kept so a step allocates

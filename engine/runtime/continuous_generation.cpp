@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -119,8 +120,11 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
   };
 
   const std::size_t planned = std::max<std::size_t>(1, most_rows);
-  spdlog::info("{} requests through {} rows, each row taking the next request as its own finishes",
-               order.size(), std::min(planned, order.size()));
+  if (planned < order.size()) {
+    spdlog::info(
+        "{} requests through {} rows, each row taking the next request as its own finishes",
+        order.size(), planned);
+  }
   std::size_t next = 0;  // the first request of `order` not started
   while (next < order.size()) {
     const std::size_t rows = std::min(planned, order.size() - next);
@@ -212,22 +216,57 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
       return true;
     };
 
+    // Each GPU batch keeps its running sequences first (a finished row takes the last running
+    // one of its GPU batch), so a decode step computes only running[g] rows of GPU batch g and
+    // the free rows, at the end of each, are those a refill fills.
+    const std::vector<GpuBatch>& batches = runner->gpu_batches();
+    std::vector<int> running(batches.size(), 0);
+    const auto compact = [&] {
+      for (std::size_t g = 0; g < batches.size(); ++g) {
+        int low = batches[g].first;
+        int high = batches[g].first + batches[g].size - 1;
+        for (;;) {
+          while (low < high && active[static_cast<std::size_t>(low)]) ++low;
+          while (low < high && !active[static_cast<std::size_t>(high)]) --high;
+          if (low >= high) break;
+          const auto to = static_cast<std::size_t>(low);
+          const auto from = static_cast<std::size_t>(high);
+          runner->move_row(low, high);
+          editor.move(to, from);
+          std::swap(request_of[to], request_of[from]);
+          std::swap(rngs[to], rngs[from]);
+          std::swap(fed[to], fed[from]);
+          std::swap(active[to], active[from]);
+        }
+        running[g] =
+            static_cast<int>(std::count(active.begin() + batches[g].first,
+                                        active.begin() + batches[g].first + batches[g].size, 1));
+      }
+    };
+
     check_interrupt();
+    // The prefill, timed up to its picks, is what BlockSizer learns a pass's shape from.
+    const auto prefill_began = std::chrono::steady_clock::now();
+    const SlotUse before_prefill = runner->slot_use();
     runner->prefill(padded);
     take_step(pick(*runner, editor, active, request_of, rngs, job_logprobs));
+    prefill_time_ += PassTime{
+        1, (runner->slot_use() - before_prefill).computed(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - prefill_began).count()};
     const std::size_t threshold = std::max<std::size_t>(1, rows / refill_divisor());
     bool refills = true;
     std::vector<int> free;
     for (;;) {
+      compact();
       free.clear();
       for (std::size_t b = 0; b < rows; ++b) {
         if (!active[b] && runner->can_adopt(static_cast<int>(b)))
           free.push_back(static_cast<int>(b));
       }
       const std::size_t waiting = order.size() - next;
-      const auto running = static_cast<std::size_t>(std::count(active.begin(), active.end(), 1));
+      const auto alive = static_cast<std::size_t>(std::count(active.begin(), active.end(), 1));
       if (refills && waiting > 0 && !free.empty() &&
-          (free.size() >= threshold || free.size() >= waiting || running == 0)) {
+          (free.size() >= threshold || free.size() >= waiting || alive == 0)) {
         const std::size_t k = std::min(free.size(), waiting);
         if (refill(order.subspan(next, k), free)) {
           next += k;
@@ -235,9 +274,10 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
         }
         refills = false;
       }
-      if (running == 0) break;
+      if (alive == 0) break;
+      compact();  // the refill's rows
       check_interrupt();
-      runner->decode(fed, active);
+      runner->decode(fed, active, running);
       take_step(pick(*runner, editor, active, request_of, rngs, job_logprobs));
     }
   }

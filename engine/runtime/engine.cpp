@@ -175,6 +175,20 @@ void run_splitting_on_oom(const std::vector<std::size_t>& indices, const Run& ru
   }
 }
 
+// What the sizer learns from a run of `ran` slots in `seconds`, of which `prefill` were the
+// prefills': the prefills and the decode steps apart, two shapes of pass, when both ran.
+void observe_run(BlockSizer& sizer, const SlotUse& ran, const PassTime& prefill, double seconds) {
+  if (prefill.passes > 0 && ran.passes > prefill.passes && prefill.seconds < seconds &&
+      ran.computed() > prefill.slots) {
+    sizer.observe(static_cast<int>(prefill.passes), static_cast<double>(prefill.slots),
+                  prefill.seconds);
+    sizer.observe(static_cast<int>(ran.passes - prefill.passes),
+                  static_cast<double>(ran.computed() - prefill.slots), seconds - prefill.seconds);
+  } else {
+    sizer.observe(static_cast<int>(ran.passes), static_cast<double>(ran.computed()), seconds);
+  }
+}
+
 // What generate and score share: each request is checked (a bad one is reported at once and
 // skipped), the good ones run in order of length. Results, and a report that counts them.
 template <typename Result>
@@ -216,23 +230,21 @@ std::vector<std::size_t> checked_in_order(std::span<const Request> requests, con
 // `before_block(n)` runs before each block of n requests (the interrupt check, progress);
 // run_block(block, results, report) reports each request it finishes through `report`; slots()
 // is the engine's token-slot count, whose growth over a block the sizer learns the cost from.
-// At most `max_blocks` blocks run; returns how many requests of `good` they took.
 // prefills() is the engine's count of prefill passes, their slots and seconds: the sizer sees a
 // block as its prefill and its decode steps, two shapes of pass, so one block tells fixed costs
 // from per-slot ones.
 template <typename Result, typename Request, typename Work, typename RunBlock, typename BeforeBlock,
           typename Slots, typename Prefills>
-std::size_t run_in_blocks(std::span<const Request> requests, std::span<const std::size_t> good,
-                          BlockSizer& sizer, const Work& work, const RunBlock& run_block,
-                          JobResults<Result>& job, const BeforeBlock& before_block,
-                          const Slots& slots, const Prefills& prefills,
-                          std::size_t max_blocks = std::numeric_limits<std::size_t>::max()) {
+void run_in_blocks(std::span<const Request> requests, std::span<const std::size_t> good,
+                   BlockSizer& sizer, const Work& work, const RunBlock& run_block,
+                   JobResults<Result>& job, const BeforeBlock& before_block, const Slots& slots,
+                   const Prefills& prefills) {
   std::vector<SequenceWork> upcoming;
   for (std::size_t index : good) upcoming.push_back(work(requests[index]));
   using Clock = std::chrono::steady_clock;
   std::vector<Result>& results = job.results;
   std::size_t start = 0;
-  for (std::size_t blocks = 0; start < good.size() && blocks < max_blocks; ++blocks) {
+  while (start < good.size()) {
     const std::size_t n = sizer.next(std::span(upcoming).subspan(start));
     before_block(n);
     const std::vector<std::size_t> indices(good.begin() + static_cast<std::ptrdiff_t>(start),
@@ -266,19 +278,9 @@ std::size_t run_in_blocks(std::span<const Request> requests, std::span<const std
     // a block split to fit runs its halves one after the other).
     const SlotUse ran = slots() - slots_before;
     const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
-    const PassTime prefill = prefills() - prefills_before;
-    if (prefill.passes > 0 && ran.passes > prefill.passes && prefill.seconds < seconds &&
-        ran.computed() > prefill.slots) {
-      sizer.observe(static_cast<int>(prefill.passes), static_cast<double>(prefill.slots),
-                    prefill.seconds);
-      sizer.observe(static_cast<int>(ran.passes - prefill.passes),
-                    static_cast<double>(ran.computed() - prefill.slots), seconds - prefill.seconds);
-    } else {
-      sizer.observe(static_cast<int>(ran.passes), static_cast<double>(ran.computed()), seconds);
-    }
+    observe_run(sizer, ran, prefills() - prefills_before, seconds);
     start += n;
   }
-  return start;
 }
 
 // Tokens of a text that score runs as its prefill: the first prefill_tokens (0: all of them).
@@ -427,29 +429,37 @@ std::vector<GenerationResult> Engine::generate(std::span<const GenerationRequest
   const auto work = [](const GenerationRequest& r) {
     return SequenceWork{static_cast<int>(r.prompt.size()), r.max_tokens};
   };
-  const auto run_blocks = [&](std::span<const std::size_t> order, std::size_t max_blocks) {
-    return run_in_blocks<GenerationResult>(
+  const auto run_blocks = [&](std::span<const std::size_t> order) {
+    run_in_blocks<GenerationResult>(
         requests, order, sizer, work,
         [&](std::span<const std::size_t> block, std::vector<GenerationResult>& results,
             const GenerationCallback& report) { generate_block(requests, block, results, report); },
         job, [&](std::size_t n) { before_block(n); }, [&] { return slot_use_; },
-        [&] { return prefill_time_; }, max_blocks);
+        [&] { return prefill_time_; });
   };
   std::size_t started = 0;
   if (refills_rows() && !good.empty()) {
     std::vector<SequenceWork> upcoming;
     for (const std::size_t index : good) upcoming.push_back(work(requests[index]));
-    // The sizer's first, small block measures the cost of work; then one runner of the rows the
-    // sizer fits to the target runs the rest, each finished row taking the next request.
+    // The sizer's first, small block measures the cost of work (its rows start together and
+    // none is refilled); then one runner of the rows the sizer fits to the target runs the rest,
+    // each finished row taking the next request.
     const auto planned = static_cast<std::size_t>(options_.placement.block_size());
-    if (!sizer.measured() && sizer.next(upcoming) < std::min(planned, good.size())) {
-      started = run_blocks(good, 1);
+    const std::size_t probe = sizer.next(upcoming);
+    if (!sizer.measured() && probe < std::min(planned, good.size())) {
+      const auto began = std::chrono::steady_clock::now();
+      const SlotUse slots_before = slot_use_;
+      const PassTime prefills_before = prefill_time_;
+      started = generate_continuously(requests, std::span(good).first(probe), probe, job.results,
+                                      job.report);
+      observe_run(sizer, slot_use_ - slots_before, prefill_time_ - prefills_before,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
     }
     const std::size_t rows = sizer.rows(std::span(upcoming).subspan(started), refill_divisor());
     started += generate_continuously(requests, std::span(good).subspan(started), rows, job.results,
                                      job.report);
   }
-  run_blocks(std::span(good).subspan(started), std::numeric_limits<std::size_t>::max());
+  run_blocks(std::span(good).subspan(started));
   return std::move(job.results);
 }
 

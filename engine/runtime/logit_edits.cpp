@@ -56,6 +56,18 @@ void LogitEditor::replace(std::size_t b, const Sequence& sequence) {
   set_row(b, sequence);
 }
 
+void LogitEditor::move(std::size_t to, std::size_t from) {
+  OFFGEN_CHECK(to < rows_.size() && from < rows_.size() && to != from,
+               "logit edits: row {} cannot move to row {} of a block of {}", from, to,
+               rows_.size());
+  capacity_ -= rows_[to].capacity;
+  rows_[to] = std::move(rows_[from]);
+  rows_[from] = Row{};
+  for (auto& [token, edit] : rows_[to].edits) edit.row = static_cast<std::int32_t>(to);
+  penalties_[to] = penalties_[from];
+  penalties_[from] = {};
+}
+
 void LogitEditor::set_row(std::size_t b, const Sequence& s) {
   if (s.shaping == nullptr || !s.shaping->edits_logits()) return;
   Row& row = rows_[b];

@@ -59,6 +59,9 @@ class LogitEditor {
   // Row b is now `sequence`, which has generated nothing yet (continuous batching: the next
   // request of a job takes a finished one's row).
   void replace(std::size_t b, const Sequence& sequence);
+  // Row `from`'s sequence, with what it generated so far, moves to row `to` (whose sequence
+  // finished); `from` is left with none (BlockRunner::move_row).
+  void move(std::size_t to, std::size_t from);
 
   // True when some sequence edits its logits (else the runner is given no edits at all).
   bool any() const { return capacity_ > 0; }

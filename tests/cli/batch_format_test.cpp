@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -232,6 +233,35 @@ TEST(ResumableJsonlWriter, KeepsWholeRecordsCutsATornLineAndOrdersAtTheEnd) {
   std::vector<std::int64_t> order;
   while (std::getline(in, line)) order.push_back(cli::record_index(Json::parse(line)));
   EXPECT_EQ(order, (std::vector<std::int64_t>{0, 1, 2, 3}));
+}
+
+// Two runs on one output: the second must stop before it reads, cuts or truncates anything — a
+// resume would cut the first run's line in progress, and both would then write torn records.
+TEST(ResumableJsonlWriter, ASecondRunOnTheSameOutputStopsWithoutTouchingIt) {
+  test::TempDir dir;
+  const auto path = dir.path() / "out.jsonl";
+  const auto index_of = [](const Json& r) { return cli::record_index(r); };
+  std::optional<cli::ResumableJsonlWriter> first;
+  first.emplace(path, cli::ExistingOutput::overwrite, index_of);
+  first->put(Json{{"index", 0}, {"v", "a"}});
+  const std::string kept = test::read_file(path);
+  for (const auto existing : {cli::ExistingOutput::resume, cli::ExistingOutput::overwrite}) {
+    try {
+      cli::ResumableJsonlWriter second(path, existing, index_of);
+      ADD_FAILURE() << "a second writer opened an output in use";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("being written by another run"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(test::read_file(path), kept);
+  }
+  // The lock follows the output through its ordering rewrite, and ends with the writer.
+  first->put(Json{{"index", 1}, {"v", "b"}});
+  first->finish();
+  EXPECT_THROW(cli::ResumableJsonlWriter(path, cli::ExistingOutput::resume, index_of), Error);
+  first.reset();
+  const cli::ResumableJsonlWriter again(path, cli::ExistingOutput::resume, index_of);
+  EXPECT_EQ(again.recovered().size(), 2u);
 }
 
 TEST(ResumableJsonlWriter, RefusesToResumeOverAFileThatIsNotItsOutput) {

@@ -104,7 +104,7 @@ TEST(GenerateJob, TwoHundredMixedRequestsAreEachAnsweredOnceInInputOrder) {
 
 // The closing line says how much of the computed work the file's requests used: one block of a
 // 3-token and an 8-token prompt, 1 and 4 new tokens (EOS ignored) computes 2 x 8 prefill slots
-// and 2 x 3 decode slots, of which 11 + 3 carry a request's token.
+// and 3 decode steps, of which 11 + 3 slots carry a request's token.
 TEST(GenerateJob, TheClosingLineSaysWhatShareOfTheComputedTokenSlotsWasUsed) {
   test::TempDir dir;
   const auto input = dir.path() / "requests.jsonl";
@@ -112,18 +112,31 @@ TEST(GenerateJob, TheClosingLineSaysWhatShareOfTheComputedTokenSlotsWasUsed) {
                    "{\"prompt_token_ids\": [2, 10, 11], \"max_tokens\": 1, \"ignore_eos\": true}\n"
                    "{\"prompt_token_ids\": [2, 10, 11, 12, 13, 14, 15, 16], \"max_tokens\": 4, "
                    "\"ignore_eos\": true}\n");
-  const test::Finished run = test::run_offgen(
-      {"generate", "--model", (test::data_dir() / "golden" / "tiny-preln").string(), "--device",
-       "cpu", "--block-seconds", "0", "--input", input.string(), "--output",
-       (dir.path() / "out.jsonl").string()},
-      dir.path() / "log.txt");
-  ASSERT_EQ(run.code, 0) << run.output;
-  // Prefill: 2 x 8 columns, 5 of them padding; decode: 3 steps of 2 rows, the first request's
-  // idle in all of them.
-  EXPECT_NE(run.output.find("token slots used 0.64 (14 of 22 computed; wasted: 5 padding prompts "
-                            "to their block's longest, 3 rows of sequences that had finished)"),
+  const auto run = [&](const std::string& batching) {
+    return test::run_offgen(
+        {"generate", "--model", (test::data_dir() / "golden" / "tiny-preln").string(), "--device",
+         "cpu", "--block-seconds", "0", batching, "--input", input.string(), "--output",
+         (dir.path() / "out.jsonl").string(), "--overwrite"},
+        dir.path() / "log.txt");
+  };
+  // Blocks: prefill 2 x 8 columns, 5 of them padding; decode: 3 steps of 2 rows, the first
+  // request's idle in all of them.
+  const test::Finished blocks = run("--no-continuous-batching");
+  ASSERT_EQ(blocks.code, 0) << blocks.output;
+  EXPECT_NE(blocks.output.find("token slots used 0.64 (14 of 22 computed; wasted: 5 padding "
+                               "prompts to their block's longest, 3 rows of sequences that had "
+                               "finished)"),
             std::string::npos)
-      << run.output;
+      << blocks.output;
+  // Continuous batching computes only the running rows: the decode steps are the second
+  // request's alone.
+  const test::Finished refilled = run("--continuous-batching");
+  ASSERT_EQ(refilled.code, 0) << refilled.output;
+  EXPECT_NE(refilled.output.find("token slots used 0.74 (14 of 19 computed; wasted: 5 padding "
+                                 "prompts to their block's longest, 0 rows of sequences that had "
+                                 "finished)"),
+            std::string::npos)
+      << refilled.output;
 }
 
 // Starts the offgen binary with `args`; returns its pid.
