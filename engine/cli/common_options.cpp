@@ -312,9 +312,9 @@ EngineOptions CommonOptions::engine_options() const {
 
 void add_block_seconds_flag(CLI::App& cmd, double& block_seconds) {
   cmd.add_option("--block-seconds", block_seconds,
-                 "keep each block of requests near this many seconds of work, so results are "
-                 "written (and kept on an interrupt) at least about this often; 0 = run the "
-                 "planned block")
+                 "keep each block of requests (with continuous batching: each request's life) "
+                 "near this many seconds of work, so results are written (and kept on an "
+                 "interrupt) at least about this often; 0 = run the planned block")
       ->check(kNonNegativeNumber)
       ->capture_default_str();
 }
