@@ -46,6 +46,9 @@ class CacheSlots {
   // `policy` (its own, which must outlive this object and match from's for that sequence): a
   // finished sequence's slots taken by the next request of a job (continuous batching).
   void adopt(int b, const CacheSlots& from, int from_b, const KvPolicy* policy);
+  // Sequence b has finished; `policy` (outliving this object) stands in for it until a sequence
+  // is adopted there.
+  void park(int b, const KvPolicy* policy) { policies_[static_cast<std::size_t>(b)] = policy; }
 
  private:
   struct Sequence {

@@ -114,7 +114,7 @@ double BlockSizer::continuous_seconds(std::span<const SequenceWork> upcoming, st
     }
     if (running == 0) break;
     passes += 1;
-    slots += static_cast<double>(rows);
+    slots += static_cast<double>(running);  // a step computes the running rows only
     for (int& l : left) {
       if (l > 0 && --l == 0) --running;
     }

@@ -43,13 +43,13 @@ class BlockSizer {
   std::size_t next(std::span<const SequenceWork> upcoming) const;
 
   // Continuous batching (a runner whose finished rows take the next requests): how many rows.
-  // Every pass computes every row, so a runner of many rows wastes the rows that wait at the
-  // job's end for its longest requests, and one of few rows pays the fixed cost of a pass for
-  // few tokens: of the sizes whose longest-running request (its passes at per_step + per_slot x
-  // rows each) fits the target — an interrupt loses at most the life of the requests in flight
-  // — the one with the least predicted time for `upcoming`, simulated as the runner refills
-  // (continuous_seconds; a refill waits for rows / refill_divisor free rows). Before the fit
-  // tells fixed costs from per-slot ones, or without a target: as many as next() would run.
+  // A runner of few rows pays the fixed cost of a pass for few tokens; one of many pads its first
+  // prompts to the longest of many and refills in larger groups, and runs short of requests at
+  // the job's end: of the sizes whose longest-running request (its passes at per_step +
+  // per_slot x rows each) fits the target — an interrupt loses at most the life of the requests
+  // in flight — the one with the least predicted time for `upcoming`, simulated as the runner
+  // refills (continuous_seconds; a refill waits for rows / refill_divisor free rows). Before the
+  // fit tells fixed costs from per-slot ones, or without a target: as many as next() would run.
   std::size_t rows(std::span<const SequenceWork> upcoming, std::size_t refill_divisor) const;
   // Whether a block has been observed (the sizer has a cost to go by).
   bool measured() const { return !seen_.empty(); }
@@ -57,8 +57,8 @@ class BlockSizer {
   // Predicted seconds of `upcoming` (each request running to its last step) through a runner of
   // `rows` rows whose finished rows are refilled, a group of requests at a time, once
   // max(1, rows / refill_divisor) rows are free (or the rest fits, or none runs): each refill a
-  // pass over its group padded to the group's longest prompt, each decode step a pass of every
-  // row.
+  // pass over its group padded to the group's longest prompt, each decode step a pass of the
+  // running rows (BlockRunner::decode computes no other).
   double continuous_seconds(std::span<const SequenceWork> upcoming, std::size_t rows,
                             std::size_t refill_divisor) const;
 

@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <spdlog/spdlog.h>
 
 #include <cerrno>
 #include <cstring>
@@ -154,20 +157,37 @@ namespace {
 
 // Opens (creating) `path` for writing and takes its exclusive lock, so that a second run writing
 // the same output — which would cut this one's partial line on --resume, or truncate it — stops
-// with an error instead of interleaving with it. The lock lasts while the descriptor is open.
+// with an error instead of interleaving with it. The lock lasts while the descriptor is open. A
+// lock taken on a file that meanwhile lost the name (the other run renamed its ordered copy over
+// it, or removed it) is let go and the path opened again. A file system without locks (some
+// network ones) is written unlocked, with a warning.
 int open_locked(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  OFFGEN_CHECK(fd >= 0, "cannot write output file {}: {}", path.string(), std::strerror(errno));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
+  for (int attempt = 0;; ++attempt) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    OFFGEN_CHECK(fd >= 0, "cannot write output file {}: {}", path.string(), std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      if (error == ENOLCK || error == EOPNOTSUPP || error == ENOSYS) {
+        spdlog::warn("{} cannot be locked ({}): a second run on it would not be stopped",
+                     path.string(), std::strerror(error));
+        return fd;
+      }
+      ::close(fd);
+      OFFGEN_CHECK(error != EWOULDBLOCK,
+                   "{} is being written by another run (it holds the file's lock): wait for it "
+                   "to finish, or choose another output",
+                   path.string());
+      fail("cannot lock output file {}: {}", path.string(), std::strerror(error));
+    }
+    struct stat locked {};
+    struct stat named {};
+    const bool same = ::fstat(fd, &locked) == 0 && ::stat(path.c_str(), &named) == 0 &&
+                      locked.st_dev == named.st_dev && locked.st_ino == named.st_ino;
+    if (same) return fd;
     ::close(fd);
-    OFFGEN_CHECK(error != EWOULDBLOCK,
-                 "{} is being written by another run (it holds the file's lock): wait for it to "
-                 "finish, or choose another output",
+    OFFGEN_CHECK(attempt < 8, "{} keeps being replaced by another run: choose another output",
                  path.string());
-    fail("cannot lock output file {}: {}", path.string(), std::strerror(error));
   }
-  return fd;
 }
 
 // The stream of a locked descriptor, appending (the descriptor, and the lock, close with it).
@@ -219,12 +239,13 @@ ResumableJsonlWriter::ResumableJsonlWriter(
 }
 
 ResumableJsonlWriter::~ResumableJsonlWriter() {
-  if (file_ != nullptr) std::fclose(file_);
-  // A run that failed before its first record leaves no empty file of its own making behind.
+  // A run that failed before its first record leaves no empty file of its own making behind
+  // (removed while its lock is held, so no other run can have taken it).
   if (created_ && written_ == 0 && !finished_) {
     std::error_code ec;
     std::filesystem::remove(path_, ec);
   }
+  if (file_ != nullptr) std::fclose(file_);
 }
 
 void ResumableJsonlWriter::write_line(const std::string& line) {
@@ -271,13 +292,27 @@ void ResumableJsonlWriter::finish() {
   }
   // The ordered copy is locked before it takes the output's name, and the output's lock is held
   // until then: no moment where another run could take the path.
-  const int fd = open_locked(temporary);
+  const auto drop_copy = [&] {
+    std::error_code ignored;
+    fs::remove(temporary, ignored);
+  };
+  int fd = -1;
+  try {
+    fd = open_locked(temporary);
+  } catch (...) {
+    drop_copy();
+    throw;
+  }
   std::error_code ec;
   fs::rename(temporary, path_, ec);
-  if (ec) ::close(fd);
+  if (ec) {
+    ::close(fd);
+    drop_copy();
+  }
   OFFGEN_CHECK(!ec, "cannot replace {} with its ordered copy: {}", path_.string(), ec.message());
+  std::FILE* ordered_file = append_stream(fd, path_);
   std::fclose(file_);
-  file_ = append_stream(fd, path_);
+  file_ = ordered_file;
 }
 
 }  // namespace offgen::cli

@@ -269,6 +269,11 @@ void BlockKvCache::adopt(Device& device, Stream& stream, int b, const BlockKvCac
   }
 }
 
+void BlockKvCache::park(int b, const KvPolicy* policy) {
+  policies_[static_cast<std::size_t>(b)] = policy;
+  if (slots_) slots_->park(b, policy);
+}
+
 void BlockKvCache::begin_pass() {
   if (offloaded_) offloaded_->begin_pass();
 }

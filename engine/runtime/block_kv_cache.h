@@ -98,6 +98,9 @@ class BlockKvCache {
   // are enqueued on `stream` (the compute stream, after from's prefill, before the next step).
   void adopt(Device& device, Stream& stream, int b, const BlockKvCache& from, int from_b,
              const KvPolicy* policy);
+  // Sequence b has finished (its row waits for a request); `policy` (outliving this cache)
+  // stands in for it, so no entry points at a policy another row may free.
+  void park(int b, const KvPolicy* policy);
 
   // A pass (a prefill or one decode step) begins: task numbers restart at 0.
   void begin_pass();

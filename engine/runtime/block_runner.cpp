@@ -382,6 +382,7 @@ void BlockRunner::move_row(int to, int from) {
   std::swap(policies_[static_cast<std::size_t>(to)], moving);
   kv_cache_->adopt(device_, compute_, to, *kv_cache_, from,
                    policies_[static_cast<std::size_t>(to)].get());
+  kv_cache_->park(from, policies_[static_cast<std::size_t>(from)].get());
 }
 
 bool BlockRunner::can_adopt(int b) const {

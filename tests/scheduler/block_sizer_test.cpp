@@ -111,28 +111,28 @@ BlockSizer fitted(std::size_t max_block, double target, double per_step, double 
 TEST(BlockSizer, SimulatesTheRefilledRunnerPassByPass) {
   const BlockSizer sizer = fitted(8, 30.0, 1.0, 0.01);
   // Two rows: requests 0 and 1 prefill together (padded to 4); request 1 ends at its first pick,
-  // so request 2 prefills alone into its row (6 slots); then decode steps of both rows until
-  // request 2's three are done: 3 more passes of 2 slots each.
+  // so request 2 prefills alone into its row (6 slots); then decode steps of the running rows:
+  // two of both, then one of request 2's alone.
   const std::vector<SequenceWork> work = {{4, 3}, {2, 1}, {6, 4}};
-  EXPECT_NEAR(sizer.continuous_seconds(work, 2, 8), 5 * 1.0 + (8 + 6 + 3 * 2) * 0.01, 1e-9);
+  EXPECT_NEAR(sizer.continuous_seconds(work, 2, 8), 5 * 1.0 + (8 + 6 + 2 + 2 + 1) * 0.01, 1e-9);
 }
 
-TEST(BlockSizer, RowsTradeTheTailOfFinishedRowsAgainstTheFixedCostOfAPass) {
-  // Short and long requests mixed: with every row running to the job's end, the short ones' rows
-  // idle through the long ones' steps.
+TEST(BlockSizer, RowsTradePaddingAgainstTheFixedCostOfAPass) {
+  // Prompts growing from 10 to 808 tokens, in the order they run: the first rows prefill
+  // together, padded to the longest of them.
   std::vector<SequenceWork> work;
-  for (int i = 0; i < 400; ++i) work.push_back({10, i % 10 == 0 ? 200 : 4});
-  // A slot costs much more than a pass: fewer rows, refilled, do the job sooner.
+  for (int i = 0; i < 400; ++i) work.push_back({10 + 2 * i, 20});
+  // A slot costs much more than a pass: fewer rows pad less.
   const BlockSizer slots_dominate = fitted(400, 1e9, 0.001, 0.01);
   const std::size_t rows = slots_dominate.rows(work, 8);
   EXPECT_LT(rows, 200u);
   EXPECT_LT(slots_dominate.continuous_seconds(work, rows, 8),
-            0.5 * slots_dominate.continuous_seconds(work, 400, 8));
+            slots_dominate.continuous_seconds(work, 400, 8));
   // A pass costs much more than a slot: every row at once.
   EXPECT_EQ(fitted(400, 1e9, 10.0, 1e-6).rows(work, 8), 400u);
-  // The target bounds the rows by the life of the longest request: 200 passes of
-  // 0.001 + 0.01 x rows seconds within 30 s leaves at most 14 rows.
-  EXPECT_LE(fitted(400, 30.0, 0.001, 0.01).rows(work, 8), 14u);
+  // The target bounds the rows by the life of the longest request: 20 passes of
+  // 0.001 + 0.01 x rows seconds within 3 s leaves at most 14 rows.
+  EXPECT_LE(fitted(400, 3.0, 0.001, 0.01).rows(work, 8), 14u);
 }
 
 }  // namespace
