@@ -280,12 +280,10 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
       "keep the results already in --output (from an interrupted run of the same input) "
       "and run only the requests without one, or whose record is an error");
   add_block_seconds_flag(*cmd, options.common.block_seconds);
-  cmd->add_flag("--continuous-batching,!--no-continuous-batching",
-                options.common.continuous_batching,
-                "a finished request's row takes the next request at once, where the KV cache and "
-                "hidden states stay on the gpu tier; --no-continuous-batching runs each block "
-                "until its last request is done")
-      ->capture_default_str();
+  cmd->add_flag_callback(
+      "--no-continuous-batching", [&options] { options.common.continuous_batching = false; },
+      "run each block until its last request is done (by default, where the KV cache and hidden "
+      "states stay on the gpu tier, a finished request's row takes the next request at once)");
   cmd->add_option("--max-tokens", options.max_tokens,
                   "tokens to generate per request that does not say")
       ->check(kPositiveInteger)

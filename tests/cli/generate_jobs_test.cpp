@@ -112,16 +112,25 @@ TEST(GenerateJob, TheClosingLineSaysWhatShareOfTheComputedTokenSlotsWasUsed) {
                    "{\"prompt_token_ids\": [2, 10, 11], \"max_tokens\": 1, \"ignore_eos\": true}\n"
                    "{\"prompt_token_ids\": [2, 10, 11, 12, 13, 14, 15, 16], \"max_tokens\": 4, "
                    "\"ignore_eos\": true}\n");
-  const auto run = [&](const std::string& batching) {
-    return test::run_offgen(
-        {"generate", "--model", (test::data_dir() / "golden" / "tiny-preln").string(), "--device",
-         "cpu", "--block-seconds", "0", batching, "--input", input.string(), "--output",
-         (dir.path() / "out.jsonl").string(), "--overwrite"},
-        dir.path() / "log.txt");
+  const auto run = [&](bool continuous) {
+    std::vector<std::string> args = {"generate",
+                                     "--model",
+                                     (test::data_dir() / "golden" / "tiny-preln").string(),
+                                     "--device",
+                                     "cpu",
+                                     "--block-seconds",
+                                     "0",
+                                     "--input",
+                                     input.string(),
+                                     "--output",
+                                     (dir.path() / "out.jsonl").string(),
+                                     "--overwrite"};
+    if (!continuous) args.push_back("--no-continuous-batching");
+    return test::run_offgen(args, dir.path() / "log.txt");
   };
   // Blocks: prefill 2 x 8 columns, 5 of them padding; decode: 3 steps of 2 rows, the first
   // request's idle in all of them.
-  const test::Finished blocks = run("--no-continuous-batching");
+  const test::Finished blocks = run(false);
   ASSERT_EQ(blocks.code, 0) << blocks.output;
   EXPECT_NE(blocks.output.find("token slots used 0.64 (14 of 22 computed; wasted: 5 padding "
                                "prompts to their block's longest, 3 rows of sequences that had "
@@ -130,7 +139,7 @@ TEST(GenerateJob, TheClosingLineSaysWhatShareOfTheComputedTokenSlotsWasUsed) {
       << blocks.output;
   // Continuous batching computes only the running rows: the decode steps are the second
   // request's alone.
-  const test::Finished refilled = run("--continuous-batching");
+  const test::Finished refilled = run(true);
   ASSERT_EQ(refilled.code, 0) << refilled.output;
   EXPECT_NE(refilled.output.find("token slots used 0.74 (14 of 19 computed; wasted: 5 padding "
                                  "prompts to their block's longest, 0 rows of sequences that had "
