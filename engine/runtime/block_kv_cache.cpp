@@ -217,8 +217,13 @@ void BlockKvCache::adopt(Device& device, Stream& stream, int b, const BlockKvCac
                    from.resident(from_b) && policy->cache_slots(config_.num_layers) <= capacity_,
                "KV cache: sequence {} cannot take sequence {} of another cache ({} and {} slots)",
                b, from_b, capacity_, from.capacity_);
-  const auto [batch, local] = locate(b);
-  const auto [from_batch, from_local] = from.locate(from_b);
+  // Plain names, not structured bindings: lambdas below capture them (clang before 16 cannot).
+  const std::pair<std::size_t, int> target_at = locate(b);
+  const std::pair<std::size_t, int> source_at = from.locate(from_b);
+  const std::size_t batch = target_at.first;
+  const int local = target_at.second;
+  const std::size_t from_batch = source_at.first;
+  const int from_local = source_at.second;
   const GpuBatchCache& source = from.gpu_batches_[from_batch];
   GpuBatchCache& target = gpu_batches_[batch];
   // One sequence's K (or V) of a layer: heads x capacity rows, fp16 or packed (codes, then
