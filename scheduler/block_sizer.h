@@ -57,8 +57,8 @@ class BlockSizer {
   // Predicted seconds of `upcoming` (each request running to its last step) through a runner of
   // `rows` rows whose finished rows are refilled, a group of requests at a time, once
   // max(1, rows / refill_divisor) rows are free (or the rest fits, or none runs): each refill a
-  // pass over its group padded to the group's longest prompt, each decode step a pass of the
-  // running rows (BlockRunner::decode computes no other).
+  // pass over its group padded to the group's longest prompt, each decode step a pass charged
+  // for every row (see the comment in the simulation).
   double continuous_seconds(std::span<const SequenceWork> upcoming, std::size_t rows,
                             std::size_t refill_divisor) const;
 

@@ -111,10 +111,10 @@ BlockSizer fitted(std::size_t max_block, double target, double per_step, double 
 TEST(BlockSizer, SimulatesTheRefilledRunnerPassByPass) {
   const BlockSizer sizer = fitted(8, 30.0, 1.0, 0.01);
   // Two rows: requests 0 and 1 prefill together (padded to 4); request 1 ends at its first pick,
-  // so request 2 prefills alone into its row (6 slots); then decode steps of the running rows:
-  // two of both, then one of request 2's alone.
+  // so request 2 prefills alone into its row (6 slots); then 3 decode steps, each charged for
+  // both rows.
   const std::vector<SequenceWork> work = {{4, 3}, {2, 1}, {6, 4}};
-  EXPECT_NEAR(sizer.continuous_seconds(work, 2, 8), 5 * 1.0 + (8 + 6 + 2 + 2 + 1) * 0.01, 1e-9);
+  EXPECT_NEAR(sizer.continuous_seconds(work, 2, 8), 5 * 1.0 + (8 + 6 + 3 * 2) * 0.01, 1e-9);
 }
 
 TEST(BlockSizer, RowsTradePaddingAgainstTheFixedCostOfAPass) {
