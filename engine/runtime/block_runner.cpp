@@ -326,7 +326,9 @@ void BlockRunner::decode(std::span<const std::int32_t> tokens,
     OFFGEN_CHECK(running.size() == gpu_batches_.size(),
                  "decode: {} running counts for {} GPU batches", running.size(),
                  gpu_batches_.size());
-    std::vector<GpuBatch> batches = gpu_batches_;
+    // Reused step to step: a decode step allocates nothing once the runner has run one.
+    std::vector<GpuBatch>& batches = step_batches_;
+    batches = gpu_batches_;
     computed = 0;
     bool prefix = true;  // the computed rows so far are [0, head_rows_)
     head_rows_ = 0;
@@ -355,7 +357,9 @@ void BlockRunner::decode(std::span<const std::int32_t> tokens,
       }
       if (!rest_idle) head_rows_ = block_;
     }
-    step_tasks_ = pass_tasks(config_.num_layers, batches);
+    step_tasks_ = tasks_;
+    for (BlockTask& task : step_tasks_)
+      task.batch = batches[static_cast<std::size_t>(task.gpu_batch)];
     pass_tasks_ = &step_tasks_;
   }
   // The step's inputs are staged in pinned memory that the previous step's copies read from.

@@ -179,6 +179,7 @@ class BlockRunner {
   std::vector<GpuBatch> gpu_batches_;
   std::vector<BlockTask> tasks_;  // of every pass, in issue order
   // A decode step that computes only its running rows: its tasks, and the pass's (one of them).
+  std::vector<GpuBatch> step_batches_;
   std::vector<BlockTask> step_tasks_;
   const std::vector<BlockTask>* pass_tasks_ = &tasks_;
   int head_rows_ = 0;  // the output head computes sequences [0, head_rows_)

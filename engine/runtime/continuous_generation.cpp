@@ -54,6 +54,17 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
         r.ignore_eos ? std::span<const std::int32_t>{} : std::span<const std::int32_t>(eos_ids),
         r.max_tokens};
   };
+  // Each request's own draws (from its seed) and logit shaping, for a group's rows.
+  const auto rngs_of = [&](std::span<const std::size_t> group) {
+    std::vector<std::mt19937_64> rngs;
+    for (const std::size_t index : group) rngs.emplace_back(requests[index].seed);
+    return rngs;
+  };
+  const auto shaped_of = [&](std::span<const std::size_t> group) {
+    std::vector<LogitEditor::Sequence> shaped;
+    for (const std::size_t index : group) shaped.push_back(sequence_of(requests[index]));
+    return shaped;
+  };
   // What the runners are sized for: a row may take any request of the job.
   int capacity = 1;
   std::vector<std::int64_t> edit_capacities;
@@ -149,13 +160,8 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
     const SlotUseCounter count_slots{*runner, slot_use_};
     // Row b runs request request_of[b] with its own draws; inactive rows wait for a request.
     std::vector<std::size_t> request_of(first.begin(), first.end());
-    std::vector<std::mt19937_64> rngs;
-    std::vector<LogitEditor::Sequence> shaped;
-    for (const std::size_t index : first) {
-      rngs.emplace_back(requests[index].seed);
-      shaped.push_back(sequence_of(requests[index]));
-    }
-    LogitEditor editor(shaped);
+    std::vector<std::mt19937_64> rngs = rngs_of(first);
+    LogitEditor editor(shaped_of(first));
     std::vector<std::uint8_t> active(rows, 1);
     std::vector<std::int32_t> fed(rows, config_.pad_token_id);
     const auto take_step = [&](std::span<const std::int32_t> picks) {
@@ -187,13 +193,8 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
       const SlotUseCounter count_refill{*filler, slot_use_};
       check_interrupt();
       filler->prefill(prompts);
-      std::vector<std::mt19937_64> group_rngs;
-      std::vector<LogitEditor::Sequence> group_shaped;
-      for (const std::size_t index : group) {
-        group_rngs.emplace_back(requests[index].seed);
-        group_shaped.push_back(sequence_of(requests[index]));
-      }
-      LogitEditor group_editor(group_shaped);
+      std::vector<std::mt19937_64> group_rngs = rngs_of(group);
+      LogitEditor group_editor(shaped_of(group));
       const std::vector<std::uint8_t> all(group.size(), 1);
       const std::span<const std::int32_t> picks =
           pick(*filler, group_editor, all, group, group_rngs, wants_logprobs(group));
