@@ -69,6 +69,41 @@ std::string top_logprobs_until_they_differ(const GenerationResult& cuda,
   return out;
 }
 
+// The log-probability one device gives `id` at step t (from its top list), NaN when not listed.
+double listed_logprob(const GenerationResult& result, std::size_t t, std::int32_t id) {
+  for (const auto& [listed, logprob] : result.top_logprobs[t]) {
+    if (listed == id) return logprob;
+  }
+  return std::nan("");
+}
+
+// Greedy tokens agree step by step, and each picked token's log-probability agrees within
+// kLogprobTolerance. The only divergence allowed is a near tie: at the first step where the picks
+// differ, each device ranks the other's pick within kLogprobTolerance of its own, so an ulp of
+// fp16 rounding (a GEMM summed in another order) decided it. What follows depends on the pick and
+// is not compared. A wrong kernel moves log-probs by far more than the tolerance, and fails.
+void expect_same_tokens_or_a_near_tie(const GenerationResult& cuda, const GenerationResult& cpu,
+                                      std::size_t request) {
+  const std::string context =
+      fmt::format("request {}\n{}", request, top_logprobs_until_they_differ(cuda, cpu));
+  const std::size_t steps = std::min(cuda.tokens.size(), cpu.tokens.size());
+  ASSERT_LE(steps, std::min(cuda.top_logprobs.size(), cpu.top_logprobs.size())) << context;
+  for (std::size_t t = 0; t < steps; ++t) {
+    if (cuda.tokens[t] == cpu.tokens[t]) {
+      EXPECT_NEAR(cuda.token_logprobs[t], cpu.token_logprobs[t], kLogprobTolerance)
+          << "step " << t << ", " << context;
+      continue;
+    }
+    const double cuda_gap = cuda.token_logprobs[t] - listed_logprob(cuda, t, cpu.tokens[t]);
+    const double cpu_gap = cpu.token_logprobs[t] - listed_logprob(cpu, t, cuda.tokens[t]);
+    EXPECT_TRUE(cuda_gap < kLogprobTolerance && cpu_gap < kLogprobTolerance)
+        << "the picks differ at step " << t << " by more than a near tie (cuda ranks its pick "
+        << cuda_gap << " above the cpu's, the cpu " << cpu_gap << " above cuda's); " << context;
+    return;
+  }
+  EXPECT_EQ(cuda.tokens, cpu.tokens) << context;  // same picks: same length, same stop
+}
+
 struct ParityCase {
   const char* model;
   PolicyKind policy;
@@ -110,9 +145,7 @@ TEST_P(CudaMatchesCpu, GreedyGenerationGivesTheSameTokens) {
   const auto on_cpu = cpu.generate(requests);
   ASSERT_EQ(on_cuda.size(), on_cpu.size());
   for (std::size_t i = 0; i < on_cpu.size(); ++i) {
-    EXPECT_EQ(on_cuda[i].tokens, on_cpu[i].tokens)
-        << "request " << i << "\n"
-        << top_logprobs_until_they_differ(on_cuda[i], on_cpu[i]);
+    expect_same_tokens_or_a_near_tie(on_cuda[i], on_cpu[i], i);
   }
 }
 
