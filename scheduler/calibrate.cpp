@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -137,19 +138,166 @@ class Fc1 {
   Buffer weight_, bias_, x_, y_;
 };
 
+// How many copies of a layer's weights the GEMM measurement cycles through: as many as the model
+// has layers, as a decode step reads them one after another, each once (so a cache holds them
+// only as well as it holds the model's), up to `target_bytes` of weights and kLayerCopiesMax.
+constexpr std::uint64_t kLayerCopiesMax = 32;
+
+// The four GEMMs of one decoder layer (q/k/v, out, fc1 or gate + up, fc2 or down): their weight
+// shapes as [out, in].
+std::array<std::array<int, 2>, 4> layer_gemm_shapes(const ModelConfig& m) {
+  return {{{m.qkv_dim(), m.hidden_size},
+           {m.hidden_size, m.num_heads * m.head_dim()},
+           {m.ffn_in_rows(), m.hidden_size},
+           {m.hidden_size, m.ffn_dim}}};
+}
+
+std::uint64_t layer_gemm_params(const ModelConfig& m) {
+  std::uint64_t params = 0;
+  for (const auto& [rows, cols] : layer_gemm_shapes(m)) {
+    params += static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols);
+  }
+  return params;
+}
+
+std::uint64_t layer_copies(const ModelConfig& m, std::uint64_t target_bytes) {
+  const std::uint64_t bytes = std::max<std::uint64_t>(layer_gemm_params(m) * sizeof(Half), 1);
+  const auto layers = static_cast<std::uint64_t>(std::max(m.num_layers, 1));
+  return std::clamp<std::uint64_t>(std::min(layers, target_bytes / bytes), 1, kLayerCopiesMax);
+}
+
+// A decoder layer's GEMMs on the gpu tier, in `copies` weight sets: one pass runs every set's
+// four GEMMs over the same rows, as a decode step runs the layers' one after another.
+class LayerGemms {
+ public:
+  LayerGemms(Device& device, const ModelConfig& m, std::uint64_t target_bytes)
+      : device_(device),
+        compute_(device.stream(StreamRole::compute)),
+        shapes_(layer_gemm_shapes(m)) {
+    const std::uint64_t copies = layer_copies(m, target_bytes);
+    for (std::uint64_t c = 0; c < copies; ++c) {
+      for (const auto& [rows, cols] : shapes_) {
+        weights_.push_back(filled(device, Tier::gpu,
+                                  static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols),
+                                  compute_));
+      }
+    }
+    for (const auto& [rows, cols] : shapes_) width_ = std::max({width_, rows, cols});
+  }
+
+  int copies() const { return static_cast<int>(weights_.size() / shapes_.size()); }
+
+  // Inputs and outputs of `rows` rows, replacing (and first freeing) the last ones.
+  void set_rows(int rows) {
+    x_.reset();
+    y_.reset();
+    rows_ = rows;
+    x_ = filled(device_, Tier::gpu, static_cast<std::size_t>(rows) * width_, compute_);
+    y_ = device_.allocate(Tier::gpu, static_cast<std::size_t>(rows) * width_ * sizeof(Half));
+  }
+
+  // Issues one pass: every copy's four GEMMs, on the compute stream.
+  void run(Ops& ops) const {
+    for (std::size_t i = 0; i < weights_.size(); ++i) {
+      const auto& [out_features, in_features] = shapes_[i % shapes_.size()];
+      ops.linear({.x = x_.as<Half>(),
+                  .weight = weights_[i].as<Half>(),
+                  .y = y_.as<Half>(),
+                  .rows = rows_,
+                  .out_features = out_features,
+                  .in_features = in_features});
+    }
+  }
+
+  // FLOPs of one layer's GEMMs (one copy).
+  double layer_flops() const {
+    double flops = 0;
+    for (const auto& [rows, cols] : shapes_) flops += 2.0 * rows_ * double(rows) * cols;
+    return flops;
+  }
+
+  std::string describe() const {
+    std::string out;
+    for (const auto& [rows, cols] : shapes_) {
+      out += fmt::format("{}[{}, {}] x [{}, {}]", out.empty() ? "" : ", ", rows_, cols, cols, rows);
+    }
+    return out;
+  }
+
+ private:
+  Device& device_;
+  Stream& compute_;
+  std::array<std::array<int, 2>, 4> shapes_;
+  int width_ = 0, rows_ = 0;
+  std::vector<Buffer> weights_;
+  Buffer x_, y_;
+};
+
 void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const CalibrationOptions& o,
                   std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
-  Fc1 fc1(device, m);
+  LayerGemms layer(device, m, o.copy_bytes);
   for (const int rows : {1, 32, 128, 512}) {
-    fc1.set_rows(rows);
-    const double seconds = best_seconds(o.repeats, [&] {
-      fc1.run(ops);
-      compute.synchronize();
-    });
-    out.push_back({"gemm_fc1_m" + std::to_string(rows), fc1.flops() / seconds / 1e12, "TFLOP/s",
-                   "fc1 shape: " + fc1.shape() + ", fp16, bias + ReLU"});
+    layer.set_rows(rows);
+    const double seconds = best_seconds(o.repeats,
+                                        [&] {
+                                          layer.run(ops);
+                                          compute.synchronize();
+                                        }) /
+                           layer.copies();
+    out.push_back({"gemm_layer_m" + std::to_string(rows), layer.layer_flops() / seconds / 1e12,
+                   "TFLOP/s",
+                   fmt::format("a decoder layer's GEMMs, {}, fp16, weights cycled through {} "
+                               "copies ({}), one after another as a step reads the layers",
+                               layer.describe(), layer.copies(),
+                               format_bytes(layer_gemm_params(m) * sizeof(Half) *
+                                            static_cast<std::uint64_t>(layer.copies())))});
   }
+}
+
+// Causal prefill attention of one prompt of kPrefillAttentionTokens (or the model's longest),
+// every head: q·k and p·v over the causal half of the scores, FLOPs / time.
+constexpr int kPrefillAttentionTokens = 512;
+
+int prefill_attention_tokens(const ModelConfig& m) {
+  return m.max_position_embeddings > 0
+             ? std::min(kPrefillAttentionTokens, m.max_position_embeddings)
+             : kPrefillAttentionTokens;
+}
+
+void measure_prefill_attention(Device& device, Ops& ops, const ModelConfig& m,
+                               const CalibrationOptions& o, std::vector<Measurement>& out) {
+  Stream& compute = device.stream(StreamRole::compute);
+  const int seq = prefill_attention_tokens(m);
+  Buffer qkv = filled(device, Tier::gpu, static_cast<std::size_t>(seq) * m.qkv_dim(), compute);
+  Buffer valid = device.allocate(Tier::gpu, static_cast<std::size_t>(seq));
+  {
+    Buffer ones = device.allocate(Tier::pinned, static_cast<std::size_t>(seq));
+    std::memset(ones.data(), 1, static_cast<std::size_t>(seq));
+    device.copy_async(valid.data(), ones.data(), static_cast<std::size_t>(seq), compute);
+    compute.synchronize();
+  }
+  Buffer attended = device.allocate(
+      Tier::gpu, static_cast<std::size_t>(seq) * m.num_heads * m.head_dim() * sizeof(Half));
+  kernels::PrefillAttentionArgs args;
+  args.qkv = qkv.as<Half>();
+  args.valid = valid.as<std::uint8_t>();
+  args.out = attended.as<Half>();
+  args.batch = 1;
+  args.seq = seq;
+  args.heads = m.num_heads;
+  args.head_dim = m.head_dim();
+  args.kv_heads = m.kv_heads();
+  args.scale = 1.0f / std::sqrt(static_cast<float>(m.head_dim()));
+  const double seconds = best_seconds(o.repeats, [&] {
+    ops.prefill_attention(args);
+    compute.synchronize();
+  });
+  const double flops = 2.0 * m.num_heads * double(seq) * seq * m.head_dim();
+  out.push_back({"prefill_attention", flops / seconds / 1e12, "TFLOP/s",
+                 fmt::format("causal attention of one {}-token prompt, {} heads x {} (q.k and p.v "
+                             "over half the scores)",
+                             seq, m.num_heads, m.head_dim())});
 }
 
 // A pinned -> gpu copy and `run` (one piece of other work, repeated to about the copy's length)
@@ -442,8 +590,19 @@ CalibrationFootprint calibration_footprint(const ModelConfig& model,
   const std::uint64_t copy = (options.copy_bytes + 255) / 256 * 256;
   const auto h = static_cast<std::uint64_t>(model.hidden_size);
   const auto f = static_cast<std::uint64_t>(model.ffn_dim);
-  // measure_gemm at its larger row count.
-  const std::uint64_t gemm = halves(f * h) + halves(f) + halves(512 * h) + halves(512 * f);
+  // measure_gemm: every copy of a layer's GEMM weights, and its widest rows at 512 rows.
+  std::uint64_t width = 0, gemm = 0;
+  for (const auto& [rows, cols] : layer_gemm_shapes(model)) {
+    gemm += halves(static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols));
+    width = std::max<std::uint64_t>(
+        {width, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols)});
+  }
+  gemm = gemm * layer_copies(model, options.copy_bytes) + 2 * halves(512 * width);
+  // measure_prefill_attention: q, k and v, the valid flags and the output of one prompt.
+  const auto seq = static_cast<std::uint64_t>(prefill_attention_tokens(model));
+  const std::uint64_t prefill_attention =
+      halves(seq * static_cast<std::uint64_t>(model.qkv_dim())) + (seq + 255) / 256 * 256 +
+      halves(seq * static_cast<std::uint64_t>(model.num_heads * model.head_dim()));
   const std::uint64_t cache = static_cast<std::uint64_t>(kAttentionBatch) *
                               static_cast<std::uint64_t>(model.kv_heads()) * kAttentionCapacity *
                               static_cast<std::uint64_t>(model.head_dim());
@@ -467,7 +626,7 @@ CalibrationFootprint calibration_footprint(const ModelConfig& model,
                                    halves(static_cast<std::uint64_t>(fc1.param_count())) +
                                    halves(f * h);
   CalibrationFootprint footprint;
-  footprint.gpu = std::max({2 * copy, gemm, attention, overlap, dequantize});
+  footprint.gpu = std::max({2 * copy, gemm, prefill_attention, attention, overlap, dequantize});
   // Pinned: the copies' buffers, or the one staging buffer `filled` holds while it fills each.
   footprint.pinned =
       std::max({2 * copy, halves(f * h), halves(cache),
@@ -484,6 +643,7 @@ std::vector<Measurement> calibrate(OpenedDevice& opened, const ModelConfig& mode
   const CpuTimes before = read_cpu_times();
   measure_copies(*opened.device, options, out);
   measure_gemm(*opened.device, *opened.ops, model, options, out);
+  measure_prefill_attention(*opened.device, *opened.ops, model, options, out);
   measure_overlap(*opened.device, *opened.ops, model, options, out);
   measure_attention(*opened.device, *opened.ops, model, options, out);
   if (opened.device->kind() == DeviceKind::cuda) {

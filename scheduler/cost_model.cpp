@@ -1,5 +1,6 @@
 #include "scheduler/cost_model.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -75,10 +76,19 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
     p.d2h = measurement(json, path, "d2h_pinned", 1e9, false);
     if (p.d2h == 0) p.d2h = p.h2d;
     p.disk_read = measurement(json, path, "disk_read", 1e9, false);
-    p.gemm_one = measurement(json, path, "gemm_fc1_m1", 1e12, false);
-    p.gemm_small = measurement(json, path, "gemm_fc1_m32", 1e12);
-    p.gemm_mid = measurement(json, path, "gemm_fc1_m128", 1e12, false);
-    p.gemm_large = measurement(json, path, "gemm_fc1_m512", 1e12);
+    // A decoder layer's four GEMMs with cold weights; profiles from before that measured fc1's
+    // alone, its weights hot in the cache ("gemm_fc1_m*").
+    p.layer_gemms = json.at("measurements").contains("gemm_layer_m32");
+    const char* gemm = p.layer_gemms ? "layer" : "fc1";
+    const auto rate = [&](int rows, bool required) {
+      return measurement(json, path, fmt::format("gemm_{}_m{}", gemm, rows).c_str(), 1e12,
+                         required);
+    };
+    p.gemm_one = rate(1, false);
+    p.gemm_small = rate(32, true);
+    p.gemm_mid = rate(128, false);
+    p.gemm_large = rate(512, true);
+    p.prefill_attention = measurement(json, path, "prefill_attention", 1e12, false);
     p.attention = measurement(json, path, "decode_attention_device", 1e9);
     p.cpu_attention = measurement(json, path, "decode_attention_cpu", 1e9, false);
     p.dequantize = measurement(json, path, "dequantize_device", 1e9, false);
@@ -180,8 +190,9 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   for (const GpuBatch& g : batches) {
     out.prefill.gemm += gemm_seconds(p, double(g.size) * r.prompt_len, params);
     // Causal attention: q·k and p·v over half of the P x P scores per head.
-    out.prefill.attention +=
-        2.0 * g.size * m.num_heads * r.prompt_len * r.prompt_len * m.head_dim() / p.gemm_large;
+    out.prefill.attention += 2.0 * g.size * m.num_heads * r.prompt_len * r.prompt_len *
+                             m.head_dim() /
+                             (p.prefill_attention > 0 ? p.prefill_attention : p.gemm_large);
   }
   out.prefill.kv_store = host * cache_bytes / p.d2h;
   // Hidden states in pinned memory: every (layer, GPU batch) loads its rows and stores them back.

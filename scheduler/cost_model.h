@@ -40,14 +40,21 @@ struct MachineProfile {
   double h2d = 0;        // pinned host -> gpu tier
   double d2h = 0;        // gpu tier -> pinned host
   double disk_read = 0;  // 0: no disk measured
-  // GEMM FLOP/s at 1, 32, 128 and 512 rows (fc1's shape). A GPU is weight-bandwidth bound up to
-  // a few hundred rows, so its time is flat there; a CPU is compute bound sooner and its time
-  // grows with the rows from the first. 0 (profiles from before): 1 row takes the 32-row time,
-  // 128 rows the larger of the 32-row time and a quarter of the 512-row time.
+  // GEMM FLOP/s at 1, 32, 128 and 512 rows (a decoder layer's four GEMMs, their weights read
+  // from memory; older profiles: fc1's alone). A GPU is weight-bandwidth bound up to a few
+  // hundred rows, so its time is flat there; a CPU is compute bound sooner and its time grows
+  // with the rows from the first. 0 (profiles from before): 1 row takes the 32-row time, 128 rows
+  // the larger of the 32-row time and a quarter of the 512-row time.
   double gemm_one = 0;
   double gemm_small = 0;
   double gemm_mid = 0;
   double gemm_large = 0;
+  // Causal prefill attention FLOP/s (q·k and p·v over half the scores); 0 (older profiles): the
+  // 512-row GEMM rate.
+  double prefill_attention = 0;
+  // Whether the GEMM rates are a layer's four GEMMs with cold weights (false: an older profile's
+  // fc1 alone, hot in the cache, which predicts CPU runs 1.2-1.7x too fast or too slow).
+  bool layer_gemms = false;
   double attention = 0;      // decode attention, K+V bytes/s on the device
   double cpu_attention = 0;  // decode attention, K+V bytes/s on the CPU; 0: not measured
   // Expanding int4 to fp16, fp16 bytes written per second: weights on the device, a KV cache on

@@ -57,6 +57,49 @@ BENCHMARK(Linear)
     ->Args({8, 3072, 768})
     ->Args({64, 2304, 768})
     ->Args({512, 3072, 768})
+    // The four GEMMs of an opt-125m layer (qkv, out, fc1, fc2) at a decode row and a prefill's
+    // 512: the cost model times a layer's GEMMs by these shapes.
+    ->Args({1, 2304, 768})
+    ->Args({1, 3072, 768})
+    ->Args({1, 768, 3072})
+    ->Args({512, 2304, 768})
+    ->Args({512, 768, 768})
+    ->Args({512, 768, 3072})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Causal prefill attention of one batch of prompts: args batch, prompt tokens (opt-125m heads).
+// FLOP/s counts q·k and p·v over the causal half, as the cost model does.
+void PrefillAttention(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  const int seq = static_cast<int>(state.range(1));
+  const int heads = 12;
+  const int head_dim = 64;
+  const auto rows = static_cast<std::size_t>(batch) * seq;
+  const auto qkv = random_halves(rows * 3 * heads * head_dim, 1.0f);
+  const std::vector<std::uint8_t> valid(rows, 1);
+  std::vector<Half> out(rows * heads * head_dim);
+  offgen::kernels::PrefillAttentionArgs args;
+  args.qkv = qkv.data();
+  args.valid = valid.data();
+  args.out = out.data();
+  args.batch = batch;
+  args.seq = seq;
+  args.heads = heads;
+  args.head_dim = head_dim;
+  args.scale = 0.125f;
+  for (auto _ : state) {
+    offgen::kernels::cpu::prefill_attention(args);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * batch * heads * static_cast<double>(seq) * seq * head_dim,
+      benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(PrefillAttention)
+    ->Args({1, 128})
+    ->Args({1, 512})
+    ->Args({8, 512})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -148,6 +148,14 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
                      cached.string(), profile.hidden_size);
         continue;
       }
+      if (!profile.layer_gemms) {
+        // A cache, so an older offgen's measurement is remeasured rather than trusted.
+        spdlog::info(
+            "the cached profile {} was measured by an older offgen (one GEMM, its weights hot in "
+            "the cache): measuring again",
+            cached.string());
+        continue;
+      }
       if (profile.others_load <= kBusyCores) {
         if (used != nullptr) *used = cached;
         return profile;

@@ -969,5 +969,36 @@ TEST(PlannedRuns, AProfileMeasuredOnABusyMachineIsMeasuredAgain) {
   EXPECT_EQ(cli::resolve_profile("", opened, config).h2d, 123e9);
 }
 
+// A cached profile from an older offgen (fc1's GEMM alone, its weights hot in the cache) is a
+// cache entry out of date: measured again and replaced, never planned from.
+TEST(PlannedRuns, ACachedProfileOfAnOlderOffgenIsMeasuredAgain) {
+  test::TempDir dir;
+  const ScopedEnv cache("XDG_CACHE_HOME", dir.path().string());
+  OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
+  const ModelConfig config = cli::model_config(tiny_model().model);
+  const auto path = cli::cached_profile_path(opened.device->name(), 768);
+  cli::resolve_profile("", opened, config);
+  auto json = nlohmann::json::parse(std::ifstream(path));
+  ASSERT_TRUE(json["measurements"].contains("gemm_layer_m32")) << json.dump();
+  auto& values = json["measurements"];
+  for (const int rows : {1, 32, 128, 512}) {
+    const std::string layer = "gemm_layer_m" + std::to_string(rows);
+    values["gemm_fc1_m" + std::to_string(rows)] = values[layer];
+    values.erase(layer);
+  }
+  values.erase("prefill_attention");
+  values["h2d_pinned"]["value"] = 123.0;
+  values["other_processes_load"]["value"] = 0.0;
+  test::write_file(path, json.dump());
+  ASSERT_FALSE(MachineProfile::load(path).layer_gemms);
+  std::filesystem::path used;
+  const MachineProfile again = cli::resolve_profile("", opened, config, &used);
+  EXPECT_TRUE(again.layer_gemms);
+  EXPECT_NE(again.h2d, 123e9);
+  EXPECT_EQ(used, path);
+  EXPECT_TRUE(
+      nlohmann::json::parse(std::ifstream(path))["measurements"].contains("gemm_layer_m32"));
+}
+
 }  // namespace
 }  // namespace offgen

@@ -37,10 +37,10 @@ TEST_P(CalibrateModel, MeasuresEveryQuantityWithPositiveFiniteValues) {
     EXPECT_FALSE(m.unit.empty()) << m.name;
   }
   for (const char* wanted :
-       {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "duplex_pinned", "gemm_fc1_m1",
-        "gemm_fc1_m32", "gemm_fc1_m128", "gemm_fc1_m512", "copy_compute_overlap",
-        "decode_attention_device", "decode_attention_cpu", "disk_read", "disk_write",
-        "other_processes_load"}) {
+       {"h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable", "duplex_pinned",
+        "gemm_layer_m1", "gemm_layer_m32", "gemm_layer_m128", "gemm_layer_m512",
+        "prefill_attention", "copy_compute_overlap", "decode_attention_device",
+        "decode_attention_cpu", "disk_read", "disk_write", "other_processes_load"}) {
     EXPECT_TRUE(names.count(wanted)) << wanted;
   }
   // The temporary file is gone.

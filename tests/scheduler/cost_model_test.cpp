@@ -287,5 +287,37 @@ TEST(CostModel, OldProfilesWithoutD2hOrCpuAttentionStillLoad) {
   EXPECT_EQ(q.gemm_mid, 150e12);
 }
 
+// Profiles since a layer's GEMMs were measured cold: those rates win over fc1's, and prefill
+// attention has a rate of its own (older profiles: the 512-row GEMM's).
+TEST(CostModel, LayerGemmsAndPrefillAttentionHaveTheirOwnRates) {
+  test::TempDir dir;
+  const auto path = dir.path() / "profile.json";
+  test::write_file(path, R"({"device": "d", "measurements": {
+      "h2d_pinned": {"value": 20}, "gemm_fc1_m32": {"value": 50}, "gemm_fc1_m512": {"value": 300},
+      "gemm_layer_m1": {"value": 1}, "gemm_layer_m32": {"value": 25},
+      "gemm_layer_m128": {"value": 100}, "gemm_layer_m512": {"value": 200},
+      "prefill_attention": {"value": 40}, "decode_attention_device": {"value": 1500}}})");
+  const MachineProfile p = MachineProfile::load(path);
+  EXPECT_TRUE(p.layer_gemms);
+  EXPECT_EQ(p.gemm_one, 1e12);
+  EXPECT_EQ(p.gemm_small, 25e12);
+  EXPECT_EQ(p.gemm_mid, 100e12);
+  EXPECT_EQ(p.gemm_large, 200e12);
+  EXPECT_EQ(p.prefill_attention, 40e12);
+
+  const ModelConfig model = ModelConfig::from_name("opt-1.3b").value();
+  RunShape run;
+  run.batch = 4;
+  run.prompt_len = 512;
+  run.gen_len = 2;
+  run.kv_capacity = 513;
+  // Causal attention over the prompt: 2 x batch x heads x P^2 x head_dim FLOPs at 40 TFLOP/s.
+  const double flops = 2.0 * 4 * model.num_heads * 512.0 * 512 * model.head_dim();
+  EXPECT_NEAR(predict(model, p, run).prefill.attention, flops / 40e12, 1e-12);
+  MachineProfile older = p;
+  older.prefill_attention = 0;
+  EXPECT_NEAR(predict(model, older, run).prefill.attention, flops / 200e12, 1e-12);
+}
+
 }  // namespace
 }  // namespace offgen
