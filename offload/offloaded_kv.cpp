@@ -103,8 +103,7 @@ std::uint64_t OffloadedKv::gpu_bytes() const {
 }
 
 std::size_t OffloadedKv::cache_index(const BlockTask& task) const {
-  return static_cast<std::size_t>(task.layer) * offloaded_.size() +
-         static_cast<std::size_t>(task.gpu_batch);
+  return cache_index(task.layer, task.gpu_batch);
 }
 
 std::size_t OffloadedKv::cache_elements(int gpu_batch) const {

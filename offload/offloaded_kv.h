@@ -80,6 +80,18 @@ class OffloadedKv {
   // can overlap it).
   void finish_cpu(const BlockTask& task);
 
+  // One GPU batch's host K (or V) cache of one layer: [offloaded, heads, capacity, head_dim] as
+  // stored (fp16, or packed codes then parameters, each a run per sequence). Continuous batching
+  // copies a sequence in or out of it between passes, when no copy or host task touches it.
+  Buffer& host_k(int layer, int gpu_batch) { return k_host_[cache_index(layer, gpu_batch)]; }
+  Buffer& host_v(int layer, int gpu_batch) { return v_host_[cache_index(layer, gpu_batch)]; }
+  const Buffer& host_k(int layer, int gpu_batch) const {
+    return k_host_[cache_index(layer, gpu_batch)];
+  }
+  const Buffer& host_v(int layer, int gpu_batch) const {
+    return v_host_[cache_index(layer, gpu_batch)];
+  }
+
   // Bytes of host cache (all layers, K and V) and of gpu staging this allocated.
   std::uint64_t host_cache_bytes() const;
   std::uint64_t gpu_bytes() const;
@@ -99,6 +111,10 @@ class OffloadedKv {
 
   Slot& slot_of(const BlockTask& task) { return slots_[task.index % 2]; }
   std::size_t cache_index(const BlockTask& task) const;
+  std::size_t cache_index(int layer, int gpu_batch) const {
+    return static_cast<std::size_t>(layer) * offloaded_.size() +
+           static_cast<std::size_t>(gpu_batch);
+  }
   std::size_t cache_elements(int gpu_batch) const;
   // Bytes of one GPU batch's offloaded K (or V) cache in one layer, as stored.
   std::size_t cache_bytes(int gpu_batch) const;

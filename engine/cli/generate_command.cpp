@@ -282,8 +282,8 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
   add_block_seconds_flag(*cmd, options.common.block_seconds);
   cmd->add_flag_callback(
       "--no-continuous-batching", [&options] { options.common.continuous_batching = false; },
-      "run each block until its last request is done (by default, where the KV cache and hidden "
-      "states stay on the gpu tier, a finished request's row takes the next request at once)");
+      "run each block until its last request is done (by default a finished request's row takes "
+      "the next request at once)");
   cmd->add_option("--max-tokens", options.max_tokens,
                   "tokens to generate per request that does not say")
       ->check(kPositiveInteger)

@@ -209,12 +209,25 @@ bool BlockKvCache::resident(int b) const {
   return local < batches_[batch].resident;
 }
 
-void BlockKvCache::adopt(Device& device, Stream& stream, int b, const BlockKvCache& from,
-                         int from_b, const KvPolicy* policy) {
+BlockKvCache::SequenceKv BlockKvCache::sequence_kv(int b, int layer) {
+  const auto [batch, local] = locate(b);
+  const int resident = batches_[batch].resident;
+  if (local < resident) {
+    GpuBatchCache& cache = gpu_batches_[batch];
+    const auto l = static_cast<std::size_t>(layer);
+    return {&cache.k[l], &cache.v[l], resident, local};
+  }
+  return {&offloaded_->host_k(layer, static_cast<int>(batch)),
+          &offloaded_->host_v(layer, static_cast<int>(batch)),
+          offloaded_->offloaded(static_cast<int>(batch)), local - resident};
+}
+
+void BlockKvCache::adopt(Device& device, Stream& stream, int b, BlockKvCache& from, int from_b,
+                         const KvPolicy* policy) {
   OFFGEN_CHECK(from.capacity_ == capacity_ && from.storage_ == storage_ &&
                    from.keeps_attention_scores_ == keeps_attention_scores_ &&
-                   from.budgets_.size() == budgets_.size() && resident(b) &&
-                   from.resident(from_b) && policy->cache_slots(config_.num_layers) <= capacity_,
+                   from.budgets_.size() == budgets_.size() &&
+                   policy->cache_slots(config_.num_layers) <= capacity_,
                "KV cache: sequence {} cannot take sequence {} of another cache ({} and {} slots)",
                b, from_b, capacity_, from.capacity_);
   // Plain names, not structured bindings: lambdas below capture them (clang before 16 cannot).
@@ -227,15 +240,15 @@ void BlockKvCache::adopt(Device& device, Stream& stream, int b, const BlockKvCac
   const GpuBatchCache& source = from.gpu_batches_[from_batch];
   GpuBatchCache& target = gpu_batches_[batch];
   // One sequence's K (or V) of a layer: heads x capacity rows, fp16 or packed (codes, then
-  // parameters, each a contiguous run per sequence).
+  // parameters, each a contiguous run per sequence), on the gpu tier or in a host cache.
   const std::int64_t rows = std::int64_t{config_.kv_heads()} * capacity_;
   const int head_dim = config_.head_dim();
-  const auto copy_sequence = [&](const Buffer& dst, int dst_count, const Buffer& src,
-                                 int src_count) {
+  const auto copy_sequence = [&](const Buffer& dst, int dst_count, int dst_index, const Buffer& src,
+                                 int src_count, int src_index) {
     if (storage_ == Storage::fp16) {
       const std::uint64_t bytes = static_cast<std::uint64_t>(rows) * head_dim * sizeof(Half);
-      device.copy_async(static_cast<std::byte*>(dst.data()) + bytes * local,
-                        static_cast<const std::byte*>(src.data()) + bytes * from_local, bytes,
+      device.copy_async(static_cast<std::byte*>(dst.data()) + bytes * dst_index,
+                        static_cast<const std::byte*>(src.data()) + bytes * src_index, bytes,
                         stream);
       return;
     }
@@ -244,17 +257,17 @@ void BlockKvCache::adopt(Device& device, Stream& stream, int b, const BlockKvCac
     const kernels::QuantShape one = kernels::packed_kv_shape(rows, head_dim);
     const auto code_bytes = static_cast<std::uint64_t>(one.data_bytes());
     const std::uint64_t param_bytes = kernels::packed_kv_bytes(rows, head_dim) - code_bytes;
-    device.copy_async(to.codes + code_bytes * local, at.codes + code_bytes * from_local, code_bytes,
-                      stream);
-    device.copy_async(reinterpret_cast<std::byte*>(to.params) + param_bytes * local,
-                      reinterpret_cast<const std::byte*>(at.params) + param_bytes * from_local,
+    device.copy_async(to.codes + code_bytes * dst_index, at.codes + code_bytes * src_index,
+                      code_bytes, stream);
+    device.copy_async(reinterpret_cast<std::byte*>(to.params) + param_bytes * dst_index,
+                      reinterpret_cast<const std::byte*>(at.params) + param_bytes * src_index,
                       param_bytes, stream);
   };
-  const int dst_count = batches_[batch].resident;
-  const int src_count = from.batches_[from_batch].resident;
-  for (std::size_t l = 0; l < target.k.size(); ++l) {
-    copy_sequence(target.k[l], dst_count, source.k[l], src_count);
-    copy_sequence(target.v[l], dst_count, source.v[l], src_count);
+  for (int l = 0; l < config_.num_layers; ++l) {
+    const SequenceKv to = sequence_kv(b, l);
+    const SequenceKv at = from.sequence_kv(from_b, l);
+    copy_sequence(*to.k, to.count, to.index, *at.k, at.count, at.index);
+    copy_sequence(*to.v, to.count, to.index, *at.v, at.count, at.index);
   }
   const auto at = static_cast<std::size_t>(b);
   policies_[at] = policy;

@@ -89,14 +89,16 @@ class BlockKvCache {
   // budget), counts the step's traffic.
   void commit(std::span<const std::uint8_t> advancing);
 
-  // Whether sequence b keeps its KV on the gpu tier (only those can adopt).
+  // Whether sequence b keeps its KV on the gpu tier (the others keep it in a host cache).
   bool resident(int b) const;
-  // Continuous batching: sequence b (gpu-resident, finished) takes the caches of sequence from_b
-  // of `from` — a cache of the same capacity and storage that has just prefilled it, its own
-  // sequence gpu-resident — under `policy` (its own, outliving this cache): K and V of every
-  // layer, the attention-score state or the slot plan, its budget and its token count. The copies
-  // are enqueued on `stream` (the compute stream, after from's prefill, before the next step).
-  void adopt(Device& device, Stream& stream, int b, const BlockKvCache& from, int from_b,
+  // Continuous batching: sequence b (finished) takes the caches of sequence from_b of `from` — a
+  // cache of the same capacity and storage that has just prefilled it — under `policy` (its own,
+  // outliving this cache): K and V of every layer (between the gpu tier and host caches as each
+  // sequence keeps them), the attention-score state or the slot plan, its budget and its token
+  // count. The copies are enqueued on `stream` (the compute stream, after from's prefill, before
+  // the next step); a host cache must be idle (both runners synchronized) and the stream
+  // synchronized before the next pass reads it, since its loads run on another stream.
+  void adopt(Device& device, Stream& stream, int b, BlockKvCache& from, int from_b,
              const KvPolicy* policy);
   // Sequence b has finished (its row waits for a request); `policy` (outliving this cache)
   // stands in for it, so no entry points at a policy another row may free.
@@ -147,6 +149,15 @@ class BlockKvCache {
   std::vector<GpuBatch> batches_;  // the block's split, one per gpu_batches_ entry
   // Where sequence b is: its GPU batch and its index within it.
   std::pair<std::size_t, int> locate(int b) const;
+  // Sequence b's K and V of a layer: the buffers holding them, how many sequences each holds and
+  // b's index among those (its GPU batch's resident cache, or its host cache).
+  struct SequenceKv {
+    Buffer* k;
+    Buffer* v;
+    int count;
+    int index;
+  };
+  SequenceKv sequence_kv(int b, int layer);
   ScoreTrace trace_;  // OFFGEN_TRACE_SCORES (score_trace.h)
   // int4: the fp16 K and V block a task's resident cache is expanded into (gpu tier).
   Buffer expanded_k_, expanded_v_;

@@ -379,8 +379,8 @@ void BlockRunner::decode(std::span<const std::int32_t> tokens,
 }
 
 void BlockRunner::move_row(int to, int from) {
-  OFFGEN_CHECK(prefilled_ && to != from && to >= 0 && to < block_ && from >= 0 && from < block_ &&
-                   can_adopt(to) && can_adopt(from),
+  OFFGEN_CHECK(prefilled_ && compacts() && to != from && to >= 0 && to < block_ && from >= 0 &&
+                   from < block_,
                "sequence {} of a block of {} cannot move to row {}", from, block_, to);
   auto& moving = policies_[static_cast<std::size_t>(from)];
   std::swap(policies_[static_cast<std::size_t>(to)], moving);
@@ -389,19 +389,24 @@ void BlockRunner::move_row(int to, int from) {
   kv_cache_->park(from, policies_[static_cast<std::size_t>(from)].get());
 }
 
-bool BlockRunner::can_adopt(int b) const {
-  return host_activations_ == nullptr && kv_cache_->resident(b);
+bool BlockRunner::compacts() const {
+  return host_activations_ == nullptr && !kv_cache_->has_offloaded();
 }
 
-void BlockRunner::adopt(int b, const BlockRunner& from, int from_b,
-                        std::unique_ptr<KvPolicy> policy) {
+void BlockRunner::adopt(int b, BlockRunner& from, int from_b, std::unique_ptr<KvPolicy> policy) {
   OFFGEN_CHECK(prefilled_ && from.prefilled_ && b >= 0 && b < block_ && from_b >= 0 &&
-                   from_b < from.block_ && can_adopt(b) && from.can_adopt(from_b) &&
-                   policy->kind() == policies_.front()->kind(),
+                   from_b < from.block_ && policy->kind() == policies_.front()->kind(),
                "sequence {} of a block of {} cannot take sequence {} of a block of {}", b, block_,
                from_b, from.block_);
+  const bool host_caches = kv_cache_->has_offloaded() || from.kv_cache_->has_offloaded();
+  if (host_caches) {
+    // The host caches are written by host tasks and copies on the KV streams: idle them all.
+    sync();
+    from.sync();
+  }
   kv_cache_->adopt(device_, compute_, b, *from.kv_cache_, from_b, policy.get());
   policies_[static_cast<std::size_t>(b)] = std::move(policy);
+  if (host_caches) compute_.synchronize();  // the next pass loads host caches on h2d
 }
 
 void BlockRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x) {

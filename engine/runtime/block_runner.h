@@ -74,14 +74,17 @@ class BlockRunner {
   // Continuous batching: sequence b, which has finished, is replaced by sequence from_b of
   // `from` — a runner of the same KV capacity and storage that has just prefilled it — under
   // `policy` (made for that sequence's lengths as from's was). Its KV cache and policy state are
-  // copied in on the compute stream; from then on it decodes here, with results exactly those it
-  // would have had here from the start. Both sequences must keep their KV on the gpu tier
-  // (can_adopt).
-  void adopt(int b, const BlockRunner& from, int from_b, std::unique_ptr<KvPolicy> policy);
-  // Whether sequence b can adopt: its KV is on the gpu tier and its hidden states are too.
-  bool can_adopt(int b) const;
+  // copied in on the compute stream (from the gpu tier or a host cache, to wherever row b keeps
+  // its KV); from then on it decodes here, with results exactly those it would have had here
+  // from the start. With host caches on either side both runners are synchronized first and the
+  // copies waited for, since the next pass loads host caches on another stream.
+  void adopt(int b, BlockRunner& from, int from_b, std::unique_ptr<KvPolicy> policy);
+  // Whether this runner can keep each GPU batch's running sequences first (move_row) and compute
+  // only those (decode's `running`): when every sequence's KV and hidden states are on the gpu
+  // tier. Host caches and host hidden states are laid out, loaded and stored per whole GPU batch.
+  bool compacts() const;
   // Sequence `from` (running) moves to row `to` (finished) of this runner, caches and policy
-  // state with it — so the running sequences of a GPU batch stay its first rows.
+  // state with it — so the running sequences of a GPU batch stay its first rows (compacts()).
   void move_row(int to, int from);
 
   // After prefill() or decode(): each sequence's greedy next token (argmax of its logits, ties:

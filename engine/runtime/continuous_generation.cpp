@@ -27,8 +27,7 @@
 namespace offgen {
 
 bool Engine::refills_rows() const {
-  const BlockShape& shape = options_.placement.block;
-  return options_.continuous_batching && shape.kv_gpu_fraction >= 1.0 && !shape.activations_on_host;
+  return options_.continuous_batching;
 }
 
 std::size_t Engine::generate_continuously(std::span<const GenerationRequest> requests,
@@ -220,9 +219,12 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
     // Each GPU batch keeps its running sequences first (a finished row takes the last running
     // one of its GPU batch), so a decode step computes only running[g] rows of GPU batch g and
     // the free rows, at the end of each, are those a refill fills.
+    // With host caches or host hidden states (laid out per whole GPU batch) rows stay where they
+    // are and a decode step computes every row: a free row costs its compute until it is refilled.
     const std::vector<GpuBatch>& batches = runner->gpu_batches();
-    std::vector<int> running(batches.size(), 0);
+    std::vector<int> running(runner->compacts() ? batches.size() : 0, 0);
     const auto compact = [&] {
+      if (!runner->compacts()) return;
       for (std::size_t g = 0; g < batches.size(); ++g) {
         int low = batches[g].first;
         int high = batches[g].first + batches[g].size - 1;
@@ -261,8 +263,7 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
       compact();
       free.clear();
       for (std::size_t b = 0; b < rows; ++b) {
-        if (!active[b] && runner->can_adopt(static_cast<int>(b)))
-          free.push_back(static_cast<int>(b));
+        if (!active[b]) free.push_back(static_cast<int>(b));
       }
       const std::size_t waiting = order.size() - next;
       const auto alive = static_cast<std::size_t>(std::count(active.begin(), active.end(), 1));

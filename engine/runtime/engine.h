@@ -233,9 +233,8 @@ class Engine {
  private:
   SlotUse slot_use_;
   PassTime prefill_time_;  // generate's block prefills, timed up to their picks (the sizer's)
-  // Whether generate refills finished rows with the next requests (continuous batching): when
-  // every sequence keeps its KV and hidden states on the gpu tier, where a finished sequence's
-  // caches can be taken over in place.
+  // Whether generate refills finished rows with the next requests (continuous batching; every
+  // placement, unless the options turn it off).
   bool refills_rows() const;
   // A refill waits for rows / refill_divisor() free rows (BlockSizer::rows simulates the same).
   std::size_t refill_divisor() const;

@@ -45,11 +45,21 @@ std::vector<GenerationRequest> mixed_job(int n) {
   return requests;
 }
 
+// Where the KV and hidden states live: the gpu tier (rows compacted, only running rows computed),
+// or a share of each GPU batch's KV in host caches (cpu attention or not), or hidden states in
+// pinned memory (every row computed; a refill copies into host caches).
+struct Placement {
+  double kv_gpu = 1.0;
+  bool cpu_attention = false;
+  bool activations_on_host = false;
+};
+
 struct Case {
   PolicyKind policy;
   KvBudget kv_budget;
   Storage kv = Storage::fp16;
   CpuKernelSet kernels = CpuKernelSet::optimized;
+  Placement placement = {};
 };
 
 class ContinuousBatching : public ::testing::TestWithParam<Case> {
@@ -63,6 +73,9 @@ class ContinuousBatching : public ::testing::TestWithParam<Case> {
     options.cpu_kernels = c.kernels;
     options.placement.gpu_batch = gpu_batch;
     options.placement.block.num_gpu_batches = gpu_batches;
+    options.placement.block.kv_gpu_fraction = c.placement.kv_gpu;
+    options.placement.block.cpu_attention = c.placement.cpu_attention;
+    options.placement.block.activations_on_host = c.placement.activations_on_host;
     options.policy.kind = c.policy;
     options.policy.sinks = 2;
     options.policy.observation_window = 2;
@@ -115,11 +128,46 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{PolicyKind::h2o, KvBudget::fraction(0.3), Storage::int4},
                       Case{PolicyKind::full, {}, Storage::int4},
                       Case{PolicyKind::h2o, KvBudget::fraction(0.3), Storage::fp16,
-                           CpuKernelSet::reference}),
+                           CpuKernelSet::reference},
+                      // Offloaded placements: a third of each GPU batch's KV on the gpu tier,
+                      // the rest in host caches, attended on the gpu or the CPU; hidden states in
+                      // pinned memory.
+                      Case{PolicyKind::full, {}, Storage::fp16, CpuKernelSet::optimized, {0.34}},
+                      Case{PolicyKind::h2o,
+                           KvBudget::fraction(0.3),
+                           Storage::fp16,
+                           CpuKernelSet::optimized,
+                           {0.34, true}},
+                      Case{PolicyKind::streaming,
+                           KvBudget::fraction(0.5),
+                           Storage::int4,
+                           CpuKernelSet::optimized,
+                           {0.0, true}},
+                      Case{PolicyKind::h2o,
+                           KvBudget::fraction(0.3),
+                           Storage::int4,
+                           CpuKernelSet::optimized,
+                           {0.34}},
+                      Case{PolicyKind::snapkv,
+                           KvBudget::fraction(0.5),
+                           Storage::fp16,
+                           CpuKernelSet::optimized,
+                           {1.0, false, true}},
+                      Case{PolicyKind::tova,
+                           KvBudget::fraction(0.4),
+                           Storage::fp16,
+                           CpuKernelSet::optimized,
+                           {0.34, true, true}}),
     [](const ::testing::TestParamInfo<Case>& param) {
       const Case& c = param.param;
-      return std::string(policy_name(c.policy)) + (c.kv == Storage::int4 ? "_int4" : "") +
-             (c.kernels == CpuKernelSet::reference ? "_reference" : "");
+      const Placement& p = c.placement;
+      std::string name = std::string(policy_name(c.policy)) +
+                         (c.kv == Storage::int4 ? "_int4" : "") +
+                         (c.kernels == CpuKernelSet::reference ? "_reference" : "");
+      if (p.kv_gpu < 1.0) name += "_kv" + std::to_string(static_cast<int>(p.kv_gpu * 100));
+      if (p.cpu_attention) name += "_cpu_attention";
+      if (p.activations_on_host) name += "_host_activations";
+      return name;
     });
 
 class ContinuousJob : public ::testing::Test {
