@@ -2,11 +2,14 @@
 //   build/release/bench/micro/offgen_kernels_bench --benchmark_filter=Linear
 #include <benchmark/benchmark.h>
 
+#include <chrono>
+
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "bench/micro/cpu_ceilings.h"
 #include "engine/core/half.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gated_mlp.h"
@@ -28,6 +31,34 @@ std::vector<Half> random_halves(std::size_t n, float scale) {
   return out;
 }
 
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// A kernel's rate as a share of the ceiling that bounds it (cpu_ceilings.h); 0 when unknown.
+void report_share(benchmark::State& state, const char* name, double work_per_iteration,
+                  double seconds, double ceiling) {
+  if (ceiling <= 0 || seconds <= 0) return;
+  state.counters[name] =
+      work_per_iteration * static_cast<double>(state.iterations()) / seconds / ceiling;
+}
+
+// The machine's ceilings themselves (one measurement, printed as counters).
+void Ceilings(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(offgen::bench::cpu_ceilings());
+  const offgen::bench::CpuCeilings& c = offgen::bench::cpu_ceilings();
+  state.counters["threads"] = c.threads;
+  state.counters["fp32 FMA GFLOP/s"] = c.fp32_fma_flops / 1e9;
+  state.counters["bf16 dot GFLOP/s"] = c.bf16_dot_flops / 1e9;
+  state.counters["int8 dot GOP/s"] = c.int8_dot_ops / 1e9;
+  state.counters["AMX bf16 GFLOP/s"] = c.amx_bf16_flops / 1e9;
+  state.counters["AMX int8 GOP/s"] = c.amx_int8_ops / 1e9;
+  state.counters["read GB/s"] = c.read_bytes / 1e9;
+}
+BENCHMARK(Ceilings)->Iterations(1)->Unit(benchmark::kMillisecond);
+
 // y[m, n] = x[m, k] · W[n, k]ᵀ + b: args m, n, k.
 void Linear(benchmark::State& state) {
   const auto m = state.range(0);
@@ -37,6 +68,8 @@ void Linear(benchmark::State& state) {
   const auto w = random_halves(static_cast<std::size_t>(n) * static_cast<std::size_t>(k), 0.05f);
   const auto b = random_halves(static_cast<std::size_t>(n), 0.1f);
   std::vector<Half> y(static_cast<std::size_t>(m * n));
+  const double ceiling = offgen::bench::cpu_ceilings().fp32_fma_flops;
+  const auto start = Clock::now();
   for (auto _ : state) {
     offgen::kernels::cpu::linear({.x = x.data(),
                                   .weight = w.data(),
@@ -48,6 +81,8 @@ void Linear(benchmark::State& state) {
                                   .activation = offgen::kernels::Activation::relu});
     benchmark::DoNotOptimize(y.data());
   }
+  report_share(state, "of fp32 FMA peak", 2.0 * static_cast<double>(m) * n * k,
+               seconds_since(start), ceiling);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m) * n * k,
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
@@ -88,10 +123,15 @@ void PrefillAttention(benchmark::State& state) {
   args.heads = heads;
   args.head_dim = head_dim;
   args.scale = 0.125f;
+  const double ceiling = offgen::bench::cpu_ceilings().fp32_fma_flops;
+  const auto start = Clock::now();
   for (auto _ : state) {
     offgen::kernels::cpu::prefill_attention(args);
     benchmark::DoNotOptimize(out.data());
   }
+  report_share(state, "of fp32 FMA peak",
+               2.0 * batch * heads * static_cast<double>(seq) * seq * head_dim,
+               seconds_since(start), ceiling);
   state.counters["GFLOP/s"] = benchmark::Counter(
       2.0 * batch * heads * static_cast<double>(seq) * seq * head_dim,
       benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
@@ -127,10 +167,14 @@ void DecodeAttention(benchmark::State& state) {
   args.head_dim = head_dim;
   args.capacity = cached;
   args.scale = 0.125f;
+  const double ceiling = offgen::bench::cpu_ceilings().read_bytes;
+  const auto start = Clock::now();
   for (auto _ : state) {
     offgen::kernels::cpu::decode_attention(args);
     benchmark::DoNotOptimize(out.data());
   }
+  report_share(state, "of read bandwidth", 2.0 * static_cast<double>(cache_size) * sizeof(Half),
+               seconds_since(start), ceiling);
   state.counters["KV GB/s"] = benchmark::Counter(
       2.0 * static_cast<double>(cache_size) * sizeof(Half),
       benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
@@ -138,6 +182,7 @@ void DecodeAttention(benchmark::State& state) {
 BENCHMARK(DecodeAttention)
     ->Args({8, 512})
     ->Args({32, 1024})
+    ->Args({32, 2048})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
