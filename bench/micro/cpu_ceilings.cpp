@@ -10,6 +10,7 @@
 #include <vector>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -148,6 +149,18 @@ struct alignas(64) TileConfig {
   std::uint8_t rows[16] = {};
 };
 
+// AMX features from CPUID leaf 7 directly (EDX bits 22, 24, 25): clang before 16 does not take
+// them in __builtin_cpu_supports.
+struct AmxFeatures {
+  bool tile = false, bf16 = false, int8 = false;
+};
+
+AmxFeatures amx_features() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return {};
+  return {(edx >> 24 & 1u) != 0, (edx >> 22 & 1u) != 0, (edx >> 25 & 1u) != 0};
+}
+
 // Linux lends the AMX tile state only to a process that asks (arch_prctl, XTILEDATA).
 bool amx_permitted() {
   constexpr int kArchReqXcompPerm = 0x1023;
@@ -258,13 +271,14 @@ CpuCeilings measure() {
           128 * instructions / timed_on_all_cores(c.threads, [](int) { int8_dot_loop(); });
     }
   }
-  if (__builtin_cpu_supports("amx-tile") && amx_permitted()) {
+  const AmxFeatures amx = amx_features();
+  if (amx.tile && amx_permitted()) {
     const double tile_products = static_cast<double>(kAmxIterations) * 4 * c.threads;
-    if (__builtin_cpu_supports("amx-bf16")) {
+    if (amx.bf16) {
       c.amx_bf16_flops = 2.0 * 16 * 16 * 32 * tile_products /
                          timed_on_all_cores(c.threads, [](int) { amx_bf16_loop(); });
     }
-    if (__builtin_cpu_supports("amx-int8")) {
+    if (amx.int8) {
       c.amx_int8_ops = 2.0 * 16 * 16 * 64 * tile_products /
                        timed_on_all_cores(c.threads, [](int) { amx_int8_loop(); });
     }
