@@ -27,7 +27,9 @@ void add_calibrate_command(CLI::App& app, CalibrateOptions& options) {
   cmd->add_option("--output", options.output,
                   "profile file (JSON); default: the device's cached profile, which generate, "
                   "score, bench and plan use when no --profile is given");
-  cmd->add_option("--copy-size", options.copy_size, "bytes per copy measurement, e.g. 256MiB")
+  cmd->add_option("--copy-size", options.copy_size,
+                  "bytes per copy measurement, e.g. 256MiB; also the most weights the GEMM "
+                  "measurement cycles through (copies of a layer's, one per model layer)")
       ->capture_default_str();
   cmd->add_option("--disk", options.disk, "also measure read / write bandwidth in this folder");
   cmd->add_option("--repeats", options.repeats, "best of this many runs per measurement")
