@@ -85,12 +85,6 @@ class OffloadedKv {
   // copies a sequence in or out of it between passes, when no copy or host task touches it.
   Buffer& host_k(int layer, int gpu_batch) { return k_host_[cache_index(layer, gpu_batch)]; }
   Buffer& host_v(int layer, int gpu_batch) { return v_host_[cache_index(layer, gpu_batch)]; }
-  const Buffer& host_k(int layer, int gpu_batch) const {
-    return k_host_[cache_index(layer, gpu_batch)];
-  }
-  const Buffer& host_v(int layer, int gpu_batch) const {
-    return v_host_[cache_index(layer, gpu_batch)];
-  }
 
   // Bytes of host cache (all layers, K and V) and of gpu staging this allocated.
   std::uint64_t host_cache_bytes() const;

@@ -143,25 +143,9 @@ class Fc1 {
 // only as well as it holds the model's), up to `target_bytes` of weights and kLayerCopiesMax.
 constexpr std::uint64_t kLayerCopiesMax = 32;
 
-// The four GEMMs of one decoder layer (q/k/v, out, fc1 or gate + up, fc2 or down): their weight
-// shapes as [out, in].
-std::array<std::array<int, 2>, 4> layer_gemm_shapes(const ModelConfig& m) {
-  return {{{m.qkv_dim(), m.hidden_size},
-           {m.hidden_size, m.num_heads * m.head_dim()},
-           {m.ffn_in_rows(), m.hidden_size},
-           {m.hidden_size, m.ffn_dim}}};
-}
-
-std::uint64_t layer_gemm_params(const ModelConfig& m) {
-  std::uint64_t params = 0;
-  for (const auto& [rows, cols] : layer_gemm_shapes(m)) {
-    params += static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols);
-  }
-  return params;
-}
-
 std::uint64_t layer_copies(const ModelConfig& m, std::uint64_t target_bytes) {
-  const std::uint64_t bytes = std::max<std::uint64_t>(layer_gemm_params(m) * sizeof(Half), 1);
+  const auto bytes =
+      std::max<std::uint64_t>(static_cast<std::uint64_t>(m.layer_gemm_params()) * sizeof(Half), 1);
   const auto layers = static_cast<std::uint64_t>(std::max(m.num_layers, 1));
   return std::clamp<std::uint64_t>(std::min(layers, target_bytes / bytes), 1, kLayerCopiesMax);
 }
@@ -173,7 +157,7 @@ class LayerGemms {
   LayerGemms(Device& device, const ModelConfig& m, std::uint64_t target_bytes)
       : device_(device),
         compute_(device.stream(StreamRole::compute)),
-        shapes_(layer_gemm_shapes(m)) {
+        shapes_(m.layer_gemm_shapes()) {
     const std::uint64_t copies = layer_copies(m, target_bytes);
     for (std::uint64_t c = 0; c < copies; ++c) {
       for (const auto& [rows, cols] : shapes_) {
@@ -245,13 +229,13 @@ void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const Calibrat
                                           compute.synchronize();
                                         }) /
                            layer.copies();
-    out.push_back({"gemm_layer_m" + std::to_string(rows), layer.layer_flops() / seconds / 1e12,
-                   "TFLOP/s",
-                   fmt::format("a decoder layer's GEMMs, {}, fp16, weights cycled through {} "
-                               "copies ({}), one after another as a step reads the layers",
-                               layer.describe(), layer.copies(),
-                               format_bytes(layer_gemm_params(m) * sizeof(Half) *
-                                            static_cast<std::uint64_t>(layer.copies())))});
+    out.push_back(
+        {"gemm_layer_m" + std::to_string(rows), layer.layer_flops() / seconds / 1e12, "TFLOP/s",
+         fmt::format("a decoder layer's GEMMs, {}, fp16, weights cycled through {} "
+                     "copies ({}), one after another as a step reads the layers",
+                     layer.describe(), layer.copies(),
+                     format_bytes(static_cast<std::uint64_t>(m.layer_gemm_params()) * sizeof(Half) *
+                                  static_cast<std::uint64_t>(layer.copies())))});
   }
 }
 
@@ -592,7 +576,7 @@ CalibrationFootprint calibration_footprint(const ModelConfig& model,
   const auto f = static_cast<std::uint64_t>(model.ffn_dim);
   // measure_gemm: every copy of a layer's GEMM weights, and its widest rows at 512 rows.
   std::uint64_t width = 0, gemm = 0;
-  for (const auto& [rows, cols] : layer_gemm_shapes(model)) {
+  for (const auto& [rows, cols] : model.layer_gemm_shapes()) {
     gemm += halves(static_cast<std::uint64_t>(rows) * static_cast<std::uint64_t>(cols));
     width = std::max<std::uint64_t>(
         {width, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols)});

@@ -32,14 +32,6 @@ double measurement(const nlohmann::json& profile, const std::filesystem::path& p
   return value * scale;
 }
 
-// fp16 weights of one decoder layer and its GEMM parameters (q, k, v, out, fc1 — gate and up when
-// gated — and fc2).
-double layer_params(const ModelConfig& m) {
-  const double h = m.hidden_size;
-  const double f = m.ffn_dim;
-  return h * m.qkv_dim() + h * h + h * m.ffn_in_rows() + f * h;
-}
-
 }  // namespace
 
 double gemm_seconds(const MachineProfile& p, double rows, double params) {
@@ -146,7 +138,9 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   const bool cpu_attention = r.block.cpu_attention && offloaded > 0;
   OFFGEN_CHECK(!cpu_attention || p.cpu_attention > 0,
                "the profile has no cpu attention measurement (run `offgen calibrate` again)");
-  const double params = layer_params(m);
+  // fp16 weights of one decoder layer: its GEMMs' (q, k, v, out, fc1 — gate and up when gated —
+  // and fc2).
+  const auto params = static_cast<double>(m.layer_gemm_params());
   const bool int4_weights = r.compression.weights == Storage::int4;
   const bool int4_kv = r.compression.kv == Storage::int4;
   // What a layer's weights move as: fp16, or the packed image (weight_image.h).

@@ -177,36 +177,13 @@ TileConfig tile_config() {
   return config;
 }
 
-__attribute__((target("amx-tile,amx-bf16"))) void amx_bf16_loop() {
+// Int8 = false: tdpbf16ps over bf16 operands; true: tdpbusd over uint8 x int8 operands.
+template <bool Int8>
+__attribute__((target("amx-tile,amx-bf16,amx-int8"))) void amx_loop() {
   const TileConfig config = tile_config();
   _tile_loadconfig(&config);
-  alignas(64) std::uint16_t operand[16 * 32];
-  for (std::uint16_t& x : operand) x = 0x3c00;  // bf16 0.0078125
-  alignas(64) float out[16 * 16];
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_loadd(4, operand, 64);
-  _tile_loadd(5, operand, 64);
-  _tile_loadd(6, operand, 64);
-  _tile_loadd(7, operand, 64);
-  for (std::int64_t i = 0; i < kAmxIterations; ++i) {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  _tile_stored(0, out, 64);
-  _tile_release();
-  g_sink = out[0];
-}
-
-__attribute__((target("amx-tile,amx-int8"))) void amx_int8_loop() {
-  const TileConfig config = tile_config();
-  _tile_loadconfig(&config);
-  alignas(64) std::uint8_t operand[16 * 64];
-  for (std::uint8_t& x : operand) x = 1;
+  alignas(64) std::uint16_t operand[16 * 32];                   // one tile: 16 rows of 64 bytes
+  for (std::uint16_t& x : operand) x = Int8 ? 0x0101 : 0x3c00;  // int8 1s, or bf16 0.0078125
   alignas(64) std::int32_t out[16 * 16];
   _tile_zero(0);
   _tile_zero(1);
@@ -217,10 +194,17 @@ __attribute__((target("amx-tile,amx-int8"))) void amx_int8_loop() {
   _tile_loadd(6, operand, 64);
   _tile_loadd(7, operand, 64);
   for (std::int64_t i = 0; i < kAmxIterations; ++i) {
-    _tile_dpbusd(0, 4, 6);
-    _tile_dpbusd(1, 4, 7);
-    _tile_dpbusd(2, 5, 6);
-    _tile_dpbusd(3, 5, 7);
+    if constexpr (Int8) {
+      _tile_dpbusd(0, 4, 6);
+      _tile_dpbusd(1, 4, 7);
+      _tile_dpbusd(2, 5, 6);
+      _tile_dpbusd(3, 5, 7);
+    } else {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
   }
   _tile_stored(0, out, 64);
   _tile_release();
@@ -276,11 +260,11 @@ CpuCeilings measure() {
     const double tile_products = static_cast<double>(kAmxIterations) * 4 * c.threads;
     if (amx.bf16) {
       c.amx_bf16_flops = 2.0 * 16 * 16 * 32 * tile_products /
-                         timed_on_all_cores(c.threads, [](int) { amx_bf16_loop(); });
+                         timed_on_all_cores(c.threads, [](int) { amx_loop<false>(); });
     }
     if (amx.int8) {
       c.amx_int8_ops = 2.0 * 16 * 16 * 64 * tile_products /
-                       timed_on_all_cores(c.threads, [](int) { amx_int8_loop(); });
+                       timed_on_all_cores(c.threads, [](int) { amx_loop<true>(); });
     }
   }
 #endif

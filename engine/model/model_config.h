@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -88,6 +89,20 @@ struct ModelConfig {
   bool learned_positions() const { return family == ModelFamily::opt; }
   // Rows of the first MLP projection (fc1, or gate and up fused).
   int ffn_in_rows() const { return gated_mlp() ? 2 * ffn_dim : ffn_dim; }
+  // The four GEMMs of a decoder layer (q / k / v fused, out, fc1 or gate + up, fc2 or down):
+  // each weight's [out_features, in_features].
+  std::array<std::array<int, 2>, 4> layer_gemm_shapes() const {
+    return {{{qkv_dim(), hidden_size},
+             {hidden_size, num_heads * head_dim()},
+             {ffn_in_rows(), hidden_size},
+             {hidden_size, ffn_dim}}};
+  }
+  // Their weights: a decoder layer's GEMM parameters.
+  std::int64_t layer_gemm_params() const {
+    std::int64_t params = 0;
+    for (const auto& [out, in] : layer_gemm_shapes()) params += std::int64_t{out} * in;
+    return params;
+  }
   // The rotary inverse frequencies [head_dim / 2], in fp32 as transformers computes them
   // (scaling included); empty without rotary positions.
   std::vector<float> rope_inv_freq() const;

@@ -96,8 +96,8 @@ class BlockKvCache {
   // outliving this cache): K and V of every layer (between the gpu tier and host caches as each
   // sequence keeps them), the attention-score state or the slot plan, its budget and its token
   // count. The copies are enqueued on `stream` (the compute stream, after from's prefill, before
-  // the next step); a host cache must be idle (both runners synchronized) and the stream
-  // synchronized before the next pass reads it, since its loads run on another stream.
+  // the next step); a host cache must be idle (both runners synchronized), and `stream` must be
+  // synchronized before a pass loads a host cache on another stream (BlockRunner::decode does).
   void adopt(Device& device, Stream& stream, int b, BlockKvCache& from, int from_b,
              const KvPolicy* policy);
   // Sequence b has finished (its row waits for a request); `policy` (outliving this cache)

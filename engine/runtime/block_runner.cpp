@@ -404,9 +404,10 @@ void BlockRunner::adopt(int b, BlockRunner& from, int from_b, std::unique_ptr<Kv
     sync();
     from.sync();
   }
+  // The copies run on compute; the next step's sync() waits for them before its pass loads a
+  // host cache on another stream.
   kv_cache_->adopt(device_, compute_, b, *from.kv_cache_, from_b, policy.get());
   policies_[static_cast<std::size_t>(b)] = std::move(policy);
-  if (host_caches) compute_.synchronize();  // the next pass loads host caches on h2d
 }
 
 void BlockRunner::head(int n, const std::int32_t* row_ids, std::int64_t rows_in_x) {

@@ -76,8 +76,8 @@ class BlockRunner {
   // `policy` (made for that sequence's lengths as from's was). Its KV cache and policy state are
   // copied in on the compute stream (from the gpu tier or a host cache, to wherever row b keeps
   // its KV); from then on it decodes here, with results exactly those it would have had here
-  // from the start. With host caches on either side both runners are synchronized first and the
-  // copies waited for, since the next pass loads host caches on another stream.
+  // from the start. With host caches on either side both runners are synchronized first; the
+  // next decode's synchronization waits for the copies before its pass loads a host cache.
   void adopt(int b, BlockRunner& from, int from_b, std::unique_ptr<KvPolicy> policy);
   // Whether this runner can keep each GPU batch's running sequences first (move_row) and compute
   // only those (decode's `running`): when every sequence's KV and hidden states are on the gpu
