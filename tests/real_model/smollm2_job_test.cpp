@@ -22,7 +22,7 @@
 namespace offgen {
 namespace {
 
-using Json = nlohmann::json;
+using JobJson = nlohmann::json;
 
 constexpr int kRequests = 40;
 
@@ -47,8 +47,8 @@ std::string mixed_file() {
       if (w > 0) prompt += ' ';
       prompt += words[(static_cast<std::size_t>(i) * 7 + w) % words.size()];
     }
-    Json body = {{"prompt", prompt}, {"max_tokens", 1 + (i * 11) % 24}};
-    if (i % 3 == 0) body["stop"] = Json::array({"."});
+    JobJson body = {{"prompt", prompt}, {"max_tokens", 1 + (i * 11) % 24}};
+    if (i % 3 == 0) body["stop"] = JobJson::array({"."});
     if (i % 2 == 1) {
       body["temperature"] = 0.8;
       body["top_p"] = 0.9;
@@ -58,7 +58,7 @@ std::string mixed_file() {
     }
     std::string id = "r";  // (not "r" + ...: GCC 12 warns of a memcpy overlap, -Wrestrict)
     id += std::to_string(i);
-    out += Json({{"custom_id", id}, {"method", "POST"}, {"url", "/v1/completions"}, {"body", body}})
+    out += JobJson({{"custom_id", id}, {"method", "POST"}, {"url", "/v1/completions"}, {"body", body}})
                .dump() +
            "\n";
   }
@@ -66,12 +66,12 @@ std::string mixed_file() {
 }
 
 // Each line's custom_id, tokens, text and finish reason, in the file's order.
-std::vector<Json> answers(const std::filesystem::path& path) {
+std::vector<JobJson> answers(const std::filesystem::path& path) {
   std::ifstream in(path);
-  std::vector<Json> out;
+  std::vector<JobJson> out;
   for (std::string line; std::getline(in, line);) {
-    const Json record = Json::parse(line);
-    const Json& choice = record["response"]["body"]["choices"][0];
+    const JobJson record = JobJson::parse(line);
+    const JobJson& choice = record["response"]["body"]["choices"][0];
     out.push_back(
         {record["custom_id"], choice["token_ids"], choice["text"], choice["finish_reason"]});
   }
@@ -116,10 +116,10 @@ TEST(Smollm2Job, RefillsIntoHostCachesWriteWhatBlocksWriteAndSurviveAnInterrupt)
   // Rows computed for sequences that had finished: fewer where finished rows were refilled.
   EXPECT_LT(finished_rows(refilled.output), finished_rows(blocks.output))
       << refilled.output << blocks.output;
-  const std::vector<Json> want = answers(dir.path() / "refilled.jsonl");
+  const std::vector<JobJson> want = answers(dir.path() / "refilled.jsonl");
   ASSERT_EQ(want.size(), static_cast<std::size_t>(kRequests));
   EXPECT_EQ(answers(dir.path() / "blocks.jsonl"), want);
-  EXPECT_TRUE(std::any_of(want.begin(), want.end(), [](const Json& a) {
+  EXPECT_TRUE(std::any_of(want.begin(), want.end(), [](const JobJson& a) {
     return a[3] == "stop";
   }));  // a stop string ended one
 
