@@ -10,11 +10,10 @@
 #include <vector>
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #endif
+
+#include "kernels/cpu/cpu_features.h"
 
 namespace offgen::bench {
 namespace {
@@ -141,46 +140,10 @@ float sum_portable(const float* p, std::size_t n) {
 // loaded once, so the loop reads no memory.
 constexpr std::int64_t kAmxIterations = kIterations / 8;
 
-struct alignas(64) TileConfig {
-  std::uint8_t palette = 1;
-  std::uint8_t start_row = 0;
-  std::uint8_t reserved[14] = {};
-  std::uint16_t colsb[16] = {};
-  std::uint8_t rows[16] = {};
-};
-
-// AMX features from CPUID leaf 7 directly (EDX bits 22, 24, 25): clang before 16 does not take
-// them in __builtin_cpu_supports.
-struct AmxFeatures {
-  bool tile = false, bf16 = false, int8 = false;
-};
-
-AmxFeatures amx_features() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return {};
-  return {(edx >> 24 & 1u) != 0, (edx >> 22 & 1u) != 0, (edx >> 25 & 1u) != 0};
-}
-
-// Linux lends the AMX tile state only to a process that asks (arch_prctl, XTILEDATA).
-bool amx_permitted() {
-  constexpr int kArchReqXcompPerm = 0x1023;
-  constexpr int kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-}
-
-TileConfig tile_config() {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.colsb[t] = 64;
-    config.rows[t] = 16;
-  }
-  return config;
-}
-
 // Int8 = false: tdpbf16ps over bf16 operands; true: tdpbusd over uint8 x int8 operands.
 template <bool Int8>
 __attribute__((target("amx-tile,amx-bf16,amx-int8"))) void amx_loop() {
-  const TileConfig config = tile_config();
+  const kernels::cpu::TileConfig config = kernels::cpu::full_tiles();
   _tile_loadconfig(&config);
   alignas(64) std::uint16_t operand[16 * 32];                   // one tile: 16 rows of 64 bytes
   for (std::uint16_t& x : operand) x = Int8 ? 0x0101 : 0x3c00;  // int8 1s, or bf16 0.0078125
@@ -218,11 +181,7 @@ double read_bandwidth(int threads) {
   std::vector<float> buffer(kBytes / sizeof(float), 1.0f);
   const std::size_t share = buffer.size() / static_cast<std::size_t>(threads) / 64 * 64;
   std::vector<float> sums(static_cast<std::size_t>(threads));
-#if defined(__x86_64__)
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-#else
-  const bool avx512 = false;
-#endif
+  const bool avx512 = kernels::cpu::cpu_features().avx512f;
   const double seconds = timed_on_all_cores(threads, [&](int t) {
     const float* p = buffer.data() + share * static_cast<std::size_t>(t);
 #if defined(__x86_64__)
@@ -243,26 +202,26 @@ CpuCeilings measure() {
   const double instructions =
       static_cast<double>(kIterations) * kChains * static_cast<double>(c.threads);
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) {
+  const kernels::cpu::CpuFeatures& features = kernels::cpu::cpu_features();
+  if (features.avx512f) {
     c.fp32_fma_flops =
         32 * instructions / timed_on_all_cores(c.threads, [](int) { fp32_fma_loop(); });
-    if (__builtin_cpu_supports("avx512bf16")) {
+    if (features.avx512_bf16) {
       c.bf16_dot_flops =
           64 * instructions / timed_on_all_cores(c.threads, [](int) { bf16_dot_loop(); });
     }
-    if (__builtin_cpu_supports("avx512vnni")) {
+    if (features.avx512_vnni) {
       c.int8_dot_ops =
           128 * instructions / timed_on_all_cores(c.threads, [](int) { int8_dot_loop(); });
     }
   }
-  const AmxFeatures amx = amx_features();
-  if (amx.tile && amx_permitted()) {
+  {
     const double tile_products = static_cast<double>(kAmxIterations) * 4 * c.threads;
-    if (amx.bf16) {
+    if (features.amx_bf16) {
       c.amx_bf16_flops = 2.0 * 16 * 16 * 32 * tile_products /
                          timed_on_all_cores(c.threads, [](int) { amx_loop<false>(); });
     }
-    if (amx.int8) {
+    if (features.amx_int8) {
       c.amx_int8_ops = 2.0 * 16 * 16 * 64 * tile_products /
                        timed_on_all_cores(c.threads, [](int) { amx_loop<true>(); });
     }

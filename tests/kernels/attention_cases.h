@@ -66,7 +66,8 @@ struct DecodeCase {
 // Slot counts include an empty cache (0), a single slot and a full cache. The last four are
 // grouped-query shapes (8 query heads over 2 kv heads, multi-query 4 over 1 with head_dim 24, 6
 // over 3, and tiny-llama-gqa's 4 over 2 with head_dim 16); capacities 300 and 70 make the GPU
-// split even a small batch's slots (split decode), capacity 7 keeps it to one split.
+// split even a small batch's slots (split decode), capacity 7 keeps it to one split. The last has
+// LLaMA's head_dim of 128 (the CPU's widest register-resident row).
 inline const DecodeCase kDecodeCases[] = {
     {1, 1, 8, 1, {1}},
     {3, 2, 16, 33, {0, 1, 33}},
@@ -76,6 +77,7 @@ inline const DecodeCase kDecodeCases[] = {
     {3, 4, 24, 70, {0, 1, 70}, 1},
     {2, 6, 64, 100, {57, 100}, 3},
     {4, 4, 16, 7, {6, 7, 7, 7}, 2},
+    {2, 4, 128, 40, {17, 40}, 2},
 };
 
 inline std::string describe(const DecodeCase& c) {

@@ -58,9 +58,10 @@ std::string mixed_file() {
     }
     std::string id = "r";  // (not "r" + ...: GCC 12 warns of a memcpy overlap, -Wrestrict)
     id += std::to_string(i);
-    out += JobJson({{"custom_id", id}, {"method", "POST"}, {"url", "/v1/completions"}, {"body", body}})
-               .dump() +
-           "\n";
+    out +=
+        JobJson({{"custom_id", id}, {"method", "POST"}, {"url", "/v1/completions"}, {"body", body}})
+            .dump() +
+        "\n";
   }
   return out;
 }

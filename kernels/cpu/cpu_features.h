@@ -1,0 +1,36 @@
+// What this CPU offers the matrix kernels beyond AVX-512: the bf16 and int8 dot-product
+// instructions and Intel's AMX tile unit. AMX needs more than CPUID: Linux lends a process the
+// tile state (8 KiB per thread of saved registers) only when it asks, so amx_bf16() asks once
+// and reports whether the kernel agreed.
+#pragma once
+
+#include <cstdint>
+
+namespace offgen::kernels::cpu {
+
+struct CpuFeatures {
+  bool avx512f = false;
+  bool avx512_bf16 = false;  // vdpbf16ps, vcvtne2ps2bf16
+  bool avx512_vnni = false;  // vpdpbusd
+  bool amx_bf16 = false;     // tdpbf16ps, with the tile state granted to this process
+  bool amx_int8 = false;     // tdpbusd, likewise
+};
+
+// Read once per process (the AMX request included).
+const CpuFeatures& cpu_features();
+
+#if defined(__x86_64__)
+// The tile configuration LDTILECFG reads: palette 1, per tile its rows and bytes per row.
+struct alignas(64) TileConfig {
+  std::uint8_t palette = 1;
+  std::uint8_t start_row = 0;
+  std::uint8_t reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+};
+
+// All eight tiles at their largest: 16 rows of 64 bytes.
+TileConfig full_tiles();
+#endif
+
+}  // namespace offgen::kernels::cpu
