@@ -20,6 +20,11 @@ struct LinearArgs {
   int out_features = 0;
   int in_features = 0;
   Activation activation = Activation::none;
+  // The rows are a prefill pass's prompt tokens, never mixed with generated ones. The CPU sums
+  // prompt rows in another fixed order than decode rows (sequentially along k, the order of its
+  // fast many-row kernel; decode rows in 16 lanes of k), so a row's bits depend on its own kind
+  // only, never on how many rows are beside it. The reference and the CUDA device ignore it.
+  bool prompt_rows = false;
 };
 
 // The tied LM head, kept in fp32: out = x · embedᵀ.

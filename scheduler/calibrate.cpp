@@ -150,6 +150,11 @@ std::uint64_t layer_copies(const ModelConfig& m, std::uint64_t target_bytes) {
   return std::clamp<std::uint64_t>(std::min(layers, target_bytes / bytes), 1, kLayerCopiesMax);
 }
 
+// Row counts from which the GEMM measurement runs rows as a prefill's prompt rows (the CPU's
+// prompt order and kernel; kernels/linear_args.h): 128 and 512 stand for prefills, 1 and 32 for
+// decode steps.
+constexpr int kPromptRows = 128;
+
 // A decoder layer's GEMMs on the gpu tier, in `copies` weight sets: one pass runs every set's
 // four GEMMs over the same rows, as a decode step runs the layers' one after another.
 class LayerGemms {
@@ -189,7 +194,8 @@ class LayerGemms {
                   .y = y_.as<Half>(),
                   .rows = rows_,
                   .out_features = out_features,
-                  .in_features = in_features});
+                  .in_features = in_features,
+                  .prompt_rows = rows_ >= kPromptRows});
     }
   }
 
@@ -231,9 +237,9 @@ void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const Calibrat
                            layer.copies();
     out.push_back(
         {"gemm_layer_m" + std::to_string(rows), layer.layer_flops() / seconds / 1e12, "TFLOP/s",
-         fmt::format("a decoder layer's GEMMs, {}, fp16, weights cycled through {} "
+         fmt::format("a decoder layer's GEMMs, {}, fp16, as {} rows, weights cycled through {} "
                      "copies ({}), one after another as a step reads the layers",
-                     layer.describe(), layer.copies(),
+                     layer.describe(), rows >= kPromptRows ? "prompt" : "decode", layer.copies(),
                      format_bytes(static_cast<std::uint64_t>(m.layer_gemm_params()) * sizeof(Half) *
                                   static_cast<std::uint64_t>(layer.copies())))});
   }

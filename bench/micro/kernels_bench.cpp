@@ -59,11 +59,13 @@ void Ceilings(benchmark::State& state) {
 }
 BENCHMARK(Ceilings)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-// y[m, n] = x[m, k] · W[n, k]ᵀ + b: args m, n, k.
+// y[m, n] = x[m, k] · W[n, k]ᵀ + b: args m, n, k, and 1 for prompt rows (a prefill's order and
+// kernel; kernels/linear_args.h) or 0 for decode rows.
 void Linear(benchmark::State& state) {
   const auto m = state.range(0);
   const auto n = static_cast<int>(state.range(1));
   const auto k = static_cast<int>(state.range(2));
+  const bool prompt_rows = state.range(3) != 0;
   const auto x = random_halves(static_cast<std::size_t>(m * k), 1.0f);
   const auto w = random_halves(static_cast<std::size_t>(n) * static_cast<std::size_t>(k), 0.05f);
   const auto b = random_halves(static_cast<std::size_t>(n), 0.1f);
@@ -78,7 +80,8 @@ void Linear(benchmark::State& state) {
                                   .rows = m,
                                   .out_features = n,
                                   .in_features = k,
-                                  .activation = offgen::kernels::Activation::relu});
+                                  .activation = offgen::kernels::Activation::relu,
+                                  .prompt_rows = prompt_rows});
     benchmark::DoNotOptimize(y.data());
   }
   report_share(state, "of fp32 FMA peak", 2.0 * static_cast<double>(m) * n * k,
@@ -88,18 +91,21 @@ void Linear(benchmark::State& state) {
                                                  benchmark::Counter::kIs1000);
 }
 BENCHMARK(Linear)
-    ->Args({1, 768, 768})
-    ->Args({8, 3072, 768})
-    ->Args({64, 2304, 768})
-    ->Args({512, 3072, 768})
+    ->ArgNames({"m", "n", "k", "prompt"})
+    ->Args({1, 768, 768, 0})
+    ->Args({8, 3072, 768, 0})
+    ->Args({64, 2304, 768, 0})
+    ->Args({64, 2304, 768, 1})
+    ->Args({512, 3072, 768, 0})
+    ->Args({512, 3072, 768, 1})
     // The four GEMMs of an opt-125m layer (qkv, out, fc1, fc2) at a decode row and a prefill's
     // 512: the cost model times a layer's GEMMs by these shapes.
-    ->Args({1, 2304, 768})
-    ->Args({1, 3072, 768})
-    ->Args({1, 768, 3072})
-    ->Args({512, 2304, 768})
-    ->Args({512, 768, 768})
-    ->Args({512, 768, 3072})
+    ->Args({1, 2304, 768, 0})
+    ->Args({1, 3072, 768, 0})
+    ->Args({1, 768, 3072, 0})
+    ->Args({512, 2304, 768, 1})
+    ->Args({512, 768, 768, 1})
+    ->Args({512, 768, 3072, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

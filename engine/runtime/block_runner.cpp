@@ -187,6 +187,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
   };
 
   if (task.layer == 0) embed(g, x);
+  // A prompt token's GEMM rows are summed in the prompt order on the CPU (kernels/linear_args.h).
+  const bool prompt_rows = step == Step::prefill;
   // Self-attention block.
   const Half* attn_in = x;
   if (pre_ln) {
@@ -199,7 +201,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .y = qkv,
                .rows = rows,
                .out_features = config_.qkv_dim(),
-               .in_features = h});
+               .in_features = h,
+               .prompt_rows = prompt_rows});
   if (config_.rotary()) {
     // Keys are rotated before they are cached, so the cache never needs rotating again.
     ops_.rotary({.qkv = qkv,
@@ -225,7 +228,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .y = t,
                .rows = rows,
                .out_features = h,
-               .in_features = h});
+               .in_features = h,
+               .prompt_rows = prompt_rows});
   ops_.add_inplace(x, t, rows * h);
   if (!pre_ln) norm(w.attn_ln_weight, w.attn_ln_bias, x);
 
@@ -243,7 +247,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .rows = rows,
                .out_features = config_.ffn_in_rows(),
                .in_features = h,
-               .activation = gated ? Activation::none : Activation::relu});
+               .activation = gated ? Activation::none : Activation::relu,
+               .prompt_rows = prompt_rows});
   if (gated) {
     ops_.silu_mul({.gate_up = ffn_.as<Half>(), .out = gated_.as<Half>(), .rows = rows, .ffn = f});
   }
@@ -253,7 +258,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .y = t,
                .rows = rows,
                .out_features = h,
-               .in_features = f});
+               .in_features = f,
+               .prompt_rows = prompt_rows});
   ops_.add_inplace(x, t, rows * h);
   if (!pre_ln) norm(w.ffn_ln_weight, w.ffn_ln_bias, x);
 }

@@ -1,17 +1,26 @@
 // Linear / logits: fp32 GEMM over fp16 operands, y[m, n] = Σ_k x[m, k]·W[n, k] (+ epilogue).
 //
-// One path for every row count, TBB-parallel over an (n-block × m-block) task grid. x rows are
-// converted to fp32 and zero-padded to a multiple of 16; each task converts NR-row groups of W
-// right before use (they stay in L1) and runs an MR × NR micro-kernel of dot products vectorised
-// over k, reduced horizontally once per tile and k chunk; rows come in blocks that stay in L2.
-// Each output is summed in the same order whatever m is, so a row's result is bit for bit the
-// same alone or among thousands: a request's tokens never depend on its batch-mates. (An
-// outer-product kernel over packed x panels was ~10% faster at m >= 512 but sums in another
-// order, so a request's bits changed with the number of rows beside it.) Outputs go through the
-// epilogue: bias, activation, one rounding to fp16 — or plain fp32 for logits.
+// Two summation orders, each the same whatever m is, so a row's result is bit for bit the same
+// alone or among thousands: a request's tokens never depend on its batch-mates.
 //
-// Micro-kernels are picked at run time (AVX-512, AVX2+FMA, portable); OFFGEN_CPU_ISA=avx2 or
-// =portable caps the choice so tests can cover the fallbacks on any x86 machine.
+// Decode rows (and logits) take the dot-product path: TBB-parallel over an (n-block × m-block)
+// task grid; x rows are converted to fp32 and zero-padded to a multiple of 16; each task converts
+// NR-row groups of W right before use (they stay in L1) and runs an MR × NR micro-kernel of dot
+// products vectorised over k, reduced horizontally once per tile and k chunk. It reads W in the
+// checkpoint's [out, in] layout as it is, which is what a step of few rows needs.
+//
+// Prompt rows (LinearArgs::prompt_rows, AVX-512) take the outer-product path: x is packed into
+// k-major panels of 8 rows, each task transposes its 48-column groups of W into k-major panels
+// (16 × 16 blocks in registers), and an 8 × 48 micro-kernel broadcasts x and multiplies whole
+// panel rows, summing each output sequentially along k. It streams from L2 at 0.8 of the FMA
+// peak where the dot tile manages about half (docs/architecture.md); the transpose, paid once
+// per task, is what keeps it off decode steps. A prompt row's kind is its own, so choosing by it
+// keeps results batch-invariant.
+//
+// Outputs go through the epilogue: bias, activation, one rounding to fp16 — or plain fp32 for
+// logits. Micro-kernels are picked at run time (AVX-512, AVX2+FMA, portable); OFFGEN_CPU_ISA=avx2
+// or =portable caps the choice so tests can cover the fallbacks on any x86 machine (both caps
+// use the dot path for prompt rows too).
 #include "kernels/cpu/linear.h"
 
 #include <tbb/blocked_range.h>
@@ -98,6 +107,7 @@ struct DotIsa {
   int mr = 0;
   int nr = 0;
   DotTile tile[kMaxMr + 1] = {};  // tile[r] handles r rows of x (1 <= r <= mr)
+  bool outer = false;             // the AVX-512 outer-product path for prompt rows
 };
 
 // ---- portable ------------------------------------------------------------------------------
@@ -206,6 +216,96 @@ __attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t 
     for (int j = 0; j < kNr; ++j) c[i * ldc + j] += sums[j];
   }
 }
+
+// ---- AVX-512 outer products: 8 rows × 48 columns = 24 zmm accumulators + 3 panel + 1 x -------
+constexpr int kOuterMr = 8;
+constexpr int kOuterNr = 48;
+constexpr std::int64_t kOuterKc = 128;  // k per chunk: 24 KiB of panel rows, held in L1
+
+// r[t] becomes column t of the 16 × 16 block whose rows were r[0..15]. (The maskz forms with
+// all-ones masks: GCC 12's plain ones trip -Wmaybe-uninitialized on their undefined operand.)
+__attribute__((target("avx512f"))) inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {  // pairs of rows interleaved by element
+    t[2 * i] = _mm512_maskz_unpacklo_ps(0xFFFF, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_maskz_unpackhi_ps(0xFFFF, r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // quads of rows, by pairs of elements
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, a, b));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, a, b));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(0xFF, c, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(0xFF, c, d));
+  }
+  for (int q = 0; q < 4; ++q) {  // 128-bit lanes across the four quads
+    const __m512 ab0 = _mm512_maskz_shuffle_f32x4(0xFFFF, r[q], r[4 + q], 0x88);
+    const __m512 ab1 = _mm512_maskz_shuffle_f32x4(0xFFFF, r[q], r[4 + q], 0xdd);
+    const __m512 cd0 = _mm512_maskz_shuffle_f32x4(0xFFFF, r[8 + q], r[12 + q], 0x88);
+    const __m512 cd1 = _mm512_maskz_shuffle_f32x4(0xFFFF, r[8 + q], r[12 + q], 0xdd);
+    t[q] = _mm512_maskz_shuffle_f32x4(0xFFFF, ab0, cd0, 0x88);
+    t[q + 8] = _mm512_maskz_shuffle_f32x4(0xFFFF, ab0, cd0, 0xdd);
+    t[q + 4] = _mm512_maskz_shuffle_f32x4(0xFFFF, ab1, cd1, 0x88);
+    t[q + 12] = _mm512_maskz_shuffle_f32x4(0xFFFF, ab1, cd1, 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// panel[kk·48 + j] = W[j, kk] in fp32 for the `rows` (<= 48) rows of W at w (row stride k), zero
+// past them; kk < k.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_weight_panel(const Half* w,
+                                                                            std::int64_t k,
+                                                                            int rows,
+                                                                            float* panel) {
+  for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
+    const auto len = static_cast<int>(std::min<std::int64_t>(16, k - k0));
+    const auto mask = static_cast<__mmask16>((1u << len) - 1u);
+    for (int b = 0; b < kOuterNr / 16; ++b) {
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) {
+        const int row = b * 16 + i;
+        r[i] = row < rows
+                   ? _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, w + row * k + k0))
+                   : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      for (int t = 0; t < len; ++t) _mm512_store_ps(panel + (k0 + t) * kOuterNr + b * 16, r[t]);
+    }
+  }
+}
+
+// c[i·48 + j] += Σ_kk x[kk·8 + i] · panel[kk·48 + j] for kk < len in kk order, from zero when
+// !accumulate. A sum split into k chunks this way is the same sum: the running values are stored
+// and reloaded exactly.
+__attribute__((target("avx512f"))) void outer_avx512(const float* x, const float* panel,
+                                                     std::int64_t len, bool accumulate, float* c) {
+  __m512 acc[kOuterMr][3];
+#pragma GCC unroll 8
+  for (int i = 0; i < kOuterMr; ++i) {
+    for (int v = 0; v < 3; ++v) {
+      acc[i][v] = accumulate ? _mm512_load_ps(c + i * kOuterNr + 16 * v) : _mm512_setzero_ps();
+    }
+  }
+  for (std::int64_t kk = 0; kk < len; ++kk) {
+    const float* p = panel + kk * kOuterNr;
+    const __m512 b0 = _mm512_load_ps(p);
+    const __m512 b1 = _mm512_load_ps(p + 16);
+    const __m512 b2 = _mm512_load_ps(p + 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < kOuterMr; ++i) {
+      const __m512 a = _mm512_set1_ps(x[kk * kOuterMr + i]);
+      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+      acc[i][2] = _mm512_fmadd_ps(a, b2, acc[i][2]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kOuterMr; ++i) {
+    _mm512_store_ps(c + i * kOuterNr, acc[i][0]);
+    _mm512_store_ps(c + i * kOuterNr + 16, acc[i][1]);
+    _mm512_store_ps(c + i * kOuterNr + 32, acc[i][2]);
+  }
+}
 #endif
 
 // ---- selection -------------------------------------------------------------------------------
@@ -219,8 +319,13 @@ DotIsa select_kernels() {
 #if defined(__x86_64__)
   static const bool has_avx512 = __builtin_cpu_supports("avx512f");
   static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  static const bool has_avx512_bw_vl =
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
   if (has_avx512 && cap != "avx2") {
-    return {4, 6, {nullptr, dot_avx512<1>, dot_avx512<2>, dot_avx512<3>, dot_avx512<4>}};
+    return {4,
+            6,
+            {nullptr, dot_avx512<1>, dot_avx512<2>, dot_avx512<3>, dot_avx512<4>},
+            has_avx512_bw_vl};
   }
   if (has_avx2) return {3, 4, {nullptr, dot_avx2<1>, dot_avx2<2>, dot_avx2<3>}};
 #endif
@@ -291,6 +396,85 @@ void gemm(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std
   });
 }
 
+#if defined(__x86_64__)
+// The outer-product path (prompt rows, AVX-512): see the top of the file.
+void gemm_outer(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std::int64_t k,
+                const Epilogue& store) {
+  const std::int64_t panels = ceil_div(m, std::int64_t{kOuterMr});
+  // x as k-major panels of 8 rows, zero past m: xp[p·k·8 + kk·8 + i] = x[p·8 + i, kk].
+  thread_local AlignedFloats x_buffer;
+  float* const xp = x_buffer.get(static_cast<std::size_t>(panels * k * kOuterMr));
+  // Column groups of 48 per task, row blocks of whole panels; a task transposes its groups of W
+  // once, so blocks stay few: split rows only while the tasks are fewer than wanted.
+  const std::int64_t groups = ceil_div(n, std::int64_t{kOuterNr});
+  const std::int64_t gb =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(2, groups / task_target()));
+  const std::int64_t n_blocks = ceil_div(groups, gb);
+  const std::int64_t m_blocks = std::clamp<std::int64_t>(ceil_div(task_target(), n_blocks), 1,
+                                                         std::max<std::int64_t>(panels / 4, 1));
+  const std::int64_t pb = ceil_div(panels, m_blocks);  // panels per row block
+
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, panels), [&](const auto& r) {
+      thread_local AlignedFloats row_buffer;
+      float* const row = row_buffer.get(static_cast<std::size_t>(k));
+      for (std::int64_t p = r.begin(); p != r.end(); ++p) {
+        float* const panel = xp + p * k * kOuterMr;
+        for (int i = 0; i < kOuterMr; ++i) {
+          const std::int64_t xi = p * kOuterMr + i;
+          if (xi < m) {
+            half_to_float(x + xi * k, row, static_cast<std::size_t>(k));
+          } else {
+            std::fill(row, row + k, 0.0f);
+          }
+          for (std::int64_t kk = 0; kk < k; ++kk) panel[kk * kOuterMr + i] = row[kk];
+        }
+      }
+    });
+    tbb::parallel_for(
+        tbb::blocked_range<std::int64_t>(0, n_blocks * ceil_div(panels, pb)), [&](const auto& r) {
+          thread_local AlignedFloats w_buffer;
+          thread_local AlignedFloats c_buffer;
+          constexpr std::int64_t kTile = kOuterMr * kOuterNr;
+          const std::int64_t row_blocks = ceil_div(panels, pb);
+          for (std::int64_t t = r.begin(); t != r.end(); ++t) {
+            const std::int64_t g0 = (t / row_blocks) * gb;
+            const std::int64_t g1 = std::min(groups, g0 + gb);
+            const std::int64_t p0 = (t % row_blocks) * pb;
+            const std::int64_t p1 = std::min(panels, p0 + pb);
+            float* const wp = w_buffer.get(static_cast<std::size_t>((g1 - g0) * k * kOuterNr));
+            for (std::int64_t g = g0; g < g1; ++g) {
+              const std::int64_t j0 = g * kOuterNr;
+              pack_weight_panel(weight + j0 * k, k,
+                                static_cast<int>(std::min<std::int64_t>(kOuterNr, n - j0)),
+                                wp + (g - g0) * k * kOuterNr);
+            }
+            float* const c = c_buffer.get(static_cast<std::size_t>((p1 - p0) * kTile));
+            for (std::int64_t g = g0; g < g1; ++g) {
+              const std::int64_t j0 = g * kOuterNr;
+              const std::int64_t count = std::min<std::int64_t>(kOuterNr, n - j0);
+              const float* const panel = wp + (g - g0) * k * kOuterNr;
+              // k in chunks whose panel rows stay in L1 while every row panel passes over them.
+              for (std::int64_t k0 = 0; k0 < k; k0 += kOuterKc) {
+                const std::int64_t len = std::min<std::int64_t>(kOuterKc, k - k0);
+                for (std::int64_t p = p0; p < p1; ++p) {
+                  outer_avx512(xp + (p * k + k0) * kOuterMr, panel + k0 * kOuterNr, len, k0 > 0,
+                               c + (p - p0) * kTile);
+                }
+              }
+              for (std::int64_t p = p0; p < p1; ++p) {
+                const std::int64_t rows = std::min<std::int64_t>(kOuterMr, m - p * kOuterMr);
+                for (std::int64_t i = 0; i < rows; ++i) {
+                  store(p * kOuterMr + i, j0, count, c + (p - p0) * kTile + i * kOuterNr);
+                }
+              }
+            }
+          }
+        });
+  });
+}
+#endif
+
 }  // namespace
 
 void linear(const LinearArgs& args) {
@@ -304,6 +488,13 @@ void linear(const LinearArgs& args) {
   e.relu = args.activation == Activation::relu;
   e.y = args.y;
   e.n = args.out_features;
+#if defined(__x86_64__)
+  if (args.prompt_rows && args.rows > 0 && args.out_features > 0 && args.in_features > 0 &&
+      select_kernels().outer) {
+    gemm_outer(args.x, args.weight, args.rows, args.out_features, args.in_features, e);
+    return;
+  }
+#endif
   gemm(args.x, args.weight, args.rows, args.out_features, args.in_features, e);
 }
 

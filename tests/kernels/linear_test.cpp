@@ -51,25 +51,29 @@ TEST_P(LinearParity, MatchesReferenceWithAndWithoutBiasAndRelu) {
       for (const auto act : {Activation::none, Activation::relu}) {
         SCOPED_TRACE(describe(s) + (with_bias ? " bias" : " no-bias") +
                      (act == Activation::relu ? " relu" : " none"));
-        const auto x = rng.halves(s.m * s.k, -1, 1);
-        const auto w = rng.halves(std::size_t(s.n) * s.k, -1, 1);
-        const auto b = rng.halves(s.n, -1, 1);
-        const Half* bias = with_bias ? b.data() : nullptr;
-        Guarded<Half> y(s.m * s.n, half_nan());
-        std::vector<Half> expected(s.m * s.n);
-        kernels::LinearArgs args{.x = x.data(),
-                                 .weight = w.data(),
-                                 .bias = bias,
-                                 .y = y.data(),
-                                 .rows = s.m,
-                                 .out_features = s.n,
-                                 .in_features = s.k,
-                                 .activation = act};
-        impl().linear(args);
-        args.y = expected.data();
-        ref::linear(args);
-        EXPECT_TRUE(y.guards_intact());
-        EXPECT_TRUE(all_close(y.values(), expected, linear_tolerance(s.k, 1.0)));
+        for (const bool prompt : {false, true}) {
+          SCOPED_TRACE(prompt ? "prompt rows" : "decode rows");
+          const auto x = rng.halves(s.m * s.k, -1, 1);
+          const auto w = rng.halves(std::size_t(s.n) * s.k, -1, 1);
+          const auto b = rng.halves(s.n, -1, 1);
+          const Half* bias = with_bias ? b.data() : nullptr;
+          Guarded<Half> y(s.m * s.n, half_nan());
+          std::vector<Half> expected(s.m * s.n);
+          kernels::LinearArgs args{.x = x.data(),
+                                   .weight = w.data(),
+                                   .bias = bias,
+                                   .y = y.data(),
+                                   .rows = s.m,
+                                   .out_features = s.n,
+                                   .in_features = s.k,
+                                   .activation = act,
+                                   .prompt_rows = prompt};
+          impl().linear(args);
+          args.y = expected.data();
+          ref::linear(args);
+          EXPECT_TRUE(y.guards_intact());
+          EXPECT_TRUE(all_close(y.values(), expected, linear_tolerance(s.k, 1.0)));
+        }
       }
     }
   }
@@ -79,82 +83,89 @@ TEST_P(LinearParity, MatchesReferenceWithAndWithoutBiasAndRelu) {
 TEST_P(LinearParity, MatchesReferenceWithWideInputs) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const LinearShape s : {LinearShape{3, 45, 100}, LinearShape{64, 40, 300}}) {
-    SCOPED_TRACE(describe(s));
-    const auto x = rng.halves(s.m * s.k, -4, 4);
-    const auto w = rng.halves(std::size_t(s.n) * s.k, -4, 4);
-    const auto b = rng.halves(s.n, -4, 4);
-    Guarded<Half> y(s.m * s.n, half_nan());
-    std::vector<Half> expected(s.m * s.n);
-    kernels::LinearArgs args{.x = x.data(),
-                             .weight = w.data(),
-                             .bias = b.data(),
-                             .y = y.data(),
-                             .rows = s.m,
-                             .out_features = s.n,
-                             .in_features = s.k};
-    impl().linear(args);
-    args.y = expected.data();
-    ref::linear(args);
-    EXPECT_TRUE(y.guards_intact());
-    EXPECT_TRUE(all_close(y.values(), expected, linear_tolerance(s.k, 4.0)));
-  }
+  for (const LinearShape s : {LinearShape{3, 45, 100}, LinearShape{64, 40, 300}})
+    for (const bool prompt : {false, true}) {
+      SCOPED_TRACE(describe(s) + (prompt ? " prompt rows" : " decode rows"));
+      const auto x = rng.halves(s.m * s.k, -4, 4);
+      const auto w = rng.halves(std::size_t(s.n) * s.k, -4, 4);
+      const auto b = rng.halves(s.n, -4, 4);
+      Guarded<Half> y(s.m * s.n, half_nan());
+      std::vector<Half> expected(s.m * s.n);
+      kernels::LinearArgs args{.x = x.data(),
+                               .weight = w.data(),
+                               .bias = b.data(),
+                               .y = y.data(),
+                               .rows = s.m,
+                               .out_features = s.n,
+                               .in_features = s.k,
+                               .prompt_rows = prompt};
+      impl().linear(args);
+      args.y = expected.data();
+      ref::linear(args);
+      EXPECT_TRUE(y.guards_intact());
+      EXPECT_TRUE(all_close(y.values(), expected, linear_tolerance(s.k, 4.0)));
+    }
 }
 
 // Same inputs, same bits: blocking and threading must not change the summation order run to run.
 TEST_P(LinearParity, IsDeterministic) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const LinearShape s : {LinearShape{3, 70, 100}, LinearShape{70, 100, 600}}) {
-    SCOPED_TRACE(describe(s));
-    const auto x = rng.halves(s.m * s.k, -1, 1);
-    const auto w = rng.halves(std::size_t(s.n) * s.k, -1, 1);
-    std::vector<Half> first(s.m * s.n), second(s.m * s.n);
-    kernels::LinearArgs args{.x = x.data(),
-                             .weight = w.data(),
-                             .y = first.data(),
-                             .rows = s.m,
-                             .out_features = s.n,
-                             .in_features = s.k};
-    impl().linear(args);
-    args.y = second.data();
-    impl().linear(args);
-    EXPECT_TRUE(bitwise_equal(second, first));
-  }
+  for (const LinearShape s : {LinearShape{3, 70, 100}, LinearShape{70, 100, 600}})
+    for (const bool prompt : {false, true}) {
+      SCOPED_TRACE(describe(s) + (prompt ? " prompt rows" : " decode rows"));
+      const auto x = rng.halves(s.m * s.k, -1, 1);
+      const auto w = rng.halves(std::size_t(s.n) * s.k, -1, 1);
+      std::vector<Half> first(s.m * s.n), second(s.m * s.n);
+      kernels::LinearArgs args{.x = x.data(),
+                               .weight = w.data(),
+                               .y = first.data(),
+                               .rows = s.m,
+                               .out_features = s.n,
+                               .in_features = s.k,
+                               .prompt_rows = prompt};
+      impl().linear(args);
+      args.y = second.data();
+      impl().linear(args);
+      EXPECT_TRUE(bitwise_equal(second, first));
+    }
 }
 
 // A row's output bits never depend on how many rows share the call: the same requests in a batch
 // of 1, of 31 or of 70 must give the same tokens (their batch-mates never change a result), so
 // the CPU GEMM sums every output in one order whatever the row count (k = 4100 splits the rows
-// into blocks that fit L2).
+// into blocks that fit L2), for decode rows and for prompt rows (each kind its own order; 600
+// rows of 300 columns split prompt rows into several row blocks of several column groups).
 TEST_P(LinearParity, ARowsBitsDoNotDependOnTheRowCount) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const int k : {100, 1100, 4100}) {
-    const LinearShape all{70, 45, k};
-    SCOPED_TRACE(describe(all));
-    const auto x = rng.halves(all.m * all.k, -1, 1);
-    const auto w = rng.halves(std::size_t(all.n) * all.k, -1, 1);
-    const auto b = rng.halves(all.n, -1, 1);
-    std::vector<Half> together(all.m * all.n);
-    kernels::LinearArgs args{.x = x.data(),
-                             .weight = w.data(),
-                             .bias = b.data(),
-                             .y = together.data(),
-                             .rows = all.m,
-                             .out_features = all.n,
-                             .in_features = all.k};
-    impl().linear(args);
-    for (const std::int64_t m : {1, 2, 3, 5, 12, 13, 15, 16, 17, 31, 32, 33, 49}) {
-      SCOPED_TRACE("m=" + std::to_string(m));
-      std::vector<Half> fewer(m * all.n);
-      args.rows = m;
-      args.y = fewer.data();
+  for (const LinearShape all : {LinearShape{70, 45, 100}, LinearShape{70, 45, 1100},
+                                LinearShape{70, 45, 4100}, LinearShape{600, 300, 70}})
+    for (const bool prompt : {false, true}) {
+      SCOPED_TRACE(describe(all) + (prompt ? " prompt rows" : " decode rows"));
+      const auto x = rng.halves(all.m * all.k, -1, 1);
+      const auto w = rng.halves(std::size_t(all.n) * all.k, -1, 1);
+      const auto b = rng.halves(all.n, -1, 1);
+      std::vector<Half> together(all.m * all.n);
+      kernels::LinearArgs args{.x = x.data(),
+                               .weight = w.data(),
+                               .bias = b.data(),
+                               .y = together.data(),
+                               .rows = all.m,
+                               .out_features = all.n,
+                               .in_features = all.k,
+                               .prompt_rows = prompt};
       impl().linear(args);
-      EXPECT_TRUE(
-          bitwise_equal(fewer, std::vector<Half>(together.begin(), together.begin() + m * all.n)));
+      for (const std::int64_t m : {1, 2, 3, 5, 12, 13, 15, 16, 17, 31, 32, 33, 49}) {
+        SCOPED_TRACE("m=" + std::to_string(m));
+        std::vector<Half> fewer(m * all.n);
+        args.rows = m;
+        args.y = fewer.data();
+        impl().linear(args);
+        EXPECT_TRUE(bitwise_equal(
+            fewer, std::vector<Half>(together.begin(), together.begin() + m * all.n)));
+      }
     }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(All, LinearParity, ::testing::ValuesIn(kernel_sets_under_test()),
