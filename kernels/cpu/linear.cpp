@@ -404,15 +404,20 @@ void gemm_outer(const Half* x, const Half* weight, std::int64_t m, std::int64_t 
   // x as k-major panels of 8 rows, zero past m: xp[p·k·8 + kk·8 + i] = x[p·8 + i, kk].
   thread_local AlignedFloats x_buffer;
   float* const xp = x_buffer.get(static_cast<std::size_t>(panels * k * kOuterMr));
-  // Column groups of 48 per task, row blocks of whole panels; a task transposes its groups of W
-  // once, so blocks stay few: split rows only while the tasks are fewer than wanted.
+  // Tasks of (row block × column groups of 48). A row block's panels stay in L2 (~1 MiB, at
+  // least 4 panels) while its tasks' groups pass over them, and each task transposes its groups
+  // of W once, so row blocks are as large as that allows — smaller only while the tasks are fewer
+  // than wanted. Consecutive tasks share a row block, so a thread's run of tasks reads its rows
+  // from memory once.
   const std::int64_t groups = ceil_div(n, std::int64_t{kOuterNr});
   const std::int64_t gb =
       std::max<std::int64_t>(1, std::min<std::int64_t>(2, groups / task_target()));
   const std::int64_t n_blocks = ceil_div(groups, gb);
-  const std::int64_t m_blocks = std::clamp<std::int64_t>(ceil_div(task_target(), n_blocks), 1,
-                                                         std::max<std::int64_t>(panels / 4, 1));
-  const std::int64_t pb = ceil_div(panels, m_blocks);  // panels per row block
+  const std::int64_t panel_bytes = k * kOuterMr * static_cast<std::int64_t>(sizeof(float));
+  std::int64_t pb = std::max<std::int64_t>(4, (std::int64_t{1} << 20) / panel_bytes);
+  pb = std::min(pb, std::max<std::int64_t>(4, ceil_div(panels, ceil_div(task_target(), n_blocks))));
+  pb = std::min(pb, panels);  // panels per row block
+  const std::int64_t row_blocks = ceil_div(panels, pb);
 
   tbb::this_task_arena::isolate([&] {
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, panels), [&](const auto& r) {
@@ -432,15 +437,14 @@ void gemm_outer(const Half* x, const Half* weight, std::int64_t m, std::int64_t 
       }
     });
     tbb::parallel_for(
-        tbb::blocked_range<std::int64_t>(0, n_blocks * ceil_div(panels, pb)), [&](const auto& r) {
+        tbb::blocked_range<std::int64_t>(0, n_blocks * row_blocks), [&](const auto& r) {
           thread_local AlignedFloats w_buffer;
           thread_local AlignedFloats c_buffer;
           constexpr std::int64_t kTile = kOuterMr * kOuterNr;
-          const std::int64_t row_blocks = ceil_div(panels, pb);
           for (std::int64_t t = r.begin(); t != r.end(); ++t) {
-            const std::int64_t g0 = (t / row_blocks) * gb;
+            const std::int64_t g0 = (t % n_blocks) * gb;
             const std::int64_t g1 = std::min(groups, g0 + gb);
-            const std::int64_t p0 = (t % row_blocks) * pb;
+            const std::int64_t p0 = (t / n_blocks) * pb;
             const std::int64_t p1 = std::min(panels, p0 + pb);
             float* const wp = w_buffer.get(static_cast<std::size_t>((g1 - g0) * k * kOuterNr));
             for (std::int64_t g = g0; g < g1; ++g) {
