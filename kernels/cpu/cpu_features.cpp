@@ -26,6 +26,7 @@ CpuFeatures read_features() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return f;
   f.avx512f = (ebx >> 16 & 1u) != 0;
+  f.avx512bw_vl = f.avx512f && (ebx >> 30 & 1u) != 0 && (ebx >> 31 & 1u) != 0;
   f.avx512_vnni = f.avx512f && (ecx >> 11 & 1u) != 0;
   const bool amx_tile = (edx >> 24 & 1u) != 0;
   const bool amx_bf16 = (edx >> 22 & 1u) != 0;
@@ -39,7 +40,7 @@ CpuFeatures read_features() {
   unsigned xcr0_low = 0, xcr0_high = 0;
   __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
   if ((xcr0_low & 0xe6u) != 0xe6u) {
-    f.avx512f = f.avx512_bf16 = f.avx512_vnni = false;
+    f.avx512f = f.avx512bw_vl = f.avx512_bf16 = f.avx512_vnni = false;
     return f;
   }
   if (amx_tile && f.avx512_bf16 && tile_state_granted()) {

@@ -10,6 +10,7 @@ namespace offgen::kernels::cpu {
 
 struct CpuFeatures {
   bool avx512f = false;
+  bool avx512bw_vl = false;  // 16-bit element masks and 256-bit EVEX forms (every core but KNL)
   bool avx512_bf16 = false;  // vdpbf16ps, vcvtne2ps2bf16
   bool avx512_vnni = false;  // vpdpbusd
   bool amx_bf16 = false;     // tdpbf16ps, with the tile state granted to this process

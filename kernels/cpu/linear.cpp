@@ -39,6 +39,7 @@
 #endif
 
 #include "engine/core/int_math.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace offgen::kernels::cpu {
 namespace {
@@ -317,15 +318,13 @@ DotIsa select_kernels() {
   const DotIsa portable = {2, 4, {nullptr, dot_portable<1>, dot_portable<2>}};
   if (cap == "portable") return portable;
 #if defined(__x86_64__)
-  static const bool has_avx512 = __builtin_cpu_supports("avx512f");
+  const CpuFeatures& features = cpu_features();
   static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  static const bool has_avx512_bw_vl =
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  if (has_avx512 && cap != "avx2") {
+  if (features.avx512f && cap != "avx2") {
     return {4,
             6,
             {nullptr, dot_avx512<1>, dot_avx512<2>, dot_avx512<3>, dot_avx512<4>},
-            has_avx512_bw_vl};
+            features.avx512bw_vl};
   }
   if (has_avx2) return {3, 4, {nullptr, dot_avx2<1>, dot_avx2<2>, dot_avx2<3>}};
 #endif
