@@ -1,8 +1,10 @@
 #include "bench/rewritten_file.h"
 
+#include <unistd.h>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <string>
 
 #include "engine/core/error.h"
 
@@ -35,8 +37,15 @@ fs::path file_behind_links(const fs::path& path) {
 void write_file_atomically(const fs::path& path, const std::string& text) {
   std::error_code ec;
   const fs::path target = file_behind_links(path);
-  const fs::path temporary = target.string() + ".writing";
-  write_whole(temporary, path, text);
+  // A temporary of this process's own: two processes replacing the same file (ranks caching one
+  // machine profile) each rename a whole file of theirs, never one both wrote into.
+  const fs::path temporary = target.string() + ".writing-" + std::to_string(::getpid());
+  try {
+    write_whole(temporary, path, text);
+  } catch (...) {
+    fs::remove(temporary, ec);  // a full disk: the part written goes, the old file stays as it was
+    throw;
+  }
   fs::rename(temporary, target, ec);
   if (ec) {
     const std::string reason = ec.message();

@@ -12,9 +12,10 @@ namespace offgen::bench {
 // to replace, so that a link stays a link.
 std::filesystem::path file_behind_links(const std::filesystem::path& path);
 
-// Replaces the file at `path` with `text` at once: a temporary file beside it is written, then
-// renamed over it (through a link: over the file the link names, so the link stays). A reader
-// sees the old contents or the new, never part of them. Throws offgen::Error naming `path`.
+// Replaces the file at `path` with `text` at once: a temporary file beside it (named for this
+// process, so concurrent writers never share one) is written, then renamed over it (through a link:
+// over the file the link names, so the link stays). A reader sees the old contents or the new,
+// never part of them. Throws offgen::Error naming `path`.
 void write_file_atomically(const std::filesystem::path& path, const std::string& text);
 
 class RewrittenFile {

@@ -59,6 +59,15 @@ MachineProfile MachineProfile::load(const std::filesystem::path& path) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail("profile {} is not a calibrate profile: {}", path.string(), e.what());
+  }
+  return from_json(json, path);
+}
+
+MachineProfile MachineProfile::from_json(const nlohmann::json& json,
+                                         const std::filesystem::path& path) {
+  try {
     MachineProfile p;
     p.device = json.value("device", "");
     if (const auto hidden = json.find("hidden_size"); hidden != json.end()) {

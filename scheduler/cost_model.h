@@ -26,6 +26,7 @@
 #pragma once
 
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "engine/core/compression.h"
@@ -81,6 +82,8 @@ struct MachineProfile {
   // Profiles from before d2h and cpu attention were measured still load: d2h falls back to h2d,
   // and cpu attention stays unknown (0), so plans with it cannot be predicted.
   static MachineProfile load(const std::filesystem::path& path);
+  // The same from calibrate's JSON in memory (a profile just measured); `path` names it in errors.
+  static MachineProfile from_json(const nlohmann::json& json, const std::filesystem::path& path);
 };
 
 // Seconds of a GEMM of `rows` rows over `params` weights: through the profile's measured points

@@ -8,10 +8,10 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "bench/rewritten_file.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/flag_names.h"
 #include "engine/core/error.h"
@@ -97,12 +97,20 @@ QuickCalibration quick_calibration(const ModelConfig& model, const Device& devic
       format_bytes(pinned), format_bytes(host)));
 }
 
-void write_profile(const std::filesystem::path& path, const nlohmann::json& profile) {
+// Caches a profile just measured. Replaced at once (a temporary renamed over it): another process
+// reading the cache (a second MPI rank, a concurrent run) sees the old profile or the new, never
+// part of one, and a write that fails (a full disk, a file-size limit) leaves the old one as it
+// was. False, with a warning, when it could not be cached; the run goes on with the measurement.
+bool write_profile(const std::filesystem::path& path, const nlohmann::json& profile) {
   std::error_code error;
   std::filesystem::create_directories(path.parent_path(), error);
-  std::ofstream out(path);
-  out << profile.dump(2) << '\n';
-  if (!out.good()) spdlog::warn("could not cache the machine profile at {}", path.string());
+  try {
+    bench::write_file_atomically(path, profile.dump(2) + "\n");
+    return true;
+  } catch (const Error& e) {
+    spdlog::warn("could not cache the machine profile: {}", e.what());
+    return false;
+  }
 }
 
 }  // namespace
@@ -197,17 +205,12 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
     if (used != nullptr) *used = quieter->path;
     return quieter->profile;
   }
-  std::filesystem::path file = cached_profile_path(device, quick.shapes.hidden_size);
-  if (!file.empty()) {
-    write_profile(file, profile);
-  } else {
-    // Nowhere to cache it: a temporary file to load it back from.
-    file =
-        std::filesystem::temp_directory_path() / ("offgen-profile-" + sanitize(device) + ".json");
-    write_profile(file, profile);
-  }
-  if (used != nullptr) *used = file;
-  return MachineProfile::load(file);
+  // Planned from the measurement in memory, not read back from the cache, which another process
+  // may replace at any moment (or which could not be written).
+  const std::filesystem::path file = cached_profile_path(device, quick.shapes.hidden_size);
+  const bool cached = !file.empty() && write_profile(file, profile);
+  if (used != nullptr) *used = cached ? file : std::filesystem::path("(measured now, not cached)");
+  return MachineProfile::from_json(profile, cached ? file : std::filesystem::path(device));
 }
 
 PlanRequest plan_request(const EngineOptions& engine, const ModelConfig& model,

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 
+#include "bench/rewritten_file.h"
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
 #include "engine/core/units.h"
@@ -52,6 +54,8 @@ int run_calibrate(const CalibrateOptions& options) {
   for (const Measurement& m : measurements) {
     fmt::print("{:<26} {:>10.2f} {:<8} {}\n", m.name, m.value, m.unit, m.detail);
   }
+  const std::string text =
+      profile_json(device_name, options.model, model.hidden_size, measurements).dump(2) + "\n";
   std::filesystem::path output = options.output;
   if (output.empty()) {
     output = cached_profile_path(device_name, model.hidden_size);
@@ -60,11 +64,15 @@ int run_calibrate(const CalibrateOptions& options) {
                  "give --output FILE");
     std::error_code error;
     std::filesystem::create_directories(output.parent_path(), error);
+    // The cache is read by every run on this machine, perhaps while this one writes it: replaced
+    // at once, never seen half written.
+    bench::write_file_atomically(output, text);
+  } else {
+    std::ofstream out(output);  // --output may be a pipe or a device, which cannot be renamed over
+    OFFGEN_CHECK(out.good(), "cannot write the profile to {}", output.string());
+    out << text;
+    OFFGEN_CHECK(out.good(), "writing the profile to {} failed", output.string());
   }
-  std::ofstream out(output);
-  OFFGEN_CHECK(out.good(), "cannot write the profile to {}", output.string());
-  out << profile_json(device_name, options.model, model.hidden_size, measurements).dump(2) << '\n';
-  OFFGEN_CHECK(out.good(), "writing the profile to {} failed", output.string());
   fmt::print("profile written to {}\n", output.string());
   return 0;
 }

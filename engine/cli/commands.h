@@ -128,7 +128,7 @@ std::filesystem::path cached_profile_path(const std::string& device_name, int hi
 // The profile the planner uses: the file at `path` when one is given; else the profile cached for
 // this device at this model's shapes, else at a quick calibration's shapes for it; else a quick
 // calibration on `opened` (one log line says so), cached for next time. `used`, when given, gets
-// the file it came from.
+// the file it came from ("(measured now, not cached)" when the cache could not be written).
 MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
                                const ModelConfig& model, std::filesystem::path* used = nullptr);
 // The planner's request for runs of these lengths (prompt_len + gen_len - 1 fed-back positions,

@@ -17,11 +17,13 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cli/commands.h"
 #include "engine/cli/signals.h"
 #include "engine/core/error.h"
+#include "engine/runtime/device_setup.h"
 #include "tests/cli/offgen_process.h"
 #include "tests/support/test_support.h"
 
@@ -465,6 +467,62 @@ TEST(Faults, AFullDiskTierNamesTheFolder) {
   // With room, the same command runs.
   const int fine = wait_for(start_offgen(args, {dir.path() / "log2"}));
   EXPECT_EQ(exit_code(fine), 0) << test::read_file(dir.path() / "log2");
+}
+
+// A run that measures the machine again (the cached profile was measured on a busy machine) and
+// cannot cache the new measurement (a file-size limit, as on a full disk; here 2 KiB, smaller than
+// a profile) warns and plans from the measurement; the cached profile, which other runs and other
+// MPI ranks read, stays whole, and no temporary is left beside it.
+TEST(Faults, AProfileThatCannotBeCachedLeavesTheCacheWholeAndTheRunGoesOn) {
+  test::TempDir dir;
+  const fs::path cache = dir.path() / "cache";
+  const test::ScopedEnv cache_home("XDG_CACHE_HOME", cache.string());
+  const std::string device = open_device(DeviceChoice::cpu, DeviceBudgets{}).device->name();
+  // The tiny model plans from a profile at opt-125m's shapes (hidden 768).
+  const fs::path cached = cli::cached_profile_path(device, 768);
+  Json busy = {{"device", device}, {"hidden_size", 768}};
+  const std::pair<const char*, double> values[] = {
+      {"h2d_pinned", 123},          {"gemm_layer_m32", 50},
+      {"gemm_layer_m512", 300},     {"decode_attention_device", 20},
+      {"decode_attention_cpu", 20}, {"other_processes_load", 1000}};
+  for (const auto& [name, value] : values) busy["measurements"][name] = {{"value", value}};
+  test::write_file(cached, busy.dump(2));
+
+  // The limit on offgen alone: its output goes through a pipe to the log, which has no limit.
+  const std::vector<std::string> command = {
+      "/bin/bash",
+      "-c",
+      "set -o pipefail; (trap '' XFSZ; ulimit -f 2; exec \"$0\" \"$@\") 2>&1 | cat",
+      OFFGEN_CLI_BINARY,
+      "plan",
+      "--model",
+      tiny_model().string(),
+      "--device",
+      "cpu",
+      "--prompt-len",
+      "16",
+      "--gen-len",
+      "4"};
+  const auto limited = test::run_program(command, dir.path() / "limited.log");
+  EXPECT_EQ(limited.code, 0) << limited.output;
+  EXPECT_NE(limited.output.find("measuring again"), std::string::npos) << limited.output;
+  EXPECT_NE(
+      limited.output.find("could not cache the machine profile: cannot write " + cached.string()),
+      std::string::npos)
+      << limited.output;
+  EXPECT_NE(limited.output.find("(measured now, not cached)"), std::string::npos) << limited.output;
+  EXPECT_EQ(Json::parse(test::read_file(cached)), busy) << "the cached profile was changed";
+  for (const auto& entry : fs::directory_iterator(cached.parent_path())) {
+    EXPECT_EQ(entry.path(), cached) << "left behind: " << entry.path();
+  }
+
+  // With room, the new measurement (quieter than 1000 cores' worth) replaces it.
+  const auto fine = test::run_offgen({"plan", "--model", tiny_model().string(), "--device", "cpu",
+                                      "--prompt-len", "16", "--gen-len", "4"},
+                                     dir.path() / "fine.log");
+  EXPECT_EQ(fine.code, 0) << fine.output;
+  const Json replaced = Json::parse(test::read_file(cached));
+  EXPECT_LT(replaced["measurements"]["other_processes_load"]["value"].get<double>(), 1000.0);
 }
 
 TEST(Faults, AMissingOutputFolderIsNamedBeforeAnyWork) {
