@@ -34,14 +34,25 @@ constexpr int kAttentionCapacity = 1024;
 
 using Clock = std::chrono::steady_clock;
 
-// Best of `repeats` runs after one untimed warm-up; `run` must wait for its own work.
+// A measurement shorter than this is repeated until its timed runs add up to it (at most
+// kMostRuns runs): one run of a millisecond (a one-row GEMM, a decode attention over 25 MiB) is
+// at the mercy of a scheduler tick or a page fault, and a quick calibration (one repeat) measured
+// such rates 2-3x apart from one run to the next on a quiet 2-core VM.
+constexpr double kLeastTimedSeconds = 0.1;
+constexpr int kMostRuns = 200;
+
+// Best of `repeats` runs (more for a short one, above) after one untimed warm-up; `run` must wait
+// for its own work.
 double best_seconds(int repeats, const std::function<void()>& run) {
   run();
   double best = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < std::max(1, repeats); ++r) {
+  double timed = 0;
+  for (int r = 0; r < kMostRuns && (r < std::max(1, repeats) || timed < kLeastTimedSeconds); ++r) {
     const auto start = Clock::now();
     run();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    best = std::min(best, seconds);
+    timed += seconds;
   }
   return best;
 }
