@@ -36,7 +36,12 @@ CpuFeatures read_features() {
     f.avx512_bf16 = f.avx512f && (eax1 >> 5 & 1u) != 0;
   }
   // The OS must also save the AVX-512 state (XCR0 bits 5-7 with 1-2): CPUID alone does not say.
-  if ((ecx >> 27 & 1u) == 0) return CpuFeatures{};  // no OSXSAVE: no xgetbv
+  // OSXSAVE is CPUID leaf 1's ECX bit 27 (leaf 7's bit 27 is MOVDIRI, which a CPU with AVX-512
+  // may lack: reading it there turned AVX-512 off on such machines).
+  unsigned eax_1 = 0, ebx_1 = 0, ecx_1 = 0, edx_1 = 0;
+  if (__get_cpuid(1, &eax_1, &ebx_1, &ecx_1, &edx_1) == 0 || (ecx_1 >> 27 & 1u) == 0) {
+    return CpuFeatures{};  // no OSXSAVE: no xgetbv
+  }
   unsigned xcr0_low = 0, xcr0_high = 0;
   __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
   if ((xcr0_low & 0xe6u) != 0xe6u) {
