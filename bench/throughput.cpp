@@ -95,6 +95,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     run.weights = engine.placement().weights;
     run.block = engine.placement().block;
     run.compression = engine.compression();
+    run.prefill_math = engine.prefill_math();
     row.predicted_tokens_per_second = predict(model, *profile, run).tokens_per_second;
   }
   engine.check_interrupt();

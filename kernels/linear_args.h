@@ -9,6 +9,14 @@
 
 namespace offgen::kernels {
 
+// How the cpu device multiplies a prefill's prompt rows (LinearArgs::prompt_rows): exactly (fp16
+// operands in fp32), or with both operands rounded to bf16 (round to nearest even) and their
+// products summed in fp32 by the AVX512-BF16 dot product, twice the fp32 FMA rate: per output,
+// over pairs of k in order, acc += x[2t+1]·w[2t+1], then acc += x[2t]·w[2t] (each product is
+// exact in fp32, each add rounded once: vdpbf16ps's order), k padded with a zero to even.
+// Decode rows are always exact: they are memory bound, and bf16 would read the same fp16 bytes.
+enum class PrefillMath { fp32, bf16 };
+
 // y = act(x · weightᵀ + bias) with Hugging Face's weight layout (out × in); bias and activation
 // are applied in fp32, then one rounding to fp16. y must not alias x.
 struct LinearArgs {
@@ -25,6 +33,9 @@ struct LinearArgs {
   // fast many-row kernel; decode rows in 16 lanes of k), so a row's bits depend on its own kind
   // only, never on how many rows are beside it. The reference and the CUDA device ignore it.
   bool prompt_rows = false;
+  // For prompt rows on the CPU (the reference and the CPU kernels); ignored for decode rows. The
+  // CUDA device refuses bf16 before any op is issued.
+  PrefillMath prefill_math = PrefillMath::fp32;
 };
 
 // The tied LM head, kept in fp32: out = x · embedᵀ.

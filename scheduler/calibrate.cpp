@@ -21,6 +21,7 @@
 #include "engine/core/parameter_error.h"
 #include "engine/core/units.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/quantize_args.h"
 #include "scheduler/machine_load.h"
@@ -197,7 +198,7 @@ class LayerGemms {
   }
 
   // Issues one pass: every copy's four GEMMs, on the compute stream.
-  void run(Ops& ops) const {
+  void run(Ops& ops, kernels::PrefillMath math = kernels::PrefillMath::fp32) const {
     for (std::size_t i = 0; i < weights_.size(); ++i) {
       const auto& [out_features, in_features] = shapes_[i % shapes_.size()];
       ops.linear({.x = x_.as<Half>(),
@@ -206,7 +207,8 @@ class LayerGemms {
                   .rows = rows_,
                   .out_features = out_features,
                   .in_features = in_features,
-                  .prompt_rows = rows_ >= kPromptRows});
+                  .prompt_rows = rows_ >= kPromptRows,
+                  .prefill_math = math});
     }
   }
 
@@ -234,25 +236,47 @@ class LayerGemms {
   Buffer x_, y_;
 };
 
+// Whether the device's prefill can run in bf16 (PrefillMath::bf16): the cpu device on a CPU with
+// AVX512-BF16.
+bool measures_bf16(const Device& device) {
+  const kernels::cpu::CpuFeatures& f = kernels::cpu::cpu_features();
+  return device.kind() == DeviceKind::cpu && f.avx512_bf16 && f.avx512bw_vl;
+}
+
 void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const CalibrationOptions& o,
                   std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
   LayerGemms layer(device, m, o.copy_bytes);
-  for (const int rows : {1, 32, 128, 512}) {
+  const std::string weights = fmt::format(
+      "weights cycled through {} copies ({}), one after another as a step reads the "
+      "layers",
+      layer.copies(),
+      format_bytes(static_cast<std::uint64_t>(m.layer_gemm_params()) * sizeof(Half) *
+                   static_cast<std::uint64_t>(layer.copies())));
+  const auto measure = [&](int rows, kernels::PrefillMath math) {
     layer.set_rows(rows);
-    const double seconds = best_seconds(o.repeats,
-                                        [&] {
-                                          layer.run(ops);
-                                          compute.synchronize();
-                                        }) /
-                           layer.copies();
+    return layer.layer_flops() / 1e12 /
+           (best_seconds(o.repeats,
+                         [&] {
+                           layer.run(ops, math);
+                           compute.synchronize();
+                         }) /
+            layer.copies());
+  };
+  for (const int rows : {1, 32, 128, 512}) {
+    const double rate = measure(rows, kernels::PrefillMath::fp32);
     out.push_back(
-        {"gemm_layer_m" + std::to_string(rows), layer.layer_flops() / seconds / 1e12, "TFLOP/s",
-         fmt::format("a decoder layer's GEMMs, {}, fp16, as {} rows, weights cycled through {} "
-                     "copies ({}), one after another as a step reads the layers",
-                     layer.describe(), rows >= kPromptRows ? "prompt" : "decode", layer.copies(),
-                     format_bytes(static_cast<std::uint64_t>(m.layer_gemm_params()) * sizeof(Half) *
-                                  static_cast<std::uint64_t>(layer.copies())))});
+        {"gemm_layer_m" + std::to_string(rows), rate, "TFLOP/s",
+         fmt::format("a decoder layer's GEMMs, {}, fp16, as {} rows, {}", layer.describe(),
+                     rows >= kPromptRows ? "prompt" : "decode", weights)});
+  }
+  if (!measures_bf16(device)) return;
+  for (const int rows : {128, 512}) {
+    const double rate = measure(rows, kernels::PrefillMath::bf16);
+    out.push_back({"gemm_layer_bf16_m" + std::to_string(rows), rate, "TFLOP/s",
+                   fmt::format("a decoder layer's GEMMs, {}, fp16 weights, as prompt rows in bf16 "
+                               "(--prefill-math bf16), {}",
+                               layer.describe(), weights)});
   }
 }
 

@@ -34,12 +34,19 @@ double measurement(const nlohmann::json& profile, const std::filesystem::path& p
 
 }  // namespace
 
-double gemm_seconds(const MachineProfile& p, double rows, double params) {
+double gemm_seconds(const MachineProfile& p, double rows, double params,
+                    kernels::PrefillMath math) {
+  const bool bf16 = math == kernels::PrefillMath::bf16;
+  OFFGEN_CHECK(!bf16 || (p.gemm_bf16_mid > 0 && p.gemm_bf16_large > 0),
+               "the profile has no bf16 GEMM measurement, so bf16 prefill cannot be predicted "
+               "(run `offgen calibrate` again on this CPU: it measures bf16 where the CPU has "
+               "AVX512-BF16)");
   // Seconds per weight at each measured row count.
   const double at32 = 2 * 32 / p.gemm_small;
-  const double at512 = 2 * 512 / p.gemm_large;
+  const double at512 = 2 * 512 / (bf16 ? p.gemm_bf16_large : p.gemm_large);
   const double at1 = p.gemm_one > 0 ? 2 / p.gemm_one : at32;
-  const double at128 = p.gemm_mid > 0 ? 2 * 128 / p.gemm_mid : std::max(at32, at512 / 4);
+  const double mid = bf16 ? p.gemm_bf16_mid : p.gemm_mid;
+  const double at128 = mid > 0 ? 2 * 128 / mid : std::max(at32, at512 / 4);
   const std::array<std::pair<double, double>, 4> points = {
       {{1, at1}, {32, at32}, {128, at128}, {512, at512}}};
   if (rows <= 1) return at1 * params;
@@ -89,6 +96,8 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& json,
     p.gemm_small = rate(32, true);
     p.gemm_mid = rate(128, false);
     p.gemm_large = rate(512, true);
+    p.gemm_bf16_mid = measurement(json, path, "gemm_layer_bf16_m128", 1e12, false);
+    p.gemm_bf16_large = measurement(json, path, "gemm_layer_bf16_m512", 1e12, false);
     p.prefill_attention = measurement(json, path, "prefill_attention", 1e12, false);
     p.attention = measurement(json, path, "decode_attention_device", 1e9);
     p.cpu_attention = measurement(json, path, "decode_attention_cpu", 1e9, false);
@@ -191,7 +200,7 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   out.decode.overlap = p.overlap;
   out.decode.host_overlap = p.host_overlap;
   for (const GpuBatch& g : batches) {
-    out.prefill.gemm += gemm_seconds(p, double(g.size) * r.prompt_len, params);
+    out.prefill.gemm += gemm_seconds(p, double(g.size) * r.prompt_len, params, r.prefill_math);
     // Causal attention: q·k and p·v over half of the P x P scores per head.
     out.prefill.attention += 2.0 * g.size * m.num_heads * r.prompt_len * r.prompt_len *
                              m.head_dim() /

@@ -31,6 +31,7 @@
 
 #include "engine/core/compression.h"
 #include "engine/model/model_config.h"
+#include "kernels/linear_args.h"
 #include "scheduler/block_shape.h"
 #include "scheduler/placement.h"
 
@@ -50,6 +51,10 @@ struct MachineProfile {
   double gemm_small = 0;
   double gemm_mid = 0;
   double gemm_large = 0;
+  // The 128- and 512-row GEMM rates with bf16 prefill math (kernels/linear_args.h); 0: not
+  // measured (a CPU without AVX512-BF16, a GPU, older profiles), and bf16 cannot be predicted.
+  double gemm_bf16_mid = 0;
+  double gemm_bf16_large = 0;
   // Causal prefill attention FLOP/s (q·k and p·v over half the scores); 0 (older profiles): the
   // 512-row GEMM rate.
   double prefill_attention = 0;
@@ -88,7 +93,9 @@ struct MachineProfile {
 
 // Seconds of a GEMM of `rows` rows over `params` weights: through the profile's measured points
 // (rows 1, 32, 128, 512) piecewise linear in the rows, and in proportion to them past 512.
-double gemm_seconds(const MachineProfile& profile, double rows, double params);
+// With bf16 prefill math the 128- and 512-row points are the bf16 ones.
+double gemm_seconds(const MachineProfile& profile, double rows, double params,
+                    kernels::PrefillMath math = kernels::PrefillMath::fp32);
 
 // What runs: a block of `batch` sequences split by `block`, lengths, KV slots per (layer,
 // sequence, head), where weights live.
@@ -105,6 +112,9 @@ struct RunShape {
   // bytes written at the dequantize rate, counted as gpu time); int4 KV: the packed cache crosses
   // PCIe and every attended cache is expanded before attention reads it in fp16.
   Compression compression{};
+  // How the prefill's GEMMs are multiplied (the cpu device's bf16 runs at the profile's bf16
+  // rates; decode is exact either way).
+  kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32;
 };
 
 // Seconds per layer (one pass, the whole block) of each resource. The layer costs the busiest

@@ -66,6 +66,7 @@ RunShape plan_run_shape(const PlanRequest& request, const Plan& plan) {
   run.weights = plan.placement.weights;
   run.block = plan.placement.block;
   run.compression = request.compression;
+  run.prefill_math = request.prefill_math;
   return run;
 }
 

@@ -45,9 +45,10 @@ struct PlanRequest {
   std::uint64_t pinned_bytes = 0;  // budget of pinned host memory
   bool disk = false;               // a disk folder can take the weights pinned memory cannot
   Compression compression{};       // how weights and KV are stored: every plan keeps it
-  int multiprocessors = 0;         // of the device (Device::multiprocessors): sizes scratch
-  int max_gpu_batch = 1024;        // the largest GPU batch tried
-  int max_gpu_batches = 16;        // the most GPU batches per block tried
+  kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32;  // every plan keeps it too
+  int multiprocessors = 0;   // of the device (Device::multiprocessors): sizes scratch
+  int max_gpu_batch = 1024;  // the largest GPU batch tried
+  int max_gpu_batches = 16;  // the most GPU batches per block tried
   // > 0: the sequences there are to run; blocks stop at the power of two that covers them.
   int max_sequences = 0;
   // > 0: every plan runs blocks of exactly this many sequences (a bench row's batch), split into

@@ -109,6 +109,51 @@ BENCHMARK(Linear)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The same GEMMs as a bf16 prefill's (PrefillMath::bf16: operands rounded to bf16, vdpbf16ps),
+// against the bf16 dot-product ceiling; args m, n, k.
+void LinearBf16(benchmark::State& state) {
+  if (offgen::bench::cpu_ceilings().bf16_dot_flops <= 0) {
+    state.SkipWithError("this CPU has no AVX512-BF16");
+    return;
+  }
+  const auto m = state.range(0);
+  const auto n = static_cast<int>(state.range(1));
+  const auto k = static_cast<int>(state.range(2));
+  const auto x = random_halves(static_cast<std::size_t>(m * k), 1.0f);
+  const auto w = random_halves(static_cast<std::size_t>(n) * static_cast<std::size_t>(k), 0.05f);
+  const auto b = random_halves(static_cast<std::size_t>(n), 0.1f);
+  std::vector<Half> y(static_cast<std::size_t>(m * n));
+  const auto start = Clock::now();
+  for (auto _ : state) {
+    offgen::kernels::cpu::linear({.x = x.data(),
+                                  .weight = w.data(),
+                                  .bias = b.data(),
+                                  .y = y.data(),
+                                  .rows = m,
+                                  .out_features = n,
+                                  .in_features = k,
+                                  .activation = offgen::kernels::Activation::relu,
+                                  .prompt_rows = true,
+                                  .prefill_math = offgen::kernels::PrefillMath::bf16});
+    benchmark::DoNotOptimize(y.data());
+  }
+  report_share(state, "of bf16 dot peak", 2.0 * static_cast<double>(m) * n * k,
+               seconds_since(start), offgen::bench::cpu_ceilings().bf16_dot_flops);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m) * n * k,
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(LinearBf16)
+    ->ArgNames({"m", "n", "k"})
+    ->Args({64, 2304, 768})
+    ->Args({128, 3072, 768})
+    ->Args({512, 2304, 768})
+    ->Args({512, 768, 768})
+    ->Args({512, 3072, 768})
+    ->Args({512, 768, 3072})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // Causal prefill attention of one batch of prompts: args batch, prompt tokens (opt-125m heads).
 // FLOP/s counts q·k and p·v over the causal half, as the cost model does.
 void PrefillAttention(benchmark::State& state) {

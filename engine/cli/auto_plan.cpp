@@ -230,6 +230,7 @@ PlanRequest plan_request(const EngineOptions& engine, const ModelConfig& model,
   request.pinned_bytes = device.usage(Tier::pinned).budget;
   request.disk = !engine.disk.empty();
   request.compression = engine.compression;
+  request.prefill_math = engine.prefill_math;
   request.multiprocessors = device.multiprocessors();
   return request;
 }
@@ -238,8 +239,8 @@ std::optional<Plan> plan_automatically(const CommonOptions& common, const RunLen
                                        EngineOptions& engine, MachineProfile* profile_out) {
   if (common.placement_source != PlacementSource::planned) return std::nullopt;
   const ModelConfig model = model_config(engine.model);
-  OpenedDevice opened =
-      open_device(engine.device, engine.budgets, engine.cpu_kernels, engine.gpu_slot);
+  OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels,
+                                    engine.gpu_slot, engine.prefill_math);
   const MachineProfile profile = resolve_profile(common.profile, opened, model);
   if (profile_out != nullptr) *profile_out = profile;
   PlanRequest request = plan_request(engine, model, *opened.device, lengths.prompt_len,

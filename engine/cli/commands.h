@@ -49,6 +49,7 @@ struct CommonOptions {
   // --compress-weights, --compress-kv: FlexGen's 4-bit group-wise storage.
   bool compress_weights = false;
   bool compress_kv = false;
+  std::string prefill_math = "fp32";  // fp32 or bf16 (the cpu device's prefill GEMMs)
   std::string disk;
   std::string plan;     // plan file from `offgen plan --output`: sets the whole placement
   std::string profile;  // calibrate profile for the planner; empty: the cached one (or calibrate)

@@ -288,6 +288,8 @@ EngineOptions CommonOptions::engine_options() const {
     }
     out.compression.weights = compress_weights ? Storage::int4 : Storage::fp16;
     out.compression.kv = compress_kv ? Storage::int4 : Storage::fp16;
+    out.prefill_math =
+        prefill_math == "bf16" ? kernels::PrefillMath::bf16 : kernels::PrefillMath::fp32;
     out.placement = plan.empty() ? flag_placement()
                                  : read_plan_file(plan, out.model, out.budgets, out.compression);
     out.disk = disk;
@@ -399,6 +401,12 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       "keep and move the KV cache in FlexGen's 4-bit group-wise format (groups of 64 "
       "along head_dim: 0.28x the bytes for a head_dim of 64 or 128, 0.45x for 80); a new token "
       "attends in fp16 at its own step");
+  app.add_option("--prefill-math", options.prefill_math,
+                 "how the cpu device multiplies a prefill's GEMMs: fp32 (exact), or bf16 "
+                 "(operands rounded to bf16, fp32 sums: twice the rate on a CPU with AVX512-BF16); "
+                 "decode steps are exact either way")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--plan", options.plan,
                  "plan file written by `offgen plan --output`: it sets the placement, so "
                  "--batch-size, --num-gpu-batches, --weights-gpu, --weights-cpu, --kv-gpu, "

@@ -40,6 +40,8 @@ std::string flag_name(Parameter parameter) {
       return "--pyramid-beta";
     case Parameter::prefill_tokens:
       return "--prefill-tokens";
+    case Parameter::prefill_math:
+      return "--prefill-math";
   }
   return "?";
 }

@@ -44,6 +44,7 @@ std::string run_command(const PlanOptions& options, const Plan& plan) {
   if (p.weights_disk() > 1e-9) out += " --disk " + c.disk;
   if (c.compress_weights) out += " --compress-weights";
   if (c.compress_kv) out += " --compress-kv";
+  if (c.prefill_math != "fp32") out += " --prefill-math " + c.prefill_math;
   if (c.policy != "full") out += " --policy " + c.policy;
   if (!c.kv_budget.empty()) out += " --kv-budget " + c.kv_budget;
   return out;
@@ -73,8 +74,8 @@ int run_plan(const PlanOptions& options) {
   const EngineOptions engine = common.engine_options();
   const ModelConfig model = model_config(engine.model);
   // The budgets the run would get: what was asked for, else the device's defaults.
-  OpenedDevice opened =
-      open_device(engine.device, engine.budgets, engine.cpu_kernels, engine.gpu_slot);
+  OpenedDevice opened = open_device(engine.device, engine.budgets, engine.cpu_kernels,
+                                    engine.gpu_slot, engine.prefill_math);
   std::filesystem::path profile_file;
   const MachineProfile profile = resolve_profile(common.profile, opened, model, &profile_file);
   const PlanRequest request =
@@ -151,6 +152,7 @@ int run_plan(const PlanOptions& options) {
                                    {"kv_budget_tokens", request.kv_tokens},
                                    {"compress_weights", common.compress_weights},
                                    {"compress_kv", common.compress_kv},
+                                   {"prefill_math", common.prefill_math},
                                    {"block_size", plan->block}};
     // The placement's fields (batch_size ... activations_cpu), as --plan reads them back.
     file.update(placement_json(placement));

@@ -40,6 +40,8 @@ std::string api_name(Parameter parameter) {
       return "pyramid_beta";
     case Parameter::prefill_tokens:
       return "prefill_tokens";
+    case Parameter::prefill_math:
+      return "prefill_math";
   }
   return "?";
 }

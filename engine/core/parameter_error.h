@@ -32,6 +32,7 @@ enum class Parameter {
   pool_kernel,
   pyramid_beta,
   prefill_tokens,
+  prefill_math,
 };
 
 // How a message names a parameter.

@@ -26,7 +26,7 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
                          const ModelWeights& weights, int max_prompt, int max_new,
                          std::vector<std::unique_ptr<KvPolicy>> policies, WeightStreamer* streamer,
                          const BlockShape& shape, Storage kv_storage, const PickExtras& extras,
-                         int min_capacity)
+                         int min_capacity, kernels::PrefillMath prefill_math)
     : device_(device),
       ops_(ops),
       config_(config),
@@ -37,7 +37,8 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
       policies_(std::move(policies)),
       streamer_(streamer),
       edit_capacity_(extras.logit_edits),
-      top_k_(extras.top_logprobs) {
+      top_k_(extras.top_logprobs),
+      prefill_math_(prefill_math) {
   (void)max_new;  // the policies' budgets already size the cache for the decode steps
   const int block = block_;
   OFFGEN_CHECK(block > 0 && max_prompt > 0 && max_new >= 0,
@@ -202,7 +203,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .rows = rows,
                .out_features = config_.qkv_dim(),
                .in_features = h,
-               .prompt_rows = prompt_rows});
+               .prompt_rows = prompt_rows,
+               .prefill_math = prefill_math_});
   if (config_.rotary()) {
     // Keys are rotated before they are cached, so the cache never needs rotating again.
     ops_.rotary({.qkv = qkv,
@@ -229,7 +231,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .rows = rows,
                .out_features = h,
                .in_features = h,
-               .prompt_rows = prompt_rows});
+               .prompt_rows = prompt_rows,
+               .prefill_math = prefill_math_});
   ops_.add_inplace(x, t, rows * h);
   if (!pre_ln) norm(w.attn_ln_weight, w.attn_ln_bias, x);
 
@@ -248,7 +251,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .out_features = config_.ffn_in_rows(),
                .in_features = h,
                .activation = gated ? Activation::none : Activation::relu,
-               .prompt_rows = prompt_rows});
+               .prompt_rows = prompt_rows,
+               .prefill_math = prefill_math_});
   if (gated) {
     ops_.silu_mul({.gate_up = ffn_.as<Half>(), .out = gated_.as<Half>(), .rows = rows, .ffn = f});
   }
@@ -259,7 +263,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .rows = rows,
                .out_features = h,
                .in_features = f,
-               .prompt_rows = prompt_rows});
+               .prompt_rows = prompt_rows,
+               .prefill_math = prefill_math_});
   ops_.add_inplace(x, t, rows * h);
   if (!pre_ln) norm(w.ffn_ln_weight, w.ffn_ln_bias, x);
 }

@@ -55,7 +55,7 @@ class BlockRunner {
               int max_prompt, int max_new, std::vector<std::unique_ptr<KvPolicy>> policies,
               WeightStreamer* streamer = nullptr, const BlockShape& shape = {},
               Storage kv_storage = Storage::fp16, const PickExtras& extras = {},
-              int min_capacity = 0);
+              int min_capacity = 0, kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32);
   BlockRunner(const BlockRunner&) = delete;
   BlockRunner& operator=(const BlockRunner&) = delete;
   ~BlockRunner();
@@ -214,6 +214,8 @@ class BlockRunner {
   std::int64_t edit_capacity_ = 0;
   // Top log-probs of a chunk (device, then pinned: ids then values), and of the block (host).
   int top_k_ = 0;
+  // How the prefill's GEMM rows are multiplied (kernels/linear_args.h); decode rows are exact.
+  kernels::PrefillMath prefill_math_ = kernels::PrefillMath::fp32;
   Buffer top_ids_, top_values_, host_top_;
   std::vector<std::int32_t> top_ids_out_;
   std::vector<float> top_values_out_;

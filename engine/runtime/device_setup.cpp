@@ -9,11 +9,13 @@
 #include "engine/device/make_device.h"
 #include "engine/runtime/cpu_ops.h"
 #include "engine/runtime/cuda_ops_factory.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace offgen {
 
 OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
-                         CpuKernelSet cpu_kernels, int gpu_slot) {
+                         CpuKernelSet cpu_kernels, int gpu_slot,
+                         kernels::PrefillMath prefill_math) {
   const auto gpus = list_cuda_gpus();
   if (choice == DeviceChoice::automatic) {
     choice = gpus.empty() ? DeviceChoice::cpu : DeviceChoice::cuda;
@@ -32,11 +34,26 @@ OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
           "use {} cpu",
           name(Parameter::device), name(Parameter::device));
     });
+    OFFGEN_CHECK_NAMING(prefill_math == kernels::PrefillMath::fp32, [](ParameterNamer name) {
+      return fmt::format(
+          "{} bf16 is for the cpu device (AVX512-BF16 dot products); a GPU's prefill is "
+          "compute-rich already: leave it out with {} cuda",
+          name(Parameter::prefill_math), name(Parameter::device));
+    });
     const auto slot = static_cast<std::size_t>(std::max(gpu_slot, 0)) % gpus.size();
     opened.device = make_cuda_device(gpus[slot].index, budgets);
     opened.ops = make_cuda_ops(*opened.device);
   } else {
     auto cpu = std::make_unique<CpuDevice>(budgets);
+    if (prefill_math == kernels::PrefillMath::bf16 && cpu_kernels == CpuKernelSet::optimized) {
+      const kernels::cpu::CpuFeatures& features = kernels::cpu::cpu_features();
+      OFFGEN_CHECK_NAMING(features.avx512_bf16 && features.avx512bw_vl, [](ParameterNamer name) {
+        return fmt::format(
+            "{} bf16 needs a CPU with AVX512-BF16 (vdpbf16ps), and this one has none: leave "
+            "{} out (fp32, exact)",
+            name(Parameter::prefill_math), name(Parameter::prefill_math));
+      });
+    }
     opened.ops = std::make_unique<CpuOps>(*cpu, cpu_kernels);
     opened.device = std::move(cpu);
   }

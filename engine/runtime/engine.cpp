@@ -63,8 +63,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
       break;
   }
 
-  OpenedDevice opened =
-      open_device(options.device, options.budgets, options.cpu_kernels, options.gpu_slot);
+  OpenedDevice opened = open_device(options.device, options.budgets, options.cpu_kernels,
+                                    options.gpu_slot, options.prefill_math);
   device_ = std::move(opened.device);
   ops_ = std::move(opened.ops);
 
@@ -373,7 +373,8 @@ std::unique_ptr<BlockRunner> Engine::make_runner(int max_prompt, int max_new,
   }
   auto runner = std::make_unique<BlockRunner>(
       *device_, *ops_, config_, weights_->weights(), max_prompt, max_new, std::move(policies),
-      streamer_.get(), options_.placement.block, options_.compression.kv, extras, min_capacity);
+      streamer_.get(), options_.placement.block, options_.compression.kv, extras, min_capacity,
+      options_.prefill_math);
   if (sampleable_) runner->set_sampleable(sampleable_.as<const std::uint8_t>());
   return runner;
 }

@@ -45,6 +45,9 @@ struct EngineOptions {
   std::string tokenizer;
   DeviceChoice device = DeviceChoice::automatic;
   CpuKernelSet cpu_kernels = CpuKernelSet::optimized;
+  // How the cpu device multiplies a prefill's GEMM rows (kernels/linear_args.h): exactly, or in
+  // bf16 at twice the rate on a CPU with AVX512-BF16. Decode is exact either way.
+  kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32;
   std::uint64_t dummy_seed = 0;
   // Which visible GPU the cuda device takes (modulo their count): an MPI rank's local rank.
   int gpu_slot = 0;
@@ -151,6 +154,7 @@ class Engine {
   // The placement it runs (EngineOptions::placement).
   const Placement& placement() const { return options_.placement; }
   const Compression& compression() const { return options_.compression; }
+  kernels::PrefillMath prefill_math() const { return options_.prefill_math; }
   // The KV storage of runners made from now on (compare switches it cell by cell; the weights'
   // storage is fixed at load).
   void set_kv_storage(Storage kv) { options_.compression.kv = kv; }

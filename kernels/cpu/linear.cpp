@@ -28,6 +28,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -38,6 +39,7 @@
 #include <immintrin.h>
 #endif
 
+#include "engine/core/error.h"
 #include "engine/core/int_math.h"
 #include "kernels/cpu/cpu_features.h"
 
@@ -46,12 +48,13 @@ namespace {
 
 // ---- shared ----------------------------------------------------------------------------------
 
-// 64-byte aligned fp32 buffer: vector loads that straddle cache lines halve L1 throughput.
-class AlignedFloats {
+// 64-byte aligned buffer: vector loads that straddle cache lines halve L1 throughput.
+template <typename T>
+class AlignedBuffer {
  public:
-  float* get(std::size_t n) {
+  T* get(std::size_t n) {
     if (n > size_) {
-      data_.reset(static_cast<float*>(::operator new[](n * sizeof(float), kAlign)));
+      data_.reset(static_cast<T*>(::operator new[](n * sizeof(T), kAlign)));
       size_ = n;
     }
     return data_.get();
@@ -60,11 +63,12 @@ class AlignedFloats {
  private:
   static constexpr std::align_val_t kAlign{64};
   struct Free {
-    void operator()(float* p) const { ::operator delete[](p, kAlign); }
+    void operator()(T* p) const { ::operator delete[](p, kAlign); }
   };
-  std::unique_ptr<float[], Free> data_;
+  std::unique_ptr<T[], Free> data_;
   std::size_t size_ = 0;
 };
+using AlignedFloats = AlignedBuffer<float>;
 
 // Tasks wanted for load balance: a few per worker.
 std::int64_t task_target() {
@@ -221,7 +225,7 @@ __attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t 
 // ---- AVX-512 outer products: 8 rows × 48 columns = 24 zmm accumulators + 3 panel + 1 x -------
 constexpr int kOuterMr = 8;
 constexpr int kOuterNr = 48;
-constexpr std::int64_t kOuterKc = 128;  // k per chunk: 24 KiB of panel rows, held in L1
+constexpr std::int64_t kOuterKc = 128;  // words of k per chunk: 24 KiB of panel rows, held in L1
 
 // r[t] becomes column t of the 16 × 16 block whose rows were r[0..15]. (The maskz forms with
 // all-ones masks: GCC 12's plain ones trip -Wmaybe-uninitialized on their undefined operand.)
@@ -307,6 +311,119 @@ __attribute__((target("avx512f"))) void outer_avx512(const float* x, const float
     _mm512_store_ps(c + i * kOuterNr + 32, acc[i][2]);
   }
 }
+
+// ---- AVX512-BF16 outer products: the same tile over pairs of k -------------------------------
+// A word holds two bf16 operands, k = 2t (low half) and 2t + 1 (high half): panel rows and x
+// panels are indexed by the pair t, so the 8 × 48 tile takes two k per vdpbf16ps.
+
+// Sixteen pairs (32 values of k from k0, zero past len) of one fp16 row, rounded to bf16.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline __m512 bf16_pairs(
+    const Half* row, int len) {
+  const auto lo_mask = static_cast<__mmask16>(len >= 16 ? 0xFFFFu : (1u << len) - 1u);
+  const auto hi_mask = static_cast<__mmask16>(len >= 32   ? 0xFFFFu
+                                              : len <= 16 ? 0u
+                                                          : (1u << (len - 16)) - 1u);
+  const __m512 lo = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(lo_mask, row));
+  const __m512 hi = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(hi_mask, row + 16));
+  // cvtne2ps2bf16 puts its second operand in the low 16 bf16: k0..k0+15, then k0+16..k0+31, so
+  // word t is (k0 + 2t, k0 + 2t + 1).
+  return reinterpret_cast<__m512>(_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+// panel[t·48 + j] = the pair t of W[j, :] in bf16 for the `rows` (<= 48) rows of W at w (row
+// stride k), zero past them; t < ceil(k / 2).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_weight_panel_bf16(
+    const Half* w, std::int64_t k, int rows, std::uint32_t* panel) {
+  for (std::int64_t k0 = 0; k0 < k; k0 += 32) {
+    const auto len = static_cast<int>(std::min<std::int64_t>(32, k - k0));
+    const int pairs = (len + 1) / 2;
+    for (int b = 0; b < kOuterNr / 16; ++b) {
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i) {
+        const int row = b * 16 + i;
+        r[i] = row < rows ? bf16_pairs(w + row * k + k0, len) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      for (int t = 0; t < pairs; ++t) {
+        _mm512_store_ps(reinterpret_cast<float*>(panel + (k0 / 2 + t) * kOuterNr + b * 16), r[t]);
+      }
+    }
+  }
+}
+
+// One fp16 row of x as ceil(k / 2) bf16 pairs.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void bf16_row(const Half* x,
+                                                                              std::int64_t k,
+                                                                              std::uint32_t* out) {
+  for (std::int64_t k0 = 0; k0 < k; k0 += 32) {
+    const auto len = static_cast<int>(std::min<std::int64_t>(32, k - k0));
+    const auto mask = static_cast<__mmask16>(len >= 32 ? 0xFFFFu : (1u << ((len + 1) / 2)) - 1u);
+    _mm512_mask_storeu_epi32(out + k0 / 2, mask, _mm512_castps_si512(bf16_pairs(x + k0, len)));
+  }
+}
+
+// c[i·48 + j] += Σ_t (x pair t of row i) · (panel pair t of column j) for t < len in t order,
+// from zero when !accumulate; as outer_avx512, a sum split into chunks is the same sum.
+__attribute__((target("avx512f,avx512bf16"))) void outer_bf16(const std::uint32_t* x,
+                                                              const std::uint32_t* panel,
+                                                              std::int64_t len, bool accumulate,
+                                                              float* c) {
+  __m512 acc[kOuterMr][3];
+#pragma GCC unroll 8
+  for (int i = 0; i < kOuterMr; ++i) {
+    for (int v = 0; v < 3; ++v) {
+      acc[i][v] = accumulate ? _mm512_load_ps(c + i * kOuterNr + 16 * v) : _mm512_setzero_ps();
+    }
+  }
+  for (std::int64_t t = 0; t < len; ++t) {
+    const std::uint32_t* p = panel + t * kOuterNr;
+    const auto b0 = reinterpret_cast<__m512bh>(_mm512_load_si512(p));
+    const auto b1 = reinterpret_cast<__m512bh>(_mm512_load_si512(p + 16));
+    const auto b2 = reinterpret_cast<__m512bh>(_mm512_load_si512(p + 32));
+#pragma GCC unroll 8
+    for (int i = 0; i < kOuterMr; ++i) {
+      const auto a =
+          reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(x[t * kOuterMr + i])));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, b1);
+      acc[i][2] = _mm512_dpbf16_ps(acc[i][2], a, b2);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < kOuterMr; ++i) {
+    _mm512_store_ps(c + i * kOuterNr, acc[i][0]);
+    _mm512_store_ps(c + i * kOuterNr + 16, acc[i][1]);
+    _mm512_store_ps(c + i * kOuterNr + 32, acc[i][2]);
+  }
+}
+
+// The two operand formats of the outer-product driver: a word of one fp32 value of k, or of a
+// bf16 pair of k.
+struct Fp32Words {
+  using Word = float;
+  static constexpr std::int64_t kPerWord = 1;
+  static void row(const Half* x, std::int64_t k, Word* out) {
+    half_to_float(x, out, static_cast<std::size_t>(k));
+  }
+  static void panel(const Half* w, std::int64_t k, int rows, Word* out) {
+    pack_weight_panel(w, k, rows, out);
+  }
+  static void tile(const Word* x, const Word* panel, std::int64_t len, bool accumulate, float* c) {
+    outer_avx512(x, panel, len, accumulate, c);
+  }
+};
+
+struct Bf16Words {
+  using Word = std::uint32_t;
+  static constexpr std::int64_t kPerWord = 2;
+  static void row(const Half* x, std::int64_t k, Word* out) { bf16_row(x, k, out); }
+  static void panel(const Half* w, std::int64_t k, int rows, Word* out) {
+    pack_weight_panel_bf16(w, k, rows, out);
+  }
+  static void tile(const Word* x, const Word* panel, std::int64_t len, bool accumulate, float* c) {
+    outer_bf16(x, panel, len, accumulate, c);
+  }
+};
 #endif
 
 // ---- selection -------------------------------------------------------------------------------
@@ -396,48 +513,55 @@ void gemm(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std
 }
 
 #if defined(__x86_64__)
-// The outer-product path (prompt rows, AVX-512): see the top of the file.
+// The outer-product path (prompt rows, AVX-512): see the top of the file. Words::Word holds
+// Words::kPerWord values of k (one fp32, or a bf16 pair).
+template <typename Words>
 void gemm_outer(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std::int64_t k,
                 const Epilogue& store) {
+  using Word = typename Words::Word;
+  const std::int64_t kw = ceil_div(k, Words::kPerWord);  // words per row of k
   const std::int64_t panels = ceil_div(m, std::int64_t{kOuterMr});
-  // x as k-major panels of 8 rows, zero past m: xp[p·k·8 + kk·8 + i] = x[p·8 + i, kk].
-  thread_local AlignedFloats x_buffer;
-  float* const xp = x_buffer.get(static_cast<std::size_t>(panels * k * kOuterMr));
+  // x as k-major panels of 8 rows, zero past m: xp[p·kw·8 + t·8 + i] = word t of x[p·8 + i].
+  thread_local AlignedBuffer<Word> x_buffer;
+  Word* const xp = x_buffer.get(static_cast<std::size_t>(panels * kw * kOuterMr));
   // Tasks of (row block × column groups of 48). A row block's panels stay in L2 (~1 MiB, at
-  // least 4 panels) while its tasks' groups pass over them, and each task transposes its groups
-  // of W once, so row blocks are as large as that allows — smaller only while the tasks are fewer
+  // least 4 panels) while its tasks' groups pass over them, and each task packs its groups of W
+  // once, so row blocks are as large as that allows — smaller only while the tasks are fewer
   // than wanted. Consecutive tasks share a row block, so a thread's run of tasks reads its rows
   // from memory once.
   const std::int64_t groups = ceil_div(n, std::int64_t{kOuterNr});
   const std::int64_t gb =
       std::max<std::int64_t>(1, std::min<std::int64_t>(2, groups / task_target()));
   const std::int64_t n_blocks = ceil_div(groups, gb);
-  const std::int64_t panel_bytes = k * kOuterMr * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t panel_bytes = kw * kOuterMr * static_cast<std::int64_t>(sizeof(Word));
   std::int64_t pb = std::max<std::int64_t>(4, (std::int64_t{1} << 20) / panel_bytes);
   pb = std::min(pb, std::max<std::int64_t>(4, ceil_div(panels, ceil_div(task_target(), n_blocks))));
   pb = std::min(pb, panels);  // panels per row block
   const std::int64_t row_blocks = ceil_div(panels, pb);
+  // Words of k per chunk: panel rows of 24 KiB, which stay in L1 (128 values of k in fp32, 256
+  // in bf16 pairs).
+  const std::int64_t chunk = kOuterKc;
 
   tbb::this_task_arena::isolate([&] {
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, panels), [&](const auto& r) {
-      thread_local AlignedFloats row_buffer;
-      float* const row = row_buffer.get(static_cast<std::size_t>(k));
+      thread_local AlignedBuffer<Word> row_buffer;
+      Word* const row = row_buffer.get(static_cast<std::size_t>(kw));
       for (std::int64_t p = r.begin(); p != r.end(); ++p) {
-        float* const panel = xp + p * k * kOuterMr;
+        Word* const panel = xp + p * kw * kOuterMr;
         for (int i = 0; i < kOuterMr; ++i) {
           const std::int64_t xi = p * kOuterMr + i;
           if (xi < m) {
-            half_to_float(x + xi * k, row, static_cast<std::size_t>(k));
+            Words::row(x + xi * k, k, row);
           } else {
-            std::fill(row, row + k, 0.0f);
+            std::fill(row, row + kw, Word{});
           }
-          for (std::int64_t kk = 0; kk < k; ++kk) panel[kk * kOuterMr + i] = row[kk];
+          for (std::int64_t t = 0; t < kw; ++t) panel[t * kOuterMr + i] = row[t];
         }
       }
     });
     tbb::parallel_for(
         tbb::blocked_range<std::int64_t>(0, n_blocks * row_blocks), [&](const auto& r) {
-          thread_local AlignedFloats w_buffer;
+          thread_local AlignedBuffer<Word> w_buffer;
           thread_local AlignedFloats c_buffer;
           constexpr std::int64_t kTile = kOuterMr * kOuterNr;
           for (std::int64_t t = r.begin(); t != r.end(); ++t) {
@@ -445,24 +569,24 @@ void gemm_outer(const Half* x, const Half* weight, std::int64_t m, std::int64_t 
             const std::int64_t g1 = std::min(groups, g0 + gb);
             const std::int64_t p0 = (t / n_blocks) * pb;
             const std::int64_t p1 = std::min(panels, p0 + pb);
-            float* const wp = w_buffer.get(static_cast<std::size_t>((g1 - g0) * k * kOuterNr));
+            Word* const wp = w_buffer.get(static_cast<std::size_t>((g1 - g0) * kw * kOuterNr));
             for (std::int64_t g = g0; g < g1; ++g) {
               const std::int64_t j0 = g * kOuterNr;
-              pack_weight_panel(weight + j0 * k, k,
-                                static_cast<int>(std::min<std::int64_t>(kOuterNr, n - j0)),
-                                wp + (g - g0) * k * kOuterNr);
+              Words::panel(weight + j0 * k, k,
+                           static_cast<int>(std::min<std::int64_t>(kOuterNr, n - j0)),
+                           wp + (g - g0) * kw * kOuterNr);
             }
             float* const c = c_buffer.get(static_cast<std::size_t>((p1 - p0) * kTile));
             for (std::int64_t g = g0; g < g1; ++g) {
               const std::int64_t j0 = g * kOuterNr;
               const std::int64_t count = std::min<std::int64_t>(kOuterNr, n - j0);
-              const float* const panel = wp + (g - g0) * k * kOuterNr;
+              const Word* const panel = wp + (g - g0) * kw * kOuterNr;
               // k in chunks whose panel rows stay in L1 while every row panel passes over them.
-              for (std::int64_t k0 = 0; k0 < k; k0 += kOuterKc) {
-                const std::int64_t len = std::min<std::int64_t>(kOuterKc, k - k0);
+              for (std::int64_t k0 = 0; k0 < kw; k0 += chunk) {
+                const std::int64_t len = std::min<std::int64_t>(chunk, kw - k0);
                 for (std::int64_t p = p0; p < p1; ++p) {
-                  outer_avx512(xp + (p * k + k0) * kOuterMr, panel + k0 * kOuterNr, len, k0 > 0,
-                               c + (p - p0) * kTile);
+                  Words::tile(xp + (p * kw + k0) * kOuterMr, panel + k0 * kOuterNr, len, k0 > 0,
+                              c + (p - p0) * kTile);
                 }
               }
               for (std::int64_t p = p0; p < p1; ++p) {
@@ -491,10 +615,22 @@ void linear(const LinearArgs& args) {
   e.relu = args.activation == Activation::relu;
   e.y = args.y;
   e.n = args.out_features;
+  const bool any = args.rows > 0 && args.out_features > 0 && args.in_features > 0;
+  if (args.prompt_rows && args.prefill_math == PrefillMath::bf16) {
 #if defined(__x86_64__)
-  if (args.prompt_rows && args.rows > 0 && args.out_features > 0 && args.in_features > 0 &&
-      select_kernels().outer) {
-    gemm_outer(args.x, args.weight, args.rows, args.out_features, args.in_features, e);
+    const CpuFeatures& features = cpu_features();
+    OFFGEN_CHECK(features.avx512_bf16 && features.avx512bw_vl,
+                 "bf16 prefill needs a CPU with AVX512-BF16 (vdpbf16ps); this one has none");
+    if (any)
+      gemm_outer<Bf16Words>(args.x, args.weight, args.rows, args.out_features, args.in_features, e);
+    return;
+#else
+    fail("bf16 prefill needs an x86-64 CPU with AVX512-BF16");
+#endif
+  }
+#if defined(__x86_64__)
+  if (args.prompt_rows && any && select_kernels().outer) {
+    gemm_outer<Fp32Words>(args.x, args.weight, args.rows, args.out_features, args.in_features, e);
     return;
   }
 #endif
