@@ -55,6 +55,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
   row.config = config;
   row.policy = policy_name(engine.policy_kind());
   row.compression = engine.compression();
+  row.prefill_math = engine.prefill_math();
   const ModelConfig& model = engine.config();
   if (config.batch >= 1) {
     row.num_gpu_batches = std::min(engine.placement().block.num_gpu_batches, config.batch);

@@ -29,7 +29,8 @@ struct BenchRow {
   std::string policy = "full";  // the engine's KV policy and --kv-budget for the row
   std::string kv_budget;        // as given ("" = the whole sequence)
   Compression compression{};    // the engine's storage of weights and KV
-  int gpu_batch = 0;            // the block's split: sequences per GPU batch x GPU batches
+  kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32;  // the engine's prefill GEMMs
+  int gpu_batch = 0;  // the block's split: sequences per GPU batch x GPU batches
   int num_gpu_batches = 1;
   // Measured rows ran; a row that does not fit is not measured, and carries the memory it would
   // need and (with a profile) the cost model's projection instead.

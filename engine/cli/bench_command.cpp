@@ -215,6 +215,7 @@ int run_bench(const BenchOptions& options) {
               row.config = c;
               row.policy = policy_name(kind);
               row.compression = engine.compression();
+              row.prefill_math = engine.prefill_math();
               row.error = problem;
             }
             row.kv_budget = budget;

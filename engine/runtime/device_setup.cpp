@@ -22,6 +22,12 @@ OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
   }
   OpenedDevice opened;
   if (choice == DeviceChoice::cuda) {
+    OFFGEN_CHECK_NAMING(prefill_math == kernels::PrefillMath::fp32, [](ParameterNamer name) {
+      return fmt::format(
+          "{} bf16 is for the cpu device (AVX512-BF16 dot products), and this run is on cuda: "
+          "leave it out, or give {} cpu",
+          name(Parameter::prefill_math), name(Parameter::device));
+    });
     OFFGEN_CHECK_NAMING(built_with_cuda(), [](ParameterNamer name) {
       return fmt::format(
           "{} cuda: this build of offgen has no CUDA support (the toolkit was not found at build "
@@ -33,12 +39,6 @@ OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
           "{} cuda: no CUDA GPU is visible (driver missing, or CUDA_VISIBLE_DEVICES hides them); "
           "use {} cpu",
           name(Parameter::device), name(Parameter::device));
-    });
-    OFFGEN_CHECK_NAMING(prefill_math == kernels::PrefillMath::fp32, [](ParameterNamer name) {
-      return fmt::format(
-          "{} bf16 is for the cpu device (AVX512-BF16 dot products); a GPU's prefill is "
-          "compute-rich already: leave it out with {} cuda",
-          name(Parameter::prefill_math), name(Parameter::device));
     });
     const auto slot = static_cast<std::size_t>(std::max(gpu_slot, 0)) % gpus.size();
     opened.device = make_cuda_device(gpus[slot].index, budgets);

@@ -23,22 +23,22 @@ namespace ref = kernels::reference;
 using kernels::Activation;
 using kernels::PrefillMath;
 
-struct Shape {
+struct Bf16Shape {
   std::int64_t m;
   int n;
   int k;
 };
 
-std::string describe(const Shape& s) {
+std::string describe_bf16(const Bf16Shape& s) {
   return "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
 }
 
 // m: one row, part of an 8-row panel, several panels and row blocks; n: tails of the 48-column
 // groups and of their 16-column blocks; k: odd (a zero pads the last pair), across the 32-value
 // loads and the 256-value chunks.
-const Shape kShapes[] = {{1, 1, 1},      {1, 7, 13},     {3, 20, 64},   {8, 48, 32},
-                         {17, 33, 100},  {5, 13, 1100},  {40, 37, 33},  {64, 97, 255},
-                         {70, 100, 600}, {129, 19, 513}, {300, 300, 70}};
+const Bf16Shape kBf16Shapes[] = {{1, 1, 1},      {1, 7, 13},     {3, 20, 64},   {8, 48, 32},
+                                 {17, 33, 100},  {5, 13, 1100},  {40, 37, 33},  {64, 97, 255},
+                                 {70, 100, 600}, {129, 19, 513}, {300, 300, 70}};
 
 bool has_bf16() {
   const kernels::cpu::CpuFeatures& f = kernels::cpu::cpu_features();
@@ -46,7 +46,7 @@ bool has_bf16() {
 }
 
 kernels::LinearArgs bf16_args(const std::vector<Half>& x, const std::vector<Half>& w,
-                              const Half* bias, Half* y, const Shape& s) {
+                              const Half* bias, Half* y, const Bf16Shape& s) {
   return {.x = x.data(),
           .weight = w.data(),
           .bias = bias,
@@ -62,10 +62,10 @@ TEST(Bf16Prefill, TheCpuKernelEqualsTheReferenceBitForBit) {
   if (!has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const Shape& s : kShapes) {
+  for (const Bf16Shape& s : kBf16Shapes) {
     for (const bool with_bias : {false, true}) {
       for (const auto act : {Activation::none, Activation::relu}) {
-        SCOPED_TRACE(describe(s) + (with_bias ? " bias" : "") +
+        SCOPED_TRACE(describe_bf16(s) + (with_bias ? " bias" : "") +
                      (act == Activation::relu ? " relu" : ""));
         // Wide inputs: products over many binades, so a wrong order or rounding shows.
         const auto x = rng.halves(s.m * s.k, -4, 4);
@@ -91,8 +91,8 @@ TEST(Bf16Prefill, ARowsBitsDoNotDependOnTheRowCount) {
   if (!has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const Shape all : {Shape{300, 300, 70}, Shape{70, 45, 1100}}) {
-    SCOPED_TRACE(describe(all));
+  for (const Bf16Shape all : {Bf16Shape{300, 300, 70}, Bf16Shape{70, 45, 1100}}) {
+    SCOPED_TRACE(describe_bf16(all));
     const auto x = rng.halves(all.m * all.k, -1, 1);
     const auto w = rng.halves(std::size_t(all.n) * all.k, -1, 1);
     std::vector<Half> together(all.m * all.n);
@@ -115,7 +115,7 @@ TEST(Bf16Prefill, ARowsBitsDoNotDependOnTheRowCount) {
 TEST(Bf16Prefill, DecodeRowsStayExact) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  const Shape s{5, 40, 300};
+  const Bf16Shape s{5, 40, 300};
   const auto x = rng.halves(s.m * s.k, -1, 1);
   const auto w = rng.halves(std::size_t(s.n) * s.k, -1, 1);
   std::vector<Half> bf16(s.m * s.n), fp32(s.m * s.n);
@@ -137,7 +137,7 @@ TEST(Bf16Prefill, DecodeRowsStayExact) {
 TEST(Bf16Prefill, TheReferenceIsWithinBf16RoundingOfTheExactProduct) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  const Shape s{6, 30, 257};
+  const Bf16Shape s{6, 30, 257};
   const auto x = rng.halves(s.m * s.k, -1, 1);
   const auto w = rng.halves(std::size_t(s.n) * s.k, -1, 1);
   std::vector<Half> y(s.m * s.n);
