@@ -236,13 +236,6 @@ class LayerGemms {
   Buffer x_, y_;
 };
 
-// Whether the device's prefill can run in bf16 (PrefillMath::bf16): the cpu device on a CPU with
-// AVX512-BF16.
-bool measures_bf16(const Device& device) {
-  const kernels::cpu::CpuFeatures& f = kernels::cpu::cpu_features();
-  return device.kind() == DeviceKind::cpu && f.avx512_bf16 && f.avx512bw_vl;
-}
-
 void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const CalibrationOptions& o,
                   std::vector<Measurement>& out) {
   Stream& compute = device.stream(StreamRole::compute);
@@ -689,6 +682,11 @@ std::vector<Measurement> calibrate(OpenedDevice& opened, const ModelConfig& mode
         others);
   }
   return out;
+}
+
+bool measures_bf16(const Device& device) {
+  const kernels::cpu::CpuFeatures& f = kernels::cpu::cpu_features();
+  return device.kind() == DeviceKind::cpu && f.avx512_bf16 && f.avx512bw_vl;
 }
 
 nlohmann::json profile_json(const std::string& device_name, const std::string& model_name,

@@ -164,6 +164,15 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
             cached.string());
         continue;
       }
+      if (profile.gemm_bf16_large <= 0 && measures_bf16(*opened.device)) {
+        // A cache again: this CPU's bf16 prefill rates were not measured, and a bf16 run could
+        // not be predicted from it.
+        spdlog::info(
+            "the cached profile {} was measured by an older offgen (no bf16 GEMM rates): "
+            "measuring again",
+            cached.string());
+        continue;
+      }
       if (profile.others_load <= kBusyCores) {
         if (used != nullptr) *used = cached;
         return profile;

@@ -12,6 +12,7 @@
 
 #include "engine/cli/commands.h"
 #include "engine/core/error.h"
+#include "scheduler/calibrate.h"
 #include "tests/cli/cli_commands.h"
 #include "tests/cli/test_profile.h"
 #include "tests/support/test_support.h"
@@ -998,6 +999,26 @@ TEST(PlannedRuns, ACachedProfileOfAnOlderOffgenIsMeasuredAgain) {
   EXPECT_EQ(used, path);
   EXPECT_TRUE(
       nlohmann::json::parse(std::ifstream(path))["measurements"].contains("gemm_layer_m32"));
+}
+
+// On a CPU with AVX512-BF16, a cached cpu profile without the bf16 prefill rates (an older
+// offgen's) is measured again, so a --prefill-math bf16 run can be planned from the cache.
+TEST(PlannedRuns, ACachedProfileWithoutBf16RatesIsMeasuredAgainWhereTheCpuHasBf16) {
+  test::TempDir dir;
+  const ScopedEnv cache("XDG_CACHE_HOME", dir.path().string());
+  OpenedDevice opened = open_device(DeviceChoice::cpu, DeviceBudgets{});
+  if (!measures_bf16(*opened.device)) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  const ModelConfig config = cli::model_config(tiny_model().model);
+  const auto path = cli::cached_profile_path(opened.device->name(), 768);
+  EXPECT_GT(cli::resolve_profile("", opened, config).gemm_bf16_large, 0.0);
+  auto json = nlohmann::json::parse(std::ifstream(path));
+  json["measurements"].erase("gemm_layer_bf16_m128");
+  json["measurements"].erase("gemm_layer_bf16_m512");
+  json["measurements"]["other_processes_load"]["value"] = 0.0;
+  test::write_file(path, json.dump());
+  EXPECT_GT(cli::resolve_profile("", opened, config).gemm_bf16_large, 0.0);
+  EXPECT_TRUE(
+      nlohmann::json::parse(std::ifstream(path))["measurements"].contains("gemm_layer_bf16_m512"));
 }
 
 }  // namespace
