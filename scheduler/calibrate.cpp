@@ -685,8 +685,7 @@ std::vector<Measurement> calibrate(OpenedDevice& opened, const ModelConfig& mode
 }
 
 bool measures_bf16(const Device& device) {
-  const kernels::cpu::CpuFeatures& f = kernels::cpu::cpu_features();
-  return device.kind() == DeviceKind::cpu && f.avx512_bf16 && f.avx512bw_vl;
+  return device.kind() == DeviceKind::cpu && kernels::cpu::cpu_features().bf16_gemm();
 }
 
 nlohmann::json profile_json(const std::string& device_name, const std::string& model_name,

@@ -59,18 +59,17 @@ void Ceilings(benchmark::State& state) {
 }
 BENCHMARK(Ceilings)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-// y[m, n] = x[m, k] · W[n, k]ᵀ + b: args m, n, k, and 1 for prompt rows (a prefill's order and
-// kernel; kernels/linear_args.h) or 0 for decode rows.
-void Linear(benchmark::State& state) {
+// y[m, n] = x[m, k] · W[n, k]ᵀ + b + relu over random operands, as prompt or decode rows with
+// `math`, reported against `ceiling` (FLOP/s) as `share`.
+void run_linear(benchmark::State& state, bool prompt_rows, offgen::kernels::PrefillMath math,
+                double ceiling, const char* share) {
   const auto m = state.range(0);
   const auto n = static_cast<int>(state.range(1));
   const auto k = static_cast<int>(state.range(2));
-  const bool prompt_rows = state.range(3) != 0;
   const auto x = random_halves(static_cast<std::size_t>(m * k), 1.0f);
   const auto w = random_halves(static_cast<std::size_t>(n) * static_cast<std::size_t>(k), 0.05f);
   const auto b = random_halves(static_cast<std::size_t>(n), 0.1f);
   std::vector<Half> y(static_cast<std::size_t>(m * n));
-  const double ceiling = offgen::bench::cpu_ceilings().fp32_fma_flops;
   const auto start = Clock::now();
   for (auto _ : state) {
     offgen::kernels::cpu::linear({.x = x.data(),
@@ -81,14 +80,21 @@ void Linear(benchmark::State& state) {
                                   .out_features = n,
                                   .in_features = k,
                                   .activation = offgen::kernels::Activation::relu,
-                                  .prompt_rows = prompt_rows});
+                                  .prompt_rows = prompt_rows,
+                                  .prefill_math = math});
     benchmark::DoNotOptimize(y.data());
   }
-  report_share(state, "of fp32 FMA peak", 2.0 * static_cast<double>(m) * n * k,
-               seconds_since(start), ceiling);
+  report_share(state, share, 2.0 * static_cast<double>(m) * n * k, seconds_since(start), ceiling);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m) * n * k,
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
+}
+
+// Args m, n, k, and 1 for prompt rows (a prefill's order and kernel; kernels/linear_args.h) or 0
+// for decode rows; exact (fp32) math.
+void Linear(benchmark::State& state) {
+  run_linear(state, state.range(3) != 0, offgen::kernels::PrefillMath::fp32,
+             offgen::bench::cpu_ceilings().fp32_fma_flops, "of fp32 FMA peak");
 }
 BENCHMARK(Linear)
     ->ArgNames({"m", "n", "k", "prompt"})
@@ -116,32 +122,8 @@ void LinearBf16(benchmark::State& state) {
     state.SkipWithError("this CPU has no AVX512-BF16");
     return;
   }
-  const auto m = state.range(0);
-  const auto n = static_cast<int>(state.range(1));
-  const auto k = static_cast<int>(state.range(2));
-  const auto x = random_halves(static_cast<std::size_t>(m * k), 1.0f);
-  const auto w = random_halves(static_cast<std::size_t>(n) * static_cast<std::size_t>(k), 0.05f);
-  const auto b = random_halves(static_cast<std::size_t>(n), 0.1f);
-  std::vector<Half> y(static_cast<std::size_t>(m * n));
-  const auto start = Clock::now();
-  for (auto _ : state) {
-    offgen::kernels::cpu::linear({.x = x.data(),
-                                  .weight = w.data(),
-                                  .bias = b.data(),
-                                  .y = y.data(),
-                                  .rows = m,
-                                  .out_features = n,
-                                  .in_features = k,
-                                  .activation = offgen::kernels::Activation::relu,
-                                  .prompt_rows = true,
-                                  .prefill_math = offgen::kernels::PrefillMath::bf16});
-    benchmark::DoNotOptimize(y.data());
-  }
-  report_share(state, "of bf16 dot peak", 2.0 * static_cast<double>(m) * n * k,
-               seconds_since(start), offgen::bench::cpu_ceilings().bf16_dot_flops);
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m) * n * k,
-                                                 benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  run_linear(state, true, offgen::kernels::PrefillMath::bf16,
+             offgen::bench::cpu_ceilings().bf16_dot_flops, "of bf16 dot peak");
 }
 BENCHMARK(LinearBf16)
     ->ArgNames({"m", "n", "k"})

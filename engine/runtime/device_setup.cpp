@@ -46,8 +46,7 @@ OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
   } else {
     auto cpu = std::make_unique<CpuDevice>(budgets);
     if (prefill_math == kernels::PrefillMath::bf16 && cpu_kernels == CpuKernelSet::optimized) {
-      const kernels::cpu::CpuFeatures& features = kernels::cpu::cpu_features();
-      OFFGEN_CHECK_NAMING(features.avx512_bf16 && features.avx512bw_vl, [](ParameterNamer name) {
+      OFFGEN_CHECK_NAMING(kernels::cpu::cpu_features().bf16_gemm(), [](ParameterNamer name) {
         return fmt::format(
             "{} bf16 needs a CPU with AVX512-BF16 (vdpbf16ps), and this one has none: leave "
             "{} out (fp32, exact)",

@@ -15,6 +15,10 @@ struct CpuFeatures {
   bool avx512_vnni = false;  // vpdpbusd
   bool amx_bf16 = false;     // tdpbf16ps, with the tile state granted to this process
   bool amx_int8 = false;     // tdpbusd, likewise
+
+  // What bf16 prefill (PrefillMath::bf16) needs: vdpbf16ps and the masked 16-bit loads its
+  // packing uses.
+  bool bf16_gemm() const { return avx512_bf16 && avx512bw_vl; }
 };
 
 // Read once per process (the AMX request included).

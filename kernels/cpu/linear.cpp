@@ -618,8 +618,7 @@ void linear(const LinearArgs& args) {
   const bool any = args.rows > 0 && args.out_features > 0 && args.in_features > 0;
   if (args.prompt_rows && args.prefill_math == PrefillMath::bf16) {
 #if defined(__x86_64__)
-    const CpuFeatures& features = cpu_features();
-    OFFGEN_CHECK(features.avx512_bf16 && features.avx512bw_vl,
+    OFFGEN_CHECK(cpu_features().bf16_gemm(),
                  "bf16 prefill needs a CPU with AVX512-BF16 (vdpbf16ps); this one has none");
     if (any)
       gemm_outer<Bf16Words>(args.x, args.weight, args.rows, args.out_features, args.in_features, e);

@@ -17,11 +17,6 @@
 namespace offgen {
 namespace {
 
-bool has_bf16() {
-  const kernels::cpu::CpuFeatures& f = kernels::cpu::cpu_features();
-  return f.avx512_bf16 && f.avx512bw_vl;
-}
-
 TEST(PrefillMathFlag, EveryCommandTakesIt) {
   for (const std::string command :
        {"generate --model m --input a --output b", "score --model m --input a --output b", "bench",
@@ -46,7 +41,7 @@ TEST(PrefillMathFlag, TheCudaDeviceRefusesBf16ByFlagName) {
 }
 
 TEST(PrefillMathFlag, APlanPredictsBf16FromTheProfilesBf16Rates) {
-  if (!has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!kernels::cpu::cpu_features().bf16_gemm()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   test::TempDir dir;
   cli::PlanOptions plan;
   plan.common.model = "opt-125m";

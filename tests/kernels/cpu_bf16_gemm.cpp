@@ -40,11 +40,6 @@ const Bf16Shape kBf16Shapes[] = {{1, 1, 1},      {1, 7, 13},     {3, 20, 64},   
                                  {17, 33, 100},  {5, 13, 1100},  {40, 37, 33},  {64, 97, 255},
                                  {70, 100, 600}, {129, 19, 513}, {300, 300, 70}};
 
-bool has_bf16() {
-  const kernels::cpu::CpuFeatures& f = kernels::cpu::cpu_features();
-  return f.avx512_bf16 && f.avx512bw_vl;
-}
-
 kernels::LinearArgs bf16_args(const std::vector<Half>& x, const std::vector<Half>& w,
                               const Half* bias, Half* y, const Bf16Shape& s) {
   return {.x = x.data(),
@@ -59,7 +54,7 @@ kernels::LinearArgs bf16_args(const std::vector<Half>& x, const std::vector<Half
 }
 
 TEST(Bf16Prefill, TheCpuKernelEqualsTheReferenceBitForBit) {
-  if (!has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!kernels::cpu::cpu_features().bf16_gemm()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   Rng rng;
   SCOPED_TRACE(rng.trace());
   for (const Bf16Shape& s : kBf16Shapes) {
@@ -88,7 +83,7 @@ TEST(Bf16Prefill, TheCpuKernelEqualsTheReferenceBitForBit) {
 // A request's prefill never depends on its batch-mates: the first m rows alone give the bits they
 // have among 300.
 TEST(Bf16Prefill, ARowsBitsDoNotDependOnTheRowCount) {
-  if (!has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!kernels::cpu::cpu_features().bf16_gemm()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   Rng rng;
   SCOPED_TRACE(rng.trace());
   for (const Bf16Shape all : {Bf16Shape{300, 300, 70}, Bf16Shape{70, 45, 1100}}) {

@@ -19,11 +19,6 @@ namespace {
 
 using kernels::PrefillMath;
 
-bool has_bf16() {
-  const kernels::cpu::CpuFeatures& f = kernels::cpu::cpu_features();
-  return f.avx512_bf16 && f.avx512bw_vl;
-}
-
 std::vector<GenerationRequest> bf16_requests() {
   std::vector<GenerationRequest> requests;
   for (int i = 0; i < 6; ++i) {
@@ -56,7 +51,7 @@ class Bf16PrefillEngine : public ::testing::Test {
 };
 
 TEST_F(Bf16PrefillEngine, EqualsTheReferenceKernelsAndDoesNotDependOnBatchMates) {
-  if (!has_bf16()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!kernels::cpu::cpu_features().bf16_gemm()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   const std::vector<GenerationRequest> requests = bf16_requests();
   const auto fast = engine(CpuKernelSet::optimized, PrefillMath::bf16, 4).generate(requests);
   const auto truth = engine(CpuKernelSet::reference, PrefillMath::bf16, 4).generate(requests);
