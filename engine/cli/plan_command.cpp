@@ -86,10 +86,10 @@ int run_plan(const PlanOptions& options) {
              opened.device->name(), profile_name, profile.device);
   fmt::print(
       "budgets: gpu {}   pinned {}   disk {}   prompt {}   gen {}   policy {} (C = {})   "
-      "storage {}\n",
+      "storage {}   prefill math {}\n",
       format_bytes(request.gpu_bytes), format_bytes(request.pinned_bytes),
       request.disk ? common.disk : std::string("none"), options.prompt_len, options.gen_len,
-      common.policy, request.kv_tokens, compression_name(engine.compression));
+      common.policy, request.kv_tokens, compression_name(engine.compression), common.prefill_math);
   const auto plan = choose_plan(model, profile, request);
   if (!plan) {
     Placement smallest;  // one sequence, every layer streamed, its KV on the host
