@@ -33,7 +33,7 @@ nlohmann::ordered_json rows_json(const std::vector<BenchRow>& rows, const RunInf
         {"top_p", r.config.sampling.top_p},
         {"weight_storage", storage_name(r.compression.weights)},
         {"kv_storage", storage_name(r.compression.kv)},
-        {"prefill_math", r.prefill_math == kernels::PrefillMath::bf16 ? "bf16" : "fp32"},
+        {"prefill_math", kernels::prefill_math_name(r.prefill_math)},
         {"status",
          r.measured ? "measured" : (r.predicted_tokens_per_second > 0 ? "projected" : "not run")},
         {"error",

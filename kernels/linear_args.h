@@ -17,6 +17,17 @@ namespace offgen::kernels {
 // Decode rows are always exact: they are memory bound, and bf16 would read the same fp16 bytes.
 enum class PrefillMath { fp32, bf16 };
 
+// "fp32" or "bf16": the flag's value, and what plan files and bench rows record.
+inline const char* prefill_math_name(PrefillMath math) {
+  switch (math) {
+    case PrefillMath::fp32:
+      return "fp32";
+    case PrefillMath::bf16:
+      return "bf16";
+  }
+  return "?";
+}
+
 // y = act(x · weightᵀ + bias) with Hugging Face's weight layout (out × in); bias and activation
 // are applied in fp32, then one rounding to fp16. y must not alias x.
 struct LinearArgs {

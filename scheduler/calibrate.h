@@ -46,12 +46,12 @@ CalibrationFootprint calibration_footprint(const ModelConfig& model,
 std::vector<Measurement> calibrate(OpenedDevice& device, const ModelConfig& model,
                                    const CalibrationOptions& options);
 
-// The profile file: {"device": ..., "model": ..., "hidden_size": the shapes' hidden size,
-// "measurements": {name: {value, unit, detail}}}.
 // Whether calibrate measures the bf16 prefill GEMMs (PrefillMath::bf16) on this device: the cpu
 // device on a CPU with AVX512-BF16.
 bool measures_bf16(const Device& device);
 
+// The profile file: {"device": ..., "model": ..., "hidden_size": the shapes' hidden size,
+// "measurements": {name: {value, unit, detail}}}.
 nlohmann::json profile_json(const std::string& device_name, const std::string& model_name,
                             int hidden_size, const std::vector<Measurement>& measurements);
 

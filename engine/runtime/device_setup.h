@@ -18,10 +18,10 @@ struct OpenedDevice {
 
 // Throws offgen::Error when cuda is asked for and the build or the machine has none. gpu_slot:
 // which visible GPU (modulo their count), so that the ranks of one machine take one each.
+// prefill_math is checked here, where the device is known (bf16 needs the cpu device on a CPU
+// with AVX512-BF16, or the reference kernels); the runs that use it pass it to their runners.
 OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
                          CpuKernelSet cpu_kernels = CpuKernelSet::optimized, int gpu_slot = 0,
                          kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32);
-// (prefill_math is checked here, where the device is known: bf16 needs the cpu device on a CPU
-// with AVX512-BF16, or the reference kernels. The runs that use it pass it to their runners.)
 
 }  // namespace offgen
