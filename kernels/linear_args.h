@@ -6,6 +6,7 @@
 
 #include "engine/core/half.h"
 #include "kernels/activation.h"
+#include "kernels/int8_matrix.h"
 
 namespace offgen::kernels {
 
@@ -47,6 +48,11 @@ struct LinearArgs {
   // For prompt rows on the CPU (the reference and the CPU kernels); ignored for decode rows. The
   // CUDA device refuses bf16 before any op is issued.
   PrefillMath prefill_math = PrefillMath::fp32;
+  // int8 weights (kernels/int8_matrix.h): when set, the product is the int8 one of that header
+  // for every row, prompt or decode, and `weight` and `prefill_math` are not read. The cpu device
+  // and the reference only; the CUDA device is never given int8 weights. (A pointer: a struct
+  // member left out of a designated initializer would warn at every call.)
+  const Int8Matrix* weight_int8 = nullptr;
 };
 
 // The tied LM head, kept in fp32: out = x · embedᵀ.

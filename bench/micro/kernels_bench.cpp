@@ -14,6 +14,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gated_mlp.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_int8.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rotary.h"
@@ -60,9 +61,10 @@ void Ceilings(benchmark::State& state) {
 BENCHMARK(Ceilings)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // y[m, n] = x[m, k] · W[n, k]ᵀ + b + relu over random operands, as prompt or decode rows with
-// `math`, reported against `ceiling` (FLOP/s) as `share`.
+// `math` (or over W packed in int8: kernels/int8_matrix.h), reported against `ceiling` (FLOP/s)
+// as `share`.
 void run_linear(benchmark::State& state, bool prompt_rows, offgen::kernels::PrefillMath math,
-                double ceiling, const char* share) {
+                double ceiling, const char* share, bool int8 = false) {
   const auto m = state.range(0);
   const auto n = static_cast<int>(state.range(1));
   const auto k = static_cast<int>(state.range(2));
@@ -70,6 +72,14 @@ void run_linear(benchmark::State& state, bool prompt_rows, offgen::kernels::Pref
   const auto w = random_halves(static_cast<std::size_t>(n) * static_cast<std::size_t>(k), 0.05f);
   const auto b = random_halves(static_cast<std::size_t>(n), 0.1f);
   std::vector<Half> y(static_cast<std::size_t>(m * n));
+  const offgen::kernels::Int8Shape shape{n, k};
+  std::vector<std::uint64_t> blob(int8 ? shape.bytes() / 8 + 1 : 0);
+  offgen::kernels::Int8Matrix packed;
+  if (int8) {
+    offgen::kernels::cpu::pack_int8_matrix(w.data(), n, k,
+                                           reinterpret_cast<std::byte*>(blob.data()));
+    packed = shape.view(reinterpret_cast<const std::byte*>(blob.data()));
+  }
   const auto start = Clock::now();
   for (auto _ : state) {
     offgen::kernels::cpu::linear({.x = x.data(),
@@ -81,7 +91,8 @@ void run_linear(benchmark::State& state, bool prompt_rows, offgen::kernels::Pref
                                   .in_features = k,
                                   .activation = offgen::kernels::Activation::relu,
                                   .prompt_rows = prompt_rows,
-                                  .prefill_math = math});
+                                  .prefill_math = math,
+                                  .weight_int8 = int8 ? &packed : nullptr});
     benchmark::DoNotOptimize(y.data());
   }
   report_share(state, share, 2.0 * static_cast<double>(m) * n * k, seconds_since(start), ceiling);
@@ -127,6 +138,31 @@ void LinearBf16(benchmark::State& state) {
 }
 BENCHMARK(LinearBf16)
     ->ArgNames({"m", "n", "k"})
+    ->Args({64, 2304, 768})
+    ->Args({128, 3072, 768})
+    ->Args({512, 2304, 768})
+    ->Args({512, 768, 768})
+    ->Args({512, 3072, 768})
+    ->Args({512, 768, 3072})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The same GEMMs over int8 weights (kernels/int8_matrix.h: vpdpbusd), against the int8
+// dot-product ceiling; args m, n, k. The one-row shapes are decode steps, bound by reading the
+// weights: their share of the read bandwidth is printed too (one byte per weight).
+void LinearInt8(benchmark::State& state) {
+  const offgen::bench::CpuCeilings& c = offgen::bench::cpu_ceilings();
+  const auto start = Clock::now();
+  run_linear(state, state.range(0) > 1, offgen::kernels::PrefillMath::fp32, c.int8_dot_ops,
+             "of int8 dot peak", true);
+  report_share(state, "of read bandwidth", static_cast<double>(state.range(1) * state.range(2)),
+               seconds_since(start), c.read_bytes);
+}
+BENCHMARK(LinearInt8)
+    ->ArgNames({"m", "n", "k"})
+    ->Args({1, 2304, 768})
+    ->Args({1, 3072, 768})
+    ->Args({1, 768, 3072})
     ->Args({64, 2304, 768})
     ->Args({128, 3072, 768})
     ->Args({512, 2304, 768})

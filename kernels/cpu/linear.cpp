@@ -42,61 +42,11 @@
 #include "engine/core/error.h"
 #include "engine/core/int_math.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_parts.h"
+#include "kernels/cpu/linear_int8.h"
 
 namespace offgen::kernels::cpu {
 namespace {
-
-// ---- shared ----------------------------------------------------------------------------------
-
-// 64-byte aligned buffer: vector loads that straddle cache lines halve L1 throughput.
-template <typename T>
-class AlignedBuffer {
- public:
-  T* get(std::size_t n) {
-    if (n > size_) {
-      data_.reset(static_cast<T*>(::operator new[](n * sizeof(T), kAlign)));
-      size_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  static constexpr std::align_val_t kAlign{64};
-  struct Free {
-    void operator()(T* p) const { ::operator delete[](p, kAlign); }
-  };
-  std::unique_ptr<T[], Free> data_;
-  std::size_t size_ = 0;
-};
-using AlignedFloats = AlignedBuffer<float>;
-
-// Tasks wanted for load balance: a few per worker.
-std::int64_t task_target() {
-  return 8 * static_cast<std::int64_t>(tbb::this_task_arena::max_concurrency());
-}
-
-// Finishes `count` fp32 sums of output row `row`, columns [n0, n0 + count); may modify c.
-struct Epilogue {
-  const float* bias = nullptr;  // fp32, [n]; null = none
-  bool relu = false;
-  Half* y = nullptr;     // linear output, or
-  float* out = nullptr;  // logits output
-  std::int64_t n = 0;
-
-  void operator()(std::int64_t row, std::int64_t n0, std::int64_t count, float* c) const {
-    if (out != nullptr) {
-      std::copy(c, c + count, out + row * n + n0);
-      return;
-    }
-    const float* b = bias != nullptr ? bias + n0 : nullptr;
-#pragma omp simd
-    for (std::int64_t j = 0; j < count; ++j) {
-      const float v = c[j] + (b != nullptr ? b[j] : 0.0f);
-      c[j] = relu ? std::max(v, 0.0f) : v;
-    }
-    float_to_half(c, y + row * n + n0, static_cast<std::size_t>(count));
-  }
-};
 
 // ---- micro-kernels ----------------------------------------------------------------------------
 
@@ -605,6 +555,10 @@ void gemm_outer(const Half* x, const Half* weight, std::int64_t m, std::int64_t 
 }  // namespace
 
 void linear(const LinearArgs& args) {
+  if (args.weight_int8 != nullptr) {
+    linear_int8(args);
+    return;
+  }
   std::vector<float> bias_f;
   if (args.bias != nullptr) {
     bias_f.resize(static_cast<std::size_t>(std::max(args.out_features, 0)));

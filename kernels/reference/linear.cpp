@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "kernels/reference/reference.h"
 
@@ -28,9 +30,67 @@ float dot_bf16(const Half* a, const Half* b, int k) {
   return sum;
 }
 
+// kernels/int8_matrix.h's row quantization, in the order it spells out.
+float quantize_int8(const Half* v, int len, std::vector<int>& q) {
+  q.assign(static_cast<std::size_t>(len), 0);
+  float amax = 0.0f;
+  for (int c = 0; c < len; ++c) amax = std::max(amax, std::fabs(half_to_float(v[c])));
+  if (amax == 0.0f) return 0.0f;
+  const float inv = 127.0f / amax;
+  for (int c = 0; c < len; ++c) {
+    const float r = std::nearbyint(half_to_float(v[c]) * inv);
+    q[static_cast<std::size_t>(c)] = static_cast<int>(std::clamp(r, -127.0f, 127.0f));
+  }
+  return amax / 127.0f;
+}
+
+void linear_int8(const LinearArgs& a) {
+  const int n = a.out_features;
+  const int k = a.in_features;
+  const Int8Shape shape{n, k};
+  std::vector<int> qx;
+  for (std::int64_t i = 0; i < a.rows; ++i) {
+    const float sx = quantize_int8(a.x + i * k, k, qx);
+    for (int j = 0; j < n; ++j) {
+      std::int64_t acc = 0;
+      for (int c = 0; c < k; ++c) {
+        acc += std::int64_t{qx[static_cast<std::size_t>(c)]} *
+               a.weight_int8->codes[shape.code_index(j, c)];
+      }
+      float v =
+          static_cast<float>(static_cast<std::int32_t>(acc)) * (sx * a.weight_int8->scales[j]);
+      if (a.bias != nullptr) v += half_to_float(a.bias[j]);
+      if (a.activation == Activation::relu) v = std::max(v, 0.0f);
+      a.y[i * n + j] = float_to_half(v);
+    }
+  }
+}
+
 }  // namespace
 
+void pack_int8_matrix(const Half* w, std::int64_t rows, std::int64_t cols, std::byte* blob) {
+  const Int8Shape shape{rows, cols};
+  std::memset(blob, 0, shape.bytes());
+  auto* scales = reinterpret_cast<float*>(blob);
+  auto* sums = reinterpret_cast<std::int32_t*>(blob + shape.sums_offset());
+  auto* codes = reinterpret_cast<std::int8_t*>(blob + shape.codes_offset());
+  std::vector<int> q;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    scales[r] = quantize_int8(w + r * cols, static_cast<int>(cols), q);
+    std::int32_t sum = 0;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      codes[shape.code_index(r, c)] = static_cast<std::int8_t>(q[static_cast<std::size_t>(c)]);
+      sum += q[static_cast<std::size_t>(c)];
+    }
+    sums[r] = sum;
+  }
+}
+
 void linear(const LinearArgs& a) {
+  if (a.weight_int8 != nullptr) {
+    linear_int8(a);
+    return;
+  }
   const int n = a.out_features;
   const int k = a.in_features;
   if (a.prompt_rows && a.prefill_math == PrefillMath::bf16) {

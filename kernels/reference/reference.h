@@ -38,8 +38,11 @@ void rms_norm(const RmsNormArgs& args);
 void rotary(const RotaryArgs& args);
 void silu_mul(const SiluMulArgs& args);
 
-// linear.h
+// linear.h; with int8 weights (LinearArgs::weight_int8), kernels/int8_matrix.h's integer sums
+// and fp32 epilogue step by step.
 void linear(const LinearArgs& args);
+// kernels/int8_matrix.h's quantization of w [rows, cols] into a blob of Int8Shape::bytes().
+void pack_int8_matrix(const Half* w, std::int64_t rows, std::int64_t cols, std::byte* blob);
 void logits(const LogitsArgs& args);
 
 // elementwise.h

@@ -1,0 +1,323 @@
+// Linear over int8 weights (kernels/int8_matrix.h): x quantized per row into unsigned bytes
+// (q + 128), packed into k-major panels of 8 rows of 4-byte words; the weights' column panels
+// are read where the image keeps them, already in the layout the tile wants. An R × 48 tile
+// (R <= 8 rows: decode steps of one sequence do not pay for eight) broadcasts a row's word and
+// multiplies it into three zmm of a panel's quad with vpdpbusd, int32 accumulators kept in
+// registers across a k chunk. Without AVX512-VNNI (or under OFFGEN_CPU_ISA) a portable tile
+// computes the same integers. Every path sums integers exactly, so results are bit-identical to
+// the reference and independent of the rows beside them.
+#include "kernels/cpu/linear_int8.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "engine/core/error.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_parts.h"
+
+namespace offgen::kernels::cpu {
+namespace {
+
+constexpr std::int64_t kMr = 8;                      // rows per x panel
+constexpr std::int64_t kNr = Int8Shape::kPanelRows;  // columns per weight panel
+constexpr std::int64_t kChunk = 128;                 // words of k per chunk: 24 KiB of panel
+constexpr std::int64_t kMaxK = 66000;                // int32 sums of 255 · 127 products
+
+// The spec's row quantization (kernels/int8_matrix.h): scale, and q through `put(c, q)`.
+template <typename Put>
+float quantize_row(const Half* v, std::int64_t len, Put put) {
+  float amax = 0.0f;
+  for (std::int64_t c = 0; c < len; ++c) amax = std::max(amax, std::fabs(half_to_float(v[c])));
+  if (amax == 0.0f) {
+    for (std::int64_t c = 0; c < len; ++c) put(c, 0);
+    return 0.0f;
+  }
+  const float inv = 127.0f / amax;
+  for (std::int64_t c = 0; c < len; ++c) {
+    const float q = std::nearbyint(half_to_float(v[c]) * inv);
+    put(c, static_cast<int>(std::clamp(q, -127.0f, 127.0f)));
+  }
+  return amax / 127.0f;
+}
+
+// x row as kw words of (q + 128) bytes, zero-point bytes (128, q = 0) past k; returns sx.
+float x_words_portable(const Half* x, std::int64_t k, std::int64_t kw, std::uint32_t* out) {
+  auto* bytes = reinterpret_cast<std::uint8_t*>(out);
+  std::fill(bytes, bytes + kw * 4, std::uint8_t{128});
+  return quantize_row(
+      x, k, [&](std::int64_t c, int q) { bytes[c] = static_cast<std::uint8_t>(q + 128); });
+}
+
+// c[i·48 + j] (int32) += Σ_t Σ_b xbyte(i, t, b) · wbyte(j, t, b) for i < R, t < len; from zero
+// when !accumulate.
+template <int R>
+void tile_portable(const std::uint32_t* x, const std::uint32_t* panel, std::int64_t len,
+                   bool accumulate, std::int32_t* c) {
+  std::int32_t acc[R][kNr];
+  for (int i = 0; i < R; ++i) {
+    for (std::int64_t j = 0; j < kNr; ++j) acc[i][j] = accumulate ? c[i * kNr + j] : 0;
+  }
+  for (std::int64_t t = 0; t < len; ++t) {
+    const auto* w = reinterpret_cast<const std::int8_t*>(panel + t * kNr);
+    for (int i = 0; i < R; ++i) {
+      const auto* a = reinterpret_cast<const std::uint8_t*>(x + t * kMr + i);
+      for (std::int64_t j = 0; j < kNr; ++j) {
+        acc[i][j] +=
+            a[0] * w[4 * j] + a[1] * w[4 * j + 1] + a[2] * w[4 * j + 2] + a[3] * w[4 * j + 3];
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i) std::copy(acc[i], acc[i] + kNr, c + i * kNr);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float x_words_avx512(const Half* x,
+                                                                          std::int64_t k,
+                                                                          std::int64_t kw,
+                                                                          std::uint32_t* out) {
+  __m512 vmax = _mm512_setzero_ps();
+  for (std::int64_t c = 0; c < k; c += 16) {
+    const auto mask = static_cast<__mmask16>(k - c >= 16 ? 0xFFFFu : (1u << (k - c)) - 1u);
+    const __m512 v = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, x + c));
+    vmax = _mm512_maskz_max_ps(0xFFFF, vmax,
+                               _mm512_castsi512_ps(_mm512_and_si512(
+                                   _mm512_castps_si512(v), _mm512_set1_epi32(0x7FFFFFFF))));
+  }
+  // (Plain stores and the maskz forms: GCC 12's abs / reduce / narrowing intrinsics trip
+  // -Wuninitialized on their internal undefined operands.)
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, vmax);
+  float amax = 0.0f;
+  for (const float lane : lanes) amax = std::max(amax, lane);
+  auto* bytes = reinterpret_cast<std::uint8_t*>(out);
+  if (amax == 0.0f) {
+    std::memset(bytes, 128, static_cast<std::size_t>(kw * 4));
+    return 0.0f;
+  }
+  const __m512 inv = _mm512_set1_ps(127.0f / amax);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  const __m512i shift = _mm512_set1_epi32(128);
+  for (std::int64_t c = 0; c < kw * 4; c += 16) {
+    const std::int64_t left = std::max<std::int64_t>(0, k - c);
+    const auto mask = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+    const __m512 v = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, x + c));
+    // cvtps rounds half to even under the default MXCSR, as nearbyint does.
+    __m512i q = _mm512_maskz_cvtps_epi32(0xFFFF, _mm512_mul_ps(v, inv));
+    q = _mm512_add_epi32(_mm512_maskz_min_epi32(0xFFFF, _mm512_maskz_max_epi32(0xFFFF, q, lo), hi),
+                         shift);
+    const auto store =
+        static_cast<__mmask16>(kw * 4 - c >= 16 ? 0xFFFFu : (1u << (kw * 4 - c)) - 1u);
+    _mm_mask_storeu_epi8(bytes + c, store, _mm512_maskz_cvtepi32_epi8(0xFFFF, q));
+  }
+  return amax / 127.0f;
+}
+
+template <int R>
+__attribute__((target("avx512f,avx512vnni"))) void tile_vnni(const std::uint32_t* x,
+                                                             const std::uint32_t* panel,
+                                                             std::int64_t len, bool accumulate,
+                                                             std::int32_t* c) {
+  __m512i acc[R][3];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+    for (int v = 0; v < 3; ++v) {
+      acc[i][v] = accumulate ? _mm512_loadu_si512(c + i * kNr + 16 * v) : _mm512_setzero_si512();
+    }
+  }
+  for (std::int64_t t = 0; t < len; ++t) {
+    const std::uint32_t* p = panel + t * kNr;
+    const __m512i b0 = _mm512_loadu_si512(p);
+    const __m512i b1 = _mm512_loadu_si512(p + 16);
+    const __m512i b2 = _mm512_loadu_si512(p + 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(x[t * kMr + i]));
+      acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], a, b0);
+      acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], a, b1);
+      acc[i][2] = _mm512_dpbusd_epi32(acc[i][2], a, b2);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+    for (int v = 0; v < 3; ++v) _mm512_storeu_si512(c + i * kNr + 16 * v, acc[i][v]);
+  }
+}
+#endif
+
+using Tile = void (*)(const std::uint32_t*, const std::uint32_t*, std::int64_t, bool,
+                      std::int32_t*);
+using XWords = float (*)(const Half*, std::int64_t, std::int64_t, std::uint32_t*);
+
+struct Kernels {
+  Tile tile[kMr + 1] = {};  // tile[r]: r rows of a panel
+  XWords x_words = x_words_portable;
+};
+
+template <template <int> class Make>
+constexpr Kernels table() {
+  return {{nullptr, Make<1>::f, Make<2>::f, Make<3>::f, Make<4>::f, Make<5>::f, Make<6>::f,
+           Make<7>::f, Make<8>::f}};
+}
+template <int R>
+struct PortableTile {
+  static constexpr Tile f = tile_portable<R>;
+};
+#if defined(__x86_64__)
+template <int R>
+struct VnniTile {
+  static constexpr Tile f = tile_vnni<R>;
+};
+#endif
+
+// The best this CPU runs, capped by OFFGEN_CPU_ISA (any cap takes the portable tile).
+Kernels select() {
+  const char* env = std::getenv("OFFGEN_CPU_ISA");
+  const bool capped = env != nullptr && *env != '\0';
+  Kernels k = table<PortableTile>();
+#if defined(__x86_64__)
+  const CpuFeatures& f = cpu_features();
+  if (!capped && f.avx512f && f.avx512bw_vl) {
+    if (f.avx512_vnni) k = table<VnniTile>();
+    k.x_words = x_words_avx512;
+  }
+#endif
+  return k;
+}
+
+}  // namespace
+
+void pack_int8_matrix(const Half* w, std::int64_t rows, std::int64_t cols, std::byte* blob) {
+  const Int8Shape shape{rows, cols};
+  auto* scales = reinterpret_cast<float*>(blob);
+  auto* sums = reinterpret_cast<std::int32_t*>(blob + shape.sums_offset());
+  auto* codes = reinterpret_cast<std::int8_t*>(blob + shape.codes_offset());
+  const std::int64_t cp = shape.cols_padded();
+  std::memset(blob, 0, shape.codes_offset());
+  tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, shape.rows_padded(), kNr),
+                    [&](const auto& range) {
+                      for (std::int64_t r = range.begin(); r != range.end(); ++r) {
+                        // Every code of the row is written once: zeros past the matrix.
+                        for (std::int64_t c = 0; c < cp; ++c) codes[shape.code_index(r, c)] = 0;
+                        if (r >= rows) continue;
+                        std::int32_t sum = 0;
+                        scales[r] = quantize_row(w + r * cols, cols, [&](std::int64_t c, int q) {
+                          codes[shape.code_index(r, c)] = static_cast<std::int8_t>(q);
+                          sum += q;
+                        });
+                        sums[r] = sum;
+                      }
+                    });
+  // Bytes between the parts and past the codes are zeros too: images are copied and written
+  // to disk whole.
+  std::memset(blob + shape.codes_offset() + shape.code_bytes(), 0,
+              shape.bytes() - shape.codes_offset() - shape.code_bytes());
+}
+
+void linear_int8(const LinearArgs& args) {
+  const std::int64_t m = args.rows, n = args.out_features, k = args.in_features;
+  if (m <= 0 || n <= 0) return;
+  OFFGEN_CHECK(k > 0 && k <= kMaxK, "int8 linear: in_features {} outside 1..{}", k, kMaxK);
+  const Int8Shape shape{n, k};
+  const Int8Matrix& w = *args.weight_int8;
+  const Kernels kernels = select();
+  std::vector<float> bias(static_cast<std::size_t>(args.bias != nullptr ? n : 0));
+  if (args.bias != nullptr) half_to_float(args.bias, bias.data(), bias.size());
+  Epilogue store;
+  store.bias = args.bias != nullptr ? bias.data() : nullptr;
+  store.relu = args.activation == Activation::relu;
+  store.y = args.y;
+  store.n = n;
+
+  const std::int64_t kw = shape.cols_padded() / Int8Shape::kQuad;
+  const std::int64_t panels = ceil_div(m, kMr);
+  thread_local AlignedBuffer<std::uint32_t> x_buffer;
+  thread_local std::vector<float> x_scales;
+  std::uint32_t* const xp = x_buffer.get(static_cast<std::size_t>(panels * kw * kMr));
+  x_scales.assign(static_cast<std::size_t>(m), 0.0f);
+  float* const sx = x_scales.data();
+  // Tasks of (row block × column groups of 48); a row block's x panels (~1 MiB at most) stay in
+  // L2 while its groups' panels stream past, and k goes in chunks whose panel rows stay in L1.
+  const std::int64_t groups = ceil_div(n, kNr);
+  const std::int64_t gb =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(2, groups / task_target()));
+  const std::int64_t n_blocks = ceil_div(groups, gb);
+  const std::int64_t panel_bytes = kw * kMr * 4;
+  std::int64_t pb = std::max<std::int64_t>(4, (std::int64_t{1} << 20) / panel_bytes);
+  pb = std::min(pb, std::max<std::int64_t>(4, ceil_div(panels, ceil_div(task_target(), n_blocks))));
+  pb = std::min(pb, panels);
+  const std::int64_t row_blocks = ceil_div(panels, pb);
+  const auto* codes = reinterpret_cast<const std::uint32_t*>(w.codes);
+
+  tbb::this_task_arena::isolate([&] {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, panels), [&](const auto& r) {
+      thread_local AlignedBuffer<std::uint32_t> row_buffer;
+      std::uint32_t* const row = row_buffer.get(static_cast<std::size_t>(kw));
+      for (std::int64_t p = r.begin(); p != r.end(); ++p) {
+        std::uint32_t* const panel = xp + p * kw * kMr;
+        for (std::int64_t i = 0; i < kMr; ++i) {
+          const std::int64_t xi = p * kMr + i;
+          if (xi < m) {
+            sx[xi] = kernels.x_words(args.x + xi * k, k, kw, row);
+          } else {
+            std::fill(row, row + kw, 0x80808080u);
+          }
+          for (std::int64_t t = 0; t < kw; ++t) panel[t * kMr + i] = row[t];
+        }
+      }
+    });
+    tbb::parallel_for(
+        tbb::blocked_range<std::int64_t>(0, n_blocks * row_blocks), [&](const auto& r) {
+          thread_local AlignedBuffer<std::int32_t> acc_buffer;
+          thread_local AlignedFloats out_buffer;
+          constexpr std::int64_t kTile = kMr * kNr;
+          float* const out = out_buffer.get(static_cast<std::size_t>(kNr));
+          for (std::int64_t t = r.begin(); t != r.end(); ++t) {
+            const std::int64_t g0 = (t % n_blocks) * gb;
+            const std::int64_t g1 = std::min(groups, g0 + gb);
+            const std::int64_t p0 = (t / n_blocks) * pb;
+            const std::int64_t p1 = std::min(panels, p0 + pb);
+            std::int32_t* const c = acc_buffer.get(static_cast<std::size_t>((p1 - p0) * kTile));
+            for (std::int64_t g = g0; g < g1; ++g) {
+              const std::int64_t j0 = g * kNr;
+              const std::int64_t count = std::min<std::int64_t>(kNr, n - j0);
+              const std::uint32_t* const panel = codes + g * kNr * kw;
+              for (std::int64_t k0 = 0; k0 < kw; k0 += kChunk) {
+                const std::int64_t len = std::min<std::int64_t>(kChunk, kw - k0);
+                for (std::int64_t p = p0; p < p1; ++p) {
+                  const auto rows = static_cast<int>(std::min<std::int64_t>(kMr, m - p * kMr));
+                  kernels.tile[rows](xp + (p * kw + k0) * kMr, panel + k0 * kNr, len, k0 > 0,
+                                     c + (p - p0) * kTile);
+                }
+              }
+              for (std::int64_t p = p0; p < p1; ++p) {
+                const std::int64_t rows = std::min<std::int64_t>(kMr, m - p * kMr);
+                for (std::int64_t i = 0; i < rows; ++i) {
+                  const std::int64_t xi = p * kMr + i;
+                  const std::int32_t* acc = c + (p - p0) * kTile + i * kNr;
+                  for (std::int64_t j = 0; j < count; ++j) {
+                    const std::int32_t exact = acc[j] - 128 * w.sums[j0 + j];
+                    out[j] = static_cast<float>(exact) * (sx[xi] * w.scales[j0 + j]);
+                  }
+                  store(xi, j0, count, out);
+                }
+              }
+            }
+          }
+        });
+  });
+}
+
+}  // namespace offgen::kernels::cpu
