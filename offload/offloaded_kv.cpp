@@ -120,6 +120,8 @@ std::size_t OffloadedKv::cache_bytes(int gpu_batch) const {
       return cache_elements(gpu_batch) * sizeof(Half);
     case Storage::int4:
       return kernels::packed_kv_bytes(cache_rows(gpu_batch), head_dim_);
+    case Storage::int8:
+      fail("the KV cache has no int8 storage (fp16 or int4)");
   }
   return 0;
 }

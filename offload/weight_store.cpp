@@ -15,16 +15,26 @@
 #include "engine/core/error.h"
 #include "engine/core/parameter_error.h"
 #include "engine/model/weight_blocks.h"
+#include "kernels/cpu/linear_int8.h"
 #include "kernels/cpu/quantize.h"
 
 namespace offgen {
+
+std::string int8_weights_need_the_cpu(ParameterNamer name) {
+  return fmt::format(
+      "{} is for the cpu device, which multiplies int8 weights as they are; the cuda device "
+      "takes fp16 or {} weights",
+      name(Parameter::int8_weights), name(Parameter::compress_weights));
+}
 
 WeightStore::WeightStore(Device& device, const ModelConfig& config, const WeightSource& source,
                          const WeightPlacement& placement, const std::filesystem::path& disk_folder,
                          Storage storage, Ops* ops)
     : device_(device), ops_(ops) {
-  OFFGEN_CHECK(storage == Storage::fp16 || ops != nullptr,
+  OFFGEN_CHECK(storage != Storage::int4 || ops != nullptr,
                "weight store: int4 weights need the device's ops to expand layers with");
+  OFFGEN_CHECK_NAMING(storage != Storage::int8 || device.kind() == DeviceKind::cpu,
+                      [](ParameterNamer name) { return int8_weights_need_the_cpu(name); });
   const double gpu_fraction = placement.gpu;
   OFFGEN_CHECK_NAMING(gpu_fraction >= 0.0 && gpu_fraction <= 1.0, [=](ParameterNamer name) {
     return fmt::format("{} must be in [0, 1] (got {})", name(Parameter::weights_gpu_share),
@@ -115,7 +125,7 @@ WeightStore::WeightStore(Device& device, const ModelConfig& config, const Weight
     }
     // The layer's image: the block itself, or packed beside it.
     const auto* image = reinterpret_cast<const std::byte*>(host);
-    if (expands()) {
+    if (packs()) {
       pack_layer(host, packing[slot].as<std::byte>());
       image = packing[slot].as<std::byte>();
     }
@@ -140,10 +150,9 @@ WeightStore::WeightStore(Device& device, const ModelConfig& config, const Weight
       layer.disk_offset = disk_->append(image + host_end, layer.disk_bytes);
     }
     if (!streamed_) {
-      // Nothing streams: the kernels read the resident image (expanded first when packed).
-      if (!expands()) {
-        layout.bind(layer.resident.as<Half>());
-      }
+      // Nothing streams: the kernels read the resident image (expanded first when int4).
+      if (layout_.storage == Storage::fp16) layout.bind(layer.resident.as<Half>());
+      if (layout_.storage == Storage::int8) bind_int8(layer.block, layer.resident.as<std::byte>());
     }
     copied[slot]->record(copies);
   }
@@ -275,8 +284,12 @@ const std::byte* WeightStore::resident_image(int layer) const {
 
 void WeightStore::bind_layer(int layer, const std::byte* image) {
   const LayerBlock& block = layers_[static_cast<std::size_t>(layer)];
-  if (!expands()) {
+  if (layout_.storage == Storage::fp16) {
     block.block.bind(reinterpret_cast<const Half*>(image));
+    return;
+  }
+  if (layout_.storage == Storage::int8) {
+    bind_int8(block.block, image);
     return;
   }
   Half* expanded = expanded_.as<Half>();
@@ -291,6 +304,18 @@ void WeightStore::bind_layer(int layer, const std::byte* image) {
     const WeightImage::Part& part = image_.parts[b.piece];
     *b.slot = part.packed ? expanded + part.element_offset
                           : reinterpret_cast<const Half*>(image + part.offset);
+  }
+}
+
+void WeightStore::bind_int8(const WeightBlock& block, const std::byte* image) const {
+  for (const WeightBlock::Binder& b : block.binders) {
+    const WeightImage::Part& part = image_.parts[b.piece];
+    if (part.int8) {
+      *b.slot = nullptr;
+      *b.int8_slot = part.int8_shape.view(image + part.offset);
+    } else {
+      *b.slot = reinterpret_cast<const Half*>(image + part.offset);
+    }
   }
 }
 
@@ -315,7 +340,11 @@ void WeightStore::round_globals_through_int4(const WeightBlock& globals, Half* h
 
 void WeightStore::pack_layer(const Half* host, std::byte* image) const {
   for (const WeightImage::Part& part : image_.parts) {
-    if (part.packed) {
+    if (part.within) continue;  // packed with the matrix it is fused into
+    if (part.int8) {
+      kernels::cpu::pack_int8_matrix(host + part.element_offset, part.int8_shape.rows,
+                                     part.int8_shape.cols, image + part.offset);
+    } else if (part.packed) {
       kernels::cpu::quantize({.x = host + part.element_offset,
                               .data = reinterpret_cast<std::uint8_t*>(image + part.offset),
                               .params = reinterpret_cast<Half*>(image + part.params_offset),

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/core/compression.h"
+#include "engine/core/parameter_error.h"
 #include "engine/device/device.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
@@ -32,12 +33,16 @@
 
 namespace offgen {
 
+// Why int8 weights cannot run on a cuda device, its parameters named by `name`.
+std::string int8_weights_need_the_cpu(ParameterNamer name);
+
 class WeightStore {
  public:
   // Weights not on the gpu tier stream in per layer (WeightStreamer); the disk share goes to a
   // file under `disk_folder`. Throws offgen::Error for a missing / mis-shaped tensor (naming it),
   // ParameterError for a bad placement or a disk share without a folder, OutOfMemoryError when a
-  // tier's budget is exceeded. int4 storage needs `ops` (of `device`) to expand layers with.
+  // tier's budget is exceeded. int4 storage needs `ops` (of `device`) to expand layers with; int8
+  // storage needs the cpu device (ParameterError otherwise).
   WeightStore(Device& device, const ModelConfig& config, const WeightSource& source,
               const WeightPlacement& placement = {}, const std::filesystem::path& disk_folder = {},
               Storage storage = Storage::fp16, Ops* ops = nullptr);
@@ -53,8 +58,10 @@ class WeightStore {
   // Whether any layer has weights off the gpu tier (then layers run from streamer slots).
   bool streamed() const { return streamed_; }
   // Whether layers are kept packed (int4): each is expanded by bind_layer before its kernels, so a
-  // WeightStreamer runs every pass even when nothing streams.
+  // WeightStreamer runs every pass even when nothing streams. int8 layers are packed too, but
+  // bound where they lie (the cpu device multiplies them in int8).
   bool expands() const { return layout_.storage == Storage::int4; }
+  bool packs() const { return layout_.storage != Storage::fp16; }
   std::uint64_t gpu_bytes() const;        // weights resident on the gpu tier (and the expanded
                                           // layer's block)
   std::uint64_t offloaded_bytes() const;  // weights off the gpu tier, copied in every pass
@@ -74,7 +81,8 @@ class WeightStore {
   // work that waited for those reads, so it runs after them. No-op without a disk part.
   void check_disk_reads(Stream& stream);
   // Points weights().layers[layer] at the layer whose image is at `image` (a copy assembled by
-  // load_layer, or resident_image). An int4 image's matrices are first expanded into the store's
+  // load_layer, or resident_image). An int8 image's matrices bind as they lie (their fp16 slots
+  // null). An int4 image's matrices are first expanded into the store's
   // fp16 block by kernels the store's ops enqueue on the compute stream, and its vectors are read
   // where the image holds them, so the pointers are valid for work enqueued there after this call
   // while the image stays (a streamer slot: until it is released).
@@ -104,6 +112,8 @@ class WeightStore {
 
   // Rounds the globals' 2-D tensors (fp16, at `host`) through int4 and back, in place.
   void round_globals_through_int4(const WeightBlock& globals, Half* host) const;
+  // Points `block`'s slots into the int8 image at `image`.
+  void bind_int8(const WeightBlock& block, const std::byte* image) const;
   // Packs a layer block (fp16, at `host`) into its image at `image`.
   void pack_layer(const Half* host, std::byte* image) const;
 

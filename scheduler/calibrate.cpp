@@ -22,6 +22,7 @@
 #include "engine/core/units.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/linear_int8.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/quantize_args.h"
 #include "scheduler/machine_load.h"
@@ -188,6 +189,20 @@ class LayerGemms {
 
   int copies() const { return static_cast<int>(weights_.size() / shapes_.size()); }
 
+  // Packs every weight set into int8 as the weight store does (the cpu device only: its gpu tier
+  // is host memory).
+  void pack_int8() {
+    compute_.synchronize();  // the fills
+    for (std::size_t i = 0; i < weights_.size(); ++i) {
+      const auto& [rows, cols] = shapes_[i % shapes_.size()];
+      const kernels::Int8Shape shape{rows, cols};
+      int8_blobs_.push_back(device_.allocate(Tier::gpu, shape.bytes()));
+      kernels::cpu::pack_int8_matrix(weights_[i].as<Half>(), rows, cols,
+                                     int8_blobs_.back().as<std::byte>());
+      int8_.push_back(shape.view(int8_blobs_.back().as<std::byte>()));
+    }
+  }
+
   // Inputs and outputs of `rows` rows, replacing (and first freeing) the last ones.
   void set_rows(int rows) {
     x_.reset();
@@ -197,8 +212,10 @@ class LayerGemms {
     y_ = device_.allocate(Tier::gpu, static_cast<std::size_t>(rows) * width_ * sizeof(Half));
   }
 
-  // Issues one pass: every copy's four GEMMs, on the compute stream.
-  void run(Ops& ops, kernels::PrefillMath math = kernels::PrefillMath::fp32) const {
+  // Issues one pass: every copy's four GEMMs, on the compute stream (over the int8 sets when
+  // `int8`, after pack_int8).
+  void run(Ops& ops, kernels::PrefillMath math = kernels::PrefillMath::fp32,
+           bool int8 = false) const {
     for (std::size_t i = 0; i < weights_.size(); ++i) {
       const auto& [out_features, in_features] = shapes_[i % shapes_.size()];
       ops.linear({.x = x_.as<Half>(),
@@ -208,7 +225,8 @@ class LayerGemms {
                   .out_features = out_features,
                   .in_features = in_features,
                   .prompt_rows = rows_ >= kPromptRows,
-                  .prefill_math = math});
+                  .prefill_math = math,
+                  .weight_int8 = int8 ? &int8_[i] : nullptr});
     }
   }
 
@@ -233,6 +251,8 @@ class LayerGemms {
   std::array<std::array<int, 2>, 4> shapes_;
   int width_ = 0, rows_ = 0;
   std::vector<Buffer> weights_;
+  std::vector<Buffer> int8_blobs_;
+  std::vector<kernels::Int8Matrix> int8_;
   Buffer x_, y_;
 };
 
@@ -246,12 +266,12 @@ void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const Calibrat
       layer.copies(),
       format_bytes(static_cast<std::uint64_t>(m.layer_gemm_params()) * sizeof(Half) *
                    static_cast<std::uint64_t>(layer.copies())));
-  const auto measure = [&](int rows, kernels::PrefillMath math) {
+  const auto measure = [&](int rows, kernels::PrefillMath math, bool int8 = false) {
     layer.set_rows(rows);
     return layer.layer_flops() / 1e12 /
            (best_seconds(o.repeats,
                          [&] {
-                           layer.run(ops, math);
+                           layer.run(ops, math, int8);
                            compute.synchronize();
                          }) /
             layer.copies());
@@ -262,6 +282,17 @@ void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const Calibrat
         {"gemm_layer_m" + std::to_string(rows), rate, "TFLOP/s",
          fmt::format("a decoder layer's GEMMs, {}, fp16, as {} rows, {}", layer.describe(),
                      rows >= kPromptRows ? "prompt" : "decode", weights)});
+  }
+  if (measures_int8(device)) {
+    layer.pack_int8();
+    for (const int rows : {1, 32, 128, 512}) {
+      const double rate = measure(rows, kernels::PrefillMath::fp32, true);
+      out.push_back(
+          {"gemm_layer_int8_m" + std::to_string(rows), rate, "TOP/s",
+           fmt::format("a decoder layer's GEMMs, {}, int8 weights (--int8-weights), "
+                       "as {} rows, {}",
+                       layer.describe(), rows >= kPromptRows ? "prompt" : "decode", weights)});
+    }
   }
   if (!measures_bf16(device)) return;
   for (const int rows : {128, 512}) {
@@ -682,6 +713,10 @@ std::vector<Measurement> calibrate(OpenedDevice& opened, const ModelConfig& mode
         others);
   }
   return out;
+}
+
+bool measures_int8(const Device& device) {
+  return device.kind() == DeviceKind::cpu;
 }
 
 bool measures_bf16(const Device& device) {

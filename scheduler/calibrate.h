@@ -49,6 +49,8 @@ std::vector<Measurement> calibrate(OpenedDevice& device, const ModelConfig& mode
 // Whether calibrate measures the bf16 prefill GEMMs (PrefillMath::bf16) on this device: the cpu
 // device on a CPU with AVX512-BF16.
 bool measures_bf16(const Device& device);
+// Whether calibrate measures the GEMMs over int8 weights (--int8-weights): the cpu device.
+bool measures_int8(const Device& device);
 
 // The profile file: {"device": ..., "model": ..., "hidden_size": the shapes' hidden size,
 // "measurements": {name: {value, unit, detail}}}.

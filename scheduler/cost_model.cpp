@@ -34,8 +34,20 @@ double measurement(const nlohmann::json& profile, const std::filesystem::path& p
 
 }  // namespace
 
-double gemm_seconds(const MachineProfile& p, double rows, double params,
-                    kernels::PrefillMath math) {
+double gemm_seconds(const MachineProfile& p, double rows, double params, kernels::PrefillMath math,
+                    Storage weights) {
+  if (weights == Storage::int8) {
+    OFFGEN_CHECK(p.gemm_int8_one > 0 && p.gemm_int8_small > 0 && p.gemm_int8_mid > 0 &&
+                     p.gemm_int8_large > 0,
+                 "the profile has no int8 GEMM measurement, so int8 weights cannot be predicted "
+                 "(run `offgen calibrate` again with --device cpu: it measures int8 there)");
+    MachineProfile int8 = p;
+    int8.gemm_one = p.gemm_int8_one;
+    int8.gemm_small = p.gemm_int8_small;
+    int8.gemm_mid = p.gemm_int8_mid;
+    int8.gemm_large = p.gemm_int8_large;
+    return gemm_seconds(int8, rows, params);
+  }
   const bool bf16 = math == kernels::PrefillMath::bf16;
   OFFGEN_CHECK(!bf16 || (p.gemm_bf16_mid > 0 && p.gemm_bf16_large > 0),
                "the profile has no bf16 GEMM measurement, so bf16 prefill cannot be predicted "
@@ -98,6 +110,10 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& json,
     p.gemm_large = rate(512, true);
     p.gemm_bf16_mid = measurement(json, path, "gemm_layer_bf16_m128", 1e12, false);
     p.gemm_bf16_large = measurement(json, path, "gemm_layer_bf16_m512", 1e12, false);
+    p.gemm_int8_one = measurement(json, path, "gemm_layer_int8_m1", 1e12, false);
+    p.gemm_int8_small = measurement(json, path, "gemm_layer_int8_m32", 1e12, false);
+    p.gemm_int8_mid = measurement(json, path, "gemm_layer_int8_m128", 1e12, false);
+    p.gemm_int8_large = measurement(json, path, "gemm_layer_int8_m512", 1e12, false);
     p.prefill_attention = measurement(json, path, "prefill_attention", 1e12, false);
     p.attention = measurement(json, path, "decode_attention_device", 1e9);
     p.cpu_attention = measurement(json, path, "decode_attention_cpu", 1e9, false);
@@ -159,11 +175,12 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   // fp16 weights of one decoder layer: its GEMMs' (q, k, v, out, fc1 — gate and up when gated —
   // and fc2).
   const auto params = static_cast<double>(m.layer_gemm_params());
-  const bool int4_weights = r.compression.weights == Storage::int4;
+  const Storage weights = r.compression.weights;
+  const bool int4_weights = weights == Storage::int4;
   const bool int4_kv = r.compression.kv == Storage::int4;
   // What a layer's weights move as: fp16, or the packed image (weight_image.h).
   const double layer_bytes =
-      int4_weights ? double(weight_layout(m, {}, Storage::int4).layer_bytes) : params * 2;
+      weights != Storage::fp16 ? double(weight_layout(m, {}, weights).layer_bytes) : params * 2;
   const double heads = m.kv_heads();  // of the cache; query heads only count in attention flops
   const double row = m.kv_dim();      // one token's k (or v) in one layer, elements
   const double capacity = r.kv_capacity;
@@ -200,7 +217,8 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   out.decode.overlap = p.overlap;
   out.decode.host_overlap = p.host_overlap;
   for (const GpuBatch& g : batches) {
-    out.prefill.gemm += gemm_seconds(p, double(g.size) * r.prompt_len, params, r.prefill_math);
+    out.prefill.gemm +=
+        gemm_seconds(p, double(g.size) * r.prompt_len, params, r.prefill_math, weights);
     // Causal attention: q·k and p·v over half of the P x P scores per head.
     out.prefill.attention += 2.0 * g.size * m.num_heads * r.prompt_len * r.prompt_len *
                              m.head_dim() /
@@ -224,7 +242,9 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   add_activations(out.prefill, r.prompt_len);
 
   double gemm = expand_weights;
-  for (const GpuBatch& g : batches) gemm += gemm_seconds(p, g.size, params);
+  for (const GpuBatch& g : batches) {
+    gemm += gemm_seconds(p, g.size, params, kernels::PrefillMath::fp32, weights);
+  }
   // Each offloaded sequence sends its new q, k, v rows and write slots down every step.
   const double rows_down = host * (m.qkv_dim() * 2.0 + heads * 4) / p.d2h;
   const int steps = r.gen_len - 1;

@@ -55,6 +55,12 @@ struct MachineProfile {
   // measured (a CPU without AVX512-BF16, a GPU, older profiles), and bf16 cannot be predicted.
   double gemm_bf16_mid = 0;
   double gemm_bf16_large = 0;
+  // The 1-, 32-, 128- and 512-row rates (ops/s) over int8 weights (kernels/int8_matrix.h), every
+  // row in int8; 0: not measured (a GPU, older profiles), and int8 weights cannot be predicted.
+  double gemm_int8_one = 0;
+  double gemm_int8_small = 0;
+  double gemm_int8_mid = 0;
+  double gemm_int8_large = 0;
   // Causal prefill attention FLOP/s (q·k and p·v over half the scores); 0 (older profiles): the
   // 512-row GEMM rate.
   double prefill_attention = 0;
@@ -93,9 +99,11 @@ struct MachineProfile {
 
 // Seconds of a GEMM of `rows` rows over `params` weights: through the profile's measured points
 // (rows 1, 32, 128, 512) piecewise linear in the rows, and in proportion to them past 512.
-// With bf16 prefill math the 128- and 512-row points are the bf16 ones.
+// With bf16 prefill math the 128- and 512-row points are the bf16 ones; over int8 weights every
+// point is the int8 one.
 double gemm_seconds(const MachineProfile& profile, double rows, double params,
-                    kernels::PrefillMath math = kernels::PrefillMath::fp32);
+                    kernels::PrefillMath math = kernels::PrefillMath::fp32,
+                    Storage weights = Storage::fp16);
 
 // What runs: a block of `batch` sequences split by `block`, lengths, KV slots per (layer,
 // sequence, head), where weights live.
@@ -109,8 +117,10 @@ struct RunShape {
   WeightPlacement weights;  // shares of each layer's weight bytes on each tier
   BlockShape block;         // GPU batches, the KV share on the gpu tier, cpu attention, activations
   // int4 weights: each layer's packed image crosses PCIe and is expanded once per pass (its fp16
-  // bytes written at the dequantize rate, counted as gpu time); int4 KV: the packed cache crosses
-  // PCIe and every attended cache is expanded before attention reads it in fp16.
+  // bytes written at the dequantize rate, counted as gpu time); int8 weights: the packed image
+  // crosses PCIe and the GEMMs run at the profile's int8 rates, nothing expanded; int4 KV: the
+  // packed cache crosses PCIe and every attended cache is expanded before attention reads it in
+  // fp16.
   Compression compression{};
   // How the prefill's GEMMs are multiplied (the cpu device's bf16 runs at the profile's bf16
   // rates; decode is exact either way).

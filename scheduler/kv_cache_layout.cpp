@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/core/error.h"
 #include "kernels/attention_args.h"
 #include "kernels/packed_kv.h"
 
@@ -16,6 +17,8 @@ std::uint64_t kv_cache_bytes(const ModelConfig& config, int sequences, int capac
              kHalfBytes;
     case Storage::int4:
       return kernels::packed_kv_bytes(rows, config.head_dim());
+    case Storage::int8:
+      fail("the KV cache has no int8 storage (fp16 or int4)");
   }
   return 0;
 }

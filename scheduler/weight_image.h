@@ -6,7 +6,9 @@
 // 256-byte step, but vectors the block keeps back to back (a fused bias) stay back to back. Before
 // such a layer's kernels run its matrices are expanded into a block of the fp16 layout, and its
 // vectors are read where the image holds them (WeightStore::bind_layer); the kernels never see the
-// packing.
+// packing. With int8 storage each matrix a binder binds — a fused q / k / v or gate / up as one —
+// is one blob of kernels/int8_matrix.h at a 256-byte step, which the cpu device's kernels read
+// where it lies; vectors are laid out as with int4.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +17,7 @@
 
 #include "engine/core/compression.h"
 #include "engine/model/weight_blocks.h"
+#include "kernels/int8_matrix.h"
 #include "kernels/quantize_args.h"
 
 namespace offgen {
@@ -31,9 +34,14 @@ struct WeightImage {
     bool packed = false;        // FlexGen's codes at `offset`, its [scale, min] at params_offset
     kernels::QuantShape shape;  // packed: outer 1, dim = the tensor's rows, inner = its columns
     std::uint64_t params_offset = 0;
+    // int8: the blob of the matrix that starts at this piece (its fused parts included), or
+    // `within` for a later part of a fused matrix, which lies inside the blob before it.
+    bool int8 = false;
+    bool within = false;
+    kernels::Int8Shape int8_shape;
   };
   Storage storage = Storage::fp16;
-  std::vector<Part> parts;  // one per piece of the block, in order (int4 only; fp16 needs no map)
+  std::vector<Part> parts;  // one per piece of the block, in order (packed only; fp16 needs no map)
   std::uint64_t bytes = 0;  // the whole image
 };
 

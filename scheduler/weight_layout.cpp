@@ -43,7 +43,8 @@ WeightLayout weight_layout(const ModelConfig& config, const WeightPlacement& pla
   w.disk_layer_bytes = bytes - host_end;
 
   const int layers = config.num_layers;
-  const bool packed = storage == Storage::int4;
+  const bool packed = storage != Storage::fp16;
+  const bool expanded = storage == Storage::int4;  // int8 layers are multiplied as they are
   const std::uint64_t layer_fp16 = w.layer_elements * kHalfBytes;
   w.held.add("global weights", Tier::gpu, w.global_elements * kHalfBytes);
   w.held.add("resident layer weights", Tier::gpu, w.resident_bytes, layers);
@@ -53,7 +54,7 @@ WeightLayout weight_layout(const ModelConfig& config, const WeightPlacement& pla
   w.held.add("streamed layer slots", Tier::gpu, w.streamed ? bytes : 0, 2);
   // One block is enough: a layer is expanded on the compute stream right before its kernels, for
   // its first GPU batch, and the next layer's expansion queues behind its last.
-  w.held.add("expanded layer", Tier::gpu, packed ? layer_fp16 : 0);
+  w.held.add("expanded layer", Tier::gpu, expanded ? layer_fp16 : 0);
   w.loading.add("load staging", Tier::pinned,
                 std::max(w.global_elements, w.layer_elements) * kHalfBytes, 2);
   w.loading.add("load packing", Tier::pinned, packed ? bytes : 0, 2);

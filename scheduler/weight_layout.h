@@ -1,12 +1,12 @@
 // The memory of a model's weights under a placement (offload/weight_store.h,
 // offload/weight_streamer.h), as layouts (memory_layout.h): the globals always on the gpu tier;
-// each layer's image (scheduler/weight_image.h: its fp16 block, or int4-packed) split by bytes —
-// the first `gpu` share there too, the next `pinned` share in pinned memory and the rest on disk,
-// at 256-byte steps; when layers stream, two gpu slots of a whole image and, with a disk part, two
-// pinned buffers for its direct reads; with int4 weights one gpu block of the fp16 layout that
-// each layer is expanded into before its kernels run. Loading converts each block through two
-// pinned staging buffers (and packs int4 layers through two more), held only while the model
-// loads. The store and streamer allocate from this; the planner sums it.
+// each layer's image (scheduler/weight_image.h: its fp16 block, int4- or int8-packed) split by
+// bytes — the first `gpu` share there too, the next `pinned` share in pinned memory and the rest on
+// disk, at 256-byte steps; when layers stream, two gpu slots of a whole image and, with a disk
+// part, two pinned buffers for its direct reads; with int4 weights one gpu block of the fp16 layout
+// that each layer is expanded into before its kernels run. Loading converts each block through two
+// pinned staging buffers (and packs int4 and int8 layers through two more), held only while the
+// model loads. The store and streamer allocate from this; the planner sums it.
 #pragma once
 
 #include <cstddef>

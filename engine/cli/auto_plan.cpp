@@ -173,6 +173,13 @@ MachineProfile resolve_profile(const std::string& path, OpenedDevice& opened,
             cached.string());
         continue;
       }
+      if (profile.gemm_int8_large <= 0 && measures_int8(*opened.device)) {
+        spdlog::info(
+            "the cached profile {} was measured by an older offgen (no int8 GEMM rates): "
+            "measuring again",
+            cached.string());
+        continue;
+      }
       if (profile.others_load <= kBusyCores) {
         if (used != nullptr) *used = cached;
         return profile;

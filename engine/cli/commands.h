@@ -49,6 +49,9 @@ struct CommonOptions {
   // --compress-weights, --compress-kv: FlexGen's 4-bit group-wise storage.
   bool compress_weights = false;
   bool compress_kv = false;
+  // --int8-weights: the decoder layers' matrices in int8 per output channel, multiplied in int8
+  // (the cpu device; kernels/int8_matrix.h). Excludes --compress-weights.
+  bool int8_weights = false;
   std::string prefill_math = "fp32";  // fp32 or bf16 (the cpu device's prefill GEMMs)
   std::string disk;
   std::string plan;     // plan file from `offgen plan --output`: sets the whole placement
@@ -99,8 +102,9 @@ nlohmann::ordered_json plan_model_config(const ModelConfig& config);
 // neither "kind" nor "batch_size"), a plan made for a model of another shape than `model` (its
 // "model_config"), and a plan whose memory exceeds `budgets` where they are set (--gpu-mem,
 // --cpu-mem).
-// A plan that records its compression ("compress_weights", "compress_kv") must match the run's
-// (--compress-weights, --compress-kv): its memory was planned for those bytes.
+// A plan that records its compression ("compress_weights", "int8_weights", "compress_kv") must
+// match the run's (--compress-weights, --int8-weights, --compress-kv): its memory was planned for
+// those bytes.
 Placement read_plan_file(const std::string& path, const std::string& model,
                          const DeviceBudgets& budgets, const Compression& compression = {});
 

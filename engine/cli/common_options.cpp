@@ -158,6 +158,7 @@ void check_plan_compression(const nlohmann::json& plan, const std::string& path,
   };
   for (const Setting& s :
        {Setting{"compress_weights", "--compress-weights", compression.weights == Storage::int4},
+        Setting{"int8_weights", "--int8-weights", compression.weights == Storage::int8},
         Setting{"compress_kv", "--compress-kv", compression.kv == Storage::int4}}) {
     if (!plan.contains(s.key)) continue;
     OFFGEN_CHECK(plan.at(s.key).is_boolean(), "--plan {}: '{}' must be true or false", path, s.key);
@@ -286,7 +287,11 @@ EngineOptions CommonOptions::engine_options() const {
       out.budgets.host = parse_bytes(cpu_mem);
       out.budgets.pinned = out.budgets.host;
     }
-    out.compression.weights = compress_weights ? Storage::int4 : Storage::fp16;
+    OFFGEN_CHECK(!(compress_weights && int8_weights),
+                 "--compress-weights (int4) and --int8-weights are two storages of the same "
+                 "weights: give one of them");
+    out.compression.weights =
+        compress_weights ? Storage::int4 : (int8_weights ? Storage::int8 : Storage::fp16);
     out.compression.kv = compress_kv ? Storage::int4 : Storage::fp16;
     out.prefill_math =
         prefill_math == "bf16" ? kernels::PrefillMath::bf16 : kernels::PrefillMath::fp32;
@@ -396,6 +401,12 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
                "keep and move the decoder layers' weights in FlexGen's 4-bit group-wise format "
                "(groups of 64, ~0.28x the bytes), each layer expanded to fp16 before its kernels; "
                "the embeddings are rounded through the same format");
+  app.add_flag("--int8-weights", options.int8_weights,
+               "keep, move and multiply the decoder layers' weights in int8, per output channel "
+               "(~0.5x the bytes; activations quantized per token; the cpu device, with "
+               "AVX512-VNNI dot products where the CPU has them); the embeddings and the LM head "
+               "stay fp16")
+      ->excludes("--compress-weights");
   app.add_flag(
       "--compress-kv", options.compress_kv,
       "keep and move the KV cache in FlexGen's 4-bit group-wise format (groups of 64 "

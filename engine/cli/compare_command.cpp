@@ -208,9 +208,12 @@ void add_compare_command(CLI::App& app, CompareCommandOptions& options) {
       ->capture_default_str();
   cmd->add_option("--storages", options.storages,
                   "storage settings compared, each over the whole grid: fp16, int4-weights, "
-                  "int4-kv, int4 (both); fp16 is added first, and its full is the reference of "
-                  "every agreement (default: the --compress-weights / --compress-kv setting alone)")
-      ->check(CLI::IsMember({"fp16", "int4-weights", "int4-kv", "int4"}))
+                  "int4-kv, int4 (both), int8-weights, int8-weights+int4-kv (the cpu device); "
+                  "fp16 is added first, and its full is the reference of every agreement "
+                  "(default: the --compress-weights / --int8-weights / --compress-kv setting "
+                  "alone)")
+      ->check(CLI::IsMember(
+          {"fp16", "int4-weights", "int4-kv", "int4", "int8-weights", "int8-weights+int4-kv"}))
       ->delimiter(',');
   cmd->add_option("--batch", options.batch, "batch of the throughput case")
       ->check(kPositiveInteger)
@@ -278,9 +281,11 @@ void add_compare_command(CLI::App& app, CompareCommandOptions& options) {
 
 int run_compare(const CompareCommandOptions& options) {
   if (!options.storages.empty()) {
-    OFFGEN_CHECK(!options.common.compress_weights && !options.common.compress_kv,
-                 "--storages sets the storage of every cell: drop --compress-weights and "
-                 "--compress-kv (list int4-weights, int4-kv or int4 in --storages instead)");
+    OFFGEN_CHECK(!options.common.compress_weights && !options.common.int8_weights &&
+                     !options.common.compress_kv,
+                 "--storages sets the storage of every cell: drop --compress-weights, "
+                 "--int8-weights and --compress-kv (list int4-weights, int4-kv, int4, "
+                 "int8-weights or int8-weights+int4-kv in --storages instead)");
     OFFGEN_CHECK(options.common.plan.empty(),
                  "--storages runs several storage settings, and --plan {} holds for the one it was "
                  "planned with: drop --plan, or --storages",
@@ -321,10 +326,11 @@ int run_compare(const CompareCommandOptions& options) {
         compare.storages.push_back(setting);
       }
     }
-    // fp16 weights first (the reference among them), then int4 weights: one model load each, one
-    // at a time.
-    std::stable_partition(compare.storages.begin(), compare.storages.end(),
-                          [](const Compression& c) { return c.weights == Storage::fp16; });
+    // fp16 weights first (the reference among them), then the packed ones: one model load per
+    // weight storage, one at a time.
+    std::stable_sort(
+        compare.storages.begin(), compare.storages.end(),
+        [](const Compression& a, const Compression& b) { return a.weights < b.weights; });
   }
 
   // The grid runs on one load of the model per weight storage (KV storage switches per cell);

@@ -40,6 +40,10 @@ std::string flag_name(Parameter parameter) {
       return "--pyramid-beta";
     case Parameter::prefill_tokens:
       return "--prefill-tokens";
+    case Parameter::compress_weights:
+      return "--compress-weights";
+    case Parameter::int8_weights:
+      return "--int8-weights";
     case Parameter::prefill_math:
       return "--prefill-math";
   }

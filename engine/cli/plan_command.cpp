@@ -43,6 +43,7 @@ std::string run_command(const PlanOptions& options, const Plan& plan) {
   if (!c.cpu_mem.empty()) out += " --cpu-mem " + c.cpu_mem;
   if (p.weights_disk() > 1e-9) out += " --disk " + c.disk;
   if (c.compress_weights) out += " --compress-weights";
+  if (c.int8_weights) out += " --int8-weights";
   if (c.compress_kv) out += " --compress-kv";
   if (c.prefill_math != "fp32") out += " --prefill-math " + c.prefill_math;
   if (c.policy != "full") out += " --policy " + c.policy;
@@ -151,6 +152,7 @@ int run_plan(const PlanOptions& options) {
                                    {"policy", common.policy},
                                    {"kv_budget_tokens", request.kv_tokens},
                                    {"compress_weights", common.compress_weights},
+                                   {"int8_weights", common.int8_weights},
                                    {"compress_kv", common.compress_kv},
                                    {"prefill_math", common.prefill_math},
                                    {"block_size", plan->block}};

@@ -40,6 +40,10 @@ std::string api_name(Parameter parameter) {
       return "pyramid_beta";
     case Parameter::prefill_tokens:
       return "prefill_tokens";
+    case Parameter::compress_weights:
+      return "compression.weights = int4";
+    case Parameter::int8_weights:
+      return "compression.weights = int8";
     case Parameter::prefill_math:
       return "prefill_math";
   }

@@ -33,6 +33,8 @@ enum class Parameter {
   pyramid_beta,
   prefill_tokens,
   prefill_math,
+  compress_weights,  // int4 weights
+  int8_weights,
 };
 
 // How a message names a parameter.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/core/half.h"
+#include "kernels/int8_matrix.h"
 
 namespace offgen {
 
@@ -24,6 +25,12 @@ struct LayerWeights {
   const Half* fc1_bias = nullptr;
   const Half* fc2_weight = nullptr;  // [hidden, ffn]
   const Half* fc2_bias = nullptr;
+  // With int8 weights on the cpu device (kernels/int8_matrix.h) the four matrices are bound here,
+  // where the layer's image keeps them packed, and their fp16 slots above stay null.
+  kernels::Int8Matrix qkv_int8;
+  kernels::Int8Matrix out_int8;
+  kernels::Int8Matrix fc1_int8;
+  kernels::Int8Matrix fc2_int8;
 };
 
 struct ModelWeights {

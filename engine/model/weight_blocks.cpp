@@ -13,17 +13,23 @@ std::size_t WeightBlock::add(std::string name, std::vector<std::int64_t> shape) 
   return offset;
 }
 
-void WeightBlock::add(std::string name, std::vector<std::int64_t> shape, const Half** slot) {
+void WeightBlock::add(std::string name, std::vector<std::int64_t> shape, const Half** slot,
+                      kernels::Int8Matrix* int8_slot) {
   add(std::move(name), std::move(shape));
-  binders.push_back({pieces.size() - 1, slot});
+  binders.push_back({pieces.size() - 1, slot, int8_slot});
+}
+
+std::size_t WeightBlock::binder_end(std::size_t b) const {
+  return b + 1 < binders.size() ? binders[b + 1].piece : pieces.size();
 }
 
 void WeightBlock::bind(const Half* base) const {
   for (const Binder& b : binders) *b.slot = base + pieces[b.piece].offset;
 }
 
-void WeightBlock::add_fused(const std::vector<Part>& parts, const Half** slot) {
-  binders.push_back({pieces.size(), slot});
+void WeightBlock::add_fused(const std::vector<Part>& parts, const Half** slot,
+                            kernels::Int8Matrix* int8_slot) {
+  binders.push_back({pieces.size(), slot, int8_slot});
   for (const Part& part : parts) {
     std::size_t numel = 1;
     for (std::int64_t d : part.shape) numel *= static_cast<std::size_t>(d);
@@ -66,22 +72,22 @@ WeightBlock llama_layer_block(const ModelConfig& c, int index, LayerWeights& l) 
   block.add_fused({{attn + "q_proj.weight", {h, h}},
                    {attn + "k_proj.weight", {kv, h}},
                    {attn + "v_proj.weight", {kv, h}}},
-                  &l.qkv_weight);
+                  &l.qkv_weight, &l.qkv_int8);
   if (c.qkv_bias) {
     block.add_fused(
         {{attn + "q_proj.bias", {h}}, {attn + "k_proj.bias", {kv}}, {attn + "v_proj.bias", {kv}}},
         &l.qkv_bias);
   }
-  block.add(attn + "o_proj.weight", {h, h}, &l.out_weight);
+  block.add(attn + "o_proj.weight", {h, h}, &l.out_weight, &l.out_int8);
   if (c.out_bias) block.add(attn + "o_proj.bias", {h}, &l.out_bias);
   block.add(p + "post_attention_layernorm.weight", {h}, &l.ffn_ln_weight);
   const std::string mlp = p + "mlp.";
   block.add_fused({{mlp + "gate_proj.weight", {f, h}}, {mlp + "up_proj.weight", {f, h}}},
-                  &l.fc1_weight);
+                  &l.fc1_weight, &l.fc1_int8);
   if (c.out_bias) {
     block.add_fused({{mlp + "gate_proj.bias", {f}}, {mlp + "up_proj.bias", {f}}}, &l.fc1_bias);
   }
-  block.add(mlp + "down_proj.weight", {h, f}, &l.fc2_weight);
+  block.add(mlp + "down_proj.weight", {h, f}, &l.fc2_weight, &l.fc2_int8);
   if (c.out_bias) block.add(mlp + "down_proj.bias", {h}, &l.fc2_bias);
   return block;
 }
@@ -117,17 +123,17 @@ WeightBlock layer_weight_block(const ModelConfig& c, int index, LayerWeights& l)
     block.add(p + "self_attn_layer_norm.weight", {h}, &l.attn_ln_weight);
     block.add(p + "self_attn_layer_norm.bias", {h}, &l.attn_ln_bias);
   }
-  block.add_fused(opt_qkv(p + "self_attn.", ".weight", {h, h}), &l.qkv_weight);
+  block.add_fused(opt_qkv(p + "self_attn.", ".weight", {h, h}), &l.qkv_weight, &l.qkv_int8);
   if (bias) block.add_fused(opt_qkv(p + "self_attn.", ".bias", {h}), &l.qkv_bias);
-  block.add(p + "self_attn.out_proj.weight", {h, h}, &l.out_weight);
+  block.add(p + "self_attn.out_proj.weight", {h, h}, &l.out_weight, &l.out_int8);
   if (bias) block.add(p + "self_attn.out_proj.bias", {h}, &l.out_bias);
   if (affine) {
     block.add(p + "final_layer_norm.weight", {h}, &l.ffn_ln_weight);
     block.add(p + "final_layer_norm.bias", {h}, &l.ffn_ln_bias);
   }
-  block.add(p + "fc1.weight", {f, h}, &l.fc1_weight);
+  block.add(p + "fc1.weight", {f, h}, &l.fc1_weight, &l.fc1_int8);
   if (bias) block.add(p + "fc1.bias", {f}, &l.fc1_bias);
-  block.add(p + "fc2.weight", {h, f}, &l.fc2_weight);
+  block.add(p + "fc2.weight", {h, f}, &l.fc2_weight, &l.fc2_int8);
   if (bias) block.add(p + "fc2.bias", {h}, &l.fc2_bias);
   return block;
 }

@@ -22,10 +22,12 @@ struct WeightBlock {
     std::vector<std::int64_t> shape;
     std::size_t offset = 0;  // elements
   };
-  // A slot of ModelWeights and the piece it points at (q of a fused q / k / v).
+  // A slot of ModelWeights and the piece it points at (q of a fused q / k / v); a decoder
+  // layer's matrices also name the slot their int8 form binds to (int8 weights).
   struct Binder {
     std::size_t piece = 0;
     const Half** slot = nullptr;
+    kernels::Int8Matrix* int8_slot = nullptr;
   };
   std::vector<Piece> pieces;
   std::size_t elements = 0;
@@ -36,15 +38,19 @@ struct WeightBlock {
 
   // Adds a tensor; returns its element offset inside the block.
   std::size_t add(std::string name, std::vector<std::int64_t> shape);
-  // Adds a tensor and remembers to point `slot` at it.
-  void add(std::string name, std::vector<std::int64_t> shape, const Half** slot);
+  // Adds a tensor and remembers to point `slot` (and with int8 weights `int8_slot`) at it.
+  void add(std::string name, std::vector<std::int64_t> shape, const Half** slot,
+           kernels::Int8Matrix* int8_slot = nullptr);
   // Tensors stacked along dim 0 into one matrix (or vector) at consecutive offsets — q, k, v into
   // [q rows + k rows + v rows, cols]; gate and up into [2·ffn, cols] — with `slot` at the first.
   struct Part {
     std::string name;
     std::vector<std::int64_t> shape;
   };
-  void add_fused(const std::vector<Part>& parts, const Half** slot);
+  void add_fused(const std::vector<Part>& parts, const Half** slot,
+                 kernels::Int8Matrix* int8_slot = nullptr);
+  // The pieces [first, end) that binder `b` binds: one, or a fused matrix's parts.
+  std::size_t binder_end(std::size_t b) const;
 };
 
 // The globals' block; its binders point `w`'s global tensors into it.

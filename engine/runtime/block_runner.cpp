@@ -204,7 +204,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .out_features = config_.qkv_dim(),
                .in_features = h,
                .prompt_rows = prompt_rows,
-               .prefill_math = prefill_math_});
+               .prefill_math = prefill_math_,
+               .weight_int8 = w.qkv_int8 ? &w.qkv_int8 : nullptr});
   if (config_.rotary()) {
     // Keys are rotated before they are cached, so the cache never needs rotating again.
     ops_.rotary({.qkv = qkv,
@@ -232,7 +233,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .out_features = h,
                .in_features = h,
                .prompt_rows = prompt_rows,
-               .prefill_math = prefill_math_});
+               .prefill_math = prefill_math_,
+               .weight_int8 = w.out_int8 ? &w.out_int8 : nullptr});
   ops_.add_inplace(x, t, rows * h);
   if (!pre_ln) norm(w.attn_ln_weight, w.attn_ln_bias, x);
 
@@ -252,7 +254,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .in_features = h,
                .activation = gated ? Activation::none : Activation::relu,
                .prompt_rows = prompt_rows,
-               .prefill_math = prefill_math_});
+               .prefill_math = prefill_math_,
+               .weight_int8 = w.fc1_int8 ? &w.fc1_int8 : nullptr});
   if (gated) {
     ops_.silu_mul({.gate_up = ffn_.as<Half>(), .out = gated_.as<Half>(), .rows = rows, .ffn = f});
   }
@@ -264,7 +267,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
                .out_features = h,
                .in_features = f,
                .prompt_rows = prompt_rows,
-               .prefill_math = prefill_math_});
+               .prefill_math = prefill_math_,
+               .weight_int8 = w.fc2_int8 ? &w.fc2_int8 : nullptr});
   ops_.add_inplace(x, t, rows * h);
   if (!pre_ln) norm(w.ffn_ln_weight, w.ffn_ln_bias, x);
 }

@@ -31,10 +31,10 @@
 namespace offgen::kernels::cpu {
 namespace {
 
-constexpr std::int64_t kMr = 8;                      // rows per x panel
-constexpr std::int64_t kNr = Int8Shape::kPanelRows;  // columns per weight panel
-constexpr std::int64_t kChunk = 128;                 // words of k per chunk: 24 KiB of panel
-constexpr std::int64_t kMaxK = 66000;                // int32 sums of 255 · 127 products
+constexpr std::int64_t kMr = 8;                             // rows per x panel
+constexpr std::int64_t kNr = Int8Shape::kPanelRows;         // columns per weight panel
+constexpr std::int64_t kGroup = Int8Shape::kGroup;          // values of k per activation scale
+constexpr std::int64_t kChunk = kGroup / Int8Shape::kQuad;  // words per tile call: one group
 
 // The spec's row quantization (kernels/int8_matrix.h): scale, and q through `put(c, q)`.
 template <typename Put>
@@ -53,12 +53,10 @@ float quantize_row(const Half* v, std::int64_t len, Put put) {
   return amax / 127.0f;
 }
 
-// x row as kw words of (q + 128) bytes, zero-point bytes (128, q = 0) past k; returns sx.
-float x_words_portable(const Half* x, std::int64_t k, std::int64_t kw, std::uint32_t* out) {
-  auto* bytes = reinterpret_cast<std::uint8_t*>(out);
-  std::fill(bytes, bytes + kw * 4, std::uint8_t{128});
-  return quantize_row(
-      x, k, [&](std::int64_t c, int q) { bytes[c] = static_cast<std::uint8_t>(q + 128); });
+// One activation group: len (<= kGroup) values of x as q + 128 bytes; returns its scale.
+float x_group_portable(const Half* x, std::int64_t len, std::uint8_t* out) {
+  return quantize_row(x, len,
+                      [&](std::int64_t c, int q) { out[c] = static_cast<std::uint8_t>(q + 128); });
 }
 
 // c[i·48 + j] (int32) += Σ_t Σ_b xbyte(i, t, b) · wbyte(j, t, b) for i < R, t < len; from zero
@@ -84,17 +82,19 @@ void tile_portable(const std::uint32_t* x, const std::uint32_t* panel, std::int6
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw,avx512vl"))) float x_words_avx512(const Half* x,
-                                                                          std::int64_t k,
-                                                                          std::int64_t kw,
-                                                                          std::uint32_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) float x_group_avx512(const Half* x,
+                                                                          std::int64_t len,
+                                                                          std::uint8_t* out) {
+  __m512 v[kGroup / 16];
   __m512 vmax = _mm512_setzero_ps();
-  for (std::int64_t c = 0; c < k; c += 16) {
-    const auto mask = static_cast<__mmask16>(k - c >= 16 ? 0xFFFFu : (1u << (k - c)) - 1u);
-    const __m512 v = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, x + c));
+  const auto vectors = static_cast<int>(ceil_div(len, std::int64_t{16}));
+  for (int b = 0; b < vectors; ++b) {
+    const std::int64_t left = len - 16 * b;
+    const auto mask = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
+    v[b] = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, x + 16 * b));
     vmax = _mm512_maskz_max_ps(0xFFFF, vmax,
                                _mm512_castsi512_ps(_mm512_and_si512(
-                                   _mm512_castps_si512(v), _mm512_set1_epi32(0x7FFFFFFF))));
+                                   _mm512_castps_si512(v[b]), _mm512_set1_epi32(0x7FFFFFFF))));
   }
   // (Plain stores and the maskz forms: GCC 12's abs / reduce / narrowing intrinsics trip
   // -Wuninitialized on their internal undefined operands.)
@@ -102,25 +102,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) float x_words_avx512(const 
   _mm512_store_ps(lanes, vmax);
   float amax = 0.0f;
   for (const float lane : lanes) amax = std::max(amax, lane);
-  auto* bytes = reinterpret_cast<std::uint8_t*>(out);
   if (amax == 0.0f) {
-    std::memset(bytes, 128, static_cast<std::size_t>(kw * 4));
+    std::memset(out, 128, static_cast<std::size_t>(len));
     return 0.0f;
   }
   const __m512 inv = _mm512_set1_ps(127.0f / amax);
   const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
   const __m512i shift = _mm512_set1_epi32(128);
-  for (std::int64_t c = 0; c < kw * 4; c += 16) {
-    const std::int64_t left = std::max<std::int64_t>(0, k - c);
+  for (int b = 0; b < vectors; ++b) {
+    const std::int64_t left = len - 16 * b;
     const auto mask = static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u);
-    const __m512 v = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, x + c));
     // cvtps rounds half to even under the default MXCSR, as nearbyint does.
-    __m512i q = _mm512_maskz_cvtps_epi32(0xFFFF, _mm512_mul_ps(v, inv));
+    __m512i q = _mm512_maskz_cvtps_epi32(0xFFFF, _mm512_mul_ps(v[b], inv));
     q = _mm512_add_epi32(_mm512_maskz_min_epi32(0xFFFF, _mm512_maskz_max_epi32(0xFFFF, q, lo), hi),
                          shift);
-    const auto store =
-        static_cast<__mmask16>(kw * 4 - c >= 16 ? 0xFFFFu : (1u << (kw * 4 - c)) - 1u);
-    _mm_mask_storeu_epi8(bytes + c, store, _mm512_maskz_cvtepi32_epi8(0xFFFF, q));
+    _mm_mask_storeu_epi8(out + 16 * b, mask, _mm512_maskz_cvtepi32_epi8(0xFFFF, q));
   }
   return amax / 127.0f;
 }
@@ -159,11 +155,11 @@ __attribute__((target("avx512f,avx512vnni"))) void tile_vnni(const std::uint32_t
 
 using Tile = void (*)(const std::uint32_t*, const std::uint32_t*, std::int64_t, bool,
                       std::int32_t*);
-using XWords = float (*)(const Half*, std::int64_t, std::int64_t, std::uint32_t*);
+using XGroup = float (*)(const Half*, std::int64_t, std::uint8_t*);
 
 struct Kernels {
   Tile tile[kMr + 1] = {};  // tile[r]: r rows of a panel
-  XWords x_words = x_words_portable;
+  XGroup x_group = x_group_portable;
 };
 
 template <template <int> class Make>
@@ -191,7 +187,7 @@ Kernels select() {
   const CpuFeatures& f = cpu_features();
   if (!capped && f.avx512f && f.avx512bw_vl) {
     if (f.avx512_vnni) k = table<VnniTile>();
-    k.x_words = x_words_avx512;
+    k.x_group = x_group_avx512;
   }
 #endif
   return k;
@@ -212,12 +208,10 @@ void pack_int8_matrix(const Half* w, std::int64_t rows, std::int64_t cols, std::
                         // Every code of the row is written once: zeros past the matrix.
                         for (std::int64_t c = 0; c < cp; ++c) codes[shape.code_index(r, c)] = 0;
                         if (r >= rows) continue;
-                        std::int32_t sum = 0;
                         scales[r] = quantize_row(w + r * cols, cols, [&](std::int64_t c, int q) {
                           codes[shape.code_index(r, c)] = static_cast<std::int8_t>(q);
-                          sum += q;
+                          sums[(c / kGroup) * shape.rows_padded() + r] += q;
                         });
-                        sums[r] = sum;
                       }
                     });
   // Bytes between the parts and past the codes are zeros too: images are copied and written
@@ -229,7 +223,7 @@ void pack_int8_matrix(const Half* w, std::int64_t rows, std::int64_t cols, std::
 void linear_int8(const LinearArgs& args) {
   const std::int64_t m = args.rows, n = args.out_features, k = args.in_features;
   if (m <= 0 || n <= 0) return;
-  OFFGEN_CHECK(k > 0 && k <= kMaxK, "int8 linear: in_features {} outside 1..{}", k, kMaxK);
+  OFFGEN_CHECK(k > 0, "int8 linear: in_features must be positive (got {})", k);
   const Int8Shape shape{n, k};
   const Int8Matrix& w = *args.weight_int8;
   const Kernels kernels = select();
@@ -242,14 +236,16 @@ void linear_int8(const LinearArgs& args) {
   store.n = n;
 
   const std::int64_t kw = shape.cols_padded() / Int8Shape::kQuad;
+  const std::int64_t ng = shape.groups();
+  const std::int64_t rows_padded = shape.rows_padded();
   const std::int64_t panels = ceil_div(m, kMr);
   thread_local AlignedBuffer<std::uint32_t> x_buffer;
   thread_local std::vector<float> x_scales;
   std::uint32_t* const xp = x_buffer.get(static_cast<std::size_t>(panels * kw * kMr));
-  x_scales.assign(static_cast<std::size_t>(m), 0.0f);
-  float* const sx = x_scales.data();
+  x_scales.assign(static_cast<std::size_t>(m * ng), 0.0f);
+  float* const sx = x_scales.data();  // [m][ng]
   // Tasks of (row block × column groups of 48); a row block's x panels (~1 MiB at most) stay in
-  // L2 while its groups' panels stream past, and k goes in chunks whose panel rows stay in L1.
+  // L2 while its groups' panels stream past, one activation group of k per tile call.
   const std::int64_t groups = ceil_div(n, kNr);
   const std::int64_t gb =
       std::max<std::int64_t>(1, std::min<std::int64_t>(2, groups / task_target()));
@@ -265,14 +261,17 @@ void linear_int8(const LinearArgs& args) {
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, panels), [&](const auto& r) {
       thread_local AlignedBuffer<std::uint32_t> row_buffer;
       std::uint32_t* const row = row_buffer.get(static_cast<std::size_t>(kw));
+      auto* const bytes = reinterpret_cast<std::uint8_t*>(row);
       for (std::int64_t p = r.begin(); p != r.end(); ++p) {
         std::uint32_t* const panel = xp + p * kw * kMr;
         for (std::int64_t i = 0; i < kMr; ++i) {
           const std::int64_t xi = p * kMr + i;
-          if (xi < m) {
-            sx[xi] = kernels.x_words(args.x + xi * k, k, kw, row);
-          } else {
-            std::fill(row, row + kw, 0x80808080u);
+          // Zero-point bytes (q = 0) past k and in the rows past m.
+          std::fill(row, row + kw, 0x80808080u);
+          for (std::int64_t g = 0; xi < m && g < ng; ++g) {
+            const std::int64_t len = std::min(kGroup, k - g * kGroup);
+            sx[xi * ng + g] =
+                kernels.x_group(args.x + xi * k + g * kGroup, len, bytes + g * kGroup);
           }
           for (std::int64_t t = 0; t < kw; ++t) panel[t * kMr + i] = row[t];
         }
@@ -281,37 +280,47 @@ void linear_int8(const LinearArgs& args) {
     tbb::parallel_for(
         tbb::blocked_range<std::int64_t>(0, n_blocks * row_blocks), [&](const auto& r) {
           thread_local AlignedBuffer<std::int32_t> acc_buffer;
+          thread_local AlignedFloats sum_buffer;
           thread_local AlignedFloats out_buffer;
           constexpr std::int64_t kTile = kMr * kNr;
+          std::int32_t* const acc = acc_buffer.get(static_cast<std::size_t>(kTile));
           float* const out = out_buffer.get(static_cast<std::size_t>(kNr));
           for (std::int64_t t = r.begin(); t != r.end(); ++t) {
             const std::int64_t g0 = (t % n_blocks) * gb;
             const std::int64_t g1 = std::min(groups, g0 + gb);
             const std::int64_t p0 = (t / n_blocks) * pb;
             const std::int64_t p1 = std::min(panels, p0 + pb);
-            std::int32_t* const c = acc_buffer.get(static_cast<std::size_t>((p1 - p0) * kTile));
+            float* const sums = sum_buffer.get(static_cast<std::size_t>((p1 - p0) * kTile));
             for (std::int64_t g = g0; g < g1; ++g) {
               const std::int64_t j0 = g * kNr;
               const std::int64_t count = std::min<std::int64_t>(kNr, n - j0);
               const std::uint32_t* const panel = codes + g * kNr * kw;
-              for (std::int64_t k0 = 0; k0 < kw; k0 += kChunk) {
+              std::fill(sums, sums + (p1 - p0) * kTile, 0.0f);
+              for (std::int64_t a = 0; a < ng; ++a) {
+                const std::int64_t k0 = a * kChunk;
                 const std::int64_t len = std::min<std::int64_t>(kChunk, kw - k0);
+                const std::int32_t* const wsum = w.sums + a * rows_padded + j0;
                 for (std::int64_t p = p0; p < p1; ++p) {
-                  const auto rows = static_cast<int>(std::min<std::int64_t>(kMr, m - p * kMr));
-                  kernels.tile[rows](xp + (p * kw + k0) * kMr, panel + k0 * kNr, len, k0 > 0,
-                                     c + (p - p0) * kTile);
+                  const std::int64_t rows = std::min<std::int64_t>(kMr, m - p * kMr);
+                  kernels.tile[rows](xp + (p * kw + k0) * kMr, panel + k0 * kNr, len, false, acc);
+                  // S += float(acc_a) · sx[row, a], the zero point taken back out first.
+                  for (std::int64_t i = 0; i < rows; ++i) {
+                    const float scale = sx[(p * kMr + i) * ng + a];
+                    float* const s = sums + (p - p0) * kTile + i * kNr;
+                    const std::int32_t* const ai = acc + i * kNr;
+#pragma omp simd
+                    for (std::int64_t j = 0; j < kNr; ++j) {
+                      s[j] += static_cast<float>(ai[j] - 128 * wsum[j]) * scale;
+                    }
+                  }
                 }
               }
               for (std::int64_t p = p0; p < p1; ++p) {
                 const std::int64_t rows = std::min<std::int64_t>(kMr, m - p * kMr);
                 for (std::int64_t i = 0; i < rows; ++i) {
-                  const std::int64_t xi = p * kMr + i;
-                  const std::int32_t* acc = c + (p - p0) * kTile + i * kNr;
-                  for (std::int64_t j = 0; j < count; ++j) {
-                    const std::int32_t exact = acc[j] - 128 * w.sums[j0 + j];
-                    out[j] = static_cast<float>(exact) * (sx[xi] * w.scales[j0 + j]);
-                  }
-                  store(xi, j0, count, out);
+                  const float* const s = sums + (p - p0) * kTile + i * kNr;
+                  for (std::int64_t j = 0; j < count; ++j) out[j] = s[j] * w.scales[j0 + j];
+                  store(p * kMr + i, j0, count, out);
                 }
               }
             }

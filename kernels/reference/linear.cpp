@@ -48,17 +48,26 @@ void linear_int8(const LinearArgs& a) {
   const int n = a.out_features;
   const int k = a.in_features;
   const Int8Shape shape{n, k};
-  std::vector<int> qx;
+  const Int8Matrix& w = *a.weight_int8;
+  const auto group = static_cast<int>(Int8Shape::kGroup);
+  std::vector<int> qx(static_cast<std::size_t>(k)), part;
+  std::vector<float> sx(static_cast<std::size_t>(shape.groups()));
   for (std::int64_t i = 0; i < a.rows; ++i) {
-    const float sx = quantize_int8(a.x + i * k, k, qx);
+    for (int g = 0; g * group < k; ++g) {
+      const int len = std::min(group, k - g * group);
+      sx[static_cast<std::size_t>(g)] = quantize_int8(a.x + i * k + g * group, len, part);
+      std::copy(part.begin(), part.end(), qx.begin() + g * group);
+    }
     for (int j = 0; j < n; ++j) {
-      std::int64_t acc = 0;
-      for (int c = 0; c < k; ++c) {
-        acc += std::int64_t{qx[static_cast<std::size_t>(c)]} *
-               a.weight_int8->codes[shape.code_index(j, c)];
+      float sum = 0.0f;
+      for (int g = 0; g * group < k; ++g) {
+        std::int64_t acc = 0;
+        for (int c = g * group; c < std::min(k, (g + 1) * group); ++c) {
+          acc += std::int64_t{qx[static_cast<std::size_t>(c)]} * w.codes[shape.code_index(j, c)];
+        }
+        sum += static_cast<float>(static_cast<std::int32_t>(acc)) * sx[static_cast<std::size_t>(g)];
       }
-      float v =
-          static_cast<float>(static_cast<std::int32_t>(acc)) * (sx * a.weight_int8->scales[j]);
+      float v = sum * w.scales[j];
       if (a.bias != nullptr) v += half_to_float(a.bias[j]);
       if (a.activation == Activation::relu) v = std::max(v, 0.0f);
       a.y[i * n + j] = float_to_half(v);
@@ -77,12 +86,10 @@ void pack_int8_matrix(const Half* w, std::int64_t rows, std::int64_t cols, std::
   std::vector<int> q;
   for (std::int64_t r = 0; r < rows; ++r) {
     scales[r] = quantize_int8(w + r * cols, static_cast<int>(cols), q);
-    std::int32_t sum = 0;
     for (std::int64_t c = 0; c < cols; ++c) {
       codes[shape.code_index(r, c)] = static_cast<std::int8_t>(q[static_cast<std::size_t>(c)]);
-      sum += q[static_cast<std::size_t>(c)];
+      sums[(c / Int8Shape::kGroup) * shape.rows_padded() + r] += q[static_cast<std::size_t>(c)];
     }
-    sums[r] = sum;
   }
 }
 
