@@ -20,7 +20,11 @@ inline std::string write_profile(const std::filesystem::path& dir) {
                                                    {"gemm_fc1_m32", 50},
                                                    {"gemm_fc1_m512", 300},
                                                    {"decode_attention_device", 1500},
-                                                   {"decode_attention_cpu", 60}};
+                                                   {"decode_attention_cpu", 60},
+                                                   {"gemm_layer_int8_m1", 5},
+                                                   {"gemm_layer_int8_m32", 100},
+                                                   {"gemm_layer_int8_m128", 400},
+                                                   {"gemm_layer_int8_m512", 600}};
   for (const auto& [name, value] : values) profile["measurements"][name] = {{"value", value}};
   write_file(path, profile.dump());
   return path.string();
