@@ -18,19 +18,6 @@ namespace {
 
 using kernels::PrefillMath;
 
-// exp of the mean negative log-prob of every token after the first.
-double perplexity(const std::vector<std::vector<float>>& logprobs) {
-  double sum = 0;
-  std::size_t count = 0;
-  for (const auto& text : logprobs) {
-    for (std::size_t t = 1; t < text.size(); ++t) {
-      sum -= text[t];
-      ++count;
-    }
-  }
-  return std::exp(sum / static_cast<double>(count));
-}
-
 class Smollm2Bf16 : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -59,19 +46,11 @@ TEST_F(Smollm2Bf16, PerplexityStaysWithinOnePercentOfExactAndOfTransformers) {
       EXPECT_TRUE(r.error.empty()) << r.error;
       out.push_back(r.token_logprobs);
     }
-    return perplexity(out);
+    return test::perplexity_of(out);
   };
-  std::vector<std::vector<float>> reference;
-  for (const auto& text : fixture["score"]) {
-    std::vector<float> logprobs;  // [0] is null there: nothing to condition on
-    for (const auto& value : text["token_logprobs"]) {
-      logprobs.push_back(value.is_null() ? NAN : value.get<float>());
-    }
-    reference.push_back(logprobs);
-  }
   const double bf16 = scored(PrefillMath::bf16);
   const double exact = scored(PrefillMath::fp32);
-  const double transformers = perplexity(reference);
+  const double transformers = test::perplexity_of(test::fixture_logprobs(fixture));
   std::printf("perplexity: bf16 %.4f, exact %.4f, transformers %.4f\n", bf16, exact, transformers);
   EXPECT_NEAR(bf16 / exact, 1.0, 0.01);
   EXPECT_NEAR(bf16 / transformers, 1.0, 0.01);

@@ -15,19 +15,6 @@
 namespace offgen {
 namespace {
 
-// exp of the mean negative log-prob of every token after the first.
-double int8_perplexity(const std::vector<std::vector<float>>& logprobs) {
-  double sum = 0;
-  std::size_t count = 0;
-  for (const auto& text : logprobs) {
-    for (std::size_t t = 1; t < text.size(); ++t) {
-      sum -= text[t];
-      ++count;
-    }
-  }
-  return std::exp(sum / static_cast<double>(count));
-}
-
 class Smollm2Int8 : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -55,19 +42,11 @@ TEST_F(Smollm2Int8, PerplexityStaysWithinThreePercentOfFp16AndOfTransformers) {
       EXPECT_TRUE(r.error.empty()) << r.error;
       out.push_back(r.token_logprobs);
     }
-    return int8_perplexity(out);
+    return test::perplexity_of(out);
   };
-  std::vector<std::vector<float>> reference;
-  for (const auto& text : fixture["score"]) {
-    std::vector<float> logprobs;  // [0] is null there: nothing to condition on
-    for (const auto& value : text["token_logprobs"]) {
-      logprobs.push_back(value.is_null() ? NAN : value.get<float>());
-    }
-    reference.push_back(logprobs);
-  }
   const double int8 = scored(Storage::int8);
   const double fp16 = scored(Storage::fp16);
-  const double transformers = int8_perplexity(reference);
+  const double transformers = test::perplexity_of(test::fixture_logprobs(fixture));
   std::printf("perplexity: int8 weights %.4f, fp16 %.4f, transformers %.4f\n", int8, fp16,
               transformers);
   EXPECT_NEAR(int8 / fp16, 1.0, 0.03);
