@@ -1,5 +1,6 @@
 #include "scheduler/weight_image.h"
 
+#include "engine/core/error.h"
 #include "engine/core/half.h"
 
 namespace offgen {
@@ -71,6 +72,10 @@ WeightImage int8_image(const WeightBlock& block) {
       image.parts.push_back(later);
     }
   }
+  // Binders cover the block's pieces in order (weight_blocks.h), so parts[i] is piece i's.
+  OFFGEN_CHECK(image.parts.size() == block.pieces.size() &&
+                   (block.binders.empty() || block.binders.front().piece == 0),
+               "int8 weight image: the block's binders do not cover its pieces in order");
   return image;
 }
 
