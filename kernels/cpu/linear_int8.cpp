@@ -1,11 +1,13 @@
 // Linear over int8 weights (kernels/int8_matrix.h): x quantized per row into unsigned bytes
 // (q + 128), packed into k-major panels of 8 rows of 4-byte words; the weights' column panels
 // are read where the image keeps them, already in the layout the tile wants. An R × 48 tile
-// (R <= 8 rows: decode steps of one sequence do not pay for eight) broadcasts a row's word and
+// (R <= 4 rows: decode steps of one sequence do not pay for more) broadcasts a row's word and
 // multiplies it into three zmm of a panel's quad with vpdpbusd, int32 accumulators kept in
-// registers across a k chunk. Without AVX512-VNNI (or under OFFGEN_CPU_ISA) a portable tile
-// computes the same integers. Every path sums integers exactly, so results are bit-identical to
-// the reference and independent of the rows beside them.
+// registers across an activation group of k, then takes the zero point back out and adds the
+// group's scaled sum to the row's fp32 sums while they are still in registers. Without
+// AVX512-VNNI (or under OFFGEN_CPU_ISA) a portable tile computes the same values. Every path sums
+// integers exactly and the groups in one order, so results are bit-identical to the reference
+// and independent of the rows beside them.
 #include "kernels/cpu/linear_int8.h"
 
 #include <tbb/blocked_range.h>
@@ -59,15 +61,13 @@ float x_group_portable(const Half* x, std::int64_t len, std::uint8_t* out) {
                       [&](std::int64_t c, int q) { out[c] = static_cast<std::uint8_t>(q + 128); });
 }
 
-// c[i·48 + j] (int32) += Σ_t Σ_b xbyte(i, t, b) · wbyte(j, t, b) for i < R, t < len; from zero
-// when !accumulate.
+// One activation group of k for the rows i < R of an x panel: acc = Σ_t Σ_b xbyte(i, t, b) ·
+// wbyte(j, t, b) over the group's len words, then s[i·48 + j] += float(acc - 128 · wsum[j]) ·
+// sx[i · ng] (the zero point taken back out, the group's scale applied: kernels/int8_matrix.h).
 template <int R>
 void tile_portable(const std::uint32_t* x, const std::uint32_t* panel, std::int64_t len,
-                   bool accumulate, std::int32_t* c) {
-  std::int32_t acc[R][kNr];
-  for (int i = 0; i < R; ++i) {
-    for (std::int64_t j = 0; j < kNr; ++j) acc[i][j] = accumulate ? c[i * kNr + j] : 0;
-  }
+                   const std::int32_t* wsum, const float* sx, std::int64_t ng, float* s) {
+  std::int32_t acc[R][kNr] = {};
   for (std::int64_t t = 0; t < len; ++t) {
     const auto* w = reinterpret_cast<const std::int8_t*>(panel + t * kNr);
     for (int i = 0; i < R; ++i) {
@@ -78,7 +78,11 @@ void tile_portable(const std::uint32_t* x, const std::uint32_t* panel, std::int6
       }
     }
   }
-  for (int i = 0; i < R; ++i) std::copy(acc[i], acc[i] + kNr, c + i * kNr);
+  for (int i = 0; i < R; ++i) {
+    for (std::int64_t j = 0; j < kNr; ++j) {
+      s[i * kNr + j] += static_cast<float>(acc[i][j] - 128 * wsum[j]) * sx[i * ng];
+    }
+  }
 }
 
 #if defined(__x86_64__)
@@ -121,17 +125,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) float x_group_avx512(const 
   return amax / 127.0f;
 }
 
+// tile_portable's group with vpdpbusd: 24 int32 accumulators in registers across the group,
+// the fix-up folded in while they are live. (maskz forms: GCC 12's plain shift and convert trip
+// -Wuninitialized, as above.)
 template <int R>
-__attribute__((target("avx512f,avx512vnni"))) void tile_vnni(const std::uint32_t* x,
-                                                             const std::uint32_t* panel,
-                                                             std::int64_t len, bool accumulate,
-                                                             std::int32_t* c) {
+__attribute__((target("avx512f,avx512vnni"))) void tile_vnni(
+    const std::uint32_t* x, const std::uint32_t* panel, std::int64_t len, const std::int32_t* wsum,
+    const float* sx, std::int64_t ng, float* s) {
   __m512i acc[R][3];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
-    for (int v = 0; v < 3; ++v) {
-      acc[i][v] = accumulate ? _mm512_loadu_si512(c + i * kNr + 16 * v) : _mm512_setzero_si512();
-    }
+    for (int v = 0; v < 3; ++v) acc[i][v] = _mm512_setzero_si512();
   }
   for (std::int64_t t = 0; t < len; ++t) {
     const std::uint32_t* p = panel + t * kNr;
@@ -146,26 +150,39 @@ __attribute__((target("avx512f,avx512vnni"))) void tile_vnni(const std::uint32_t
       acc[i][2] = _mm512_dpbusd_epi32(acc[i][2], a, b2);
     }
   }
+  __m512i zero_point[3];
+  for (int v = 0; v < 3; ++v) {
+    zero_point[v] =
+        _mm512_maskz_slli_epi32(0xFFFF, _mm512_loadu_si512(wsum + 16 * v), 7);  // 128 · Σ qw
+  }
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
-    for (int v = 0; v < 3; ++v) _mm512_storeu_si512(c + i * kNr + 16 * v, acc[i][v]);
+    const __m512 scale = _mm512_set1_ps(sx[i * ng]);
+    for (int v = 0; v < 3; ++v) {
+      float* const out = s + i * kNr + 16 * v;
+      const __m512 group = _mm512_mul_ps(
+          _mm512_maskz_cvtepi32_ps(0xFFFF, _mm512_sub_epi32(acc[i][v], zero_point[v])), scale);
+      _mm512_storeu_ps(out, _mm512_add_ps(_mm512_loadu_ps(out), group));
+    }
   }
 }
 #endif
 
-using Tile = void (*)(const std::uint32_t*, const std::uint32_t*, std::int64_t, bool,
-                      std::int32_t*);
+using Tile = void (*)(const std::uint32_t*, const std::uint32_t*, std::int64_t, const std::int32_t*,
+                      const float*, std::int64_t, float*);
 using XGroup = float (*)(const Half*, std::int64_t, std::uint8_t*);
 
+constexpr std::int64_t kTileRows = 4;   // rows per tile call
+constexpr std::int64_t kMaxPanels = 8;  // x panels per row block
+
 struct Kernels {
-  Tile tile[kMr + 1] = {};  // tile[r]: r rows of a panel
+  Tile tile[kTileRows + 1] = {};  // tile[r]: r rows of a panel
   XGroup x_group = x_group_portable;
 };
 
 template <template <int> class Make>
 constexpr Kernels table() {
-  return {{nullptr, Make<1>::f, Make<2>::f, Make<3>::f, Make<4>::f, Make<5>::f, Make<6>::f,
-           Make<7>::f, Make<8>::f}};
+  return {{nullptr, Make<1>::f, Make<2>::f, Make<3>::f, Make<4>::f}};
 }
 template <int R>
 struct PortableTile {
@@ -251,8 +268,11 @@ void linear_int8(const LinearArgs& args) {
       std::max<std::int64_t>(1, std::min<std::int64_t>(2, groups / task_target()));
   const std::int64_t n_blocks = ceil_div(groups, gb);
   const std::int64_t panel_bytes = kw * kMr * 4;
+  // At most kMaxPanels panels per row block: their fp32 sums (1.5 KiB a panel), added to after
+  // every group, stay in L1.
   std::int64_t pb = std::max<std::int64_t>(4, (std::int64_t{1} << 20) / panel_bytes);
-  pb = std::min(pb, std::max<std::int64_t>(4, ceil_div(panels, ceil_div(task_target(), n_blocks))));
+  pb = std::min({pb, kMaxPanels,
+                 std::max<std::int64_t>(4, ceil_div(panels, ceil_div(task_target(), n_blocks)))});
   pb = std::min(pb, panels);
   const std::int64_t row_blocks = ceil_div(panels, pb);
   const auto* codes = reinterpret_cast<const std::uint32_t*>(w.codes);
@@ -279,11 +299,9 @@ void linear_int8(const LinearArgs& args) {
     });
     tbb::parallel_for(
         tbb::blocked_range<std::int64_t>(0, n_blocks * row_blocks), [&](const auto& r) {
-          thread_local AlignedBuffer<std::int32_t> acc_buffer;
           thread_local AlignedFloats sum_buffer;
           thread_local AlignedFloats out_buffer;
           constexpr std::int64_t kTile = kMr * kNr;
-          std::int32_t* const acc = acc_buffer.get(static_cast<std::size_t>(kTile));
           float* const out = out_buffer.get(static_cast<std::size_t>(kNr));
           for (std::int64_t t = r.begin(); t != r.end(); ++t) {
             const std::int64_t g0 = (t % n_blocks) * gb;
@@ -302,16 +320,13 @@ void linear_int8(const LinearArgs& args) {
                 const std::int32_t* const wsum = w.sums + a * rows_padded + j0;
                 for (std::int64_t p = p0; p < p1; ++p) {
                   const std::int64_t rows = std::min<std::int64_t>(kMr, m - p * kMr);
-                  kernels.tile[rows](xp + (p * kw + k0) * kMr, panel + k0 * kNr, len, false, acc);
-                  // S += float(acc_a) · sx[row, a], the zero point taken back out first.
-                  for (std::int64_t i = 0; i < rows; ++i) {
-                    const float scale = sx[(p * kMr + i) * ng + a];
-                    float* const s = sums + (p - p0) * kTile + i * kNr;
-                    const std::int32_t* const ai = acc + i * kNr;
-#pragma omp simd
-                    for (std::int64_t j = 0; j < kNr; ++j) {
-                      s[j] += static_cast<float>(ai[j] - 128 * wsum[j]) * scale;
-                    }
+                  // Four rows at a time: 12 int32 accumulators and the fix-up fit the 32 zmm
+                  // (eight rows spill).
+                  for (std::int64_t h = 0; h < rows; h += kTileRows) {
+                    const auto tile_rows = static_cast<int>(std::min(kTileRows, rows - h));
+                    kernels.tile[tile_rows](xp + (p * kw + k0) * kMr + h, panel + k0 * kNr, len,
+                                            wsum, sx + (p * kMr + h) * ng + a, ng,
+                                            sums + (p - p0) * kTile + h * kNr);
                   }
                 }
               }
