@@ -163,6 +163,22 @@ std::uint64_t layer_copies(const ModelConfig& m, std::uint64_t target_bytes) {
   return std::clamp<std::uint64_t>(std::min(layers, target_bytes / bytes), 1, kLayerCopiesMax);
 }
 
+// Bytes of one layer's GEMM weights in int8 (kernels/int8_matrix.h), and how many copies the int8
+// measurement cycles through: as many as the model has layers within `target_bytes`, as for fp16,
+// so a cache holds them as well as it holds the model's int8 layers (not 0.52 of fp16's copies).
+std::uint64_t int8_layer_bytes(const ModelConfig& m) {
+  std::uint64_t bytes = 0;
+  for (const auto& [rows, cols] : m.layer_gemm_shapes())
+    bytes += kernels::Int8Shape{rows, cols}.bytes();
+  return bytes;
+}
+
+std::uint64_t int8_layer_copies(const ModelConfig& m, std::uint64_t target_bytes) {
+  const auto layers = static_cast<std::uint64_t>(std::max(m.num_layers, 1));
+  return std::clamp<std::uint64_t>(std::min(layers, target_bytes / int8_layer_bytes(m)), 1,
+                                   kLayerCopiesMax);
+}
+
 // Row counts from which the GEMM measurement runs rows as a prefill's prompt rows (the CPU's
 // prompt order and kernel; kernels/linear_args.h): 128 and 512 stand for prefills, 1 and 32 for
 // decode steps.
@@ -189,19 +205,20 @@ class LayerGemms {
 
   int copies() const { return static_cast<int>(weights_.size() / shapes_.size()); }
 
-  // Packs every weight set into int8 as the weight store does (the cpu device only: its gpu tier
-  // is host memory).
-  void pack_int8() {
+  // Packs `copies` int8 weight sets as the weight store does, from the fp16 sets in turn (the cpu
+  // device only: its gpu tier is host memory).
+  void pack_int8(std::uint64_t copies) {
     compute_.synchronize();  // the fills
-    for (std::size_t i = 0; i < weights_.size(); ++i) {
+    for (std::size_t i = 0; i < copies * shapes_.size(); ++i) {
       const auto& [rows, cols] = shapes_[i % shapes_.size()];
       const kernels::Int8Shape shape{rows, cols};
       int8_blobs_.push_back(device_.allocate(Tier::gpu, shape.bytes()));
-      kernels::cpu::pack_int8_matrix(weights_[i].as<Half>(), rows, cols,
+      kernels::cpu::pack_int8_matrix(weights_[i % weights_.size()].as<Half>(), rows, cols,
                                      int8_blobs_.back().as<std::byte>());
       int8_.push_back(shape.view(int8_blobs_.back().as<std::byte>()));
     }
   }
+  int int8_copies() const { return static_cast<int>(int8_.size() / shapes_.size()); }
 
   // Inputs and outputs of `rows` rows, replacing (and first freeing) the last ones.
   void set_rows(int rows) {
@@ -216,10 +233,10 @@ class LayerGemms {
   // `int8`, after pack_int8).
   void run(Ops& ops, kernels::PrefillMath math = kernels::PrefillMath::fp32,
            bool int8 = false) const {
-    for (std::size_t i = 0; i < weights_.size(); ++i) {
+    for (std::size_t i = 0; i < (int8 ? int8_.size() : weights_.size()); ++i) {
       const auto& [out_features, in_features] = shapes_[i % shapes_.size()];
       ops.linear({.x = x_.as<Half>(),
-                  .weight = weights_[i].as<Half>(),
+                  .weight = int8 ? nullptr : weights_[i].as<Half>(),
                   .y = y_.as<Half>(),
                   .rows = rows_,
                   .out_features = out_features,
@@ -274,7 +291,7 @@ void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const Calibrat
                            layer.run(ops, math, int8);
                            compute.synchronize();
                          }) /
-            layer.copies());
+            (int8 ? layer.int8_copies() : layer.copies()));
   };
   for (const int rows : {1, 32, 128, 512}) {
     const double rate = measure(rows, kernels::PrefillMath::fp32);
@@ -284,14 +301,17 @@ void measure_gemm(Device& device, Ops& ops, const ModelConfig& m, const Calibrat
                      rows >= kPromptRows ? "prompt" : "decode", weights)});
   }
   if (measures_int8(device)) {
-    layer.pack_int8();
+    layer.pack_int8(int8_layer_copies(m, o.copy_bytes));
+    const std::string int8_weights = fmt::format(
+        "weights cycled through {} copies ({})", layer.int8_copies(),
+        format_bytes(int8_layer_bytes(m) * static_cast<std::uint64_t>(layer.int8_copies())));
     for (const int rows : {1, 32, 128, 512}) {
       const double rate = measure(rows, kernels::PrefillMath::fp32, true);
       out.push_back(
           {"gemm_layer_int8_m" + std::to_string(rows), rate, "TOP/s",
            fmt::format("a decoder layer's GEMMs, {}, int8 weights (--int8-weights), "
                        "as {} rows, {}",
-                       layer.describe(), rows >= kPromptRows ? "prompt" : "decode", weights)});
+                       layer.describe(), rows >= kPromptRows ? "prompt" : "decode", int8_weights)});
     }
   }
   if (!measures_bf16(device)) return;
@@ -631,7 +651,8 @@ void measure_disk(const CalibrationOptions& o, std::vector<Measurement>& out) {
 }  // namespace
 
 CalibrationFootprint calibration_footprint(const ModelConfig& model,
-                                           const CalibrationOptions& options, int multiprocessors) {
+                                           const CalibrationOptions& options, int multiprocessors,
+                                           bool int8_weights) {
   // Each allocation rounds up to the device's 256-byte alignment.
   const auto halves = [](std::uint64_t n) {
     return (std::max<std::uint64_t>(n, 1) * 2 + 255) / 256 * 256;
@@ -647,6 +668,8 @@ CalibrationFootprint calibration_footprint(const ModelConfig& model,
         {width, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols)});
   }
   gemm = gemm * layer_copies(model, options.copy_bytes) + 2 * halves(512 * width);
+  // The int8 sets beside the fp16 ones (measures_int8).
+  if (int8_weights) gemm += int8_layer_bytes(model) * int8_layer_copies(model, options.copy_bytes);
   // measure_prefill_attention: q, k and v, the valid flags and the output of one prompt.
   const auto seq = static_cast<std::uint64_t>(prefill_attention_tokens(model));
   const std::uint64_t prefill_attention =

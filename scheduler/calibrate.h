@@ -32,7 +32,8 @@ struct CalibrationOptions {
 
 // The most bytes of each device tier calibrate() holds at once with these shapes and options
 // (its cpu attention and disk buffers are plain host memory, outside the device's tiers), on a
-// device with `multiprocessors` (Device::multiprocessors: sizes decode attention's split scratch).
+// device with `multiprocessors` (Device::multiprocessors: sizes decode attention's split scratch),
+// with the int8 weight sets too when `int8_weights` (measures_int8: the cpu device).
 struct CalibrationFootprint {
   std::uint64_t gpu = 0;
   std::uint64_t pinned = 0;
@@ -40,7 +41,7 @@ struct CalibrationFootprint {
 };
 CalibrationFootprint calibration_footprint(const ModelConfig& model,
                                            const CalibrationOptions& options,
-                                           int multiprocessors = 0);
+                                           int multiprocessors = 0, bool int8_weights = false);
 
 // Runs every measurement on the opened device, with GEMM and attention shapes of `model`.
 std::vector<Measurement> calibrate(OpenedDevice& device, const ModelConfig& model,

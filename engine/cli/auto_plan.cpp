@@ -69,7 +69,7 @@ QuickCalibration quick_calibration(const ModelConfig& model, const Device& devic
   const std::uint64_t host = free_bytes(Tier::host);
   const auto fits = [&](const ModelConfig& shapes, const CalibrationOptions& options) {
     const CalibrationFootprint need =
-        calibration_footprint(shapes, options, device.multiprocessors());
+        calibration_footprint(shapes, options, device.multiprocessors(), measures_int8(device));
     return need.gpu <= gpu && need.pinned <= pinned && need.host <= host;
   };
   std::vector<ModelConfig> candidates = {quick_shapes(model)};
@@ -88,8 +88,8 @@ QuickCalibration quick_calibration(const ModelConfig& model, const Device& devic
   }
   CalibrationOptions smallest;
   smallest.copy_bytes = 4096;
-  const CalibrationFootprint need =
-      calibration_footprint(candidates.back(), smallest, device.multiprocessors());
+  const CalibrationFootprint need = calibration_footprint(
+      candidates.back(), smallest, device.multiprocessors(), measures_int8(device));
   throw OutOfMemoryError(fmt::format(
       "it needs at least gpu {}, pinned {} and host {} free, and the budgets leave gpu {}, "
       "pinned {} and host {}",
