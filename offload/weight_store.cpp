@@ -150,9 +150,9 @@ WeightStore::WeightStore(Device& device, const ModelConfig& config, const Weight
       layer.disk_offset = disk_->append(image + host_end, layer.disk_bytes);
     }
     if (!streamed_) {
-      // Nothing streams: the kernels read the resident image (expanded first when int4).
-      if (layout_.storage == Storage::fp16) layout.bind(layer.resident.as<Half>());
-      if (layout_.storage == Storage::int8) bind_int8(layer.block, layer.resident.as<std::byte>());
+      // Nothing streams: the kernels read the resident image where it lies (an int4 one is
+      // expanded by the streamer before each pass instead).
+      if (!expands()) bind_layer(static_cast<int>(i - 1), layer.resident.as<std::byte>());
     }
     copied[slot]->record(copies);
   }

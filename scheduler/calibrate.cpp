@@ -156,11 +156,17 @@ class Fc1 {
 // only as well as it holds the model's), up to `target_bytes` of weights and kLayerCopiesMax.
 constexpr std::uint64_t kLayerCopiesMax = 32;
 
-std::uint64_t layer_copies(const ModelConfig& m, std::uint64_t target_bytes) {
-  const auto bytes =
-      std::max<std::uint64_t>(static_cast<std::uint64_t>(m.layer_gemm_params()) * sizeof(Half), 1);
+// Copies of a layer of `layer_bytes` within the rule above.
+std::uint64_t copies_within(const ModelConfig& m, std::uint64_t target_bytes,
+                            std::uint64_t layer_bytes) {
   const auto layers = static_cast<std::uint64_t>(std::max(m.num_layers, 1));
-  return std::clamp<std::uint64_t>(std::min(layers, target_bytes / bytes), 1, kLayerCopiesMax);
+  return std::clamp<std::uint64_t>(
+      std::min(layers, target_bytes / std::max<std::uint64_t>(layer_bytes, 1)), 1, kLayerCopiesMax);
+}
+
+std::uint64_t layer_copies(const ModelConfig& m, std::uint64_t target_bytes) {
+  return copies_within(m, target_bytes,
+                       static_cast<std::uint64_t>(m.layer_gemm_params()) * sizeof(Half));
 }
 
 // Bytes of one layer's GEMM weights in int8 (kernels/int8_matrix.h), and how many copies the int8
@@ -174,9 +180,7 @@ std::uint64_t int8_layer_bytes(const ModelConfig& m) {
 }
 
 std::uint64_t int8_layer_copies(const ModelConfig& m, std::uint64_t target_bytes) {
-  const auto layers = static_cast<std::uint64_t>(std::max(m.num_layers, 1));
-  return std::clamp<std::uint64_t>(std::min(layers, target_bytes / int8_layer_bytes(m)), 1,
-                                   kLayerCopiesMax);
+  return copies_within(m, target_bytes, int8_layer_bytes(m));
 }
 
 // Row counts from which the GEMM measurement runs rows as a prefill's prompt rows (the CPU's

@@ -10,12 +10,13 @@
 #include "engine/runtime/cpu_ops.h"
 #include "engine/runtime/cuda_ops_factory.h"
 #include "kernels/cpu/cpu_features.h"
+#include "offload/weight_store.h"
 
 namespace offgen {
 
 OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
-                         CpuKernelSet cpu_kernels, int gpu_slot,
-                         kernels::PrefillMath prefill_math) {
+                         CpuKernelSet cpu_kernels, int gpu_slot, kernels::PrefillMath prefill_math,
+                         Storage weights) {
   const auto gpus = list_cuda_gpus();
   if (choice == DeviceChoice::automatic) {
     choice = gpus.empty() ? DeviceChoice::cpu : DeviceChoice::cuda;
@@ -28,6 +29,8 @@ OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
           "leave it out, or give {} cpu",
           name(Parameter::prefill_math), name(Parameter::device));
     });
+    OFFGEN_CHECK_NAMING(weights != Storage::int8,
+                        [](ParameterNamer name) { return int8_weights_need_the_cpu(name); });
     OFFGEN_CHECK_NAMING(built_with_cuda(), [](ParameterNamer name) {
       return fmt::format(
           "{} cuda: this build of offgen has no CUDA support (the toolkit was not found at build "

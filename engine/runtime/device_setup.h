@@ -4,6 +4,8 @@
 
 #include <memory>
 
+#include "engine/core/compression.h"
+
 #include "engine/device/device.h"
 #include "kernels/ops.h"
 
@@ -18,10 +20,12 @@ struct OpenedDevice {
 
 // Throws offgen::Error when cuda is asked for and the build or the machine has none. gpu_slot:
 // which visible GPU (modulo their count), so that the ranks of one machine take one each.
-// prefill_math is checked here, where the device is known (bf16 needs the cpu device on a CPU
-// with AVX512-BF16, or the reference kernels); the runs that use it pass it to their runners.
+// prefill_math and the weights' storage are checked here, where the device is known and before a
+// cuda one is looked for (bf16 needs the cpu device on a CPU with AVX512-BF16, or the reference
+// kernels; int8 weights the cpu device); the runs that use them pass them on.
 OpenedDevice open_device(DeviceChoice choice, const DeviceBudgets& budgets,
                          CpuKernelSet cpu_kernels = CpuKernelSet::optimized, int gpu_slot = 0,
-                         kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32);
+                         kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32,
+                         Storage weights = Storage::fp16);
 
 }  // namespace offgen

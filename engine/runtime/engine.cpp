@@ -71,13 +71,9 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
                             "in int8 at every step: give one of them",
                             name_of(Parameter::prefill_math), name_of(Parameter::int8_weights));
                       });
-  // The weight store refuses int8 on a cuda device too (an automatic choice that found a GPU);
-  // an explicit one is refused here, before the device is looked for.
-  OFFGEN_CHECK_NAMING(
-      options.compression.weights != Storage::int8 || options.device != DeviceChoice::cuda,
-      [](ParameterNamer name_of) { return int8_weights_need_the_cpu(name_of); });
-  OpenedDevice opened = open_device(options.device, options.budgets, options.cpu_kernels,
-                                    options.gpu_slot, options.prefill_math);
+  OpenedDevice opened =
+      open_device(options.device, options.budgets, options.cpu_kernels, options.gpu_slot,
+                  options.prefill_math, options.compression.weights);
   device_ = std::move(opened.device);
   ops_ = std::move(opened.ops);
 

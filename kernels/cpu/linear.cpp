@@ -555,10 +555,6 @@ void gemm_outer(const Half* x, const Half* weight, std::int64_t m, std::int64_t 
 }  // namespace
 
 void linear(const LinearArgs& args) {
-  if (args.weight_int8 != nullptr) {
-    linear_int8(args);
-    return;
-  }
   std::vector<float> bias_f;
   if (args.bias != nullptr) {
     bias_f.resize(static_cast<std::size_t>(std::max(args.out_features, 0)));
@@ -570,6 +566,10 @@ void linear(const LinearArgs& args) {
   e.y = args.y;
   e.n = args.out_features;
   const bool any = args.rows > 0 && args.out_features > 0 && args.in_features > 0;
+  if (args.weight_int8 != nullptr) {
+    linear_int8(args, e);
+    return;
+  }
   if (args.prompt_rows && args.prefill_math == PrefillMath::bf16) {
 #if defined(__x86_64__)
     OFFGEN_CHECK(cpu_features().bf16_gemm(),

@@ -237,20 +237,13 @@ void pack_int8_matrix(const Half* w, std::int64_t rows, std::int64_t cols, std::
               shape.bytes() - shape.codes_offset() - shape.code_bytes());
 }
 
-void linear_int8(const LinearArgs& args) {
+void linear_int8(const LinearArgs& args, const Epilogue& store) {
   const std::int64_t m = args.rows, n = args.out_features, k = args.in_features;
   if (m <= 0 || n <= 0) return;
   OFFGEN_CHECK(k > 0, "int8 linear: in_features must be positive (got {})", k);
   const Int8Shape shape{n, k};
   const Int8Matrix& w = *args.weight_int8;
   const Kernels kernels = select();
-  std::vector<float> bias(static_cast<std::size_t>(args.bias != nullptr ? n : 0));
-  if (args.bias != nullptr) half_to_float(args.bias, bias.data(), bias.size());
-  Epilogue store;
-  store.bias = args.bias != nullptr ? bias.data() : nullptr;
-  store.relu = args.activation == Activation::relu;
-  store.y = args.y;
-  store.n = n;
 
   const std::int64_t kw = shape.cols_padded() / Int8Shape::kQuad;
   const std::int64_t ng = shape.groups();

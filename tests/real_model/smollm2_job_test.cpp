@@ -2,8 +2,8 @@
 // mixed prompt and output lengths with stop strings, greedy and seeded sampling, run with half of
 // each GPU batch's KV in host caches and cpu attention — so continuous batching refills rows by
 // copying KV into host caches — must write what blocks write (--no-continuous-batching), and a
-// run interrupted midway (SIGINT) then resumed must end with the same file. Skips when the model
-// has not been fetched.
+// run interrupted midway (SIGINT) then resumed must end with the same file; with fp16 weights and
+// with int8 ones. Skips when the model has not been fetched.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -89,20 +89,22 @@ long finished_rows(const std::string& log) {
   return start == end ? -1 : std::stol(log.substr(start, end - start));
 }
 
-TEST(Smollm2Job, RefillsIntoHostCachesWriteWhatBlocksWriteAndSurviveAnInterrupt) {
-  const auto gguf = test::smollm2_gguf();
-  if (!gguf) GTEST_SKIP() << test::kNoSmollm2;
+// The job with `storage` flags: refilled rows write what blocks write, and an interrupted run
+// resumed ends with the same file.
+void expect_the_job_whole(const std::filesystem::path& gguf,
+                          const std::vector<std::string>& storage) {
   const test::TempDir dir;
   const auto input = dir.path() / "requests.jsonl";
   test::write_file(input, mixed_file());
   const auto run = [&](const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> args = {"generate",     "--model",
-                                     gguf->string(), "--device",
+                                     gguf.string(),  "--device",
                                      "cpu",          "--kv-gpu",
                                      "50",           "--cpu-attention",
                                      "--batch-size", "4",
                                      "--input",      input.string(),
                                      "--output",     (dir.path() / (name + ".jsonl")).string()};
+    args.insert(args.end(), storage.begin(), storage.end());
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   };
@@ -136,6 +138,19 @@ TEST(Smollm2Job, RefillsIntoHostCachesWriteWhatBlocksWriteAndSurviveAnInterrupt)
       test::run_offgen(run("resumed", {"--resume"}), dir.path() / "resumed-2.log");
   ASSERT_EQ(rest.code, 0) << rest.output;
   EXPECT_EQ(answers(resumed), want);
+}
+
+TEST(Smollm2Job, RefillsIntoHostCachesWriteWhatBlocksWriteAndSurviveAnInterrupt) {
+  const auto gguf = test::smollm2_gguf();
+  if (!gguf) GTEST_SKIP() << test::kNoSmollm2;
+  expect_the_job_whole(*gguf, {});
+}
+
+// The same job with the layers kept and multiplied in int8 (--int8-weights).
+TEST(Smollm2Job, WithInt8WeightsRefillsWriteWhatBlocksWriteAndSurviveAnInterrupt) {
+  const auto gguf = test::smollm2_gguf();
+  if (!gguf) GTEST_SKIP() << test::kNoSmollm2;
+  expect_the_job_whole(*gguf, {"--int8-weights"});
 }
 
 }  // namespace
