@@ -62,9 +62,10 @@ BENCHMARK(Ceilings)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // y[m, n] = x[m, k] · W[n, k]ᵀ + b + relu over random operands, as prompt or decode rows with
 // `math` (or over W packed in int8: kernels/int8_matrix.h), reported against `ceiling` (FLOP/s)
-// as `share`.
+// as `share`; with weight_bytes > 0 (what one call reads of W), its share of the read bandwidth
+// too.
 void run_linear(benchmark::State& state, bool prompt_rows, offgen::kernels::PrefillMath math,
-                double ceiling, const char* share, bool int8 = false) {
+                double ceiling, const char* share, bool int8 = false, double weight_bytes = 0) {
   const auto m = state.range(0);
   const auto n = static_cast<int>(state.range(1));
   const auto k = static_cast<int>(state.range(2));
@@ -95,7 +96,12 @@ void run_linear(benchmark::State& state, bool prompt_rows, offgen::kernels::Pref
                                   .weight_int8 = int8 ? &packed : nullptr});
     benchmark::DoNotOptimize(y.data());
   }
-  report_share(state, share, 2.0 * static_cast<double>(m) * n * k, seconds_since(start), ceiling);
+  const double seconds = seconds_since(start);
+  report_share(state, share, 2.0 * static_cast<double>(m) * n * k, seconds, ceiling);
+  if (weight_bytes > 0) {
+    report_share(state, "of read bandwidth", weight_bytes, seconds,
+                 offgen::bench::cpu_ceilings().read_bytes);
+  }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(m) * n * k,
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
@@ -126,6 +132,24 @@ BENCHMARK(Linear)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// Decode rows over fp16 weights too large for the caches (the LM heads of OPT and SmolLM2,
+// 77 and 57 MB): a decode step at a small batch is bound by reading W from memory, so the share
+// printed is of the read bandwidth (two bytes per weight); args m, n, k.
+void LinearFromMemory(benchmark::State& state) {
+  run_linear(state, false, offgen::kernels::PrefillMath::fp32,
+             offgen::bench::cpu_ceilings().fp32_fma_flops, "of fp32 FMA peak", false,
+             2.0 * static_cast<double>(state.range(1) * state.range(2)));
+}
+BENCHMARK(LinearFromMemory)
+    ->ArgNames({"m", "n", "k"})
+    ->Args({1, 50272, 768})
+    ->Args({1, 49152, 576})
+    ->Args({4, 49152, 576})
+    ->Args({8, 49152, 576})
+    ->Args({32, 49152, 576})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // The same GEMMs as a bf16 prefill's (PrefillMath::bf16: operands rounded to bf16, vdpbf16ps),
 // against the bf16 dot-product ceiling; args m, n, k.
 void LinearBf16(benchmark::State& state) {
@@ -151,12 +175,9 @@ BENCHMARK(LinearBf16)
 // dot-product ceiling; args m, n, k. The one-row shapes are decode steps, bound by reading the
 // weights: their share of the read bandwidth is printed too (one byte per weight).
 void LinearInt8(benchmark::State& state) {
-  const offgen::bench::CpuCeilings& c = offgen::bench::cpu_ceilings();
-  const auto start = Clock::now();
-  run_linear(state, state.range(0) > 1, offgen::kernels::PrefillMath::fp32, c.int8_dot_ops,
-             "of int8 dot peak", true);
-  report_share(state, "of read bandwidth", static_cast<double>(state.range(1) * state.range(2)),
-               seconds_since(start), c.read_bytes);
+  run_linear(state, state.range(0) > 1, offgen::kernels::PrefillMath::fp32,
+             offgen::bench::cpu_ceilings().int8_dot_ops, "of int8 dot peak", true,
+             static_cast<double>(state.range(1) * state.range(2)));
 }
 BENCHMARK(LinearInt8)
     ->ArgNames({"m", "n", "k"})

@@ -7,7 +7,10 @@
 // task grid; x rows are converted to fp32 and zero-padded to a multiple of 16; each task converts
 // NR-row groups of W right before use (they stay in L1) and runs an MR × NR micro-kernel of dot
 // products vectorised over k, reduced horizontally once per tile and k chunk. It reads W in the
-// checkpoint's [out, in] layout as it is, which is what a step of few rows needs.
+// checkpoint's [out, in] layout as it is, which is what a step of few rows needs. An m-block of
+// at most kDirectRows rows (decode at a small batch, where a step is bound by reading W from
+// memory) skips the scratch: its tiles convert W's fp16 in registers, with the same lanes and
+// order, and prefetch the groups ahead, so the read stream never stops for the FMAs.
 //
 // Prompt rows (LinearArgs::prompt_rows, AVX-512) take the outer-product path: x is packed into
 // k-major panels of 8 rows, each task transposes its 48-column groups of W into k-major panels
@@ -53,16 +56,27 @@ namespace {
 constexpr int kDotAlign = 16;    // x / W rows padded to a multiple of one zmm of floats
 constexpr int kDotChunk = 1024;  // k per pass
 constexpr int kMaxMr = 4;
+constexpr int kDirectRows = 8;  // m-blocks of up to this many rows read W as fp16 (DotTileF16)
 
 // c[i·ldc + j] += dot(x_i, w_j) over len (a multiple of 16) for i < MR, j < NR.
 using DotTile = void (*)(const float* x, std::int64_t ldx, const float* w, std::int64_t ldw,
                          int len, float* c, std::int64_t ldc);
+
+// The same tile reading W's fp16 rows where they lie: w points at row 0 of the group, rows
+// [0, rows) are real (the others repeat row 0; their sums are discarded), and values of k at or
+// past `valid` read as zero, as the converted scratch's padding does.
+using DotTileF16 = void (*)(const float* x, std::int64_t ldx, const Half* w, std::int64_t ldw,
+                            int rows, int len, std::int64_t valid, float* c, std::int64_t ldc);
 
 struct DotIsa {
   int mr = 0;
   int nr = 0;
   DotTile tile[kMaxMr + 1] = {};  // tile[r] handles r rows of x (1 <= r <= mr)
   bool outer = false;             // the AVX-512 outer-product path for prompt rows
+  // tile's twin over fp16 W (null where the ISA has none): used when an m-block is one tile
+  // high, so each W group is read once and converting it into scratch first would only stall
+  // the stream of W from memory (decode at batch <= mr, where the step is W's bandwidth).
+  DotTileF16 tile_f16[kMaxMr + 1] = {};
 };
 
 // ---- portable ------------------------------------------------------------------------------
@@ -158,6 +172,61 @@ __attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t 
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i) {
     // Six zmm -> six sums: fold each to 256 bits, then an 8-wide hadd tree (two zero slots).
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 h01 = _mm256_hadd_ps(fold512(acc[i][0]), fold512(acc[i][1]));
+    const __m256 h23 = _mm256_hadd_ps(fold512(acc[i][2]), fold512(acc[i][3]));
+    const __m256 h45 = _mm256_hadd_ps(fold512(acc[i][4]), fold512(acc[i][5]));
+    const __m256 h0123 = _mm256_hadd_ps(h01, h23);
+    const __m256 h45zz = _mm256_hadd_ps(h45, zero);
+    const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h45zz, 0x20),
+                                   _mm256_permute2f128_ps(h0123, h45zz, 0x31));
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, s);
+    for (int j = 0; j < kNr; ++j) c[i * ldc + j] += sums[j];
+  }
+}
+
+// dot_avx512 with W converted in registers: the same lanes, order and fold, so the same bits.
+template <int MR>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void dot_avx512_f16(
+    const float* x, std::int64_t ldx, const Half* w, std::int64_t ldw, int rows, int len,
+    std::int64_t valid, float* c, std::int64_t ldc) {
+  constexpr int kNr = 6;
+  const Half* row[kNr];
+  for (int j = 0; j < kNr; ++j) row[j] = w + (j < rows ? j : 0) * ldw;
+  __m512 acc[MR][kNr];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 6
+    for (int j = 0; j < kNr; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int kk = 0; kk < len; kk += 16) {
+    const std::int64_t left = valid - kk;
+    const __mmask16 mask =
+        left >= 16 ? __mmask16{0xFFFF}
+                   : static_cast<__mmask16>(left > 0 ? (1u << static_cast<unsigned>(left)) - 1 : 0);
+    __m512 xv[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) xv[i] = _mm512_loadu_ps(x + i * ldx + kk);
+    if ((kk & 31) == 0) {
+      // The rows two groups on, a line each per line read here: the stream from memory stays
+      // ahead of the FMAs (2 groups measured best on the development VM, against 1 and 4; a
+      // hint: past W's end it fetches nothing and cannot fault).
+#pragma GCC unroll 6
+      for (int j = 0; j < kNr; ++j) {
+        _mm_prefetch(reinterpret_cast<const char*>(row[j] + 2 * kNr * ldw + kk), _MM_HINT_T0);
+      }
+    }
+#pragma GCC unroll 6
+    for (int j = 0; j < kNr; ++j) {
+      const __m256i h = _mm256_maskz_loadu_epi16(mask, row[j] + kk);
+      const __m512 wv = _mm512_maskz_cvtph_ps(0xFFFF, h);
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
     const __m256 zero = _mm256_setzero_ps();
     const __m256 h01 = _mm256_hadd_ps(fold512(acc[i][0]), fold512(acc[i][1]));
     const __m256 h23 = _mm256_hadd_ps(fold512(acc[i][2]), fold512(acc[i][3]));
@@ -388,10 +457,17 @@ DotIsa select_kernels() {
   const CpuFeatures& features = cpu_features();
   static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (features.avx512f && cap != "avx2") {
-    return {4,
-            6,
-            {nullptr, dot_avx512<1>, dot_avx512<2>, dot_avx512<3>, dot_avx512<4>},
-            features.avx512bw_vl};
+    DotIsa isa = {4,
+                  6,
+                  {nullptr, dot_avx512<1>, dot_avx512<2>, dot_avx512<3>, dot_avx512<4>},
+                  features.avx512bw_vl};
+    if (features.avx512bw_vl) {  // the masked 16-bit loads
+      isa.tile_f16[1] = dot_avx512_f16<1>;
+      isa.tile_f16[2] = dot_avx512_f16<2>;
+      isa.tile_f16[3] = dot_avx512_f16<3>;
+      isa.tile_f16[4] = dot_avx512_f16<4>;
+    }
+    return isa;
   }
   if (has_avx2) return {3, 4, {nullptr, dot_avx2<1>, dot_avx2<2>, dot_avx2<3>}};
 #endif
@@ -440,6 +516,22 @@ void gemm(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std
         const std::int64_t mcount = std::min(mb, m - m0);
         float* const c = c_buffer.get(static_cast<std::size_t>(mcount * nbp));
         std::fill(c, c + mcount * nbp, 0.0f);
+        if (mcount <= kDirectRows && isa.tile_f16[1] != nullptr) {
+          for (std::int64_t j0 = 0; j0 < nbp; j0 += isa.nr) {
+            const int rows = static_cast<int>(std::min<std::int64_t>(isa.nr, ncount - j0));
+            const Half* w = weight + (n0 + j0) * k;
+            for (std::int64_t k0 = 0; k0 < kp; k0 += chunk) {
+              const int len = static_cast<int>(std::min(chunk, kp - k0));
+              for (std::int64_t i0 = 0; i0 < mcount; i0 += isa.mr) {
+                const auto mr = std::min<std::int64_t>(isa.mr, mcount - i0);
+                isa.tile_f16[mr](xf + (m0 + i0) * kp + k0, kp, w + k0, k, rows, len, k - k0,
+                                 c + i0 * nbp + j0, nbp);
+              }
+            }
+          }
+          for (std::int64_t i = 0; i < mcount; ++i) store(m0 + i, n0, ncount, c + i * nbp);
+          continue;
+        }
         for (std::int64_t j0 = 0; j0 < nbp; j0 += isa.nr) {
           // Convert this group (zero rows past n) into L1-sized scratch right before use.
           const std::int64_t rows = std::min<std::int64_t>(isa.nr, ncount - j0);
