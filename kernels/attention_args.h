@@ -85,6 +85,15 @@ struct DecodeAttentionArgs {
   float* split_scratch = nullptr;
   // Key / value heads; 0 = heads (multi-head attention).
   int kv_heads = 0;
+  // Optional page selection (kernels/page_selection_args.h): each (sequence, kv head) attends
+  // only to the slots < slot_count[b] of its chosen pages — pages [batch, kv_heads,
+  // max_selected] ascending, page_count [batch, kv_heads] of them, page_size slots each — as if
+  // those slots, in slot order, were the whole cache; probs is 0 at every other slot. Null pages:
+  // every slot [0, slot_count[b]). The cpu kernels take it; the cuda kernel refuses it for now.
+  const std::int32_t* pages = nullptr;
+  const std::int32_t* page_count = nullptr;
+  int page_size = 0;
+  int max_selected = 0;
 
   constexpr int kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
 };

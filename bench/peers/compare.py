@@ -134,6 +134,7 @@ def main():
     parser.add_argument("--gen-len", type=int, default=32)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--grids", default="opt,llama", help="which grids to run: opt, llama")
     parser.add_argument("--json", default=None, help="also write every run and median here")
     args = parser.parse_args()
     models = os.path.join(args.peers, "models")
@@ -145,7 +146,10 @@ def main():
     args.gguf_f16 = args.gguf_f16 or os.path.join(models, "smollm2-135m-f16.gguf")
     args.gguf_q8 = args.gguf_q8 or os.path.join(models, "smollm2-135m-q8_0.gguf")
 
-    order = engines(args)
+    wanted = set(args.grids.split(","))
+    if not wanted or not wanted <= {"opt", "llama"}:
+        raise SystemExit(f"--grids takes opt and/or llama, not {args.grids!r}")
+    order = [e for e in engines(args) if e[0] in wanted]
     runs = {(grid, name): [] for grid, name, _, _ in order}
     for rep in range(args.repeats):
         for grid, name, _, measure in order:

@@ -352,19 +352,27 @@ void prefill_block(Isa isa, const PrefillAttentionArgs& a, int b, int h, int q0,
   prefill_block_impl<1>(a, b, h, q0, q1, key_sums);
 }
 
-// The query heads of kv head c of sequence b: each one's scores, softmax and p·v exactly as a head
-// of its own, with every K / V chunk converted once for the whole group.
-OFFGEN_SIMD_CLONES void decode_kv_head(const DecodeAttentionArgs& a, int b, int c) {
+// The K / V rows one (sequence, kv head) attends over, in slot order: its cache's first `count`
+// slots, or the chosen pages' slots gathered into contiguous rows (page selection).
+struct AttendedRows {
+  const Half* k = nullptr;
+  const Half* v = nullptr;
+  int count = 0;
+  float* probs = nullptr;  // where the group's probabilities go: [count] (null: not wanted)
+};
+
+// The query heads of kv head c of sequence b over `rows`: each one's scores, softmax and p·v
+// exactly as a head of its own, with every K / V chunk converted once for the whole group.
+OFFGEN_SIMD_CLONES void attend_kv_head(const DecodeAttentionArgs& a, int b, int c,
+                                       const AttendedRows& attended) {
   const int dim = a.head_dim;
   const int kv_heads = a.kv_head_count();
   const int group = a.heads / kv_heads;
   const int h0 = c * group;  // first query head of the group
   const std::int64_t hd = std::int64_t{a.heads} * dim;
-  const int count = a.slot_count[b];
-  const std::int64_t cache = (std::int64_t{b} * kv_heads + c) * a.capacity;
+  const int count = attended.count;
   Half* const out = a.out + std::int64_t{b} * hd + std::int64_t{h0} * dim;  // the group's rows
-  float* const probs_row = a.probs != nullptr ? a.probs + cache : nullptr;
-  if (probs_row != nullptr) std::fill(probs_row + count, probs_row + a.capacity, 0.0f);
+  float* const probs_row = attended.probs;
   if (count == 0) {
     zero_half(out, group * dim);
     return;
@@ -385,11 +393,10 @@ OFFGEN_SIMD_CLONES void decode_kv_head(const DecodeAttentionArgs& a, int b, int 
   for (int d = 0; d < group * dim; ++d) q[d] *= a.scale;
   for (int j0 = 0; j0 < count; j0 += kChunk) {
     const int n = std::min(kChunk, count - j0);
-    half_to_float(a.k_cache + (cache + j0) * dim, rows, static_cast<std::size_t>(n) * dim);
+    half_to_float(attended.k + std::int64_t{j0} * dim, rows, static_cast<std::size_t>(n) * dim);
     // The next chunk's keys (or the first values) start arriving while this one is computed.
-    prefetch_halves(
-        j0 + kChunk < count ? a.k_cache + (cache + j0 + kChunk) * dim : a.v_cache + cache * dim,
-        std::int64_t{std::min(kChunk, std::max(count - j0 - kChunk, kChunk))} * dim);
+    prefetch_halves(j0 + kChunk < count ? attended.k + std::int64_t{j0 + kChunk} * dim : attended.v,
+                    std::int64_t{std::min(kChunk, std::max(count - j0 - kChunk, kChunk))} * dim);
     for (int g = 0; g < group; ++g) {
       const float* qg = q + std::int64_t{g} * dim;
       float* const pg = p + std::int64_t{g} * count;
@@ -424,9 +431,9 @@ OFFGEN_SIMD_CLONES void decode_kv_head(const DecodeAttentionArgs& a, int b, int 
   std::fill(acc, acc + std::int64_t{group} * dim, 0.0f);
   for (int j0 = 0; j0 < count; j0 += kChunk) {
     const int n = std::min(kChunk, count - j0);
-    half_to_float(a.v_cache + (cache + j0) * dim, rows, static_cast<std::size_t>(n) * dim);
+    half_to_float(attended.v + std::int64_t{j0} * dim, rows, static_cast<std::size_t>(n) * dim);
     if (j0 + kChunk < count) {
-      prefetch_halves(a.v_cache + (cache + j0 + kChunk) * dim,
+      prefetch_halves(attended.v + std::int64_t{j0 + kChunk} * dim,
                       std::int64_t{std::min(kChunk, count - j0 - kChunk)} * dim);
     }
     for (int g = 0; g < group; ++g) {
@@ -455,6 +462,54 @@ OFFGEN_SIMD_CLONES void decode_kv_head(const DecodeAttentionArgs& a, int b, int 
       const float* pg = p + std::int64_t{g} * count;
 #pragma omp simd
       for (int j = 0; j < count; ++j) probs_row[j] += pg[j];
+    }
+  }
+}
+
+// Kv head c of sequence b: its cache's first slot_count[b] slots, or (page selection) the chosen
+// pages' slots, gathered in slot order, with their probabilities scattered back.
+void decode_kv_head(const DecodeAttentionArgs& a, int b, int c) {
+  const int dim = a.head_dim;
+  const int kv_heads = a.kv_head_count();
+  const int count = a.slot_count[b];
+  const std::int64_t cache = (std::int64_t{b} * kv_heads + c) * a.capacity;
+  float* const probs_row = a.probs != nullptr ? a.probs + cache : nullptr;
+  if (a.pages == nullptr) {
+    if (probs_row != nullptr) std::fill(probs_row + count, probs_row + a.capacity, 0.0f);
+    attend_kv_head(a, b, c, {a.k_cache + cache * dim, a.v_cache + cache * dim, count, probs_row});
+    return;
+  }
+  thread_local std::vector<Half> k_buf, v_buf;
+  thread_local std::vector<float> p_buf;
+  thread_local std::vector<std::int32_t> slot_buf;
+  const std::int64_t row = std::int64_t{b} * kv_heads + c;
+  const std::int32_t* pages = a.pages + row * a.max_selected;
+  const int chosen = a.page_count[row];
+  slot_buf.clear();
+  for (int i = 0; i < chosen; ++i) {
+    for (int s = pages[i] * a.page_size; s < std::min(count, (pages[i] + 1) * a.page_size); ++s) {
+      slot_buf.push_back(s);
+    }
+  }
+  const auto n = static_cast<std::int64_t>(slot_buf.size());
+  k_buf.resize(static_cast<std::size_t>(n * dim));
+  v_buf.resize(k_buf.size());
+  for (std::int64_t j = 0; j < n; ++j) {  // pages are runs of slots: copied page by page in effect
+    std::copy_n(a.k_cache + (cache + slot_buf[static_cast<std::size_t>(j)]) * dim, dim,
+                k_buf.data() + j * dim);
+    std::copy_n(a.v_cache + (cache + slot_buf[static_cast<std::size_t>(j)]) * dim, dim,
+                v_buf.data() + j * dim);
+  }
+  float* p = nullptr;
+  if (probs_row != nullptr) {
+    p_buf.resize(static_cast<std::size_t>(n));
+    p = p_buf.data();
+  }
+  attend_kv_head(a, b, c, {k_buf.data(), v_buf.data(), static_cast<int>(n), p});
+  if (probs_row != nullptr) {
+    std::fill(probs_row, probs_row + a.capacity, 0.0f);
+    for (std::int64_t j = 0; j < n; ++j) {
+      probs_row[slot_buf[static_cast<std::size_t>(j)]] = p_buf[static_cast<std::size_t>(j)];
     }
   }
 }
@@ -526,6 +581,23 @@ void decode_attention(const DecodeAttentionArgs& args) {
     OFFGEN_CHECK(args.slot_count[b] >= 0 && args.slot_count[b] <= args.capacity,
                  "decode_attention: slot_count {} of sequence {} is outside [0, {}]",
                  args.slot_count[b], b, args.capacity);
+  }
+  if (args.pages != nullptr) {  // chosen pages: ascending, at most max_selected, inside the cache
+    OFFGEN_CHECK(args.page_size > 0 && args.page_count != nullptr,
+                 "decode_attention: page selection needs page_size >= 1 and page counts");
+    for (std::int64_t row = 0; row < std::int64_t{args.batch} * kv_heads; ++row) {
+      const int n = args.page_count[row];
+      OFFGEN_CHECK(n >= 0 && n <= args.max_selected,
+                   "decode_attention: {} chosen pages for row {}, outside [0, {}]", n, row,
+                   args.max_selected);
+      for (int i = 0; i < n; ++i) {
+        const int page = args.pages[row * args.max_selected + i];
+        OFFGEN_CHECK(page >= 0 && std::int64_t{page} * args.page_size < args.capacity &&
+                         (i == 0 || page > args.pages[row * args.max_selected + i - 1]),
+                     "decode_attention: chosen page {} of row {} is out of order or past the cache",
+                     page, row);
+      }
+    }
   }
   const std::int64_t tasks = std::int64_t{args.batch} * kv_heads;
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, tasks, 1), [&](const auto& r) {

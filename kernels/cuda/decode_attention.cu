@@ -409,6 +409,9 @@ void decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream) {
   OFFGEN_CUDA_REQUIRE(
       args.head_dim > 0 && args.head_dim % kPiece == 0 && args.head_dim <= kMaxHeadDim,
       "decode_attention: head_dim must be a multiple of 8 in [8, 512]");
+  OFFGEN_CUDA_REQUIRE(args.pages == nullptr,
+                      "decode_attention: page selection has no cuda kernel yet (the cpu device "
+                      "runs it)");
   if (args.capacity <= 0) {  // no slots: every output is 0, and probs has no entries
     OFFGEN_CUDA_CHECK(cudaMemsetAsync(
         args.out, 0,

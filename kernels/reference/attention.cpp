@@ -93,6 +93,24 @@ void prefill_attention(const PrefillAttentionArgs& a) {
   }
 }
 
+namespace {
+
+// Which of the first `count` slots kv head c of sequence b attends: all, or its chosen pages'.
+std::vector<bool> attended_slots(const DecodeAttentionArgs& a, int b, int c, int count) {
+  if (a.pages == nullptr) return std::vector<bool>(static_cast<std::size_t>(count), true);
+  std::vector<bool> mask(static_cast<std::size_t>(count), false);
+  const std::int64_t row = std::int64_t{b} * a.kv_head_count() + c;
+  for (int i = 0; i < a.page_count[row]; ++i) {
+    const int page = a.pages[row * a.max_selected + i];
+    for (int s = page * a.page_size; s < std::min(count, (page + 1) * a.page_size); ++s) {
+      mask[static_cast<std::size_t>(s)] = true;
+    }
+  }
+  return mask;
+}
+
+}  // namespace
+
 void decode_attention(const DecodeAttentionArgs& a) {
   if (a.heads <= 0) return;
   const int kv_heads = a.kv_head_count();
@@ -113,7 +131,7 @@ void decode_attention(const DecodeAttentionArgs& a) {
         for (int j = 0; j < count; ++j) {
           p[j] = double{a.scale} * dot(q, a.k_cache + (cache + j) * a.head_dim, a.head_dim);
         }
-        softmax(p, std::vector<bool>(p.size(), true));
+        softmax(p, attended_slots(a, b, c, count));
         for (int d = 0; d < a.head_dim; ++d) {
           double acc = 0.0;  // count == 0: stays 0
           for (int j = 0; j < count; ++j) {

@@ -15,6 +15,7 @@
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
 #include "kernels/logit_edit_args.h"
+#include "kernels/page_selection_args.h"
 #include "kernels/quantize_args.h"
 #include "kernels/rms_norm_args.h"
 #include "kernels/rotary_args.h"
@@ -60,6 +61,11 @@ void decode_attention(const DecodeAttentionArgs& args);
 // kv_cache.h
 void store_prefill_kv(const StorePrefillKvArgs& args);
 void append_kv(const AppendKvArgs& args);
+
+// page_selection.h (kernels/page_selection_args.h: comparisons and the spec's fp32 sum of exact
+// products, so no double arithmetic)
+void page_summary(const PageSummaryArgs& args);
+void page_select(const PageSelectArgs& args);
 
 // sampling.h
 void sample_rows(const SampleRowsArgs& args);

@@ -554,35 +554,16 @@ void restore_logits(const kernels::EditLogitsArgs& args) {
 }  // namespace
 
 std::vector<const KernelSet*> kernel_sets_under_test() {
-  static const KernelSet cuda_set{"cuda",
-                                  "",
-                                  gather_rows,
-                                  add_position_embeddings,
-                                  layer_norm,
-                                  linear,
-                                  logits,
-                                  add_inplace,
-                                  log_softmax,
-                                  token_logprobs,
-                                  top_logprobs,
-                                  prefill_attention,
-                                  store_prefill_kv,
-                                  append_kv,
-                                  decode_attention,
-                                  sample_rows,
-                                  argmax_rows,
-                                  score_prefill_keep,
-                                  score_decode_update,
-                                  quantize,
-                                  dequantize,
-                                  quantize_kv_slots,
-                                  rms_norm,
-                                  rotary,
-                                  silu_mul,
-                                  edit_logits,
-                                  restore_logits,
-                                  /*exact_sampling=*/false,
-                                  /*exact_trig=*/false};
+  static const KernelSet cuda_set{
+      "cuda", "", gather_rows, add_position_embeddings, layer_norm, linear, logits, add_inplace,
+      log_softmax, token_logprobs, top_logprobs, prefill_attention, store_prefill_kv, append_kv,
+      decode_attention, sample_rows, argmax_rows, score_prefill_keep, score_decode_update, quantize,
+      dequantize, quantize_kv_slots, rms_norm, rotary, silu_mul, edit_logits, restore_logits,
+      /*exact_sampling=*/false,
+      /*exact_trig=*/false,
+      // No cuda page-selection kernels yet: their tests skip.
+      /*page_summary=*/{},
+      /*page_select=*/{}};
   return {&cuda_set};
 }
 

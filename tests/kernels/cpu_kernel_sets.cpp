@@ -9,6 +9,7 @@
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/page_selection.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rotary.h"
@@ -32,7 +33,7 @@ KernelSet cpu_set(std::string name, std::string isa) {
           // The cpu device runs the reference's logit edits (engine/runtime/cpu_ops.cpp).
           kernels::reference::edit_logits, kernels::reference::restore_logits,
           /*exact_sampling=*/true,
-          /*exact_trig=*/true};
+          /*exact_trig=*/true, cpu::page_summary, cpu::page_select};
 }
 
 }  // namespace

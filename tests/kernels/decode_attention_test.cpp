@@ -253,6 +253,141 @@ TEST_P(DecodeAttentionParity, RejectsPartialGroups) {
   EXPECT_THROW(run_decode(ref::decode_attention, qkv, cache, cache, c, c.kv()), Error);
 }
 
+// Page selection: attending to chosen pages is attending to a cache that holds only their slots,
+// in slot order — bit for bit in the same set — and matches the reference's masked softmax; the
+// probabilities of every other slot are 0.
+TEST_P(DecodeAttentionParity, ChosenPagesAreACacheOfTheirSlotsAlone) {
+  if (!impl().page_select) GTEST_SKIP() << impl().name << " has no page-selection kernels yet";
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const auto& c : kDecodeCases) {
+    SCOPED_TRACE(describe(c));
+    constexpr int kPage = 8;
+    const int max_pages = (c.capacity + kPage - 1) / kPage;
+    const int kv = c.kv();
+    const std::size_t cache_size = std::size_t(c.batch) * kv * c.capacity * c.head_dim;
+    const auto qkv = rng.halves(std::size_t(c.batch) * c.qkv_width(), -1, 1);
+    const auto k_cache = rng.halves(cache_size, -1, 1);
+    const auto v_cache = rng.halves(cache_size, -1, 1);
+    // Per sequence (every kv head the same, so the compact caches below need one count per
+    // sequence): a random ascending subset of its pages with the newest one in it.
+    std::vector<std::int32_t> pages(std::size_t(c.batch) * kv * max_pages, -1), page_count;
+    std::vector<Half> k_compact(cache_size), v_compact(cache_size);
+    std::vector<std::int32_t> compact_count(std::size_t(c.batch), 0);
+    for (int b = 0; b < c.batch; ++b) {
+      const int n = (c.counts[std::size_t(b)] + kPage - 1) / kPage;
+      std::vector<std::int32_t> chosen;
+      for (int p = 0; p < n; ++p) {
+        if (p + 1 == n || rng.integer(0, 2) != 0) chosen.push_back(p);
+      }
+      for (int h = 0; h < kv; ++h) {
+        std::copy(chosen.begin(), chosen.end(),
+                  pages.begin() + std::ptrdiff_t((std::size_t(b) * kv + h) * max_pages));
+        page_count.push_back(static_cast<std::int32_t>(chosen.size()));
+      }
+    }
+    // The compact caches: the chosen slots, in slot order, from slot 0.
+    for (int b = 0; b < c.batch; ++b) {
+      for (int h = 0; h < kv; ++h) {
+        const std::size_t row = std::size_t(b) * kv + h;
+        int slots = 0;
+        for (int i = 0; i < page_count[row]; ++i) {
+          const int p = pages[row * max_pages + std::size_t(i)];
+          for (int s = p * kPage; s < std::min(c.counts[std::size_t(b)], (p + 1) * kPage); ++s) {
+            const std::size_t from = (row * c.capacity + std::size_t(s)) * c.head_dim;
+            const std::size_t to = (row * c.capacity + std::size_t(slots++)) * c.head_dim;
+            std::copy_n(k_cache.begin() + std::ptrdiff_t(from), c.head_dim,
+                        k_compact.begin() + std::ptrdiff_t(to));
+            std::copy_n(v_cache.begin() + std::ptrdiff_t(from), c.head_dim,
+                        v_compact.begin() + std::ptrdiff_t(to));
+          }
+        }
+        compact_count[std::size_t(b)] = slots;
+      }
+    }
+    const std::size_t out_size = std::size_t(c.batch) * c.heads * c.head_dim;
+    const std::size_t probs_size = std::size_t(c.batch) * kv * c.capacity;
+    std::vector<Half> out(out_size), compact_out(out_size), expected(out_size);
+    std::vector<float> probs(probs_size, float_nan()), compact_probs(probs_size);
+    DecodeAttentionArgs args{.qkv = qkv.data(),
+                             .k_cache = k_cache.data(),
+                             .v_cache = v_cache.data(),
+                             .slot_count = c.counts.data(),
+                             .out = out.data(),
+                             .probs = probs.data(),
+                             .batch = c.batch,
+                             .heads = c.heads,
+                             .head_dim = c.head_dim,
+                             .capacity = c.capacity,
+                             .scale = attention_scale(c.head_dim),
+                             .kv_heads = c.kv_heads,
+                             .pages = pages.data(),
+                             .page_count = page_count.data(),
+                             .page_size = kPage,
+                             .max_selected = max_pages};
+    impl().decode_attention(args);
+    DecodeAttentionArgs compact = args;
+    compact.k_cache = k_compact.data();
+    compact.v_cache = v_compact.data();
+    compact.slot_count = compact_count.data();
+    compact.out = compact_out.data();
+    compact.probs = compact_probs.data();
+    compact.pages = nullptr;
+    compact.page_count = nullptr;
+    impl().decode_attention(compact);
+    EXPECT_TRUE(bitwise_equal(out, compact_out));
+    args.out = expected.data();
+    args.probs = nullptr;
+    ref::decode_attention(args);
+    EXPECT_TRUE(all_close(out, expected, attention_tolerance(c.head_dim, args.scale, c.capacity)));
+    // Chosen slots carry the compact cache's probabilities, in order; the rest are 0.
+    for (int b = 0; b < c.batch; ++b) {
+      for (int h = 0; h < kv; ++h) {
+        const std::size_t row = std::size_t(b) * kv + h;
+        int next = 0;
+        for (int s = 0; s < c.capacity; ++s) {
+          bool chosen = false;
+          for (int i = 0; i < page_count[row]; ++i) {
+            chosen |= s / kPage == pages[row * max_pages + std::size_t(i)] &&
+                      s < c.counts[std::size_t(b)];
+          }
+          const float want = chosen ? compact_probs[row * c.capacity + std::size_t(next++)] : 0.0f;
+          EXPECT_EQ(probs[row * c.capacity + std::size_t(s)], want)
+              << "b " << b << " h " << h << " slot " << s;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(DecodeAttentionParity, RefusesChosenPagesOutOfOrderOrPastTheCache) {
+  if (!impl().page_select) GTEST_SKIP() << impl().name << " has no page-selection kernels yet";
+  const int dim = 16, capacity = 32;
+  const std::vector<Half> qkv(3 * dim, float_to_half(0.5f));
+  const std::vector<Half> cache(std::size_t(capacity) * dim, float_to_half(0.25f));
+  const std::vector<std::int32_t> count = {capacity};
+  std::vector<Half> out(dim);
+  for (const std::vector<std::int32_t>& pages :
+       {std::vector<std::int32_t>{2, 1}, std::vector<std::int32_t>{0, 4}}) {
+    const std::vector<std::int32_t> page_count = {2};
+    EXPECT_THROW(impl().decode_attention({.qkv = qkv.data(),
+                                          .k_cache = cache.data(),
+                                          .v_cache = cache.data(),
+                                          .slot_count = count.data(),
+                                          .out = out.data(),
+                                          .batch = 1,
+                                          .heads = 1,
+                                          .head_dim = dim,
+                                          .capacity = capacity,
+                                          .scale = 1.0f,
+                                          .pages = pages.data(),
+                                          .page_count = page_count.data(),
+                                          .page_size = 8,
+                                          .max_selected = 2}),
+                 Error);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, DecodeAttentionParity, ::testing::ValuesIn(kernel_sets_under_test()),
                          kernel_set_name);
 

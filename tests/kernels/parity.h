@@ -31,6 +31,7 @@
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
 #include "kernels/logit_edit_args.h"
+#include "kernels/page_selection_args.h"
 #include "kernels/quantize_args.h"
 #include "kernels/rms_norm_args.h"
 #include "kernels/rotary_args.h"
@@ -81,6 +82,10 @@ struct KernelSet {
   // so rotary equals the reference bit for bit; CUDA's are within 2 fp32 ulp instead
   // (kernels/rotary_args.h), which can move a cos / sin value by 1 fp16 ulp.
   bool exact_trig = true;
+  // Query-aware page selection (kernels/page_selection_args.h); empty where a set has none yet
+  // (its tests then skip and say so).
+  Fn<void(const kernels::PageSummaryArgs&)> page_summary;
+  Fn<void(const kernels::PageSelectArgs&)> page_select;
 };
 
 // Every implementation the parity suites run (one test file per op, kernels/*_test.cpp; the h2o

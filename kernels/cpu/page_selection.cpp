@@ -1,0 +1,120 @@
+#include "kernels/cpu/page_selection.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "engine/core/error.h"
+
+namespace offgen::kernels::cpu {
+void page_summary(const PageSummaryArgs& a) {
+  check_page_selection_shapes(a.kv_heads, a.kv_heads, a.page_size, a.max_pages);
+  const std::int64_t dims = a.head_dim, pages = a.max_pages;
+  tbb::parallel_for(tbb::blocked_range<int>(0, a.batch * a.kv_heads), [&](const auto& r) {
+    std::vector<float> mn(static_cast<std::size_t>(dims)), mx(mn.size());
+    std::vector<Half> hmn(mn.size()), hmx(mn.size());
+    for (int bc = r.begin(); bc != r.end(); ++bc) {
+      const int b = bc / a.kv_heads;
+      const int t = a.slot_count[b];
+      const int last_page = (t + a.page_size - 1) / a.page_size;
+      const Half* k = a.k_cache + std::int64_t{bc} * a.capacity * dims;
+      Half* lo = a.summary + std::int64_t{bc} * 2 * dims * pages;
+      Half* hi = lo + dims * pages;
+      for (int p = a.first_page[b]; p < last_page; ++p) {
+        // Slot by slot along the rows (contiguous), each channel keeping its first extreme.
+        const Half* row = k + std::int64_t{p} * a.page_size * dims;
+        for (std::int64_t d = 0; d < dims; ++d) {
+          hmn[static_cast<std::size_t>(d)] = hmx[static_cast<std::size_t>(d)] = row[d];
+          mn[static_cast<std::size_t>(d)] = mx[static_cast<std::size_t>(d)] = half_to_float(row[d]);
+        }
+        const int end = std::min(t, (p + 1) * a.page_size);
+        for (int s = p * a.page_size + 1; s < end; ++s) {
+          const Half* v = k + std::int64_t{s} * dims;
+          for (std::int64_t d = 0; d < dims; ++d) {
+            const auto i = static_cast<std::size_t>(d);
+            const float f = half_to_float(v[d]);
+            if (f < mn[i]) mn[i] = f, hmn[i] = v[d];
+            if (f > mx[i]) mx[i] = f, hmx[i] = v[d];
+          }
+        }
+        for (std::int64_t d = 0; d < dims; ++d) {
+          lo[d * pages + p] = hmn[static_cast<std::size_t>(d)];
+          hi[d * pages + p] = hmx[static_cast<std::size_t>(d)];
+        }
+      }
+    }
+  });
+}
+
+void page_select(const PageSelectArgs& a) {
+  check_page_selection_shapes(a.heads, a.kv_heads, a.page_size, a.max_pages);
+  for (int b = 0; b < a.batch; ++b) {
+    const int n = (a.slot_count[b] + a.page_size - 1) / a.page_size;
+    if (a.pages_per_step[b] < 2 || a.pages_per_step[b] > a.max_selected || n > a.max_pages) {
+      throw Error("page_select: pages per step must be in [2, max_selected], pages <= max_pages");
+    }
+  }
+  const int group = a.heads / a.kv_heads;
+  const std::int64_t dims = a.head_dim, pages = a.max_pages;
+  const std::int64_t qkv_dim = std::int64_t{a.heads + 2 * a.kv_heads} * dims;
+  tbb::parallel_for(tbb::blocked_range<int>(0, a.batch * a.kv_heads), [&](const auto& r) {
+    std::vector<float> bound(static_cast<std::size_t>(pages)), head(bound.size());
+    std::vector<float> lo_f(bound.size()), hi_f(bound.size());
+    std::vector<std::int32_t> middle;
+    for (int bc = r.begin(); bc != r.end(); ++bc) {
+      const int b = bc / a.kv_heads, c = bc % a.kv_heads;
+      const int n = (a.slot_count[b] + a.page_size - 1) / a.page_size;
+      const int s = a.pages_per_step[b];
+      const Half* lo = a.summary + std::int64_t{bc} * 2 * dims * pages;
+      const Half* hi = lo + dims * pages;
+      std::fill(bound.begin(), bound.begin() + n, 0.0f);
+      for (int g = 0; g < group; ++g) {
+        const Half* q = a.qkv + b * qkv_dim + std::int64_t{c * group + g} * dims;
+        std::fill(head.begin(), head.begin() + n, 0.0f);
+        for (std::int64_t d = 0; d < dims; ++d) {
+          const float qd = half_to_float(q[d]);
+          half_to_float(lo + d * pages, lo_f.data(), static_cast<std::size_t>(n));
+          half_to_float(hi + d * pages, hi_f.data(), static_cast<std::size_t>(n));
+          // Across pages (vectorised); along d each page sums in ascending order, and every
+          // product of two fp16 values is exact in fp32, so contraction cannot change a bit.
+          for (int p = 0; p < n; ++p) {
+            head[static_cast<std::size_t>(p)] += std::max(qd * hi_f[static_cast<std::size_t>(p)],
+                                                          qd * lo_f[static_cast<std::size_t>(p)]);
+          }
+        }
+        for (int p = 0; p < n; ++p)
+          bound[static_cast<std::size_t>(p)] += head[static_cast<std::size_t>(p)];
+      }
+      if (a.bounds != nullptr) {
+        std::copy(bound.begin(), bound.begin() + n, a.bounds + std::int64_t{bc} * pages);
+      }
+      std::int32_t* out = a.selected + std::int64_t{bc} * a.max_selected;
+      if (n <= s) {
+        for (int p = 0; p < n; ++p) out[p] = p;
+        a.selected_count[bc] = n;
+        continue;
+      }
+      middle.resize(static_cast<std::size_t>(n - 2));
+      for (int p = 1; p < n - 1; ++p) middle[static_cast<std::size_t>(p - 1)] = p;
+      // The s - 2 highest bounds (equal: the newer page), then ascending with the sink and the
+      // newest page.
+      std::nth_element(middle.begin(), middle.begin() + (s - 2), middle.end(),
+                       [&](std::int32_t x, std::int32_t y) {
+                         const float bx = bound[static_cast<std::size_t>(x)];
+                         const float by = bound[static_cast<std::size_t>(y)];
+                         return bx != by ? bx > by : x > y;
+                       });
+      middle.resize(static_cast<std::size_t>(s - 2));
+      std::sort(middle.begin(), middle.end());
+      out[0] = 0;
+      std::copy(middle.begin(), middle.end(), out + 1);
+      out[s - 1] = n - 1;
+      a.selected_count[bc] = s;
+    }
+  });
+}
+
+}  // namespace offgen::kernels::cpu
