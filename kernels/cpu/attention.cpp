@@ -467,7 +467,7 @@ OFFGEN_SIMD_CLONES void attend_kv_head(const DecodeAttentionArgs& a, int b, int 
 }
 
 // Kv head c of sequence b: its cache's first slot_count[b] slots, or (page selection) the chosen
-// pages' slots, gathered in slot order, with their probabilities scattered back.
+// pages' slots, gathered page by page in slot order, with their probabilities scattered back.
 void decode_kv_head(const DecodeAttentionArgs& a, int b, int c) {
   const int dim = a.head_dim;
   const int kv_heads = a.kv_head_count();
@@ -481,35 +481,37 @@ void decode_kv_head(const DecodeAttentionArgs& a, int b, int c) {
   }
   thread_local std::vector<Half> k_buf, v_buf;
   thread_local std::vector<float> p_buf;
-  thread_local std::vector<std::int32_t> slot_buf;
   const std::int64_t row = std::int64_t{b} * kv_heads + c;
   const std::int32_t* pages = a.pages + row * a.max_selected;
   const int chosen = a.page_count[row];
-  slot_buf.clear();
-  for (int i = 0; i < chosen; ++i) {
-    for (int s = pages[i] * a.page_size; s < std::min(count, (pages[i] + 1) * a.page_size); ++s) {
-      slot_buf.push_back(s);
-    }
-  }
-  const auto n = static_cast<std::int64_t>(slot_buf.size());
-  k_buf.resize(static_cast<std::size_t>(n * dim));
+  // A chosen page's valid slots: [first, end) of the cache, a contiguous run of rows.
+  auto run = [&](int i) {
+    const int first = pages[i] * a.page_size;
+    return std::pair{first, std::max(first, std::min(count, first + a.page_size))};
+  };
+  int n = 0;
+  for (int i = 0; i < chosen; ++i) n += run(i).second - run(i).first;
+  k_buf.resize(static_cast<std::size_t>(std::int64_t{n} * dim));
   v_buf.resize(k_buf.size());
-  for (std::int64_t j = 0; j < n; ++j) {  // pages are runs of slots: copied page by page in effect
-    std::copy_n(a.k_cache + (cache + slot_buf[static_cast<std::size_t>(j)]) * dim, dim,
-                k_buf.data() + j * dim);
-    std::copy_n(a.v_cache + (cache + slot_buf[static_cast<std::size_t>(j)]) * dim, dim,
-                v_buf.data() + j * dim);
+  for (int i = 0, at = 0; i < chosen; ++i) {
+    const auto [first, end] = run(i);
+    const std::int64_t from = (cache + first) * dim, length = std::int64_t{end - first} * dim;
+    std::copy_n(a.k_cache + from, length, k_buf.data() + std::int64_t{at} * dim);
+    std::copy_n(a.v_cache + from, length, v_buf.data() + std::int64_t{at} * dim);
+    at += end - first;
   }
   float* p = nullptr;
   if (probs_row != nullptr) {
     p_buf.resize(static_cast<std::size_t>(n));
     p = p_buf.data();
   }
-  attend_kv_head(a, b, c, {k_buf.data(), v_buf.data(), static_cast<int>(n), p});
+  attend_kv_head(a, b, c, {k_buf.data(), v_buf.data(), n, p});
   if (probs_row != nullptr) {
     std::fill(probs_row, probs_row + a.capacity, 0.0f);
-    for (std::int64_t j = 0; j < n; ++j) {
-      probs_row[slot_buf[static_cast<std::size_t>(j)]] = p_buf[static_cast<std::size_t>(j)];
+    for (int i = 0, at = 0; i < chosen; ++i) {
+      const auto [first, end] = run(i);
+      std::copy(p + at, p + at + (end - first), probs_row + first);
+      at += end - first;
     }
   }
 }

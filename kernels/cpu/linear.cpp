@@ -73,9 +73,9 @@ struct DotIsa {
   int nr = 0;
   DotTile tile[kMaxMr + 1] = {};  // tile[r] handles r rows of x (1 <= r <= mr)
   bool outer = false;             // the AVX-512 outer-product path for prompt rows
-  // tile's twin over fp16 W (null where the ISA has none): used when an m-block is one tile
-  // high, so each W group is read once and converting it into scratch first would only stall
-  // the stream of W from memory (decode at batch <= mr, where the step is W's bandwidth).
+  // tile's twin over fp16 W (null where the ISA has none): used for m-blocks of at most
+  // kDirectRows rows (decode at a small batch, bound by reading W), where converting each group
+  // into scratch first would only stall the stream of W from memory.
   DotTileF16 tile_f16[kMaxMr + 1] = {};
 };
 
@@ -147,11 +147,34 @@ __attribute__((target("avx512f"))) inline __m256 fold512(__m512 v) {
                        _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 1)));
 }
 
+constexpr int kAvx512Nr = 6;
+
+// c[i·ldc + j] += the sum of acc[i][j]'s lanes: six zmm fold to 256 bits each, then an 8-wide hadd
+// tree (two zero slots). Every AVX-512 dot tile ends here, so their orders are one.
+template <int MR>
+__attribute__((target("avx512f"))) inline void add_tile_sums(const __m512 (&acc)[MR][kAvx512Nr],
+                                                             float* c, std::int64_t ldc) {
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) {
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 h01 = _mm256_hadd_ps(fold512(acc[i][0]), fold512(acc[i][1]));
+    const __m256 h23 = _mm256_hadd_ps(fold512(acc[i][2]), fold512(acc[i][3]));
+    const __m256 h45 = _mm256_hadd_ps(fold512(acc[i][4]), fold512(acc[i][5]));
+    const __m256 h0123 = _mm256_hadd_ps(h01, h23);
+    const __m256 h45zz = _mm256_hadd_ps(h45, zero);
+    const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h45zz, 0x20),
+                                   _mm256_permute2f128_ps(h0123, h45zz, 0x31));
+    alignas(32) float sums[8];
+    _mm256_store_ps(sums, s);
+    for (int j = 0; j < kAvx512Nr; ++j) c[i * ldc + j] += sums[j];
+  }
+}
+
 template <int MR>
 __attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t ldx, const float* w,
                                                    std::int64_t ldw, int len, float* c,
                                                    std::int64_t ldc) {
-  constexpr int kNr = 6;
+  constexpr int kNr = kAvx512Nr;
   __m512 acc[MR][kNr];
 #pragma GCC unroll 4
   for (int i = 0; i < MR; ++i) {
@@ -169,21 +192,7 @@ __attribute__((target("avx512f"))) void dot_avx512(const float* x, std::int64_t 
       for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
     }
   }
-#pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) {
-    // Six zmm -> six sums: fold each to 256 bits, then an 8-wide hadd tree (two zero slots).
-    const __m256 zero = _mm256_setzero_ps();
-    const __m256 h01 = _mm256_hadd_ps(fold512(acc[i][0]), fold512(acc[i][1]));
-    const __m256 h23 = _mm256_hadd_ps(fold512(acc[i][2]), fold512(acc[i][3]));
-    const __m256 h45 = _mm256_hadd_ps(fold512(acc[i][4]), fold512(acc[i][5]));
-    const __m256 h0123 = _mm256_hadd_ps(h01, h23);
-    const __m256 h45zz = _mm256_hadd_ps(h45, zero);
-    const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h45zz, 0x20),
-                                   _mm256_permute2f128_ps(h0123, h45zz, 0x31));
-    alignas(32) float sums[8];
-    _mm256_store_ps(sums, s);
-    for (int j = 0; j < kNr; ++j) c[i * ldc + j] += sums[j];
-  }
+  add_tile_sums<MR>(acc, c, ldc);
 }
 
 // dot_avx512 with W converted in registers: the same lanes, order and fold, so the same bits.
@@ -191,7 +200,7 @@ template <int MR>
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void dot_avx512_f16(
     const float* x, std::int64_t ldx, const Half* w, std::int64_t ldw, int rows, int len,
     std::int64_t valid, float* c, std::int64_t ldc) {
-  constexpr int kNr = 6;
+  constexpr int kNr = kAvx512Nr;
   const Half* row[kNr];
   for (int j = 0; j < kNr; ++j) row[j] = w + (j < rows ? j : 0) * ldw;
   __m512 acc[MR][kNr];
@@ -225,20 +234,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void dot_avx512_f16(
       for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_fmadd_ps(xv[i], wv, acc[i][j]);
     }
   }
-#pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) {
-    const __m256 zero = _mm256_setzero_ps();
-    const __m256 h01 = _mm256_hadd_ps(fold512(acc[i][0]), fold512(acc[i][1]));
-    const __m256 h23 = _mm256_hadd_ps(fold512(acc[i][2]), fold512(acc[i][3]));
-    const __m256 h45 = _mm256_hadd_ps(fold512(acc[i][4]), fold512(acc[i][5]));
-    const __m256 h0123 = _mm256_hadd_ps(h01, h23);
-    const __m256 h45zz = _mm256_hadd_ps(h45, zero);
-    const __m256 s = _mm256_add_ps(_mm256_permute2f128_ps(h0123, h45zz, 0x20),
-                                   _mm256_permute2f128_ps(h0123, h45zz, 0x31));
-    alignas(32) float sums[8];
-    _mm256_store_ps(sums, s);
-    for (int j = 0; j < kNr; ++j) c[i * ldc + j] += sums[j];
-  }
+  add_tile_sums<MR>(acc, c, ldc);
 }
 
 // ---- AVX-512 outer products: 8 rows × 48 columns = 24 zmm accumulators + 3 panel + 1 x -------
@@ -516,35 +512,30 @@ void gemm(const Half* x, const Half* weight, std::int64_t m, std::int64_t n, std
         const std::int64_t mcount = std::min(mb, m - m0);
         float* const c = c_buffer.get(static_cast<std::size_t>(mcount * nbp));
         std::fill(c, c + mcount * nbp, 0.0f);
-        if (mcount <= kDirectRows && isa.tile_f16[1] != nullptr) {
-          for (std::int64_t j0 = 0; j0 < nbp; j0 += isa.nr) {
-            const int rows = static_cast<int>(std::min<std::int64_t>(isa.nr, ncount - j0));
-            const Half* w = weight + (n0 + j0) * k;
-            for (std::int64_t k0 = 0; k0 < kp; k0 += chunk) {
-              const int len = static_cast<int>(std::min(chunk, kp - k0));
-              for (std::int64_t i0 = 0; i0 < mcount; i0 += isa.mr) {
-                const auto mr = std::min<std::int64_t>(isa.mr, mcount - i0);
-                isa.tile_f16[mr](xf + (m0 + i0) * kp + k0, kp, w + k0, k, rows, len, k - k0,
-                                 c + i0 * nbp + j0, nbp);
-              }
-            }
-          }
-          for (std::int64_t i = 0; i < mcount; ++i) store(m0 + i, n0, ncount, c + i * nbp);
-          continue;
-        }
+        // A short m-block reads W's fp16 in its tiles; a taller one converts each group once
+        // into L1-sized scratch (zero rows past n) right before its tiles use it.
+        const bool direct = mcount <= kDirectRows && isa.tile_f16[1] != nullptr;
         for (std::int64_t j0 = 0; j0 < nbp; j0 += isa.nr) {
-          // Convert this group (zero rows past n) into L1-sized scratch right before use.
           const std::int64_t rows = std::min<std::int64_t>(isa.nr, ncount - j0);
-          for (std::int64_t j = 0; j < rows; ++j) {
-            half_to_float(weight + (n0 + j0 + j) * k, wf + j * kp, static_cast<std::size_t>(k));
-            std::fill(wf + j * kp + k, wf + (j + 1) * kp, 0.0f);
+          const Half* const w = weight + (n0 + j0) * k;
+          if (!direct) {
+            for (std::int64_t j = 0; j < rows; ++j) {
+              half_to_float(w + j * k, wf + j * kp, static_cast<std::size_t>(k));
+              std::fill(wf + j * kp + k, wf + (j + 1) * kp, 0.0f);
+            }
+            std::fill(wf + rows * kp, wf + isa.nr * kp, 0.0f);
           }
-          std::fill(wf + rows * kp, wf + isa.nr * kp, 0.0f);
           for (std::int64_t k0 = 0; k0 < kp; k0 += chunk) {
             const int len = static_cast<int>(std::min(chunk, kp - k0));
             for (std::int64_t i0 = 0; i0 < mcount; i0 += isa.mr) {
               const auto mr = std::min<std::int64_t>(isa.mr, mcount - i0);
-              isa.tile[mr](xf + (m0 + i0) * kp + k0, kp, wf + k0, kp, len, c + i0 * nbp + j0, nbp);
+              const float* const xr = xf + (m0 + i0) * kp + k0;
+              float* const cr = c + i0 * nbp + j0;
+              if (direct) {
+                isa.tile_f16[mr](xr, kp, w + k0, k, static_cast<int>(rows), len, k - k0, cr, nbp);
+              } else {
+                isa.tile[mr](xr, kp, wf + k0, kp, len, cr, nbp);
+              }
             }
           }
         }

@@ -61,7 +61,10 @@ void page_select(const PageSelectArgs& a) {
   const std::int64_t dims = a.head_dim, pages = a.max_pages;
   const std::int64_t qkv_dim = std::int64_t{a.heads + 2 * a.kv_heads} * dims;
   tbb::parallel_for(tbb::blocked_range<int>(0, a.batch * a.kv_heads), [&](const auto& r) {
-    std::vector<float> bound(static_cast<std::size_t>(pages)), head(bound.size());
+    // head[g·pages + p]: query head g's bound of page p; each channel's min and max are
+    // converted once for the whole group.
+    std::vector<float> bound(static_cast<std::size_t>(pages));
+    std::vector<float> head(static_cast<std::size_t>(group * pages));
     std::vector<float> lo_f(bound.size()), hi_f(bound.size());
     std::vector<std::int32_t> middle;
     for (int bc = r.begin(); bc != r.end(); ++bc) {
@@ -70,23 +73,26 @@ void page_select(const PageSelectArgs& a) {
       const int s = a.pages_per_step[b];
       const Half* lo = a.summary + std::int64_t{bc} * 2 * dims * pages;
       const Half* hi = lo + dims * pages;
-      std::fill(bound.begin(), bound.begin() + n, 0.0f);
-      for (int g = 0; g < group; ++g) {
-        const Half* q = a.qkv + b * qkv_dim + std::int64_t{c * group + g} * dims;
-        std::fill(head.begin(), head.begin() + n, 0.0f);
-        for (std::int64_t d = 0; d < dims; ++d) {
-          const float qd = half_to_float(q[d]);
-          half_to_float(lo + d * pages, lo_f.data(), static_cast<std::size_t>(n));
-          half_to_float(hi + d * pages, hi_f.data(), static_cast<std::size_t>(n));
+      const Half* q0 = a.qkv + b * qkv_dim + std::int64_t{c * group} * dims;
+      std::fill(head.begin(), head.end(), 0.0f);
+      for (std::int64_t d = 0; d < dims; ++d) {
+        half_to_float(lo + d * pages, lo_f.data(), static_cast<std::size_t>(n));
+        half_to_float(hi + d * pages, hi_f.data(), static_cast<std::size_t>(n));
+        for (int g = 0; g < group; ++g) {
+          const float qd = half_to_float(q0[g * dims + d]);
+          float* const hg = head.data() + std::int64_t{g} * pages;
           // Across pages (vectorised); along d each page sums in ascending order, and every
           // product of two fp16 values is exact in fp32, so contraction cannot change a bit.
           for (int p = 0; p < n; ++p) {
-            head[static_cast<std::size_t>(p)] += std::max(qd * hi_f[static_cast<std::size_t>(p)],
-                                                          qd * lo_f[static_cast<std::size_t>(p)]);
+            hg[p] += std::max(qd * hi_f[static_cast<std::size_t>(p)],
+                              qd * lo_f[static_cast<std::size_t>(p)]);
           }
         }
-        for (int p = 0; p < n; ++p)
-          bound[static_cast<std::size_t>(p)] += head[static_cast<std::size_t>(p)];
+      }
+      std::fill(bound.begin(), bound.begin() + n, 0.0f);
+      for (int g = 0; g < group; ++g) {  // the group's bounds, added in head order
+        const float* hg = head.data() + std::int64_t{g} * pages;
+        for (int p = 0; p < n; ++p) bound[static_cast<std::size_t>(p)] += hg[p];
       }
       if (a.bounds != nullptr) {
         std::copy(bound.begin(), bound.begin() + n, a.bounds + std::int64_t{bc} * pages);
