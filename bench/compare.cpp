@@ -151,7 +151,7 @@ void run_compare(
       policy.kind = cell.policy;
       engine.set_policy(policy, cell.budget);
       const int total_len = c.prompt_len + c.gen_len;
-      cell.budget_tokens = engine.kv_capacity(c.prompt_len, c.gen_len - 1, total_len) - 1;
+      cell.budget_tokens = engine.kv_attended(c.prompt_len, c.gen_len - 1, total_len);
       cell.kv_per_sequence =
           engine.kv_footprint(c.prompt_len, c.gen_len - 1, total_len).per_sequence();
       cell.largest_batch =

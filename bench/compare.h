@@ -48,8 +48,10 @@ struct CompareOptions {
 struct CompareCell {
   Compression compression{};  // how the cell's engine stored weights and KV
   PolicyKind policy = PolicyKind::full;
-  KvBudget budget;        // the whole sequence for full
-  int budget_tokens = 0;  // C at the throughput case's lengths
+  KvBudget budget;  // the whole sequence for full
+  // C at the throughput case's lengths: the tokens a step attends (quest: its pages' worth, of a
+  // cache that keeps them all)
+  int budget_tokens = 0;
   // The run at the median generated tokens/s (of an even number, the lower middle one): its
   // other columns (memory, bytes moved) are one run's, as measured.
   BenchRow throughput;

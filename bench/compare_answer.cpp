@@ -129,6 +129,7 @@ std::string compare_answer(const CompareResult& result) {
 
   bool any_quality = false;
   const CompareCell* best = nullptr;
+  const CompareCell* least_moved = nullptr;  // of the cells keeping quality: least KV per step
   std::vector<std::string> lines;
   for (auto& [key, cells] : by_policy) {
     const auto& [policy, setting] = key;
@@ -161,6 +162,10 @@ std::string compare_answer(const CompareResult& result) {
           (smallest_keeping->kv_per_sequence == best->kv_per_sequence &&
            smallest_keeping->median_tokens_per_second() > best->median_tokens_per_second())) {
         best = smallest_keeping;
+      }
+      if (!least_moved || smallest_keeping->throughput.kv_moved_per_step <
+                              least_moved->throughput.kv_moved_per_step) {
+        least_moved = smallest_keeping;
       }
     } else if (closest && closest_q.measured) {
       lines.push_back(
@@ -205,6 +210,14 @@ std::string compare_answer(const CompareResult& result) {
         "**{}** (C = {} tokens) uses the least KV memory of the "
         "cells that keep quality ({}); its weakest measure is {}. {}",
         named, best->budget_tokens, kQualityRule, q.worst, gains(*best, full, result.kv_memory));
+    if (least_moved != best) {
+      text += fmt::format(
+          " **{} at budget {}** moves the least KV per decode step of those cells: {} against "
+          "full's {}.",
+          policy_name(least_moved->policy), budget_text(*least_moved),
+          format_bytes(static_cast<std::uint64_t>(least_moved->throughput.kv_moved_per_step)),
+          format_bytes(static_cast<std::uint64_t>(full.throughput.kv_moved_per_step)));
+    }
   } else {
     text = fmt::format("**No policy keeps quality** ({}) at the budgets tried.", kQualityRule);
   }

@@ -297,6 +297,9 @@ std::string compare_markdown(const CompareResult& result, const CompareOptions& 
         "budget is a share of each sample's own prompt and answer.\n",
         g.samples, fmt::join(g.lengths, ", "), fmt::join(g.depths, ", "), g.seed);
   }
+  md +=
+      "C is the tokens a decode step attends per head: an evicting policy caches C, a selection "
+      "policy (quest) caches every token and reads only C of them a step (KV moved/step).\n";
   if (!result.complete()) {
     md += fmt::format("\n**Incomplete**: {} of {} cells finished (the run was stopped).\n",
                       result.cells.size(), result.cells_planned);

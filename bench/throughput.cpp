@@ -163,6 +163,7 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
         engine.keeps_attention_scores(config.prompt_len, config.gen_len - 1, total_len);
     request.per_layer_budgets =
         engine.budgets_differ_by_layer(config.prompt_len, config.gen_len - 1, total_len);
+    request.page_size = engine.kv_page_size();
     request.multiprocessors = engine.device().multiprocessors();
     request.compression = engine.compression();
     const PlanMemory needed = plan_memory(model, request, engine.placement(), config.batch);

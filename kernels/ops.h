@@ -18,6 +18,7 @@
 #include "kernels/layer_norm_args.h"
 #include "kernels/linear_args.h"
 #include "kernels/logit_edit_args.h"
+#include "kernels/page_selection_args.h"
 #include "kernels/quantize_args.h"
 #include "kernels/rms_norm_args.h"
 #include "kernels/rotary_args.h"
@@ -61,6 +62,11 @@ class Ops {
   // the probabilities. Semantics: kernels/eviction_args.h.
   virtual void score_prefill_keep(const kernels::ScorePrefillArgs& args) = 0;
   virtual void score_decode_update(const kernels::ScoreDecodeArgs& args) = 0;
+
+  // Query-aware page selection (quest) where the cache lives: the per-page key summaries after a
+  // store, and the pages a decode step attends. Semantics: kernels/page_selection_args.h.
+  virtual void page_summary(const kernels::PageSummaryArgs& args) = 0;
+  virtual void page_select(const kernels::PageSelectArgs& args) = 0;
 
   // FlexGen's 4-bit group-wise compression (kernels/quantize_args.h): weights and KV are kept and
   // moved packed, and expanded to fp16 where the kernels read them.

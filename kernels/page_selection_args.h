@@ -18,14 +18,13 @@
 //             them), so the group shares one choice: U(p) = Σ over the group's query heads, in
 //             ascending order, of U_h(p) — an upper bound of the group's summed logits.
 //   choice    per (sequence, kv head), with S = pages_per_step[b] (the sequence's budget of
-//             attended tokens C over P, at least 2): n <= S: every page. Otherwise page 0 (the
-//             attention sink), page n - 1 (the newest token's) and the S - 2 of pages 1 .. n - 2
-//             with the highest U (equal bounds: the newer page). Written ascending.
+//             attended tokens C over P rounded up, at least 2): n <= S: every page. Otherwise page
+//             0 (the attention sink), page n - 1 (the newest token's) and the S - 2 of pages 1 .. n
+//             - 2 with the highest U (equal bounds: the newer page). Written ascending.
 #pragma once
 
 #include <cstdint>
 
-#include "engine/core/error.h"
 #include "engine/core/half.h"
 
 namespace offgen::kernels {
@@ -37,12 +36,10 @@ constexpr std::int64_t page_summary_elements(int batch, int kv_heads, int head_d
   return std::int64_t{batch} * kv_heads * 2 * head_dim * max_pages;
 }
 
-// What every implementation checks on the host before it reads anything.
-inline void check_page_selection_shapes(int heads, int kv_heads, int page_size, int max_pages) {
-  if (kv_heads <= 0 || heads % kv_heads != 0 || page_size <= 0 || max_pages <= 0) {
-    throw Error(
-        "page selection: heads must be a multiple of kv_heads, page_size and max_pages >= 1");
-  }
+// What every implementation checks on the host before it reads anything: heads a multiple of
+// kv_heads, page_size and max_pages >= 1 (page_selection_check.h for C++ callers).
+constexpr bool page_selection_shapes_valid(int heads, int kv_heads, int page_size, int max_pages) {
+  return kv_heads > 0 && heads % kv_heads == 0 && page_size > 0 && max_pages > 0;
 }
 
 struct PageSummaryArgs {

@@ -7,6 +7,7 @@
 #include "engine/core/error.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kv_cache.h"
+#include "kernels/cpu/page_selection.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/packed_kv.h"
 #include "scheduler/kv_cache_layout.h"
@@ -15,7 +16,7 @@ namespace offgen {
 
 OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
                          std::vector<int> offloaded, int capacity, bool keeps_attention_scores,
-                         bool cpu_attention, Storage storage)
+                         bool cpu_attention, Storage storage, int page_size)
     : device_(device),
       ops_(ops),
       compute_(device.stream(StreamRole::compute)),
@@ -28,26 +29,31 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
       keeps_attention_scores_(keeps_attention_scores),
       cpu_attention_(cpu_attention),
       storage_(storage),
-      offloaded_(std::move(offloaded)) {
+      offloaded_(std::move(offloaded)),
+      page_size_(page_size),
+      max_pages_(page_count(capacity, page_size)) {
   const auto most =
       offloaded_.empty() ? 0 : *std::max_element(offloaded_.begin(), offloaded_.end());
   OFFGEN_CHECK(most > 0, "offloaded KV needs at least one offloaded sequence");
-  const MemoryLayout layout = offloaded_kv_layout(config, offloaded_, capacity,
-                                                  keeps_attention_scores, cpu_attention, storage);
+  const MemoryLayout layout = offloaded_kv_layout(
+      config, offloaded_, capacity, keeps_attention_scores, cpu_attention, storage, page_size);
   expanded_k_ = layout.allocate(device, "staged expanded k cache");
   expanded_v_ = layout.allocate(device, "staged expanded v cache");
   host_expanded_k_ = layout.allocate(device, "host expanded k cache");
   host_expanded_v_ = layout.allocate(device, "host expanded v cache");
   const std::size_t batches = offloaded_.size();
-  std::vector<std::vector<Buffer>> k_host(batches), v_host(batches);
+  std::vector<std::vector<Buffer>> k_host(batches), v_host(batches), summaries(batches);
   for (std::size_t g = 0; g < batches; ++g) {
     k_host[g] = layout.allocate_all(device, "host k cache", static_cast<int>(g));
     v_host[g] = layout.allocate_all(device, "host v cache", static_cast<int>(g));
+    summaries[g] = layout.allocate_all(device, "offloaded page summaries", static_cast<int>(g));
   }
   for (int l = 0; l < config.num_layers; ++l) {
     for (std::size_t g = 0; g < batches; ++g) {
-      k_host_.push_back(std::move(k_host[g][static_cast<std::size_t>(l)]));
-      v_host_.push_back(std::move(v_host[g][static_cast<std::size_t>(l)]));
+      const auto at = static_cast<std::size_t>(l);
+      k_host_.push_back(std::move(k_host[g][at]));
+      v_host_.push_back(std::move(v_host[g][at]));
+      summary_.push_back(std::move(summaries[g][at]));
       cache_stored_.push_back(device.create_event());
     }
   }
@@ -58,7 +64,10 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
                       host_rows = slot_buffers("host rows"),
                       host_slots = slot_buffers("host write slots"),
                       host_out = slot_buffers("host attention output"),
-                      host_probs = slot_buffers("host probabilities");
+                      host_probs = slot_buffers("host probabilities"),
+                      staged_summary = slot_buffers("staged page summaries"),
+                      host_selected = slot_buffers("host chosen pages"),
+                      host_selected_count = slot_buffers("host chosen page counts");
   for (std::size_t i = 0; i < 2; ++i) {
     Slot& s = slots_[i];
     s.k = std::move(k[i]);
@@ -69,6 +78,9 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
     s.host_slots = std::move(host_slots[i]);
     s.host_out = std::move(host_out[i]);
     s.host_probs = std::move(host_probs[i]);
+    s.staged_summary = std::move(staged_summary[i]);
+    s.host_selected = std::move(host_selected[i]);
+    s.host_selected_count = std::move(host_selected_count[i]);
     for (auto* event :
          {&s.loaded, &s.computed, &s.saved, &s.rows_ready, &s.rows_free, &s.out_ready}) {
       *event = device.create_event();
@@ -156,6 +168,17 @@ void append_packed(const kernels::AppendKvArgs& a, void* k_packed, void* v_packe
   }
 }
 
+// On the host, after the new rows are in the (fp16) cache: page selection's summaries and choice
+// (nothing for a batch of 0, that is without selection), then decode attention.
+void attend_chosen(const kernels::PageSummaryArgs& summarise, const kernels::PageSelectArgs& choose,
+                   const kernels::DecodeAttentionArgs& attend) {
+  if (summarise.batch > 0) {
+    kernels::cpu::page_summary(summarise);
+    kernels::cpu::page_select(choose);
+  }
+  kernels::cpu::decode_attention(attend);
+}
+
 }  // namespace
 
 void OffloadedKv::begin_pass() {
@@ -163,7 +186,8 @@ void OffloadedKv::begin_pass() {
 }
 
 void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
-                                const std::int32_t* token_slot, int seq) {
+                                const std::int32_t* token_slot, int seq,
+                                const OffloadedPages& pages) {
   const int n = offloaded(task.gpu_batch);
   if (n == 0) return;
   Slot& s = slot_of(task);
@@ -180,6 +204,22 @@ void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
                          .head_dim = head_dim_,
                          .capacity = capacity_,
                          .kv_heads = heads_});
+  const std::size_t c = cache_index(task);
+  const bool selects = page_size_ > 0 && pages.first_page != nullptr;  // not in a dense layer
+  if (selects) {
+    // From the fp16 keys as stored (before int4 packing); cpu attention's go out with the cache.
+    ops_.page_summary(
+        {.k_cache = packed ? expanded_k_.as<Half>() : s.k.as<Half>(),
+         .summary = cpu_attention_ ? s.staged_summary.as<Half>() : summary_[c].as<Half>(),
+         .slot_count = pages.slot_count,
+         .first_page = pages.first_page,
+         .batch = n,
+         .kv_heads = heads_,
+         .head_dim = head_dim_,
+         .capacity = capacity_,
+         .page_size = page_size_,
+         .max_pages = max_pages_});
+  }
   if (packed) {
     kernels::pack_kv_rows(ops_, expanded_k_.as<Half>(), s.k.data(), cache_rows(task.gpu_batch),
                           head_dim_);
@@ -189,9 +229,12 @@ void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
   s.computed->record(compute_);
   s.computed->wait_on(d2h_);
   const std::size_t bytes = cache_bytes(task.gpu_batch);
-  const std::size_t c = cache_index(task);
   device_.copy_async(k_host_[c].data(), s.k.data(), bytes, d2h_);
   device_.copy_async(v_host_[c].data(), s.v.data(), bytes, d2h_);
+  if (selects && cpu_attention_) {
+    device_.copy_async(summary_[c].data(), s.staged_summary.data(), summary_[c].bytes(), d2h_);
+    stored_bytes_ += summary_[c].bytes();
+  }
   s.saved->record(d2h_);
   cache_stored_[c]->record(d2h_);
   stored_bytes_ += 2 * bytes;
@@ -230,7 +273,7 @@ void OffloadedKv::send_rows(const BlockTask& task, Slot& s, const Half* qkv,
 }
 
 void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_slot,
-                             kernels::DecodeAttentionArgs args) {
+                             kernels::DecodeAttentionArgs args, const OffloadedPages& pages) {
   const int n = offloaded(task.gpu_batch);
   if (n == 0) return;
   OFFGEN_CHECK(!cpu_attention_ && args.batch == n,
@@ -278,13 +321,44 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
   cache_stored_[c]->record(d2h_);
   args.k_cache = k_cache;
   args.v_cache = v_cache;
+  if (page_size_ > 0 && pages.first_page != nullptr) {  // not in a dense layer
+    // The newest page's summary again (the summaries of the pages before it stay exact), then
+    // the choice, on the gpu tier beside the staged cache.
+    ops_.page_summary({.k_cache = k_cache,
+                       .summary = summary_[c].as<Half>(),
+                       .slot_count = args.slot_count,
+                       .first_page = pages.first_page,
+                       .batch = n,
+                       .kv_heads = heads_,
+                       .head_dim = head_dim_,
+                       .capacity = capacity_,
+                       .page_size = page_size_,
+                       .max_pages = max_pages_});
+    ops_.page_select({.qkv = args.qkv,
+                      .summary = summary_[c].as<Half>(),
+                      .slot_count = args.slot_count,
+                      .pages_per_step = pages.pages_per_step,
+                      .selected = pages.selected,
+                      .selected_count = pages.selected_count,
+                      .batch = n,
+                      .heads = q_heads_,
+                      .kv_heads = heads_,
+                      .head_dim = head_dim_,
+                      .page_size = page_size_,
+                      .max_pages = max_pages_,
+                      .max_selected = max_pages_});
+    args.pages = pages.selected;
+    args.page_count = pages.selected_count;
+    args.page_size = page_size_;
+    args.max_selected = max_pages_;
+  }
   ops_.decode_attention(args);
   s.computed->record(compute_);
 }
 
 void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_slot,
-                             const std::int32_t* host_slot_count,
-                             kernels::DecodeAttentionArgs args) {
+                             const std::int32_t* host_slot_count, kernels::DecodeAttentionArgs args,
+                             const OffloadedPages& pages) {
   const int n = offloaded(task.gpu_batch);
   if (n == 0) return;
   OFFGEN_CHECK(cpu_attention_ && args.batch == n,
@@ -309,6 +383,39 @@ void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_sl
                                           .head_dim = host.head_dim,
                                           .capacity = host.capacity,
                                           .kv_heads = host.kv_heads};
+  // Page selection where the cache lies: the host task summarises the newest page again,
+  // chooses, and attends to the chosen pages (batch 0 summaries and choices: none, as in a dense
+  // layer).
+  const bool selects = page_size_ > 0 && pages.first_page != nullptr;
+  kernels::PageSummaryArgs summarise{.k_cache = nullptr,
+                                     .summary = summary_[c].as<Half>(),
+                                     .slot_count = host_slot_count,
+                                     .first_page = pages.first_page,
+                                     .batch = selects ? n : 0,
+                                     .kv_heads = heads_,
+                                     .head_dim = head_dim_,
+                                     .capacity = capacity_,
+                                     .page_size = std::max(page_size_, 1),
+                                     .max_pages = std::max(max_pages_, 1)};
+  const kernels::PageSelectArgs choose{.qkv = host.qkv,
+                                       .summary = summarise.summary,
+                                       .slot_count = host_slot_count,
+                                       .pages_per_step = pages.pages_per_step,
+                                       .selected = s.host_selected.as<std::int32_t>(),
+                                       .selected_count = s.host_selected_count.as<std::int32_t>(),
+                                       .batch = summarise.batch,
+                                       .heads = q_heads_,
+                                       .kv_heads = heads_,
+                                       .head_dim = head_dim_,
+                                       .page_size = summarise.page_size,
+                                       .max_pages = summarise.max_pages,
+                                       .max_selected = summarise.max_pages};
+  if (selects) {
+    host.pages = choose.selected;
+    host.page_count = choose.selected_count;
+    host.page_size = page_size_;
+    host.max_selected = max_pages_;
+  }
   if (storage_ == Storage::int4) {
     // Expand the packed host cache, append the new rows in fp16 there (they attend exactly) and
     // packed into the cache, and attend over the fp16 block.
@@ -318,8 +425,9 @@ void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_sl
     expanded_append.v_cache = host_expanded_v_.as<Half>();
     host.k_cache = expanded_append.k_cache;
     host.v_cache = expanded_append.v_cache;
+    summarise.k_cache = expanded_append.k_cache;
     device_.enqueue_host(d2h_, [host, host_append, expanded_append, rows, head_dim = head_dim_,
-                                k = k_host_[c].data(), v = v_host_[c].data()] {
+                                k = k_host_[c].data(), v = v_host_[c].data(), summarise, choose] {
       for (auto [packed, fp16] :
            {std::pair{k, expanded_append.k_cache}, std::pair{v, expanded_append.v_cache}}) {
         const kernels::PackedKv in = kernels::packed_kv(packed, rows, head_dim);
@@ -330,12 +438,13 @@ void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_sl
       }
       kernels::cpu::append_kv(expanded_append);
       append_packed(host_append, k, v);
-      kernels::cpu::decode_attention(host);
+      attend_chosen(summarise, choose, host);
     });
   } else {
-    device_.enqueue_host(d2h_, [host, host_append] {
+    summarise.k_cache = host_append.k_cache;
+    device_.enqueue_host(d2h_, [host, host_append, summarise, choose] {
       kernels::cpu::append_kv(host_append);
-      kernels::cpu::decode_attention(host);
+      attend_chosen(summarise, choose, host);
     });
   }
   cache_stored_[c]->record(d2h_);

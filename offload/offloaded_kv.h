@@ -33,15 +33,30 @@
 
 namespace offgen {
 
+// Page selection (quest) of one task's offloaded sequences: what BlockKvCache decided for the
+// step, from the task's first offloaded sequence on (none, null first_page, in a dense layer).
+// Device pointers, except that cpu attention reads first_page and pages_per_step on the host (valid
+// until the step's streams are synchronized) and chooses into its own host arrays.
+struct OffloadedPages {
+  const std::int32_t* slot_count = nullptr;      // prefill: [offloaded] the prompt's slots
+  const std::int32_t* first_page = nullptr;      // [offloaded] the first page summarised again
+  const std::int32_t* pages_per_step = nullptr;  // decode: [offloaded] S
+  std::int32_t* selected = nullptr;              // gpu attention: [offloaded, kv heads, pages]
+  std::int32_t* selected_count = nullptr;        // gpu attention: [offloaded, kv heads]
+};
+
 class OffloadedKv {
  public:
   // offloaded[g]: sequences of GPU batch g whose KV lives here (0 for a batch with none).
   // capacity: slots per (layer, sequence, head). keeps_attention_scores: the policy keeps attention
   // scores, so cpu attention returns its softmax rows. Allocates offloaded_kv_layout
   // (scheduler/kv_cache_layout.h); throws OutOfMemoryError when a tier cannot hold it.
+  // page_size > 0: quest's page selection (kernels/page_selection_args.h); each (layer, GPU
+  // batch) keeps its sequences' page summaries where they attend (the gpu tier, or pinned memory
+  // for cpu attention), and every store and decode step takes OffloadedPages.
   OffloadedKv(Device& device, Ops& ops, const ModelConfig& config, std::vector<int> offloaded,
               int capacity, bool keeps_attention_scores, bool cpu_attention,
-              Storage storage = Storage::fp16);
+              Storage storage = Storage::fp16, int page_size = 0);
   OffloadedKv(const OffloadedKv&) = delete;
   OffloadedKv& operator=(const OffloadedKv&) = delete;
   ~OffloadedKv();
@@ -56,8 +71,10 @@ class OffloadedKv {
   // Prefill of `task`'s offloaded sequences, after their attention: stores their prompt tokens'
   // k, v (qkv rows [offloaded, seq], token_slot [offloaded, heads, seq], both device pointers of
   // the offloaded sequences) and copies the cache out to the host.
+  // With page selection, summarises every page of the prompt's slots (pages.slot_count,
+  // pages.first_page all 0) beside the cache.
   void store_prefill(const BlockTask& task, const Half* qkv, const std::int32_t* token_slot,
-                     int seq);
+                     int seq, const OffloadedPages& pages = {});
 
   // Decode with gpu attention: starts copying `task`'s host cache into its staging slot (does
   // nothing if already started). Call for task i + 1 before enqueuing task i's compute.
@@ -65,17 +82,21 @@ class OffloadedKv {
   // Decode with gpu attention, on compute, after the qkv projection: appends the new rows
   // (qkv [offloaded, (H + 2·KV)·D], write_slot [offloaded, KV heads]) to the staged cache, queues
   // their copy back to the host cache, and runs decode attention over the staged cache (args: the
-  // offloaded sequences' pointers; its caches are filled in here).
+  // offloaded sequences' pointers; its caches are filled in here). With page selection it then
+  // summarises the newest page again, chooses the pages (into pages.selected) and attends to
+  // those alone.
   void decode_gpu(const BlockTask& task, const std::int32_t* write_slot,
-                  kernels::DecodeAttentionArgs args);
+                  kernels::DecodeAttentionArgs args, const OffloadedPages& pages = {});
 
   // Decode with cpu attention, on compute, after the qkv projection: sends the new rows down;
   // queues a host task that appends them and runs attention, and the copy of its output
   // (args.out, device) and softmax rows (args.probs, device, when the policy keeps attention
   // scores) back up. slot_count is a host pointer that stays valid until the step's streams are
-  // synchronized.
+  // synchronized. With page selection the host task summarises, chooses and attends to the chosen
+  // pages where they lie, so still only q goes down and the output comes up.
   void decode_cpu(const BlockTask& task, const std::int32_t* write_slot,
-                  const std::int32_t* host_slot_count, kernels::DecodeAttentionArgs args);
+                  const std::int32_t* host_slot_count, kernels::DecodeAttentionArgs args,
+                  const OffloadedPages& pages = {});
   // Makes compute wait for decode_cpu's output of `task` (call after enqueuing the gpu work that
   // can overlap it).
   void finish_cpu(const BlockTask& task);
@@ -85,6 +106,9 @@ class OffloadedKv {
   // copies a sequence in or out of it between passes, when no copy or host task touches it.
   Buffer& host_k(int layer, int gpu_batch) { return k_host_[cache_index(layer, gpu_batch)]; }
   Buffer& host_v(int layer, int gpu_batch) { return v_host_[cache_index(layer, gpu_batch)]; }
+  // Its page summaries ([offloaded, heads, 2, head_dim, pages] fp16; empty without page
+  // selection), which continuous batching moves with the caches.
+  Buffer& summary(int layer, int gpu_batch) { return summary_[cache_index(layer, gpu_batch)]; }
 
   // Bytes of host cache (all layers, K and V) and of gpu staging this allocated.
   std::uint64_t host_cache_bytes() const;
@@ -99,6 +123,9 @@ class OffloadedKv {
     Buffer rows, slots;            // gpu: the task's new qkv rows and write slots
     Buffer host_rows, host_slots;  // pinned copies of them
     Buffer host_out, host_probs;   // pinned: cpu attention's output and softmax rows
+    // Page selection with cpu attention: a prefill's summaries on their way out (gpu), and the
+    // host task's chosen pages and their counts.
+    Buffer staged_summary, host_selected, host_selected_count;
     std::unique_ptr<Event> loaded, computed, saved, rows_ready, rows_free, out_ready;
     int loaded_task = -1;  // the task whose cache was copied in (prefetch)
   };
@@ -135,7 +162,10 @@ class OffloadedKv {
   // int4: the fp16 blocks a task's cache is expanded into, on the gpu tier and (cpu attention) in
   // host memory.
   Buffer expanded_k_, expanded_v_, host_expanded_k_, host_expanded_v_;
-  std::vector<Buffer> k_host_, v_host_;               // per (layer, GPU batch): pinned
+  std::vector<Buffer> k_host_, v_host_;  // per (layer, GPU batch): pinned
+  std::vector<Buffer> summary_;          // per (layer, GPU batch): page summaries (gpu, or pinned)
+  int page_size_;                        // 0: no page selection
+  int max_pages_;
   std::vector<std::unique_ptr<Event>> cache_stored_;  // per (layer, GPU batch): its last store
   Slot slots_[2];
   std::uint64_t loaded_bytes_ = 0;

@@ -88,8 +88,22 @@ int KvBudget::tokens_for(int length) const {
 int policy_budget(PolicyKind kind, const KvBudget& budget, int max_prompt, int max_new,
                   int total_len) {
   const int full = max_prompt + max_new;
-  if (kind == PolicyKind::full || budget.whole_sequence()) return full;
+  // quest caches every token; its budget is what a step attends (sequence_policy).
+  if (kind == PolicyKind::full || kind == PolicyKind::quest || budget.whole_sequence()) {
+    return full;
+  }
   return std::min(full, budget.tokens_for(total_len > 0 ? total_len : full));
+}
+
+std::unique_ptr<KvPolicy> sequence_policy(const PolicyOptions& policy, const KvBudget& budget,
+                                          int max_prompt, int max_new, int total_len) {
+  const int cached = policy_budget(policy.kind, budget, max_prompt, max_new, total_len);
+  PolicyOptions options = effective_policy(policy, cached);
+  if (policy.kind == PolicyKind::quest) {
+    const int full = max_prompt + max_new;
+    options.attended_tokens = std::min(full, budget.tokens_for(total_len > 0 ? total_len : full));
+  }
+  return make_policy(options, cached);
 }
 
 void validate_policy_budget(const PolicyOptions& policy, const KvBudget& budget) {
@@ -107,6 +121,7 @@ void validate_policy_budget(const PolicyOptions& policy, const KvBudget& budget)
                                            name(Parameter::policy), policy_name(policy.kind),
                                            name(Parameter::kv_budget));
                       });
+  if (policy.kind == PolicyKind::quest) validate_quest_options(policy);
   if (policy.kind == PolicyKind::snapkv || policy.kind == PolicyKind::pyramidkv) {
     validate_snapkv_options(policy);
     // A fraction resolves per sequence; the policy then narrows its window below C.

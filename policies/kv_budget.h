@@ -4,6 +4,7 @@
 // cache is sized for.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -47,10 +48,16 @@ class KvBudget {
 
 // C for a batch of up to max_prompt prompt tokens and max_new fed-back decode tokens, whose
 // sequences are total_len tokens long (0: max_prompt + max_new): `full`, or the whole sequence,
-// caches every token that ever enters the cache; otherwise the budget resolved for total_len,
-// never more.
+// caches every token that ever enters the cache (so does quest, which selects instead of
+// evicting); otherwise the budget resolved for total_len, never more.
 int policy_budget(PolicyKind kind, const KvBudget& budget, int max_prompt, int max_new,
                   int total_len = 0);
+
+// The policy a sequence of these lengths runs (each sequence its own, never its batch-mates'):
+// policy_budget's C and effective_policy's options, and for quest the budget resolved for the
+// sequence as the tokens a step attends (PolicyOptions::attended_tokens).
+std::unique_ptr<KvPolicy> sequence_policy(const PolicyOptions& policy, const KvBudget& budget,
+                                          int max_prompt, int max_new, int total_len = 0);
 
 // Checks the policy options and the budget together before any work: recent_fraction in [0, 1],
 // sinks >= 0, a budget for every policy but full, and that a token budget holds what the policy

@@ -24,6 +24,8 @@ std::string_view policy_name(PolicyKind kind) {
       return "snapkv";
     case PolicyKind::pyramidkv:
       return "pyramidkv";
+    case PolicyKind::quest:
+      return "quest";
   }
   return "?";
 }
@@ -32,7 +34,7 @@ namespace {
 
 constexpr PolicyKind kPolicies[] = {PolicyKind::full,      PolicyKind::local, PolicyKind::h2o,
                                     PolicyKind::streaming, PolicyKind::tova,  PolicyKind::snapkv,
-                                    PolicyKind::pyramidkv};
+                                    PolicyKind::pyramidkv, PolicyKind::quest};
 
 }  // namespace
 
@@ -46,8 +48,10 @@ PolicyKind parse_policy(std::string_view text) {
   for (PolicyKind kind : kPolicies) {
     if (text == policy_name(kind)) return kind;
   }
-  fail("unknown KV policy '{}' (expected full, local, h2o, streaming, tova, snapkv or pyramidkv)",
-       text);
+  fail(
+      "unknown KV policy '{}' (expected full, local, h2o, streaming, tova, snapkv, pyramidkv or "
+      "quest)",
+      text);
 }
 
 std::unique_ptr<KvPolicy> KvPolicy::layer_policy(int, int) const {
@@ -76,6 +80,16 @@ void validate_snapkv_options(const PolicyOptions& options) {
                         return fmt::format("{} must be an odd number >= 1 (got {})",
                                            name(Parameter::pool_kernel), options.pool_kernel);
                       });
+}
+
+void validate_quest_options(const PolicyOptions& options) {
+  OFFGEN_CHECK_NAMING(options.page_size >= 1, [=](ParameterNamer name) {
+    return fmt::format("{} must be >= 1 (got {})", name(Parameter::page_size), options.page_size);
+  });
+  OFFGEN_CHECK_NAMING(options.dense_layers >= 0, [=](ParameterNamer name) {
+    return fmt::format("{} must be >= 0 (got {})", name(Parameter::dense_layers),
+                       options.dense_layers);
+  });
 }
 
 std::unique_ptr<KvPolicy> make_policy(const PolicyOptions& options, int budget) {
@@ -113,6 +127,10 @@ std::unique_ptr<KvPolicy> make_policy(const PolicyOptions& options, int budget) 
       validate_snapkv_options(options);
       return policies::make_pyramidkv(budget, options.observation_window, options.pool_kernel,
                                       options.pyramid_beta);
+    case PolicyKind::quest:
+      validate_quest_options(options);
+      return policies::make_quest(budget, options.page_size, options.attended_tokens,
+                                  options.dense_layers);
   }
   fail("unknown KV policy");
 }

@@ -15,13 +15,14 @@
 
 namespace offgen {
 
-enum class PolicyKind { full, local, h2o, streaming, tova, snapkv, pyramidkv };
+// full .. pyramidkv evict; quest keeps every token and selects the pages each step attends to.
+enum class PolicyKind { full, local, h2o, streaming, tova, snapkv, pyramidkv, quest };
 
 std::string_view policy_name(PolicyKind kind);
 // Every policy's name, in PolicyKind order: what --policy accepts.
 std::vector<std::string> policy_names();
-// "full", "local", "h2o", "streaming", "tova", "snapkv", "pyramidkv"; throws offgen::Error naming
-// the choices otherwise.
+// "full", "local", "h2o", "streaming", "tova", "snapkv", "pyramidkv", "quest"; throws offgen::Error
+// naming the choices otherwise.
 PolicyKind parse_policy(std::string_view text);
 
 struct PolicyOptions {
@@ -31,6 +32,14 @@ struct PolicyOptions {
   int observation_window = 32;   // snapkv, pyramidkv: w, the last prompt queries that score it
   int pool_kernel = 5;           // snapkv, pyramidkv: odd width k of the pooling of those scores
   int pyramid_beta = 20;         // pyramidkv: the top layer keeps (C - w) / beta prefix tokens
+  int page_size = 16;            // quest: P, slots per page of the cache
+  // quest: the first layers attend every token (Quest leaves its first two dense: their attention
+  // is not sparse enough to choose from).
+  int dense_layers = 2;
+  // quest: C, the tokens a decode step attends per (sequence, kv head) — the sequence's
+  // --kv-budget resolved for its length (sequence_policy in kv_budget.h fills it in); the policy's
+  // budget() is then the whole sequence, which its cache keeps.
+  int attended_tokens = 0;
 };
 
 // Whose scores rank a head's tokens: its own (h2o, snapkv), or the mean over the heads of its
@@ -72,6 +81,14 @@ class KvPolicy {
   // outside the recent window before it ranks them (1 = none).
   virtual int pool_kernel() const { return 1; }
   virtual HeadScores head_scores() const { return HeadScores::per_head; }
+  // Selection policies (quest; kernels/page_selection_args.h): the cache, cut into pages of
+  // page_size() slots, keeps every token (budget() is the whole sequence) and each decode step
+  // attends to pages_per_step() of them (>= 2). 0 and 0 for every policy that attends to every
+  // token it keeps.
+  virtual int page_size() const { return 0; }
+  virtual int pages_per_step() const { return 0; }
+  // The first layers, which attend every token even so.
+  virtual int dense_layers() const { return 0; }
   virtual DecodeScores decode_scores() const { return DecodeScores::accumulate; }
 
   // The policy layer `layer` of a `layers`-layer model runs where the budget differs by layer
@@ -96,5 +113,7 @@ std::unique_ptr<KvPolicy> make_policy(const PolicyOptions& options, int budget);
 // snapkv's and pyramidkv's options: observation_window >= 1, pool_kernel odd and >= 1,
 // pyramid_beta >= 1. Throws ParameterError naming them.
 void validate_snapkv_options(const PolicyOptions& options);
+// quest's: page_size >= 1, dense_layers >= 0. Throws ParameterError naming them.
+void validate_quest_options(const PolicyOptions& options);
 
 }  // namespace offgen

@@ -15,5 +15,8 @@ std::unique_ptr<KvPolicy> make_tova(int budget);
 std::unique_ptr<KvPolicy> make_snapkv(int budget, int observation_window, int pool_kernel);
 std::unique_ptr<KvPolicy> make_pyramidkv(int budget, int observation_window, int pool_kernel,
                                          int beta);
+// budget: the tokens the cache keeps (the whole sequence); attended: C, tokens per step;
+// dense_layers: the first layers, which attend every token.
+std::unique_ptr<KvPolicy> make_quest(int budget, int page_size, int attended, int dense_layers);
 
 }  // namespace offgen::policies

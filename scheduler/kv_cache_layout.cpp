@@ -5,6 +5,7 @@
 #include "engine/core/error.h"
 #include "kernels/attention_args.h"
 #include "kernels/packed_kv.h"
+#include "kernels/page_selection_args.h"
 
 namespace offgen {
 
@@ -25,6 +26,17 @@ std::uint64_t kv_cache_bytes(const ModelConfig& config, int sequences, int capac
 
 std::uint64_t kv_row_bytes(const ModelConfig& config, Storage storage) {
   return kv_cache_bytes(config, 1, 1, storage) / static_cast<std::uint64_t>(config.kv_heads());
+}
+
+int page_count(int capacity, int page_size) {
+  // At least the two a step always chooses (the sink and the newest), so a choice always fits.
+  return page_size > 0 ? std::max(2, (capacity + page_size - 1) / page_size) : 0;
+}
+
+std::uint64_t page_summary_bytes(const ModelConfig& config, int sequences, int pages) {
+  return static_cast<std::uint64_t>(kernels::page_summary_elements(sequences, config.kv_heads(),
+                                                                   config.head_dim(), pages)) *
+         kHalfBytes;
 }
 
 MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, int capacity,
@@ -48,7 +60,7 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
 
 MemoryLayout offloaded_kv_layout(const ModelConfig& config, const std::vector<int>& offloaded,
                                  int capacity, bool keeps_attention_scores, bool cpu_attention,
-                                 Storage storage) {
+                                 Storage storage, int page_size) {
   const auto heads = static_cast<std::uint64_t>(config.kv_heads());
   const auto q_heads = static_cast<std::uint64_t>(config.num_heads);
   const auto head_dim = static_cast<std::uint64_t>(config.head_dim());
@@ -86,6 +98,18 @@ MemoryLayout offloaded_kv_layout(const ModelConfig& config, const std::vector<in
   layout.add("host write slots", Tier::pinned, slots, 2);
   layout.add("host attention output", Tier::pinned, out, 2);
   layout.add("host probabilities", Tier::pinned, probs, 2);
+  const int pages = page_count(capacity, page_size);
+  const Tier summaries_at = cpu_attention ? Tier::pinned : Tier::gpu;
+  for (const int n : offloaded) {
+    layout.add("offloaded page summaries", summaries_at, page_summary_bytes(config, n, pages),
+               config.num_layers);
+  }
+  const std::uint64_t chosen = cpu_attention ? most * heads * pages * kInt32Bytes : 0;
+  layout.add("staged page summaries", Tier::gpu,
+             cpu_attention ? page_summary_bytes(config, most_sequences, pages) : 0, 2);
+  layout.add("host chosen pages", Tier::host, chosen, 2);
+  layout.add("host chosen page counts", Tier::host,
+             cpu_attention && pages > 0 ? most * heads * kInt32Bytes : 0, 2);
   return layout;
 }
 
@@ -144,6 +168,17 @@ MemoryLayout block_kv_cache_own_layout(const ModelConfig& config, const KvCacheS
                                g.size, config.num_heads, config.kv_heads(), shape.max_prompt));
   }
   layout.add("prefill key sum scratch", Tier::gpu, key_sums);
+  const int pages = page_count(shape.capacity, shape.page_size);
+  for (const GpuBatch& g : shape.gpu_batches) {
+    layout.add("page summaries", Tier::gpu, page_summary_bytes(config, g.resident, pages),
+               config.num_layers);
+  }
+  const std::uint64_t per_sequence = pages > 0 ? block * kInt32Bytes : 0;
+  layout.add("first pages", Tier::gpu, per_sequence);
+  layout.add("pages per step", Tier::gpu, per_sequence);
+  layout.add("chosen pages", Tier::gpu,
+             block * heads * static_cast<std::uint64_t>(pages) * kInt32Bytes);
+  layout.add("chosen page counts", Tier::gpu, pages > 0 ? block * heads * kInt32Bytes : 0);
   return layout;
 }
 
@@ -159,7 +194,7 @@ MemoryLayout block_kv_cache_layout(const ModelConfig& config, const KvCacheShape
   if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
     layout.append(offloaded_kv_layout(config, offloaded, shape.capacity,
                                       shape.keeps_attention_scores, shape.cpu_attention,
-                                      shape.storage));
+                                      shape.storage, shape.page_size));
   }
   return layout;
 }

@@ -22,6 +22,12 @@ std::uint64_t kv_cache_bytes(const ModelConfig& config, int sequences, int capac
 // Bytes of one token's k (or v) row in one layer and head, as the cache stores it.
 std::uint64_t kv_row_bytes(const ModelConfig& config, Storage storage);
 
+// Page selection (quest; kernels/page_selection_args.h): pages of `page_size` slots per cache of
+// `capacity` slots, at least 2 (0 when page_size is 0: no selection), and the bytes of one layer's
+// page summaries of `sequences` sequences ([sequences, kv heads, 2, head_dim, pages] fp16).
+int page_count(int capacity, int page_size);
+std::uint64_t page_summary_bytes(const ModelConfig& config, int sequences, int pages);
+
 // AttentionScoreState of `sequences` sequences: per layer each slot's position (int32) and score
 // (fp32) and each head's write slot (int32); once, the prefill's key-probability sums [sequences,
 // heads, max_prompt] and a decode step's probability rows [sequences, heads, capacity] (fp32),
@@ -36,9 +42,13 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
 // pinned memory. With int4 storage the caches and their staging hold packed rows, and a task's
 // cache is expanded into fp16 blocks before it is attended: one pair on the gpu tier (the
 // prefill stores through it too) and, with cpu attention, one pair in host memory.
+// With page selection (page_size > 0) every (layer, GPU batch) keeps its sequences' page
+// summaries where they attend: on the gpu tier, or in pinned memory with cpu attention, which
+// also takes a gpu staging of a prefill's summaries and, per staging slot, host arrays of the
+// chosen pages.
 MemoryLayout offloaded_kv_layout(const ModelConfig& config, const std::vector<int>& offloaded,
                                  int capacity, bool keeps_attention_scores, bool cpu_attention,
-                                 Storage storage = Storage::fp16);
+                                 Storage storage = Storage::fp16, int page_size = 0);
 
 // What sizes a block's KV cache.
 struct KvCacheShape {
@@ -52,6 +62,7 @@ struct KvCacheShape {
   // The policy's budgets differ by layer (pyramidkv): a decode step's slot counts are per layer.
   bool per_layer_budgets = false;
   Storage storage = Storage::fp16;  // how the K and V rows are kept (and moved)
+  int page_size = 0;                // quest: slots per page; 0 = every cached token is attended
 };
 
 // How decode attention splits one GPU batch's caches (kernels/decode_split.h): over its
@@ -68,7 +79,9 @@ DecodeSplits decode_splits(const ModelConfig& config, const GpuBatch& batch,
 // buffer per layer each), and the scratch of decode attention's largest split (one buffer: every
 // decode attention runs on the compute stream, one after another); with int4 storage, one fp16
 // K and V block of the largest GPU batch's resident sequences, which a task's packed cache is
-// expanded into (the same reasoning: one at a time).
+// expanded into (the same reasoning: one at a time). With page selection: each GPU batch's
+// resident page summaries (per layer), and the step's first pages to summarise, pages per step,
+// chosen pages and their counts for the whole block.
 MemoryLayout block_kv_cache_own_layout(const ModelConfig& config, const KvCacheShape& shape);
 // Everything a BlockKvCache allocates: its own buffers, each GPU batch's AttentionScoreState
 // (when the policy keeps attention scores) and the OffloadedKv (when some KV lives in pinned

@@ -43,6 +43,7 @@ PlanMemory plan_memory(const ModelConfig& model, const PlanRequest& request,
   runner.kv_capacity = request.cache_slots();
   runner.keeps_attention_scores = request.keeps_attention_scores;
   runner.per_layer_budgets = request.per_layer_budgets;
+  runner.page_size = request.page_size;
   runner.placement = placement.block;
   runner.multiprocessors = request.multiprocessors;
   runner.kv_storage = request.compression.kv;

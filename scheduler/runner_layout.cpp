@@ -49,13 +49,13 @@ MemoryLayout runner_own_layout(const ModelConfig& config, const RunnerShape& sha
   layout.add("saved logits", Tier::gpu, edits * kFloatBytes);
   // Every step's uploads fit: ids + valid + positions + per-head token slots of a prefill, or the
   // arrays of a decode step, the newest row of each sequence, the sampling parameters (five
-  // words a sequence), plus one chunk of output row ids and targets, each rounded up to 16 bytes,
-  // and the logit edits with their rows' penalties; and once, before the first step, the rotary
-  // frequencies.
+  // words a sequence), page selection's first pages and pages per step, plus one chunk of output
+  // row ids and targets, each rounded up to 16 bytes, and the logit edits with their rows'
+  // penalties; and once, before the first step, the rotary frequencies.
   static_assert(sizeof(kernels::SampleParams) == 5 * kInt32Bytes);
   layout.add(
       "step staging", Tier::pinned,
-      kInt32Bytes * ((3 + heads) * rows + (10 + heads + count_rows) * block + 2 * out + rope) +
+      kInt32Bytes * ((3 + heads) * rows + (12 + heads + count_rows) * block + 2 * out + rope) +
           edit_bytes + 1024);
   layout.add("rope frequencies", Tier::gpu, rope * kFloatBytes);
   // Activations: the block's hidden states, one GPU batch's scratch.
@@ -113,6 +113,7 @@ MemoryLayout runner_layout(const ModelConfig& config, const RunnerShape& shape) 
   kv.cpu_attention = shape.placement.cpu_attention;
   kv.multiprocessors = shape.multiprocessors;
   kv.storage = shape.kv_storage;
+  kv.page_size = shape.page_size;
   layout.append(block_kv_cache_layout(config, kv));
   return layout;
 }

@@ -238,10 +238,12 @@ PlanRequest plan_request(const EngineOptions& engine, const ModelConfig& model,
   request.kv_tokens = policy_budget(engine.policy.kind, engine.kv_budget, prompt_len, gen_len - 1,
                                     total_len > 0 ? total_len : prompt_len + gen_len);
   const std::unique_ptr<KvPolicy> policy =
-      make_policy(effective_policy(engine.policy, request.kv_tokens), request.kv_tokens);
+      sequence_policy(engine.policy, engine.kv_budget, prompt_len, gen_len - 1,
+                      total_len > 0 ? total_len : prompt_len + gen_len);
   request.keeps_attention_scores = policy->needs_attention_scores();
   request.kv_capacity = policy->cache_slots(model.num_layers);
   request.per_layer_budgets = policy->layer_policy(0, model.num_layers) != nullptr;
+  request.page_size = policy->page_size();
   request.gpu_bytes = device.usage(Tier::gpu).budget;
   request.pinned_bytes = device.usage(Tier::pinned).budget;
   request.disk = !engine.disk.empty();

@@ -67,6 +67,8 @@ struct CommonOptions {
   int observation_window = 32;
   int pool_kernel = 5;
   int pyramid_beta = 20;
+  int page_size = 16;
+  int dense_layers = 2;
   // Batch jobs: blocks kept near this much work, so results are written at least this often.
   double block_seconds = 30.0;
   // generate: a finished request's row takes the next request (EngineOptions).

@@ -306,10 +306,12 @@ EngineOptions CommonOptions::engine_options() const {
     out.policy.observation_window = observation_window;
     out.policy.pool_kernel = pool_kernel;
     out.policy.pyramid_beta = pyramid_beta;
+    out.policy.page_size = page_size;
+    out.policy.dense_layers = dense_layers;
     OFFGEN_CHECK(kv_budget.empty() || out.policy.kind != PolicyKind::full,
                  "--kv-budget {} means nothing to --policy full, which keeps every token: drop "
                  "--kv-budget, or choose a policy that evicts (--policy h2o, local, streaming, "
-                 "tova, snapkv, pyramidkv)",
+                 "tova, snapkv, pyramidkv) or selects (--policy quest)",
                  kv_budget);
     if (!kv_budget.empty()) out.kv_budget = KvBudget::parse(kv_budget);
     validate_policy_budget(out.policy, out.kv_budget);  // before any planning or loading
@@ -429,12 +431,15 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
                  "calibration, cached)");
   app.add_option("--dummy-seed", options.dummy_seed, "seed of dummy weights")
       ->capture_default_str();
-  app.add_option("--policy", options.policy, "KV eviction policy")
+  app.add_option("--policy", options.policy,
+                 "KV policy: one that evicts, or quest, which keeps every token and attends to "
+                 "the pages a step's query bounds highest")
       ->check(CLI::IsMember(policy_names()))
       ->capture_default_str();
   app.add_option("--kv-budget", options.kv_budget,
-                 "cached tokens per (layer, sequence, head): a fraction < 1 of prompt + generation "
-                 "length, or a token count >= 1 (needed by every policy but full)");
+                 "cached tokens per (layer, sequence, head) (quest: tokens a decode step attends): "
+                 "a fraction < 1 of prompt + generation length, or a token count >= 1 (needed by "
+                 "every policy but full)");
   app.add_option("--recent-fraction", options.recent_fraction,
                  "h2o: share of the budget kept for the most recent tokens")
       ->check(CLI::Range(0.0, 1.0))
@@ -455,6 +460,16 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
                  "pyramidkv: the top layer keeps 1/beta of the average prefix budget, the bottom "
                  "layer the rest of twice it")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--page-size", options.page_size,
+                 "quest: slots per page of the cache; a step attends to whole pages, at least the "
+                 "first and the newest")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--dense-layers", options.dense_layers,
+                 "quest: the first layers attend every token (Quest's choice: their attention is "
+                 "too broad to choose pages from)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   // plan_unless_placed replaces this callback with one that refuses the same.
   app.callback([&app] { refuse_placement_beside_plan(app); });

@@ -38,6 +38,10 @@ std::string flag_name(Parameter parameter) {
       return "--pool-kernel";
     case Parameter::pyramid_beta:
       return "--pyramid-beta";
+    case Parameter::page_size:
+      return "--page-size";
+    case Parameter::dense_layers:
+      return "--dense-layers";
     case Parameter::prefill_tokens:
       return "--prefill-tokens";
     case Parameter::compress_weights:

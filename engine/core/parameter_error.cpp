@@ -38,6 +38,10 @@ std::string api_name(Parameter parameter) {
       return "pool_kernel";
     case Parameter::pyramid_beta:
       return "pyramid_beta";
+    case Parameter::page_size:
+      return "page_size";
+    case Parameter::dense_layers:
+      return "dense_layers";
     case Parameter::prefill_tokens:
       return "prefill_tokens";
     case Parameter::compress_weights:

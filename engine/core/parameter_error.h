@@ -31,6 +31,8 @@ enum class Parameter {
   observation_window,
   pool_kernel,
   pyramid_beta,
+  page_size,
+  dense_layers,
   prefill_tokens,
   prefill_math,
   compress_weights,  // int4 weights

@@ -45,7 +45,15 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
       budgets_[l].push_back(layer ? layer->budget() : policy->budget());
     }
   }
+  page_size_ = policies_.front()->page_size();
+  dense_layers_ = policies_.front()->dense_layers();
+  for (const KvPolicy* policy : policies_) {
+    OFFGEN_CHECK(policy->page_size() == page_size_ && policy->dense_layers() == dense_layers_,
+                 "KV cache: one block's sequences select pages of one size in the same layers");
+  }
+  max_pages_ = page_count(capacity_, page_size_);
   KvCacheShape shape;
+  shape.page_size = page_size_;
   shape.gpu_batches = gpu_batches;
   shape.capacity = capacity_;
   shape.max_prompt = max_prompt;
@@ -63,12 +71,17 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
   key_sum_scratch_ = layout.allocate(device, "prefill key sum scratch");
   expanded_k_ = layout.allocate(device, "expanded k cache");
   expanded_v_ = layout.allocate(device, "expanded v cache");
+  first_page_ = layout.allocate(device, "first pages");
+  pages_per_step_ = layout.allocate(device, "pages per step");
+  selected_ = layout.allocate(device, "chosen pages");
+  selected_count_ = layout.allocate(device, "chosen page counts");
 
   for (std::size_t i = 0; i < gpu_batches.size(); ++i) {
     const GpuBatch& g = gpu_batches[i];
     GpuBatchCache cache;
     cache.k = layout.allocate_all(device, "k cache", static_cast<int>(i));
     cache.v = layout.allocate_all(device, "v cache", static_cast<int>(i));
+    cache.summary = layout.allocate_all(device, "page summaries", static_cast<int>(i));
     cache.splits = decode_splits(config, g, shape);
     if (keeps_attention_scores_) {
       const auto first = policies_.begin() + g.first;
@@ -80,8 +93,9 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
   }
   std::vector<int> offloaded = offloaded_per_gpu_batch(gpu_batches);
   if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
-    offloaded_ = std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded), capacity_,
-                                               keeps_attention_scores_, cpu_attention, storage);
+    offloaded_ =
+        std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded), capacity_,
+                                      keeps_attention_scores_, cpu_attention, storage, page_size_);
   }
   if (!keeps_attention_scores_) slots_.emplace(policies_, capacity_);
 }
@@ -121,6 +135,13 @@ void BlockKvCache::start_prefill(const PaddedBatch& prompts, StepStaging& stagin
                "KV cache: a prefill of {}x{} for a cache sized {}x{}", prompts.batch, prompts.seq,
                block_, max_prompt_);
   seen_.assign(prompts.lengths.begin(), prompts.lengths.end());
+  if (page_size_ > 0) {
+    // Every page of each prompt is summarised after its store: the prompt's slots, from page 0
+    // (a selection policy keeps every token, in position order).
+    step_first_page_.assign(static_cast<std::size_t>(block_), 0);
+    staging.upload(slot_count_.data(), seen_.data(), bytes_of<std::int32_t>(block_));
+    staging.upload(first_page_.data(), step_first_page_.data(), bytes_of<std::int32_t>(block_));
+  }
   if (!slots_) return;  // each layer's policy step writes token_slot_ after its attention
   // The policy picks the prompt tokens each cache keeps (the same in every layer and head).
   slots_->start(prompts.lengths);
@@ -159,6 +180,18 @@ std::span<const std::int32_t> BlockKvCache::start_decode(std::span<const std::ui
   staging.upload(slot_count_.data(), step_counts_.data(),
                  bytes_of<std::int32_t>(static_cast<std::int64_t>(step_counts_.size())));
   staging.upload(advancing_.data(), advancing.data(), bytes_of<std::uint8_t>(block_));
+  if (page_size_ > 0) {
+    // The new token's page is summarised again; each sequence attends its policy's pages.
+    step_first_page_.resize(n);
+    step_pages_per_step_.resize(n);
+    for (std::size_t b = 0; b < n; ++b) {
+      step_first_page_[b] = (step_counts_[b] - 1) / page_size_;
+      step_pages_per_step_[b] = std::clamp(policies_[b]->pages_per_step(), 2, max_pages_);
+    }
+    staging.upload(first_page_.data(), step_first_page_.data(), bytes_of<std::int32_t>(block_));
+    staging.upload(pages_per_step_.data(), step_pages_per_step_.data(),
+                   bytes_of<std::int32_t>(block_));
+  }
   if (slots_) {
     // Position-based policies keep the same tokens in every head: one slot per sequence.
     const int heads = config_.kv_heads();
@@ -186,14 +219,46 @@ void BlockKvCache::commit(std::span<const std::uint8_t> advancing) {
   // A row of step_counts_ stands for all the layers, or for one of them.
   const std::uint64_t layers_per_row = budgets_.size() > 1 ? 1 : config_.num_layers;
   const std::uint64_t layer_row_bytes = row_bytes / config_.num_layers;
-  for (const std::int32_t count : step_counts_) {
-    traffic_.read_bytes += layer_row_bytes * layers_per_row * static_cast<std::uint64_t>(count);
+  // Page selection's dense layers attend every slot, the others their chosen pages.
+  const auto dense = static_cast<std::uint64_t>(
+      page_size_ > 0 ? std::clamp(dense_layers_, 0, config_.num_layers) : 0);
+  for (std::size_t i = 0; i < step_counts_.size(); ++i) {
+    const auto count = static_cast<std::uint64_t>(step_counts_[i]);
+    const auto attended =
+        static_cast<std::uint64_t>(attended_slots(static_cast<int>(i % n), step_counts_[i]));
+    traffic_.read_bytes += layer_row_bytes * (dense * count + (layers_per_row - dense) * attended);
   }
   traffic_.written_bytes += row_bytes * n;
   ++traffic_.decode_steps;
   for (std::size_t b = 0; b < n; ++b) {
     if (advancing[b]) ++seen_[b];
   }
+}
+
+int BlockKvCache::attended_slots(int b, int count) const {
+  if (page_size_ == 0) return count;
+  // Every page when they fit; else S - 1 whole pages and the newest one's slots.
+  const int pages = (count + page_size_ - 1) / page_size_;
+  const int chosen = step_pages_per_step_[static_cast<std::size_t>(b)];
+  if (pages <= chosen) return count;
+  return (chosen - 1) * page_size_ + (count - (pages - 1) * page_size_);
+}
+
+OffloadedPages BlockKvCache::offloaded_pages(const BlockTask& task, bool prefill) {
+  if (!selects(task.layer)) return {};
+  const std::int64_t first = task.batch.first + task.batch.resident;  // its first offloaded one
+  const std::int64_t heads = config_.kv_heads();
+  OffloadedPages pages;
+  pages.slot_count = slot_count_.as<std::int32_t>() + first;
+  const bool on_host = !prefill && offloaded_->cpu_attention();
+  pages.first_page = (on_host ? step_first_page_.data() : first_page_.as<std::int32_t>()) + first;
+  if (!prefill) {
+    pages.pages_per_step =
+        (on_host ? step_pages_per_step_.data() : pages_per_step_.as<std::int32_t>()) + first;
+  }
+  pages.selected = selected_.as<std::int32_t>() + first * heads * max_pages_;
+  pages.selected_count = selected_count_.as<std::int32_t>() + first * heads;
+  return pages;
 }
 
 std::pair<std::size_t, int> BlockKvCache::locate(int b) const {
@@ -220,6 +285,14 @@ BlockKvCache::SequenceKv BlockKvCache::sequence_kv(int b, int layer) {
   return {&offloaded_->host_k(layer, static_cast<int>(batch)),
           &offloaded_->host_v(layer, static_cast<int>(batch)),
           offloaded_->offloaded(static_cast<int>(batch)), local - resident};
+}
+
+Buffer& BlockKvCache::sequence_summary(int b, int layer) {
+  const auto [batch, local] = locate(b);
+  if (local < batches_[batch].resident) {
+    return gpu_batches_[batch].summary[static_cast<std::size_t>(layer)];
+  }
+  return offloaded_->summary(layer, static_cast<int>(batch));
 }
 
 void BlockKvCache::adopt(Device& device, Stream& stream, int b, BlockKvCache& from, int from_b,
@@ -263,11 +336,24 @@ void BlockKvCache::adopt(Device& device, Stream& stream, int b, BlockKvCache& fr
                       reinterpret_cast<const std::byte*>(at.params) + param_bytes * src_index,
                       param_bytes, stream);
   };
+  OFFGEN_CHECK(from.page_size_ == page_size_ && policy->page_size() == page_size_ &&
+                   from.dense_layers_ == dense_layers_,
+               "KV cache: sequence {} cannot take a sequence that selects pages of another size",
+               b);
+  // One sequence's page summaries of a layer (a contiguous run, where it attends).
+  const std::uint64_t summary_bytes = page_summary_bytes(config_, 1, max_pages_);
   for (int l = 0; l < config_.num_layers; ++l) {
     const SequenceKv to = sequence_kv(b, l);
     const SequenceKv at = from.sequence_kv(from_b, l);
     copy_sequence(*to.k, to.count, to.index, *at.k, at.count, at.index);
     copy_sequence(*to.v, to.count, to.index, *at.v, at.count, at.index);
+    if (selects(l)) {
+      device.copy_async(
+          static_cast<std::byte*>(sequence_summary(b, l).data()) + summary_bytes * to.index,
+          static_cast<const std::byte*>(from.sequence_summary(from_b, l).data()) +
+              summary_bytes * at.index,
+          summary_bytes, stream);
+    }
   }
   const auto at = static_cast<std::size_t>(b);
   policies_[at] = policy;
@@ -338,6 +424,18 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
                            .head_dim = head_dim,
                            .capacity = capacity_,
                            .kv_heads = heads});
+    if (selects(task.layer)) {  // from the fp16 keys as stored, before int4 packing
+      ops_.page_summary({.k_cache = int4 ? expanded_k_.as<Half>() : k.as<Half>(),
+                         .summary = cache.summary[static_cast<std::size_t>(task.layer)].as<Half>(),
+                         .slot_count = slot_count_.as<std::int32_t>() + g.first,
+                         .first_page = first_page_.as<std::int32_t>() + g.first,
+                         .batch = g.resident,
+                         .kv_heads = heads,
+                         .head_dim = head_dim,
+                         .capacity = capacity_,
+                         .page_size = page_size_,
+                         .max_pages = max_pages_});
+    }
     if (int4) {
       // Every slot is packed, the ones no token went to as well (never attended: a slot counts
       // only once a token is written to it, and a write packs its row again).
@@ -349,7 +447,8 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
   if (g.offloaded() > 0) {
     const std::int64_t resident = g.resident;
     offloaded_->store_prefill(task, qkv + resident * seq * config_.qkv_dim(),
-                              token_slot + resident * heads * seq, seq);
+                              token_slot + resident * heads * seq, seq,
+                              offloaded_pages(task, /*prefill=*/true));
   }
 }
 
@@ -391,7 +490,8 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
   // CPU attention first, so the host works while the gpu attends the resident sequences.
   if (g.offloaded() > 0 && cpu_attention) {
     offloaded_->decode_cpu(task, off_write_slot,
-                           step_counts_.data() + count_row(task.layer) + g.first + g.resident, off);
+                           step_counts_.data() + count_row(task.layer) + g.first + g.resident, off,
+                           offloaded_pages(task, /*prefill=*/false));
   }
   if (g.resident > 0) {
     Buffer& k = cache.k[static_cast<std::size_t>(task.layer)];
@@ -434,6 +534,41 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
     }
     args.k_cache = k_cache;
     args.v_cache = v_cache;
+    if (selects(task.layer)) {
+      // The new token's page again, then this layer's query chooses the pages it attends.
+      Half* summary = cache.summary[static_cast<std::size_t>(task.layer)].as<Half>();
+      std::int32_t* selected =
+          selected_.as<std::int32_t>() + std::int64_t{g.first} * heads * max_pages_;
+      std::int32_t* selected_count =
+          selected_count_.as<std::int32_t>() + std::int64_t{g.first} * heads;
+      ops_.page_summary({.k_cache = k_cache,
+                         .summary = summary,
+                         .slot_count = args.slot_count,
+                         .first_page = first_page_.as<std::int32_t>() + g.first,
+                         .batch = g.resident,
+                         .kv_heads = heads,
+                         .head_dim = args.head_dim,
+                         .capacity = capacity_,
+                         .page_size = page_size_,
+                         .max_pages = max_pages_});
+      ops_.page_select({.qkv = args.qkv,
+                        .summary = summary,
+                        .slot_count = args.slot_count,
+                        .pages_per_step = pages_per_step_.as<std::int32_t>() + g.first,
+                        .selected = selected,
+                        .selected_count = selected_count,
+                        .batch = g.resident,
+                        .heads = config_.num_heads,
+                        .kv_heads = heads,
+                        .head_dim = args.head_dim,
+                        .page_size = page_size_,
+                        .max_pages = max_pages_,
+                        .max_selected = max_pages_});
+      args.pages = selected;
+      args.page_count = selected_count;
+      args.page_size = page_size_;
+      args.max_selected = max_pages_;
+    }
     ops_.decode_attention(args);
     trace_.dump_cache("decode-kv", task.layer, g.resident, heads, capacity_, args.head_dim, k_cache,
                       v_cache, args.out, config_.num_heads);
@@ -442,7 +577,7 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
     if (cpu_attention) {
       offloaded_->finish_cpu(task);
     } else {
-      offloaded_->decode_gpu(task, off_write_slot, off);
+      offloaded_->decode_gpu(task, off_write_slot, off, offloaded_pages(task, /*prefill=*/false));
     }
   }
   if (cache.scores) {

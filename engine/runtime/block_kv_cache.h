@@ -18,6 +18,15 @@
 // row back, and attends over the block. So a token attends to itself exactly at its own step and
 // is seen through its int4 codes from the next step on — FlexGen's order — and attention, the
 // policies and their scores are the fp16 ones, unchanged.
+//
+// A selection policy (quest: KvPolicy::page_size() > 0) keeps every token, and beside each
+// layer's cache the per-page key summaries of kernels/page_selection_args.h, where the sequence
+// attends (the gpu tier; a host cache's on the gpu tier too, or in pinned memory with cpu
+// attention). The prefill summarises every page of the prompt after storing it; a decode step
+// appends the new token, summarises its page again, chooses the pages from this layer's query,
+// and attends to those alone (but in the first KvPolicy::dense_layers(), which attend every
+// token and keep no summaries). With int4 storage the summaries are of the fp16 keys the step sees:
+// the prompt's before packing, and the newest page as expanded (its new token in fp16).
 #pragma once
 
 #include <cstdint>
@@ -133,6 +142,8 @@ class BlockKvCache {
   // One GPU batch's gpu-resident cache and policy state.
   struct GpuBatchCache {
     std::vector<Buffer> k, v;  // per layer: [resident, heads, capacity, head_dim], or packed
+    std::vector<Buffer>
+        summary;  // page selection, per layer: [resident, heads, 2, head_dim, pages]
     std::unique_ptr<AttentionScoreState> scores;  // when the policy keeps attention scores
     DecodeSplits splits;                          // of its decode attention, planned once
   };
@@ -158,6 +169,8 @@ class BlockKvCache {
     int index;
   };
   SequenceKv sequence_kv(int b, int layer);
+  // The page summaries holding sequence b's of a layer (at sequence_kv's index).
+  Buffer& sequence_summary(int b, int layer);
   ScoreTrace trace_;  // OFFGEN_TRACE_SCORES (score_trace.h)
   // int4: the fp16 K and V block a task's resident cache is expanded into (gpu tier).
   Buffer expanded_k_, expanded_v_;
@@ -171,6 +184,22 @@ class BlockKvCache {
   // Decode attention's split scratch, sized for the largest split (gpu tier).
   Buffer decode_scratch_;
   Buffer key_sum_scratch_;  // grouped-query attention's prompt key sums per query head (gpu)
+  // Page selection (page_size_ > 0): slots per page, pages per cache; the step's first page to
+  // summarise again and pages to attend per sequence [block], and the chosen pages [block, heads,
+  // max_pages_] and their counts [block, heads] (gpu; one layer's at a time).
+  int page_size_ = 0;
+  int max_pages_ = 0;
+  int dense_layers_ = 0;  // the first layers attend every token
+  bool selects(int layer) const { return page_size_ > 0 && layer >= dense_layers_; }
+  Buffer first_page_, pages_per_step_, selected_, selected_count_;
+  // What the step uploads of them, kept on the host for cpu attention's host tasks (valid until
+  // the next start_*).
+  std::vector<std::int32_t> step_first_page_, step_pages_per_step_;
+  // The page selection inputs of task's offloaded sequences (on the host for cpu attention).
+  OffloadedPages offloaded_pages(const BlockTask& task, bool prefill);
+  // The attended slots of a sequence whose cache holds `count` at this step, under its policy's
+  // page selection (count itself without one).
+  int attended_slots(int b, int count) const;
 
   // C of each sequence, per layer where the policy's budgets differ by layer (pyramidkv), else
   // one row for every layer: [rows][block].

@@ -57,6 +57,9 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
   runner_shape.block = block;
   runner_shape.max_prompt = max_prompt;
   runner_shape.placement = shape;
+  // The step staging holds a slot-count row per layer where budgets differ by layer.
+  runner_shape.per_layer_budgets = policies_.front()->layer_policy(0, config.num_layers) != nullptr;
+  runner_shape.page_size = policies_.front()->page_size();
   runner_shape.logit_edits = extras.logit_edits;
   runner_shape.top_logprobs = extras.top_logprobs;
   OFFGEN_CHECK(top_k_ >= 0 && top_k_ <= std::min(kernels::kMaxTopLogprobs, config.vocab_size),

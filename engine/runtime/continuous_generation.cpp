@@ -45,7 +45,7 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
   };
   const auto policy_of = [&](const GenerationRequest& r) {
     const SequenceLengths l = lengths_of(r);
-    return block_policy(policy_budget(l.prompt, l.new_tokens, l.total));
+    return sequence_policy(l.prompt, l.new_tokens, l.total);
   };
   const auto sequence_of = [&](const GenerationRequest& r) {
     return LogitEditor::Sequence{

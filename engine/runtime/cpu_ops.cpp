@@ -8,6 +8,7 @@
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/layer_norm.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/page_selection.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rotary.h"
@@ -55,6 +56,14 @@ void CpuOps::append_kv(const kernels::AppendKvArgs& args) {
 
 void CpuOps::decode_attention(const kernels::DecodeAttentionArgs& args) {
   enqueue<cpu::decode_attention, ref::decode_attention>(args);
+}
+
+void CpuOps::page_summary(const kernels::PageSummaryArgs& args) {
+  enqueue<cpu::page_summary, ref::page_summary>(args);
+}
+
+void CpuOps::page_select(const kernels::PageSelectArgs& args) {
+  enqueue<cpu::page_select, ref::page_select>(args);
 }
 
 void CpuOps::logits(const kernels::LogitsArgs& args) {

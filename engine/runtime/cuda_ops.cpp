@@ -10,6 +10,7 @@
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/logit_edit.h"
+#include "kernels/cuda/page_selection.h"
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rotary.h"
@@ -98,6 +99,14 @@ void CudaOps::score_prefill_keep(const kernels::ScorePrefillArgs& args) {
 
 void CudaOps::score_decode_update(const kernels::ScoreDecodeArgs& args) {
   cuda::score_decode_update(args, stream_);
+}
+
+void CudaOps::page_summary(const kernels::PageSummaryArgs& args) {
+  cuda::page_summary(args, stream_);
+}
+
+void CudaOps::page_select(const kernels::PageSelectArgs& args) {
+  cuda::page_select(args, stream_);
 }
 
 void CudaOps::quantize(const kernels::QuantizeArgs& args) {

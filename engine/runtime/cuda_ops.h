@@ -34,6 +34,8 @@ class CudaOps final : public Ops {
   void restore_logits(const kernels::EditLogitsArgs& args) override;
   void score_prefill_keep(const kernels::ScorePrefillArgs& args) override;
   void score_decode_update(const kernels::ScoreDecodeArgs& args) override;
+  void page_summary(const kernels::PageSummaryArgs& args) override;
+  void page_select(const kernels::PageSelectArgs& args) override;
   void quantize(const kernels::QuantizeArgs& args) override;
   void dequantize(const kernels::DequantizeArgs& args) override;
   void quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) override;

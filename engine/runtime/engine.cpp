@@ -360,13 +360,10 @@ std::size_t Engine::refill_divisor() const {
   return weights_->streamed() ? 4 : 8;
 }
 
-int Engine::policy_budget(int max_prompt, int max_new, int total_len) const {
-  return offgen::policy_budget(options_.policy.kind, options_.kv_budget, max_prompt, max_new,
-                               total_len);
-}
-
-std::unique_ptr<KvPolicy> Engine::block_policy(int budget) const {
-  return make_policy(effective_policy(options_.policy, budget), budget);
+std::unique_ptr<KvPolicy> Engine::sequence_policy(int max_prompt, int max_new,
+                                                  int total_len) const {
+  return offgen::sequence_policy(options_.policy, options_.kv_budget, max_prompt, max_new,
+                                 total_len);
 }
 
 void Engine::check_interrupt() const {
@@ -378,7 +375,7 @@ std::unique_ptr<BlockRunner> Engine::make_runner(int max_prompt, int max_new,
                                                  const PickExtras& extras, int min_capacity) {
   std::vector<std::unique_ptr<KvPolicy>> policies;
   for (const SequenceLengths& s : sequences) {
-    policies.push_back(block_policy(policy_budget(s.prompt, s.new_tokens, s.total)));
+    policies.push_back(sequence_policy(s.prompt, s.new_tokens, s.total));
   }
   auto runner = std::make_unique<BlockRunner>(
       *device_, *ops_, config_, weights_->weights(), max_prompt, max_new, std::move(policies),
@@ -402,12 +399,11 @@ void Engine::set_policy(const PolicyOptions& policy, const KvBudget& kv_budget) 
 }
 
 bool Engine::keeps_attention_scores(int max_prompt, int max_new, int total_len) const {
-  return block_policy(policy_budget(max_prompt, max_new, total_len))->needs_attention_scores();
+  return sequence_policy(max_prompt, max_new, total_len)->needs_attention_scores();
 }
 
 KvFootprint Engine::kv_footprint(int max_prompt, int max_new, int total_len) const {
-  const std::unique_ptr<KvPolicy> policy =
-      block_policy(policy_budget(max_prompt, max_new, total_len));
+  const std::unique_ptr<KvPolicy> policy = sequence_policy(max_prompt, max_new, total_len);
   return offgen::kv_footprint(config_, policy->cache_slots(config_.num_layers),
                               policy->needs_attention_scores(), max_prompt,
                               options_.compression.kv);

@@ -223,13 +223,25 @@ class Engine {
   // Slots per (layer, sequence, head) make_runner's KV cache would have (the policy's
   // cache_slots: C + 1, more for pyramidkv).
   int kv_capacity(int max_prompt, int max_new, int total_len = 0) const {
-    return block_policy(policy_budget(max_prompt, max_new, total_len))
-        ->cache_slots(config_.num_layers);
+    return sequence_policy(max_prompt, max_new, total_len)->cache_slots(config_.num_layers);
   }
   // Whether the policy's budgets differ by layer (pyramidkv), as PlanRequest::per_layer_budgets.
   bool budgets_differ_by_layer(int max_prompt, int max_new, int total_len = 0) const {
-    return block_policy(policy_budget(max_prompt, max_new, total_len))
-               ->layer_policy(0, config_.num_layers) != nullptr;
+    return sequence_policy(max_prompt, max_new, total_len)->layer_policy(0, config_.num_layers) !=
+           nullptr;
+  }
+  // Tokens a decode step attends per (sequence, kv head) at most: C (kv_capacity - 1), or for a
+  // selection policy its pages' worth (S x P, no more than the sequence).
+  int kv_attended(int max_prompt, int max_new, int total_len = 0) const {
+    const std::unique_ptr<KvPolicy> policy = sequence_policy(max_prompt, max_new, total_len);
+    if (policy->page_size() > 0) {
+      return std::min(policy->pages_per_step() * policy->page_size(), policy->budget());
+    }
+    return policy->cache_slots(config_.num_layers) - 1;
+  }
+  // quest's slots per page (PlanRequest::page_size); 0 for a policy that selects no pages.
+  int kv_page_size() const {
+    return options_.policy.kind == PolicyKind::quest ? options_.policy.page_size : 0;
   }
   // What make_runner's KV cache costs per sequence, without allocating it.
   KvFootprint kv_footprint(int max_prompt, int max_new, int total_len = 0) const;
@@ -256,10 +268,9 @@ class Engine {
                    int prefill_tokens, std::vector<ScoreResult>& results,
                    const ScoreCallback& on_done);
 
-  // The policy's budget C for sequences of total_len tokens, at most what they ever cache.
-  int policy_budget(int max_prompt, int max_new, int total_len) const;
-  // The policy a sequence with budget C runs (see effective_policy in policies/kv_budget.h).
-  std::unique_ptr<KvPolicy> block_policy(int budget) const;
+  // The policy a sequence of these lengths runs, with its budget C (sequence_policy in
+  // policies/kv_budget.h).
+  std::unique_ptr<KvPolicy> sequence_policy(int max_prompt, int max_new, int total_len) const;
   // The block sizes of one job (scheduler/block_sizer.h).
   BlockSizer job_sizer() const;
   // Before each block of a job: the interrupt check, then progress_.block_started.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "kernels/page_selection_check.h"
 
 namespace offgen::kernels::cpu {
 void page_summary(const PageSummaryArgs& a) {

@@ -101,9 +101,24 @@ struct Plan {
   int splits;         // ceil(capacity / chunk)
 };
 
-// The slots a sequence attends: slot_count clamped to [0, capacity] (the CPU path checks it).
-__device__ int attended(const DecodeAttentionArgs& a, int b) {
-  return min(max(a.slot_count[b], 0), a.capacity);
+// The slots (sequence b, kv head c) attends: slot_count clamped to [0, capacity] (the CPU path
+// checks it); with page selection, the valid slots of its chosen pages — ascending, so only the
+// last can be partly filled — counted as one run (slot j of it is slot_of's).
+__device__ int attended(const DecodeAttentionArgs& a, int b, int c) {
+  const int count = min(max(a.slot_count[b], 0), a.capacity);
+  if (a.pages == nullptr) return count;
+  const std::int64_t bc = std::int64_t{b} * a.kv_head_count() + c;
+  const int chosen = a.page_count[bc];
+  if (chosen <= 0) return 0;
+  const int last = a.pages[bc * a.max_selected + chosen - 1];
+  return (chosen - 1) * a.page_size + min(max(count - last * a.page_size, 0), a.page_size);
+}
+
+// The cache slot of the j-th attended slot of (b, c).
+__device__ int slot_of(const DecodeAttentionArgs& a, int b, int c, int j) {
+  if (a.pages == nullptr) return j;
+  const std::int64_t bc = std::int64_t{b} * a.kv_head_count() + c;
+  return a.pages[bc * a.max_selected + j / a.page_size] * a.page_size + j % a.page_size;
 }
 
 // One block per (split, sequence, query head); blockIdx.x = (b * heads + h) * splits + split.
@@ -128,7 +143,7 @@ __global__ void __launch_bounds__(kThreads)
   const int kv_heads = a.kv_head_count();
   const int c = h / (a.heads / kv_heads);  // the kv head this query head reads
 
-  const int count = attended(a, b);
+  const int count = attended(a, b, c);
   const int s0 = split * plan.chunk;  // < capacity: splits = ceil(capacity / chunk)
   const int range_end = static_cast<int>(std::min<std::int64_t>(
       std::int64_t{s0} + plan.chunk, a.capacity));  // slots whose probs this block writes
@@ -137,7 +152,7 @@ __global__ void __launch_bounds__(kThreads)
   float* const probs = head_probs != nullptr ? head_probs + bh * a.capacity : nullptr;
   __half* const out = reinterpret_cast<__half*>(a.out) + b * hd + std::int64_t{h} * dim;
 
-  if (probs != nullptr) {
+  if (probs != nullptr && a.pages == nullptr) {  // with pages, launch zeroed the whole rows
     for (int j = max(s0, count) + tid; j < range_end; j += kThreads) probs[j] = 0.0f;
   }
   if (s0 >= s_end) {  // nothing attended here; with splits the combine kernel writes the output
@@ -184,7 +199,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int k = 0; k < kMaxPiecesPerLane; ++k) {
         const int piece = sub + k * group;
         raw[u][k] = slot < s_end && piece < plan.pieces
-                        ? load8<kAligned>(k_rows + std::int64_t{slot} * dim + piece * kPiece)
+                        ? load8<kAligned>(k_rows + std::int64_t{slot_of(a, b, c, slot)} * dim +
+                                          piece * kPiece)
                         : zero8();
       }
     }
@@ -206,7 +222,8 @@ __global__ void __launch_bounds__(kThreads)
       const int slot = base + u * rows_per_step;
       if (sub == 0 && slot < s_end) {
         scores[slot - s0] = dot;
-        if (probs != nullptr && plan.splits > 1) probs[slot] = dot;  // combine normalises it
+        // combine normalises it
+        if (probs != nullptr && plan.splits > 1) probs[slot_of(a, b, c, slot)] = dot;
       }
     }
   }
@@ -226,7 +243,7 @@ __global__ void __launch_bounds__(kThreads)
   l = block_reduce<false>(l);    // its barriers also publish the p values written above
   const float inv_l = 1.0f / l;  // l >= 1: the max slot contributes exp(0)
   if (probs != nullptr && plan.splits == 1) {
-    for (int j = tid; j < n; j += kThreads) probs[s0 + j] = scores[j] * inv_l;
+    for (int j = tid; j < n; j += kThreads) probs[slot_of(a, b, c, s0 + j)] = scores[j] * inv_l;
   }
 
   // 3. p·v.
@@ -241,7 +258,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int k = 0; k < kMaxPiecesPerLane; ++k) {
         const int piece = sub + k * group;
         raw[u][k] = slot < s_end && piece < plan.pieces
-                        ? load8<kAligned>(v_rows + std::int64_t{slot} * dim + piece * kPiece)
+                        ? load8<kAligned>(v_rows + std::int64_t{slot_of(a, b, c, slot)} * dim +
+                                          piece * kPiece)
                         : zero8();
       }
     }
@@ -308,7 +326,8 @@ __global__ void __launch_bounds__(kThreads)
   const int dim = a.head_dim;
   __half* const out =
       reinterpret_cast<__half*>(a.out) + b * std::int64_t{a.heads} * dim + std::int64_t{h} * dim;
-  const int count = attended(a, b);
+  const int c = h / (a.heads / a.kv_head_count());
+  const int count = attended(a, b, c);
   const int active = (count + plan.chunk - 1) / plan.chunk;  // splits holding >= 1 slot
   if (active == 0) {  // slot_count 0: zeros (the split blocks already zeroed the probs)
     for (int d = tid; d < dim; d += kThreads) out[d] = __float2half_rn(0.0f);
@@ -329,7 +348,10 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (head_probs != nullptr) {  // raw scores -> probabilities
     float* const row = head_probs + bh * a.capacity;
-    for (int j = tid; j < count; j += kThreads) row[j] = expf(row[j] - m) * inv_l;
+    for (int j = tid; j < count; j += kThreads) {
+      const int slot = slot_of(a, b, c, j);
+      row[slot] = expf(row[slot] - m) * inv_l;
+    }
   }
 }
 
@@ -371,6 +393,10 @@ void launch(const DecodeAttentionArgs& args, const Plan& plan, cudaStream_t stre
                             : group == 1          ? args.probs
                                                   : args.split_scratch + used;
 
+  if (head_probs != nullptr && args.pages != nullptr) {  // the slots no page chose stay 0
+    OFFGEN_CUDA_CHECK(cudaMemsetAsync(
+        head_probs, 0, static_cast<std::size_t>(bh) * args.capacity * sizeof(float), stream));
+  }
   decode_split_kernel<kAligned><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       args, plan, part_ml, part_acc, head_probs);
   OFFGEN_CUDA_CHECK_LAUNCH();
@@ -409,9 +435,10 @@ void decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream) {
   OFFGEN_CUDA_REQUIRE(
       args.head_dim > 0 && args.head_dim % kPiece == 0 && args.head_dim <= kMaxHeadDim,
       "decode_attention: head_dim must be a multiple of 8 in [8, 512]");
-  OFFGEN_CUDA_REQUIRE(args.pages == nullptr,
-                      "decode_attention: page selection has no cuda kernel yet (the cpu device "
-                      "runs it)");
+  OFFGEN_CUDA_REQUIRE(args.pages == nullptr || (args.page_count != nullptr && args.page_size > 0 &&
+                                                args.max_selected > 0),
+                      "decode_attention: page selection needs its counts, a page size and a "
+                      "max_selected");
   if (args.capacity <= 0) {  // no slots: every output is 0, and probs has no entries
     OFFGEN_CUDA_CHECK(cudaMemsetAsync(
         args.out, 0,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "kernels/page_selection_check.h"
 #include "kernels/reference/reference.h"
 
 namespace offgen::kernels::reference {

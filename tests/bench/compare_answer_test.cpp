@@ -57,6 +57,27 @@ TEST(CompareAnswer, NamesTheCheapestCellThatKeepsQualityAndThePoliciesThatNeverD
   EXPECT_NE(text.find("sequences fit in"), std::string::npos);
 }
 
+// quest caches every token (full's KV memory) and moves only the pages it attends: the answer
+// names it beside the cell with the least memory when it moves the least KV per step.
+TEST(CompareAnswer, NamesTheCellMovingTheLeastKvWhenItIsNotTheOneStoringTheLeast) {
+  CompareCell full = cell(PolicyKind::full, 0, 1024, 38, 20.0);
+  full.throughput.kv_moved_per_step = 64.0 * 1024 * 1024;
+  CompareCell h2o = cell(PolicyKind::h2o, 0.5, 512, 38, 20.0);
+  h2o.throughput.kv_moved_per_step = 32.0 * 1024 * 1024;
+  CompareCell quest = cell(PolicyKind::quest, 0.2, 205, 37, 20.1);
+  quest.kv_per_sequence = full.kv_per_sequence;  // it keeps the whole cache
+  quest.throughput.kv_moved_per_step = 14.0 * 1024 * 1024;
+  const std::string text = compare_answer(result({full, h2o, quest}));
+  EXPECT_EQ(text.find("**h2o at budget 0.5**"), 0u) << text;
+  EXPECT_NE(text.find("**quest at budget 0.2** moves the least KV per decode step of those "
+                      "cells: 14.00 MiB against full's 64.00 MiB"),
+            std::string::npos)
+      << text;
+  // When the cell storing the least also moves the least, one name says both.
+  quest.throughput.kv_moved_per_step = 40.0 * 1024 * 1024;
+  EXPECT_EQ(compare_answer(result({full, h2o, quest})).find("moves the least"), std::string::npos);
+}
+
 TEST(CompareAnswer, PerplexityAloneDecidesWhenItIsTheOnlyMeasure) {
   CompareCell full = cell(PolicyKind::full, 0, 1024, 0, 20.0);
   CompareCell ok = cell(PolicyKind::local, 0.2, 205, 0, 20.9);   // +4.5%

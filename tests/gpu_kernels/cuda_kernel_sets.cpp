@@ -19,6 +19,7 @@
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/layer_norm.h"
 #include "kernels/cuda/logit_edit.h"
+#include "kernels/cuda/page_selection.h"
 #include "kernels/cuda/quantize.h"
 #include "kernels/cuda/rms_norm.h"
 #include "kernels/cuda/rotary.h"
@@ -301,6 +302,8 @@ void decode_attention(const kernels::DecodeAttentionArgs& args) {
   auto d_count = device_copy(args.slot_count, args.batch);
   auto d_out = device_copy(args.out, std::int64_t{args.batch} * width);
   auto d_probs = device_copy(args.probs, std::int64_t{args.batch} * kv_heads * args.capacity);
+  auto d_pages = device_copy(args.pages, std::int64_t{args.batch} * kv_heads * args.max_selected);
+  auto d_page_count = device_copy(args.page_count, std::int64_t{args.batch} * kv_heads);
   // The split a runner plans for this shape, and its scratch between guards (a write past the
   // planned bytes fails the guard check).
   const kernels::DecodeSplit split =
@@ -317,6 +320,8 @@ void decode_attention(const kernels::DecodeAttentionArgs& args) {
   d.slot_count = d_count.data();
   d.out = d_out.data();
   d.probs = d_probs.data();
+  d.pages = d_pages.data();
+  d.page_count = d_page_count.data();
   d.split = split;
   d.split_scratch = d_scratch.data();
   cuda::decode_attention(d, test_stream());
@@ -324,6 +329,51 @@ void decode_attention(const kernels::DecodeAttentionArgs& args) {
   d_out.copy_back(args.out, "decode_attention out");
   d_probs.copy_back(args.probs, "decode_attention probs");
   d_scratch.copy_back(scratch.data(), "decode_attention split scratch");
+}
+
+void page_summary(const kernels::PageSummaryArgs& args) {
+  const std::int64_t rows = std::int64_t{args.batch} * args.kv_heads;
+  auto d_k = device_copy(args.k_cache, rows * args.capacity * args.head_dim);
+  auto d_summary = device_copy(
+      args.summary,
+      kernels::page_summary_elements(args.batch, args.kv_heads, args.head_dim, args.max_pages));
+  auto d_count = device_copy(args.slot_count, args.batch);
+  auto d_first = device_copy(args.first_page, args.batch);
+  kernels::PageSummaryArgs d = args;
+  d.k_cache = d_k.data();
+  d.summary = d_summary.data();
+  d.slot_count = d_count.data();
+  d.first_page = d_first.data();
+  cuda::page_summary(d, test_stream());
+  finish();
+  d_summary.copy_back(args.summary, "page_summary summary");
+}
+
+void page_select(const kernels::PageSelectArgs& args) {
+  const std::int64_t rows = std::int64_t{args.batch} * args.kv_heads;
+  auto d_qkv = device_copy(
+      args.qkv, std::int64_t{args.batch} * (args.heads + 2 * args.kv_heads) * args.head_dim);
+  auto d_summary = device_copy(
+      args.summary,
+      kernels::page_summary_elements(args.batch, args.kv_heads, args.head_dim, args.max_pages));
+  auto d_count = device_copy(args.slot_count, args.batch);
+  auto d_per_step = device_copy(args.pages_per_step, args.batch);
+  auto d_selected = device_copy(args.selected, rows * args.max_selected);
+  auto d_selected_count = device_copy(args.selected_count, rows);
+  auto d_bounds = device_copy(args.bounds, rows * args.max_pages);
+  kernels::PageSelectArgs d = args;
+  d.qkv = d_qkv.data();
+  d.summary = d_summary.data();
+  d.slot_count = d_count.data();
+  d.pages_per_step = d_per_step.data();
+  d.selected = d_selected.data();
+  d.selected_count = d_selected_count.data();
+  d.bounds = d_bounds.data();
+  cuda::page_select(d, test_stream());
+  finish();
+  d_selected.copy_back(args.selected, "page_select selected");
+  d_selected_count.copy_back(args.selected_count, "page_select selected_count");
+  d_bounds.copy_back(args.bounds, "page_select bounds");
 }
 
 void top_logprobs(const kernels::TopLogprobsArgs& args) {
@@ -560,10 +610,10 @@ std::vector<const KernelSet*> kernel_sets_under_test() {
       decode_attention, sample_rows, argmax_rows, score_prefill_keep, score_decode_update, quantize,
       dequantize, quantize_kv_slots, rms_norm, rotary, silu_mul, edit_logits, restore_logits,
       /*exact_sampling=*/false,
-      /*exact_trig=*/false,
-      // No cuda page-selection kernels yet: their tests skip.
-      /*page_summary=*/{},
-      /*page_select=*/{}};
+      /*exact_trig=*/false, page_summary, page_select,
+      // Values in device memory (page lists, pages per step) are clamped by the kernels, not
+      // checked: a kernel cannot throw.
+      /*checks_device_values=*/false};
   return {&cuda_set};
 }
 

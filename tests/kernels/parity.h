@@ -82,10 +82,14 @@ struct KernelSet {
   // so rotary equals the reference bit for bit; CUDA's are within 2 fp32 ulp instead
   // (kernels/rotary_args.h), which can move a cos / sin value by 1 fp16 ulp.
   bool exact_trig = true;
-  // Query-aware page selection (kernels/page_selection_args.h); empty where a set has none yet
+  // Query-aware page selection (kernels/page_selection_args.h); empty where a set has none
   // (its tests then skip and say so).
   Fn<void(const kernels::PageSummaryArgs&)> page_summary;
   Fn<void(const kernels::PageSelectArgs&)> page_select;
+  // Whether the set refuses bad values it reads from its inputs' memory (page lists, pages per
+  // step) with an Error, as the CPU kernels do on the host; a device kernel cannot throw, and
+  // clamps them instead.
+  bool checks_device_values = true;
 };
 
 // Every implementation the parity suites run (one test file per op, kernels/*_test.cpp; the h2o

@@ -276,8 +276,9 @@ TEST(PolicyNames, RoundTrip) {
   EXPECT_EQ(policy_name(PolicyKind::tova), "tova");
   EXPECT_EQ(policy_name(PolicyKind::snapkv), "snapkv");
   EXPECT_EQ(policy_name(PolicyKind::pyramidkv), "pyramidkv");
+  EXPECT_EQ(policy_name(PolicyKind::quest), "quest");
   EXPECT_EQ(policy_names(), (std::vector<std::string>{"full", "local", "h2o", "streaming", "tova",
-                                                      "snapkv", "pyramidkv"}));
+                                                      "snapkv", "pyramidkv", "quest"}));
 }
 
 TEST(PolicyNames, ParseRejectsUnknownNamesAndListsTheChoices) {

@@ -44,6 +44,8 @@ EngineOptions tiny(const RandomPlan& plan) {
   options.kv_budget = plan.policy == PolicyKind::full ? KvBudget{} : KvBudget::tokens(6);
   options.policy.sinks = 2;
   options.policy.observation_window = 2;  // snapkv: below the budget
+  options.policy.page_size = 2;           // quest: 3 pages of 2 a step, of texts of tens of tokens
+  options.policy.dense_layers = 0;        // the tiny models have 2 layers: select in both
   return options;
 }
 
@@ -106,10 +108,10 @@ TEST(BlockSchedule, SplitsABlockIntoGpuBatchesAndEachBatchsKvBySequences) {
 TEST(BlockSchedule, RandomPlansGiveExactlyTheResidentRunsOutputs) {
   std::mt19937 rng(20261121);
   const PolicyKind policies[] = {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
-                                 PolicyKind::streaming};
+                                 PolicyKind::streaming, PolicyKind::quest};
   const double kv_shares[] = {0.0, 0.34, 0.5, 1.0};
   const double weight_shares[] = {1.0, 0.5, 0.0};
-  for (int trial = 0; trial < 24; ++trial) {
+  for (int trial = 0; trial < 25; ++trial) {
     RandomPlan plan;
     plan.model = kModels[trial % 3 == 2 ? 1 : 0];
     plan.placement.gpu_batch = 1 + static_cast<int>(rng() % 3);
@@ -119,7 +121,7 @@ TEST(BlockSchedule, RandomPlansGiveExactlyTheResidentRunsOutputs) {
     const double weights_gpu = weight_shares[rng() % 3];
     plan.placement.weights = {weights_gpu, 1.0 - weights_gpu};
     plan.placement.block.activations_on_host = rng() % 2 == 1;
-    plan.policy = policies[trial % 4];
+    plan.policy = policies[trial % 5];
     Engine offloaded(tiny(plan));
     Engine resident(resident_block(plan));
     expect_same_outputs(offloaded, resident, plan.describe());
@@ -128,8 +130,9 @@ TEST(BlockSchedule, RandomPlansGiveExactlyTheResidentRunsOutputs) {
 
 TEST(BlockSchedule, EveryPolicyWithAllKvOnTheHostAttendedOnEitherSide) {
   for (const char* model : kModels) {
-    for (PolicyKind policy : {PolicyKind::full, PolicyKind::local, PolicyKind::h2o,
-                              PolicyKind::streaming, PolicyKind::tova, PolicyKind::snapkv}) {
+    for (PolicyKind policy :
+         {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming,
+          PolicyKind::tova, PolicyKind::snapkv, PolicyKind::quest}) {
       for (bool cpu_attention : {false, true}) {
         RandomPlan plan;
         plan.model = model;

@@ -222,7 +222,7 @@ TEST(Int4Kv, DecodeStepsStayCloseToFp16UnderEveryPolicy) {
   const auto texts = trained_texts();
   for (const PolicyKind policy :
        {PolicyKind::full, PolicyKind::local, PolicyKind::h2o, PolicyKind::streaming,
-        PolicyKind::tova, PolicyKind::snapkv, PolicyKind::pyramidkv}) {
+        PolicyKind::tova, PolicyKind::snapkv, PolicyKind::pyramidkv, PolicyKind::quest}) {
     SCOPED_TRACE(policy_name(policy));
     EngineOptions fp16 = tiny_options(test::trained_model_dir());
     fp16.placement.gpu_batch = 8;
@@ -257,12 +257,14 @@ TEST(Int4Weights, StayCloseToFp16OnTheTrainedModel) {
 TEST(Int4Kv, EveryPlacementOfThePackedCacheGivesTheResidentRunsOutputs) {
   std::mt19937 rng(20261125);
   const PolicyKind policies[] = {PolicyKind::full, PolicyKind::h2o, PolicyKind::local,
-                                 PolicyKind::snapkv};
+                                 PolicyKind::snapkv, PolicyKind::quest};
   const double kv_shares[] = {0.0, 0.5, 1.0};
-  for (int trial = 0; trial < 8; ++trial) {
+  for (int trial = 0; trial < 10; ++trial) {
     EngineOptions plan = tiny_options(kTiny);
     plan.compression = {rng() % 2 == 0 ? Storage::int4 : Storage::fp16, Storage::int4};
-    plan.policy.kind = policies[trial % 4];
+    plan.policy.kind = policies[trial % 5];
+    plan.policy.page_size = 2;
+    plan.policy.dense_layers = 0;
     plan.policy.observation_window = 2;
     plan.policy.pool_kernel = 1;
     plan.kv_budget = plan.policy.kind == PolicyKind::full ? KvBudget{} : KvBudget::tokens(6);

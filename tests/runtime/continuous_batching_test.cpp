@@ -80,6 +80,8 @@ class ContinuousBatching : public ::testing::TestWithParam<Case> {
     options.policy.sinks = 2;
     options.policy.observation_window = 2;
     options.policy.pool_kernel = 3;
+    options.policy.page_size = 2;     // quest: pages small enough to choose among
+    options.policy.dense_layers = 0;  // in both of the model's layers
     options.kv_budget = c.kv_budget;
     options.compression.kv = c.kv;
     options.continuous_batching = continuous;
@@ -125,6 +127,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{PolicyKind::tova, KvBudget::fraction(0.4)},
                       Case{PolicyKind::snapkv, KvBudget::fraction(0.5)},
                       Case{PolicyKind::pyramidkv, KvBudget::fraction(0.5)},
+                      Case{PolicyKind::quest, KvBudget::fraction(0.3)},
+                      Case{PolicyKind::quest, KvBudget::fraction(0.3), Storage::int4},
                       Case{PolicyKind::h2o, KvBudget::fraction(0.3), Storage::int4},
                       Case{PolicyKind::full, {}, Storage::int4},
                       Case{PolicyKind::h2o, KvBudget::fraction(0.3), Storage::fp16,
@@ -157,7 +161,18 @@ INSTANTIATE_TEST_SUITE_P(
                            KvBudget::fraction(0.4),
                            Storage::fp16,
                            CpuKernelSet::optimized,
-                           {0.34, true, true}}),
+                           {0.34, true, true}},
+                      // quest's summaries move with the caches, on both sides.
+                      Case{PolicyKind::quest,
+                           KvBudget::fraction(0.3),
+                           Storage::fp16,
+                           CpuKernelSet::optimized,
+                           {0.34, true}},
+                      Case{PolicyKind::quest,
+                           KvBudget::fraction(0.3),
+                           Storage::int4,
+                           CpuKernelSet::optimized,
+                           {0.0}}),
     [](const ::testing::TestParamInfo<Case>& param) {
       const Case& c = param.param;
       const Placement& p = c.placement;

@@ -55,6 +55,8 @@ class SampledGeneration : public ::testing::Test {
     options.policy.sinks = 2;
     options.policy.observation_window = 2;  // snapkv: a window that fits the small budgets
     options.policy.pool_kernel = 3;
+    options.policy.page_size = 2;     // quest: pages small enough to choose among
+    options.policy.dense_layers = 0;  // in both of the model's layers
     options.kv_budget = kv_budget;
     return Engine(options);
   }
@@ -170,7 +172,9 @@ INSTANTIATE_TEST_SUITE_P(
                       PolicyCase{PolicyKind::snapkv, KvBudget::fraction(0.3)},
                       PolicyCase{PolicyKind::snapkv, KvBudget::tokens(6)},
                       PolicyCase{PolicyKind::pyramidkv, KvBudget::fraction(0.3)},
-                      PolicyCase{PolicyKind::pyramidkv, KvBudget::tokens(6)}),
+                      PolicyCase{PolicyKind::pyramidkv, KvBudget::tokens(6)},
+                      PolicyCase{PolicyKind::quest, KvBudget::fraction(0.3)},
+                      PolicyCase{PolicyKind::quest, KvBudget::tokens(6)}),
     [](const auto& param_info) {
       const PolicyCase& c = param_info.param;
       return std::string(policy_name(c.policy)) + "_" +

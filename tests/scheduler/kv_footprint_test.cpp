@@ -164,6 +164,31 @@ TEST(KvTraffic, DecodeReadsEveryCachedRowAndWritesOne) {
   EXPECT_DOUBLE_EQ(traffic.moved_per_step(), static_cast<double>(row * (29 + 6)) / 3);
 }
 
+TEST(KvTraffic, QuestReadsOnlyTheChosenPages) {
+  // quest, pages of 2, budget 4: each step attends 2 pages, the sink and the newest one (a
+  // partial newest page brings only its slots); the cache keeps every token.
+  EngineOptions options = tiny_engine(PolicyKind::quest, KvBudget::tokens(4));
+  options.policy.page_size = 2;
+  options.policy.dense_layers = 0;
+  Engine engine(options);
+  const ModelConfig& config = engine.config();
+  auto runner = engine.make_runner(2, 6, 3);
+  const std::vector<std::vector<std::int32_t>> texts = {{2, 10, 11, 12, 13, 14}, {2, 20, 21}};
+  runner->prefill(left_pad(texts, config.pad_token_id));
+  const std::vector<std::int32_t> tokens = {30, 31};
+  for (int step = 0; step < 3; ++step) runner->decode(tokens, std::vector<std::uint8_t>{1, 1});
+  const std::uint64_t row =
+      std::uint64_t{2} * config.num_layers * config.num_heads * config.head_dim() * sizeof(Half);
+  // Sequence 0 holds 7, 8, 9 slots (4, 4, 5 pages): page 0 and the newest's 1, 2, 1 slots.
+  // Sequence 1 holds 4 (2 pages: both), then 5 and 6 (3 pages): page 0 and 1, 2 slots.
+  const BlockRunner::KvTraffic& traffic = runner->kv_traffic();
+  EXPECT_EQ(traffic.read_bytes, row * (3 + 4 + 3 + 4 + 3 + 4));
+  EXPECT_EQ(traffic.written_bytes, row * 2 * 3);
+  // Nothing is evicted: the cache holds the whole sequence, as full's does.
+  Engine full(tiny_engine(PolicyKind::full, KvBudget{}));
+  EXPECT_EQ(runner->kv_bytes(), full.make_runner(2, 6, 3)->kv_bytes());
+}
+
 TEST(BenchTable, ReportsTheKvComparisonWithFullAndTheLargestBatchInAKvMemory) {
   Engine engine(tiny_engine(PolicyKind::h2o, KvBudget::fraction(0.2)));
   const bench::BenchRow row = bench::run_case(engine, {2, 24, 8}, 0);
