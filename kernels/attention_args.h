@@ -89,7 +89,7 @@ struct DecodeAttentionArgs {
   // only to the slots < slot_count[b] of its chosen pages — pages [batch, kv_heads,
   // max_selected] ascending, page_count [batch, kv_heads] of them, page_size slots each — as if
   // those slots, in slot order, were the whole cache; probs is 0 at every other slot. Null pages:
-  // every slot [0, slot_count[b]). The cpu kernels take it; the cuda kernel refuses it for now.
+  // every slot [0, slot_count[b]).
   const std::int32_t* pages = nullptr;
   const std::int32_t* page_count = nullptr;
   int page_size = 0;
