@@ -83,4 +83,19 @@ class Ops {
   virtual void silu_mul(const kernels::SiluMulArgs& args) = 0;
 };
 
+// A decode step's page selection where its caches (of `geometry`) are, after the new rows are
+// in: the newest page summarised again from k_cache (first_page), the pages chosen from the
+// step's q (attend.qkv, attend.slot_count, attend.batch) into selected / selected_count, and
+// `attend` pointed at them.
+inline void select_pages(Ops& ops, const kernels::PageGeometry& geometry, const Half* k_cache,
+                         Half* summary, const std::int32_t* first_page,
+                         const std::int32_t* pages_per_step, std::int32_t* selected,
+                         std::int32_t* selected_count, kernels::DecodeAttentionArgs& attend) {
+  ops.page_summary(
+      geometry.summary_args(k_cache, summary, attend.slot_count, first_page, attend.batch));
+  ops.page_select(geometry.select_args(attend.qkv, summary, attend.slot_count, pages_per_step,
+                                       selected, selected_count, attend.batch));
+  geometry.attend_chosen(attend, selected, selected_count);
+}
+
 }  // namespace offgen

@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "engine/core/half.h"
+#include "kernels/attention_args.h"
 
 namespace offgen::kernels {
 
@@ -76,6 +77,56 @@ struct PageSelectArgs {
   int page_size = 16;
   int max_pages = 0;
   int max_selected = 0;  // >= every pages_per_step[b]
+};
+
+// One cache shape's page selection: what every summary, choice and paged attention over caches
+// of this shape shares (page_size 0: none). The callers bring only the pointers of one call.
+struct PageGeometry {
+  int heads = 0;  // query heads
+  int kv_heads = 0;
+  int head_dim = 0;
+  int capacity = 0;   // slots per cache
+  int page_size = 0;  // P; 0 = no page selection
+  int max_pages = 0;  // pages per cache (also the most a step can choose)
+
+  PageSummaryArgs summary_args(const Half* k_cache, Half* summary, const std::int32_t* slot_count,
+                               const std::int32_t* first_page, int batch) const {
+    return {.k_cache = k_cache,
+            .summary = summary,
+            .slot_count = slot_count,
+            .first_page = first_page,
+            .batch = batch,
+            .kv_heads = kv_heads,
+            .head_dim = head_dim,
+            .capacity = capacity,
+            .page_size = page_size,
+            .max_pages = max_pages};
+  }
+  PageSelectArgs select_args(const Half* qkv, const Half* summary, const std::int32_t* slot_count,
+                             const std::int32_t* pages_per_step, std::int32_t* selected,
+                             std::int32_t* selected_count, int batch) const {
+    return {.qkv = qkv,
+            .summary = summary,
+            .slot_count = slot_count,
+            .pages_per_step = pages_per_step,
+            .selected = selected,
+            .selected_count = selected_count,
+            .batch = batch,
+            .heads = heads,
+            .kv_heads = kv_heads,
+            .head_dim = head_dim,
+            .page_size = page_size,
+            .max_pages = max_pages,
+            .max_selected = max_pages};
+  }
+  // Decode attention over the pages a select_args call chose.
+  void attend_chosen(DecodeAttentionArgs& args, const std::int32_t* selected,
+                     const std::int32_t* selected_count) const {
+    args.pages = selected;
+    args.page_count = selected_count;
+    args.page_size = page_size;
+    args.max_selected = max_pages;
+  }
 };
 
 }  // namespace offgen::kernels

@@ -30,8 +30,7 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
       cpu_attention_(cpu_attention),
       storage_(storage),
       offloaded_(std::move(offloaded)),
-      page_size_(page_size),
-      max_pages_(page_count(capacity, page_size)) {
+      geometry_{q_heads_, heads_, head_dim_, capacity, page_size, page_count(capacity, page_size)} {
   const auto most =
       offloaded_.empty() ? 0 : *std::max_element(offloaded_.begin(), offloaded_.end());
   OFFGEN_CHECK(most > 0, "offloaded KV needs at least one offloaded sequence");
@@ -205,20 +204,13 @@ void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
                          .capacity = capacity_,
                          .kv_heads = heads_});
   const std::size_t c = cache_index(task);
-  const bool selects = page_size_ > 0 && pages.first_page != nullptr;  // not in a dense layer
+  const bool selects = pages.first_page != nullptr;  // not without selection, nor in a dense layer
   if (selects) {
     // From the fp16 keys as stored (before int4 packing); cpu attention's go out with the cache.
-    ops_.page_summary(
-        {.k_cache = packed ? expanded_k_.as<Half>() : s.k.as<Half>(),
-         .summary = cpu_attention_ ? s.staged_summary.as<Half>() : summary_[c].as<Half>(),
-         .slot_count = pages.slot_count,
-         .first_page = pages.first_page,
-         .batch = n,
-         .kv_heads = heads_,
-         .head_dim = head_dim_,
-         .capacity = capacity_,
-         .page_size = page_size_,
-         .max_pages = max_pages_});
+    ops_.page_summary(geometry_.summary_args(
+        packed ? expanded_k_.as<Half>() : s.k.as<Half>(),
+        cpu_attention_ ? s.staged_summary.as<Half>() : summary_[c].as<Half>(), pages.slot_count,
+        pages.first_page, n));
   }
   if (packed) {
     kernels::pack_kv_rows(ops_, expanded_k_.as<Half>(), s.k.data(), cache_rows(task.gpu_batch),
@@ -321,36 +313,11 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
   cache_stored_[c]->record(d2h_);
   args.k_cache = k_cache;
   args.v_cache = v_cache;
-  if (page_size_ > 0 && pages.first_page != nullptr) {  // not in a dense layer
+  if (pages.first_page != nullptr) {  // not without selection, nor in a dense layer
     // The newest page's summary again (the summaries of the pages before it stay exact), then
     // the choice, on the gpu tier beside the staged cache.
-    ops_.page_summary({.k_cache = k_cache,
-                       .summary = summary_[c].as<Half>(),
-                       .slot_count = args.slot_count,
-                       .first_page = pages.first_page,
-                       .batch = n,
-                       .kv_heads = heads_,
-                       .head_dim = head_dim_,
-                       .capacity = capacity_,
-                       .page_size = page_size_,
-                       .max_pages = max_pages_});
-    ops_.page_select({.qkv = args.qkv,
-                      .summary = summary_[c].as<Half>(),
-                      .slot_count = args.slot_count,
-                      .pages_per_step = pages.pages_per_step,
-                      .selected = pages.selected,
-                      .selected_count = pages.selected_count,
-                      .batch = n,
-                      .heads = q_heads_,
-                      .kv_heads = heads_,
-                      .head_dim = head_dim_,
-                      .page_size = page_size_,
-                      .max_pages = max_pages_,
-                      .max_selected = max_pages_});
-    args.pages = pages.selected;
-    args.page_count = pages.selected_count;
-    args.page_size = page_size_;
-    args.max_selected = max_pages_;
+    select_pages(ops_, geometry_, k_cache, summary_[c].as<Half>(), pages.first_page,
+                 pages.pages_per_step, pages.selected, pages.selected_count, args);
   }
   ops_.decode_attention(args);
   s.computed->record(compute_);
@@ -386,35 +353,16 @@ void OffloadedKv::decode_cpu(const BlockTask& task, const std::int32_t* write_sl
   // Page selection where the cache lies: the host task summarises the newest page again,
   // chooses, and attends to the chosen pages (batch 0 summaries and choices: none, as in a dense
   // layer).
-  const bool selects = page_size_ > 0 && pages.first_page != nullptr;
-  kernels::PageSummaryArgs summarise{.k_cache = nullptr,
-                                     .summary = summary_[c].as<Half>(),
-                                     .slot_count = host_slot_count,
-                                     .first_page = pages.first_page,
-                                     .batch = selects ? n : 0,
-                                     .kv_heads = heads_,
-                                     .head_dim = head_dim_,
-                                     .capacity = capacity_,
-                                     .page_size = std::max(page_size_, 1),
-                                     .max_pages = std::max(max_pages_, 1)};
-  const kernels::PageSelectArgs choose{.qkv = host.qkv,
-                                       .summary = summarise.summary,
-                                       .slot_count = host_slot_count,
-                                       .pages_per_step = pages.pages_per_step,
-                                       .selected = s.host_selected.as<std::int32_t>(),
-                                       .selected_count = s.host_selected_count.as<std::int32_t>(),
-                                       .batch = summarise.batch,
-                                       .heads = q_heads_,
-                                       .kv_heads = heads_,
-                                       .head_dim = head_dim_,
-                                       .page_size = summarise.page_size,
-                                       .max_pages = summarise.max_pages,
-                                       .max_selected = summarise.max_pages};
+  const bool selects = pages.first_page != nullptr;
+  kernels::PageSummaryArgs summarise;  // batch 0: nothing to summarise or choose
+  kernels::PageSelectArgs choose;
   if (selects) {
-    host.pages = choose.selected;
-    host.page_count = choose.selected_count;
-    host.page_size = page_size_;
-    host.max_selected = max_pages_;
+    summarise = geometry_.summary_args(nullptr, summary_[c].as<Half>(), host_slot_count,
+                                       pages.first_page, n);
+    choose = geometry_.select_args(host.qkv, summarise.summary, host_slot_count,
+                                   pages.pages_per_step, s.host_selected.as<std::int32_t>(),
+                                   s.host_selected_count.as<std::int32_t>(), n);
+    geometry_.attend_chosen(host, choose.selected, choose.selected_count);
   }
   if (storage_ == Storage::int4) {
     // Expand the packed host cache, append the new rows in fp16 there (they attend exactly) and

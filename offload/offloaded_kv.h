@@ -164,8 +164,7 @@ class OffloadedKv {
   Buffer expanded_k_, expanded_v_, host_expanded_k_, host_expanded_v_;
   std::vector<Buffer> k_host_, v_host_;  // per (layer, GPU batch): pinned
   std::vector<Buffer> summary_;          // per (layer, GPU batch): page summaries (gpu, or pinned)
-  int page_size_;                        // 0: no page selection
-  int max_pages_;
+  kernels::PageGeometry geometry_;       // of page selection (page_size 0: none)
   std::vector<std::unique_ptr<Event>> cache_stored_;  // per (layer, GPU batch): its last store
   Slot slots_[2];
   std::uint64_t loaded_bytes_ = 0;

@@ -7,6 +7,12 @@
 
 namespace offgen::policies {
 
+// The policies that never evict (full, quest): every prompt position, in order (a prompt longer
+// than the budget the cache was sized for is an error naming the policy), and the refusal of a
+// victim.
+std::vector<int> every_prompt_position(const KvPolicy& policy, int prompt_len);
+[[noreturn]] void refuse_eviction(const KvPolicy& policy);
+
 std::unique_ptr<KvPolicy> make_full(int budget);
 std::unique_ptr<KvPolicy> make_local(int budget);
 std::unique_ptr<KvPolicy> make_h2o(int budget, double recent_fraction);

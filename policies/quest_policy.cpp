@@ -24,17 +24,11 @@ class QuestPolicy final : public KvPolicy {
   int dense_layers() const override { return dense_layers_; }
 
   std::vector<int> keep_after_prefill(int prompt_len, std::span<const float>) const override {
-    OFFGEN_CHECK(prompt_len <= budget(),
-                 "the quest policy's cache was sized for {} tokens but the prompt has {}", budget(),
-                 prompt_len);
-    std::vector<int> keep(static_cast<std::size_t>(prompt_len));
-    for (int i = 0; i < prompt_len; ++i) keep[static_cast<std::size_t>(i)] = i;
-    return keep;
+    return every_prompt_position(*this, prompt_len);
   }
 
   int victim(std::span<const std::int32_t>, std::span<const float>) const override {
-    fail("the quest policy never evicts: its cache was sized below the sequence length ({} tokens)",
-         budget());
+    refuse_eviction(*this);
   }
 
  private:

@@ -45,15 +45,16 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
       budgets_[l].push_back(layer ? layer->budget() : policy->budget());
     }
   }
-  page_size_ = policies_.front()->page_size();
+  const int policy_page_size = policies_.front()->page_size();
+  geometry_ = {config.num_heads, config.kv_heads(), config.head_dim(),
+               capacity_,        policy_page_size,  page_count(capacity_, policy_page_size)};
   dense_layers_ = policies_.front()->dense_layers();
   for (const KvPolicy* policy : policies_) {
-    OFFGEN_CHECK(policy->page_size() == page_size_ && policy->dense_layers() == dense_layers_,
+    OFFGEN_CHECK(policy->page_size() == policy_page_size && policy->dense_layers() == dense_layers_,
                  "KV cache: one block's sequences select pages of one size in the same layers");
   }
-  max_pages_ = page_count(capacity_, page_size_);
   KvCacheShape shape;
-  shape.page_size = page_size_;
+  shape.page_size = page_size();
   shape.gpu_batches = gpu_batches;
   shape.capacity = capacity_;
   shape.max_prompt = max_prompt;
@@ -95,7 +96,7 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
   if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
     offloaded_ =
         std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded), capacity_,
-                                      keeps_attention_scores_, cpu_attention, storage, page_size_);
+                                      keeps_attention_scores_, cpu_attention, storage, page_size());
   }
   if (!keeps_attention_scores_) slots_.emplace(policies_, capacity_);
 }
@@ -135,7 +136,7 @@ void BlockKvCache::start_prefill(const PaddedBatch& prompts, StepStaging& stagin
                "KV cache: a prefill of {}x{} for a cache sized {}x{}", prompts.batch, prompts.seq,
                block_, max_prompt_);
   seen_.assign(prompts.lengths.begin(), prompts.lengths.end());
-  if (page_size_ > 0) {
+  if (page_size() > 0) {
     // Every page of each prompt is summarised after its store: the prompt's slots, from page 0
     // (a selection policy keeps every token, in position order).
     step_first_page_.assign(static_cast<std::size_t>(block_), 0);
@@ -180,13 +181,13 @@ std::span<const std::int32_t> BlockKvCache::start_decode(std::span<const std::ui
   staging.upload(slot_count_.data(), step_counts_.data(),
                  bytes_of<std::int32_t>(static_cast<std::int64_t>(step_counts_.size())));
   staging.upload(advancing_.data(), advancing.data(), bytes_of<std::uint8_t>(block_));
-  if (page_size_ > 0) {
+  if (page_size() > 0) {
     // The new token's page is summarised again; each sequence attends its policy's pages.
     step_first_page_.resize(n);
     step_pages_per_step_.resize(n);
     for (std::size_t b = 0; b < n; ++b) {
-      step_first_page_[b] = (step_counts_[b] - 1) / page_size_;
-      step_pages_per_step_[b] = std::clamp(policies_[b]->pages_per_step(), 2, max_pages_);
+      step_first_page_[b] = (step_counts_[b] - 1) / page_size();
+      step_pages_per_step_[b] = std::clamp(policies_[b]->pages_per_step(), 2, max_pages());
     }
     staging.upload(first_page_.data(), step_first_page_.data(), bytes_of<std::int32_t>(block_));
     staging.upload(pages_per_step_.data(), step_pages_per_step_.data(),
@@ -221,7 +222,7 @@ void BlockKvCache::commit(std::span<const std::uint8_t> advancing) {
   const std::uint64_t layer_row_bytes = row_bytes / config_.num_layers;
   // Page selection's dense layers attend every slot, the others their chosen pages.
   const auto dense = static_cast<std::uint64_t>(
-      page_size_ > 0 ? std::clamp(dense_layers_, 0, config_.num_layers) : 0);
+      page_size() > 0 ? std::clamp(dense_layers_, 0, config_.num_layers) : 0);
   for (std::size_t i = 0; i < step_counts_.size(); ++i) {
     const auto count = static_cast<std::uint64_t>(step_counts_[i]);
     const auto attended =
@@ -236,12 +237,12 @@ void BlockKvCache::commit(std::span<const std::uint8_t> advancing) {
 }
 
 int BlockKvCache::attended_slots(int b, int count) const {
-  if (page_size_ == 0) return count;
+  if (page_size() == 0) return count;
   // Every page when they fit; else S - 1 whole pages and the newest one's slots.
-  const int pages = (count + page_size_ - 1) / page_size_;
+  const int pages = (count + page_size() - 1) / page_size();
   const int chosen = step_pages_per_step_[static_cast<std::size_t>(b)];
   if (pages <= chosen) return count;
-  return (chosen - 1) * page_size_ + (count - (pages - 1) * page_size_);
+  return (chosen - 1) * page_size() + (count - (pages - 1) * page_size());
 }
 
 OffloadedPages BlockKvCache::offloaded_pages(const BlockTask& task, bool prefill) {
@@ -256,7 +257,7 @@ OffloadedPages BlockKvCache::offloaded_pages(const BlockTask& task, bool prefill
     pages.pages_per_step =
         (on_host ? step_pages_per_step_.data() : pages_per_step_.as<std::int32_t>()) + first;
   }
-  pages.selected = selected_.as<std::int32_t>() + first * heads * max_pages_;
+  pages.selected = selected_.as<std::int32_t>() + first * heads * max_pages();
   pages.selected_count = selected_count_.as<std::int32_t>() + first * heads;
   return pages;
 }
@@ -336,12 +337,12 @@ void BlockKvCache::adopt(Device& device, Stream& stream, int b, BlockKvCache& fr
                       reinterpret_cast<const std::byte*>(at.params) + param_bytes * src_index,
                       param_bytes, stream);
   };
-  OFFGEN_CHECK(from.page_size_ == page_size_ && policy->page_size() == page_size_ &&
+  OFFGEN_CHECK(from.page_size() == page_size() && policy->page_size() == page_size() &&
                    from.dense_layers_ == dense_layers_,
                "KV cache: sequence {} cannot take a sequence that selects pages of another size",
                b);
   // One sequence's page summaries of a layer (a contiguous run, where it attends).
-  const std::uint64_t summary_bytes = page_summary_bytes(config_, 1, max_pages_);
+  const std::uint64_t summary_bytes = page_summary_bytes(config_, 1, max_pages());
   for (int l = 0; l < config_.num_layers; ++l) {
     const SequenceKv to = sequence_kv(b, l);
     const SequenceKv at = from.sequence_kv(from_b, l);
@@ -425,16 +426,11 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
                            .capacity = capacity_,
                            .kv_heads = heads});
     if (selects(task.layer)) {  // from the fp16 keys as stored, before int4 packing
-      ops_.page_summary({.k_cache = int4 ? expanded_k_.as<Half>() : k.as<Half>(),
-                         .summary = cache.summary[static_cast<std::size_t>(task.layer)].as<Half>(),
-                         .slot_count = slot_count_.as<std::int32_t>() + g.first,
-                         .first_page = first_page_.as<std::int32_t>() + g.first,
-                         .batch = g.resident,
-                         .kv_heads = heads,
-                         .head_dim = head_dim,
-                         .capacity = capacity_,
-                         .page_size = page_size_,
-                         .max_pages = max_pages_});
+      ops_.page_summary(
+          geometry_.summary_args(int4 ? expanded_k_.as<Half>() : k.as<Half>(),
+                                 cache.summary[static_cast<std::size_t>(task.layer)].as<Half>(),
+                                 slot_count_.as<std::int32_t>() + g.first,
+                                 first_page_.as<std::int32_t>() + g.first, g.resident));
     }
     if (int4) {
       // Every slot is packed, the ones no token went to as well (never attended: a slot counts
@@ -536,38 +532,11 @@ void BlockKvCache::attend_decode(const BlockTask& task, const Half* qkv,
     args.v_cache = v_cache;
     if (selects(task.layer)) {
       // The new token's page again, then this layer's query chooses the pages it attends.
-      Half* summary = cache.summary[static_cast<std::size_t>(task.layer)].as<Half>();
-      std::int32_t* selected =
-          selected_.as<std::int32_t>() + std::int64_t{g.first} * heads * max_pages_;
-      std::int32_t* selected_count =
-          selected_count_.as<std::int32_t>() + std::int64_t{g.first} * heads;
-      ops_.page_summary({.k_cache = k_cache,
-                         .summary = summary,
-                         .slot_count = args.slot_count,
-                         .first_page = first_page_.as<std::int32_t>() + g.first,
-                         .batch = g.resident,
-                         .kv_heads = heads,
-                         .head_dim = args.head_dim,
-                         .capacity = capacity_,
-                         .page_size = page_size_,
-                         .max_pages = max_pages_});
-      ops_.page_select({.qkv = args.qkv,
-                        .summary = summary,
-                        .slot_count = args.slot_count,
-                        .pages_per_step = pages_per_step_.as<std::int32_t>() + g.first,
-                        .selected = selected,
-                        .selected_count = selected_count,
-                        .batch = g.resident,
-                        .heads = config_.num_heads,
-                        .kv_heads = heads,
-                        .head_dim = args.head_dim,
-                        .page_size = page_size_,
-                        .max_pages = max_pages_,
-                        .max_selected = max_pages_});
-      args.pages = selected;
-      args.page_count = selected_count;
-      args.page_size = page_size_;
-      args.max_selected = max_pages_;
+      select_pages(
+          ops_, geometry_, k_cache, cache.summary[static_cast<std::size_t>(task.layer)].as<Half>(),
+          first_page_.as<std::int32_t>() + g.first, pages_per_step_.as<std::int32_t>() + g.first,
+          selected_.as<std::int32_t>() + std::int64_t{g.first} * heads * max_pages(),
+          selected_count_.as<std::int32_t>() + std::int64_t{g.first} * heads, args);
     }
     ops_.decode_attention(args);
     trace_.dump_cache("decode-kv", task.layer, g.resident, heads, capacity_, args.head_dim, k_cache,

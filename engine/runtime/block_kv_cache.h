@@ -184,13 +184,14 @@ class BlockKvCache {
   // Decode attention's split scratch, sized for the largest split (gpu tier).
   Buffer decode_scratch_;
   Buffer key_sum_scratch_;  // grouped-query attention's prompt key sums per query head (gpu)
-  // Page selection (page_size_ > 0): slots per page, pages per cache; the step's first page to
+  // Page selection (page_size() > 0): the caches' shape of it; the step's first page to
   // summarise again and pages to attend per sequence [block], and the chosen pages [block, heads,
-  // max_pages_] and their counts [block, heads] (gpu; one layer's at a time).
-  int page_size_ = 0;
-  int max_pages_ = 0;
+  // max_pages()] and their counts [block, heads] (gpu; one layer's at a time).
+  kernels::PageGeometry geometry_;
+  int page_size() const { return geometry_.page_size; }
+  int max_pages() const { return geometry_.max_pages; }
   int dense_layers_ = 0;  // the first layers attend every token
-  bool selects(int layer) const { return page_size_ > 0 && layer >= dense_layers_; }
+  bool selects(int layer) const { return page_size() > 0 && layer >= dense_layers_; }
   Buffer first_page_, pages_per_step_, selected_, selected_count_;
   // What the step uploads of them, kept on the host for cpu attention's host tasks (valid until
   // the next start_*).
