@@ -97,6 +97,9 @@ BenchRow run_case(Engine& engine, const BenchCase& config, std::uint64_t seed,
     run.block = engine.placement().block;
     run.compression = engine.compression();
     run.prefill_math = engine.prefill_math();
+    run.page_size = engine.kv_page_size();
+    run.pages_per_step = engine.kv_pages_per_step(config.prompt_len, config.gen_len - 1, total_len);
+    run.dense_layers = engine.kv_dense_layers();
     row.predicted_tokens_per_second = predict(model, *profile, run).tokens_per_second;
   }
   engine.check_interrupt();

@@ -67,6 +67,8 @@ class Ops {
   // store, and the pages a decode step attends. Semantics: kernels/page_selection_args.h.
   virtual void page_summary(const kernels::PageSummaryArgs& args) = 0;
   virtual void page_select(const kernels::PageSelectArgs& args) = 0;
+  // A decode step's pages of an offloaded cache from pinned host memory into its staging copy.
+  virtual void gather_pages(const kernels::GatherPagesArgs& args) = 0;
 
   // FlexGen's 4-bit group-wise compression (kernels/quantize_args.h): weights and KV are kept and
   // moved packed, and expanded to fp16 where the kernels read them.

@@ -79,6 +79,44 @@ struct PageSelectArgs {
   int max_selected = 0;  // >= every pages_per_step[b]
 };
 
+// A decode step's pages of an offloaded cache copied from the host (read where it lies, through
+// the device's mapping of pinned memory) into its staging copy of the same layout, of which the
+// step then reads only these rows: so only the pages a step attends cross PCIe. One plane of rows
+// per call — the fp16 rows of K or of V, or one part of a packed (int4) buffer, its codes or its
+// parameters (kernels/packed_kv.h).
+//   rows     slot s of (b, c) is bytes [((b·kv_heads + c)·capacity + s)·row_bytes, + row_bytes)
+//            of src and of dst.
+//   source   holds every slot before the newest token's, slot T - 1 (T = slot_count[b]): that row
+//            is the step's own, appended in dst, and never read from src.
+//   which    pages == nullptr: slots [first_page[b]·P, T - 1), the part of the newest token's
+//            page the source holds (wanted before the choice: that page's summary is taken
+//            again). With pages: each listed page p < first_page[b] of (b, c), whole — the chosen
+//            pages but the newest, which the first call brought.
+// An entry outside [0, first_page[b]) is not copied; entries past page_count are not read.
+struct GatherPagesArgs {
+  const std::uint8_t* src = nullptr;  // [batch, kv_heads, capacity, row_bytes]: the host cache
+  std::uint8_t* dst = nullptr;        // the same layout: the staging copy
+  const std::int32_t* slot_count = nullptr;  // [batch]: T, the new token in
+  const std::int32_t* first_page = nullptr;  // [batch]: the newest token's page, (T - 1) / P
+  const std::int32_t* pages = nullptr;       // optional [batch, kv_heads, max_selected]
+  const std::int32_t* page_count = nullptr;  // [batch, kv_heads] with pages
+  int batch = 0;
+  int kv_heads = 0;
+  int capacity = 0;
+  int page_size = 16;
+  int max_selected = 0;
+  std::int64_t row_bytes = 0;
+};
+
+// Slots a decode step attends of a cache holding `slots` (the new token in) when it chooses
+// pages_per_step pages of page_size: all of them when the pages fit, else S - 1 whole pages and
+// the newest page's slots.
+constexpr std::int64_t selected_slots(std::int64_t slots, int page_size, int pages_per_step) {
+  const std::int64_t pages = (slots + page_size - 1) / page_size;
+  if (pages <= pages_per_step) return slots;
+  return std::int64_t{pages_per_step - 1} * page_size + (slots - (pages - 1) * page_size);
+}
+
 // One cache shape's page selection: what every summary, choice and paged attention over caches
 // of this shape shares (page_size 0: none). The callers bring only the pointers of one call.
 struct PageGeometry {
@@ -118,6 +156,25 @@ struct PageGeometry {
             .page_size = page_size,
             .max_pages = max_pages,
             .max_selected = max_pages};
+  }
+  // One plane of a decode step's gather from a host cache into its staging copy: the newest
+  // token's page (pages null) or the chosen pages before it.
+  GatherPagesArgs gather_args(const void* src, void* dst, std::int64_t row_bytes,
+                              const std::int32_t* slot_count, const std::int32_t* first_page,
+                              const std::int32_t* pages, const std::int32_t* page_count,
+                              int batch) const {
+    return {.src = static_cast<const std::uint8_t*>(src),
+            .dst = static_cast<std::uint8_t*>(dst),
+            .slot_count = slot_count,
+            .first_page = first_page,
+            .pages = pages,
+            .page_count = page_count,
+            .batch = batch,
+            .kv_heads = kv_heads,
+            .capacity = capacity,
+            .page_size = page_size,
+            .max_selected = max_pages,
+            .row_bytes = row_bytes};
   }
   // Decode attention over the pages a select_args call chose.
   void attend_chosen(DecodeAttentionArgs& args, const std::int32_t* selected,

@@ -14,4 +14,23 @@ inline void check_page_selection_shapes(int heads, int kv_heads, int page_size, 
   }
 }
 
+// The values a gather reads that could send it past its rows: T within the capacity, the newest
+// page within it, and no more listed pages than a row of the list holds.
+inline void check_gather_sequence(const GatherPagesArgs& a, int b) {
+  const int t = a.slot_count[b];
+  const int first = a.first_page[b];
+  if (t < 1 || t > a.capacity || first < 0 || first != (t - 1) / a.page_size) {
+    throw Error(
+        "gather_pages: slot counts must be in [1, capacity] and first_page their newest page");
+  }
+  if (a.pages != nullptr) {
+    for (int c = 0; c < a.kv_heads; ++c) {
+      const int count = a.page_count[std::int64_t{b} * a.kv_heads + c];
+      if (count < 0 || count > a.max_selected) {
+        throw Error("gather_pages: page counts must be in [0, max_selected]");
+      }
+    }
+  }
+}
+
 }  // namespace offgen::kernels

@@ -248,6 +248,44 @@ void OffloadedKv::prefetch(const BlockTask& task) {
   loaded_bytes_ += 2 * bytes;
 }
 
+void OffloadedKv::gather_pages(const BlockTask& task, Slot& s, const std::int32_t* slot_count,
+                               const std::int32_t* first_page, const std::int32_t* selected,
+                               const std::int32_t* selected_count) {
+  const int n = offloaded(task.gpu_batch);
+  const std::size_t c = cache_index(task);
+  const auto plane = [&](const void* src, void* dst, std::int64_t row_bytes) {
+    ops_.gather_pages(geometry_.gather_args(src, dst, row_bytes, slot_count, first_page, selected,
+                                            selected_count, n));
+  };
+  const std::int64_t rows = cache_rows(task.gpu_batch);
+  for (auto [host, staged] : {std::pair{&k_host_[c], &s.k}, std::pair{&v_host_[c], &s.v}}) {
+    if (storage_ == Storage::int4) {  // codes and parameters are two planes of rows
+      const kernels::PackedKv from = kernels::packed_kv(host->data(), rows, head_dim_);
+      const kernels::PackedKv to = kernels::packed_kv(staged->data(), rows, head_dim_);
+      const std::int64_t code_bytes = kernels::packed_kv_shape(1, head_dim_).data_bytes();
+      plane(from.codes, to.codes, code_bytes);
+      plane(from.params, to.params,
+            static_cast<std::int64_t>(kernels::packed_kv_bytes(1, head_dim_)) - code_bytes);
+    } else {
+      plane(host->data(), staged->data(), std::int64_t{head_dim_} * std::int64_t{sizeof(Half)});
+    }
+  }
+}
+
+std::uint64_t OffloadedKv::chosen_bytes(const BlockTask& task, const OffloadedPages& pages) const {
+  const int n = offloaded(task.gpu_batch);
+  const std::uint64_t row_bytes =
+      cache_bytes(task.gpu_batch) / static_cast<std::uint64_t>(cache_rows(task.gpu_batch));
+  std::uint64_t rows = 0;
+  for (int b = 0; b < n; ++b) {
+    // The attended slots but the new token's (the step's own row).
+    const std::int64_t attended = kernels::selected_slots(
+        pages.host_slot_count[b], geometry_.page_size, pages.host_pages_per_step[b]);
+    rows += static_cast<std::uint64_t>(attended - 1) * static_cast<std::uint64_t>(heads_);
+  }
+  return 2 * rows * row_bytes;
+}
+
 void OffloadedKv::send_rows(const BlockTask& task, Slot& s, const Half* qkv,
                             const std::int32_t* write_slot) {
   const auto n = static_cast<std::size_t>(offloaded(task.gpu_batch));
@@ -272,28 +310,42 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
                "offloaded kv: gpu decode of {} sequences, {} "
                "offloaded",
                args.batch, n);
-  prefetch(task);
   Slot& s = slot_of(task);
-  s.loaded->wait_on(compute_);
+  const std::size_t c = cache_index(task);
+  const bool selects = pages.first_page != nullptr;  // not without selection, nor in a dense layer
+  if (selects) {
+    // Only the pages the step attends come in, read where they lie by the compute stream once
+    // the host cache has its last token and the slot's last copy out is done: first the newest
+    // token's page (its summary is taken again), after the choice the others.
+    s.saved->wait_on(compute_);
+    cache_stored_[c]->wait_on(compute_);
+    gather_pages(task, s, args.slot_count, pages.first_page, nullptr, nullptr);
+  } else {
+    prefetch(task);
+    s.loaded->wait_on(compute_);
+  }
   const bool packed = storage_ == Storage::int4;
   Half* k_cache = packed ? expanded_k_.as<Half>() : s.k.as<Half>();
   Half* v_cache = packed ? expanded_v_.as<Half>() : s.v.as<Half>();
-  if (packed) {
-    kernels::expand_kv_rows(ops_, s.k.data(), k_cache, cache_rows(task.gpu_batch), head_dim_);
-    kernels::expand_kv_rows(ops_, s.v.data(), v_cache, cache_rows(task.gpu_batch), head_dim_);
-  }
-  ops_.append_kv({.qkv = args.qkv,
-                  .write_slot = write_slot,
-                  .k_cache = k_cache,
-                  .v_cache = v_cache,
-                  .batch = n,
-                  .heads = q_heads_,
-                  .head_dim = head_dim_,
-                  .capacity = capacity_,
-                  .kv_heads = heads_});
+  const kernels::AppendKvArgs append{.qkv = args.qkv,
+                                     .write_slot = write_slot,
+                                     .k_cache = k_cache,
+                                     .v_cache = v_cache,
+                                     .batch = n,
+                                     .heads = q_heads_,
+                                     .head_dim = head_dim_,
+                                     .capacity = capacity_,
+                                     .kv_heads = heads_};
+  const auto expand_and_append = [&] {
+    if (packed) {
+      kernels::expand_kv_rows(ops_, s.k.data(), k_cache, cache_rows(task.gpu_batch), head_dim_);
+      kernels::expand_kv_rows(ops_, s.v.data(), v_cache, cache_rows(task.gpu_batch), head_dim_);
+    }
+    ops_.append_kv(append);
+  };
+  expand_and_append();
   // The new rows go back to the host cache while attention runs.
   send_rows(task, s, args.qkv, write_slot);
-  const std::size_t c = cache_index(task);
   const kernels::AppendKvArgs host_append{.qkv = s.host_rows.as<const Half>(),
                                           .write_slot = s.host_slots.as<const std::int32_t>(),
                                           .k_cache = k_host_[c].as<Half>(),
@@ -313,11 +365,16 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
   cache_stored_[c]->record(d2h_);
   args.k_cache = k_cache;
   args.v_cache = v_cache;
-  if (pages.first_page != nullptr) {  // not without selection, nor in a dense layer
+  if (selects) {
     // The newest page's summary again (the summaries of the pages before it stay exact), then
-    // the choice, on the gpu tier beside the staged cache.
+    // the choice, on the gpu tier beside the staged cache, then the chosen pages come in (the
+    // host task appending the new rows writes slot T - 1 only, which no gather reads). Packed
+    // rows are expanded again, and the new rows appended again where that overwrote them.
     select_pages(ops_, geometry_, k_cache, summary_[c].as<Half>(), pages.first_page,
                  pages.pages_per_step, pages.selected, pages.selected_count, args);
+    gather_pages(task, s, args.slot_count, pages.first_page, pages.selected, pages.selected_count);
+    if (packed) expand_and_append();
+    loaded_bytes_ += chosen_bytes(task, pages);
   }
   ops_.decode_attention(args);
   s.computed->record(compute_);

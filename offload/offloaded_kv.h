@@ -4,8 +4,10 @@
 //
 //   prefill   the cache is written into a gpu staging slot, then copied out to the host whole.
 //   decode, gpu attention   the host cache is copied into a staging slot (prefetched while the
-//             task before computes) and attended there; only the new token's k, v rows (and
-//             their write slots) come back, and a host task appends them to the host cache.
+//             task before computes) and attended there — with page selection only the pages the
+//             step attends, gathered by the compute stream after the choice; only the new token's
+//             k, v rows (and their write slots) come back, and a host task appends them to the host
+//             cache.
 //   decode, cpu attention   nothing of the cache crosses PCIe: the new rows go down, a host task
 //             appends them and runs decode attention on the CPU (TBB), and the output (plus the
 //             softmax rows an attention-score policy needs) comes back up.
@@ -43,6 +45,9 @@ struct OffloadedPages {
   const std::int32_t* pages_per_step = nullptr;  // decode: [offloaded] S
   std::int32_t* selected = nullptr;              // gpu attention: [offloaded, kv heads, pages]
   std::int32_t* selected_count = nullptr;        // gpu attention: [offloaded, kv heads]
+  // gpu attention, on the host: each sequence's T and S this step (the bytes its pages move).
+  const std::int32_t* host_slot_count = nullptr;
+  const std::int32_t* host_pages_per_step = nullptr;
 };
 
 class OffloadedKv {
@@ -77,14 +82,16 @@ class OffloadedKv {
                      int seq, const OffloadedPages& pages = {});
 
   // Decode with gpu attention: starts copying `task`'s host cache into its staging slot (does
-  // nothing if already started). Call for task i + 1 before enqueuing task i's compute.
+  // nothing if already started). Call for task i + 1 before enqueuing task i's compute; not for
+  // a layer that selects pages, whose decode brings in only the pages it attends.
   void prefetch(const BlockTask& task);
   // Decode with gpu attention, on compute, after the qkv projection: appends the new rows
   // (qkv [offloaded, (H + 2·KV)·D], write_slot [offloaded, KV heads]) to the staged cache, queues
   // their copy back to the host cache, and runs decode attention over the staged cache (args: the
   // offloaded sequences' pointers; its caches are filled in here). With page selection it then
-  // summarises the newest page again, chooses the pages (into pages.selected) and attends to
-  // those alone.
+  // gathers only the newest page's rows from the host cache before the append, summarises that
+  // page again, chooses the pages (into pages.selected), gathers those and attends to them alone:
+  // the bytes that cross PCIe are the attended rows'.
   void decode_gpu(const BlockTask& task, const std::int32_t* write_slot,
                   kernels::DecodeAttentionArgs args, const OffloadedPages& pages = {});
 
@@ -145,6 +152,14 @@ class OffloadedKv {
   // task's earlier compute; the d2h stream then holds them for the host task that follows.
   void send_rows(const BlockTask& task, Slot& slot, const Half* qkv,
                  const std::int32_t* write_slot);
+  // Page selection with gpu attention: enqueues on compute the gather of the task's host K and V
+  // rows into the slot's staging (kernels/page_selection_args.h: the newest token's page with
+  // selected null, else the chosen pages before it), every plane of their storage.
+  void gather_pages(const BlockTask& task, Slot& slot, const std::int32_t* slot_count,
+                    const std::int32_t* first_page, const std::int32_t* selected,
+                    const std::int32_t* selected_count);
+  // The bytes of host K and V a selecting decode step of `task` gathers.
+  std::uint64_t chosen_bytes(const BlockTask& task, const OffloadedPages& pages) const;
 
   Device& device_;
   Ops& ops_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <fstream>
 #include <initializer_list>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "engine/core/error.h"
 #include "engine/core/json_integer.h"
 #include "engine/core/parameter_error.h"
+#include "kernels/page_selection_args.h"
 #include "scheduler/kv_cache_layout.h"
 #include "scheduler/weight_layout.h"
 
@@ -248,32 +250,63 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   // Each offloaded sequence sends its new q, k, v rows and write slots down every step.
   const double rows_down = host * (m.qkv_dim() * 2.0 + heads * 4) / p.d2h;
   const int steps = r.gen_len - 1;
-  double decode_total = 0;
-  for (int step = 0; step < steps; ++step) {
-    const double attended = std::min<double>(r.prompt_len + step + 1, capacity);
+  const bool selection = r.page_size > 0;
+  OFFGEN_CHECK(!selection || r.pages_per_step >= 2,
+               "cost model: page selection needs at least 2 pages a step");
+  // Layers that attend every slot, and those that choose pages.
+  const int dense = selection ? std::clamp(r.dense_layers, 0, m.num_layers) : m.num_layers;
+  const auto decode_layer = [&](int step, bool selects) {
+    const double slots = std::min<double>(r.prompt_len + step + 1, capacity);
+    const double attended =
+        selects
+            ? double(kernels::selected_slots(std::int64_t(slots), r.page_size, r.pages_per_step))
+            : slots;
     const double kv_read = 2 * row * attended * 2;  // K and V bytes one sequence attends over
     LayerCost layer = weights_in;
     layer.gemm = gemm;
     layer.attention = on_device * (kv_read / p.attention + expanded_cache / dequantize_kv);
     layer.kv_store = rows_down;
     add_activations(layer, 1);
+    if (selects) {
+      // Every kv head's page summaries (min and max, fp16) are read to choose.
+      const double pages = std::ceil(slots / r.page_size);
+      const double summaries = heads * 2 * m.head_dim() * pages * 2;
+      layer.attention += r.batch * summaries / p.attention;
+    }
     if (cpu_attention) {
       layer.cpu_attention =
           host * (kv_read / p.cpu_attention + (int4_kv ? expanded_cache / cpu_dequantize_kv : 0));
       // The output, and the softmax rows of a policy that keeps attention scores.
       const double up = m.hidden_size * 2.0 + (r.keeps_attention_scores ? heads * capacity * 4 : 0);
       layer.kv_load = host * up / p.h2d;
+    } else if (selects) {
+      // The attended rows but the new token's, gathered by the compute stream after the choice.
+      const double gathered =
+          2 * (attended - 1) * heads * double(kv_row_bytes(m, r.compression.kv));
+      layer.attention += host * (gathered / p.h2d + expanded_cache / dequantize_kv);
     } else {
       layer.kv_load = host * cache_bytes / p.h2d;
     }
-    out.decode.kv_load += layer.kv_load / steps;
-    out.decode.kv_store += layer.kv_store / steps;
-    out.decode.attention += layer.attention / steps;
-    out.decode.cpu_attention += layer.cpu_attention / steps;
-    out.decode.gemm += layer.gemm / steps;  // with the serial activation copies, if any
-    out.decode.act_in += layer.act_in / steps;
-    out.decode.act_out += layer.act_out / steps;
-    decode_total += layer.total();
+    return layer;
+  };
+  const double layers = m.num_layers;
+  double decode_total = 0;
+  for (int step = 0; step < steps; ++step) {
+    // The layers' mean: dense ones and choosing ones by their counts.
+    for (const auto& [selects, count] :
+         {std::pair{false, dense}, std::pair{true, m.num_layers - dense}}) {
+      if (count == 0) continue;
+      const LayerCost layer = decode_layer(step, selects);
+      const double share = count / layers / steps;
+      out.decode.kv_load += layer.kv_load * share;
+      out.decode.kv_store += layer.kv_store * share;
+      out.decode.attention += layer.attention * share;
+      out.decode.cpu_attention += layer.cpu_attention * share;
+      out.decode.gemm += layer.gemm * share;  // with the serial activation copies, if any
+      out.decode.act_in += layer.act_in * share;
+      out.decode.act_out += layer.act_out * share;
+      decode_total += layer.total() * count / layers;
+    }
   }
   if (steps > 0) {
     out.decode.weights_in = weights_in.weights_in;

@@ -20,6 +20,12 @@
 //         (fp16 bytes / the dequantize rate). Bytes that cross PCIe are the stored (packed) ones.
 //   cpu   decode attention over the host KV with --cpu-attention (K + V bytes / the CPU's)
 //
+// Page selection (quest) keeps the whole cache but, from its dense layers on, a decode step
+// attends only the chosen pages: attention reads those rows and the page summaries, and gpu
+// attention over a host cache gathers those rows alone (no prefetch: the choice needs the
+// step's query), on the compute stream — gpu time at the h2d bandwidth; with int4 KV the staged
+// cache is expanded twice (before the choice and after the gather). Dense layers cost as full's.
+//
 //   layer = max(h2d, d2h, disk, gpu, cpu)
 //
 // A run costs its prefill and every decode step over all layers, plus the LM head per step.
@@ -125,6 +131,11 @@ struct RunShape {
   // How the prefill's GEMMs are multiplied (the cpu device's bf16 runs at the profile's bf16
   // rates; decode is exact either way).
   kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32;
+  // Page selection (quest): page_size 0 for a policy that attends every cached slot; else the
+  // layers from dense_layers on attend pages_per_step pages a step.
+  int page_size = 0;
+  int pages_per_step = 0;
+  int dense_layers = 0;
 };
 
 // Seconds per layer (one pass, the whole block) of each resource. The layer costs the busiest

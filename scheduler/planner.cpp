@@ -68,6 +68,9 @@ RunShape plan_run_shape(const PlanRequest& request, const Plan& plan) {
   run.block = plan.placement.block;
   run.compression = request.compression;
   run.prefill_math = request.prefill_math;
+  run.page_size = request.page_size;
+  run.pages_per_step = request.pages_per_step;
+  run.dense_layers = request.dense_layers;
   return run;
 }
 

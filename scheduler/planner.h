@@ -41,6 +41,8 @@ struct PlanRequest {
   int cache_slots() const { return kv_capacity > 0 ? kv_capacity : kv_tokens + 1; }
   bool per_layer_budgets = false;  // pyramidkv: KvCacheShape::per_layer_budgets
   int page_size = 0;               // quest: KvCacheShape::page_size
+  int pages_per_step = 0;          // quest: RunShape::pages_per_step
+  int dense_layers = 0;            // quest: RunShape::dense_layers
   bool keeps_attention_scores = false;
   std::uint64_t gpu_bytes = 0;     // budget of the gpu tier
   std::uint64_t pinned_bytes = 0;  // budget of pinned host memory

@@ -244,6 +244,10 @@ PlanRequest plan_request(const EngineOptions& engine, const ModelConfig& model,
   request.kv_capacity = policy->cache_slots(model.num_layers);
   request.per_layer_budgets = policy->layer_policy(0, model.num_layers) != nullptr;
   request.page_size = policy->page_size();
+  if (request.page_size > 0) {
+    request.pages_per_step = policy->pages_per_step();
+    request.dense_layers = policy->dense_layers();
+  }
   request.gpu_bytes = device.usage(Tier::gpu).budget;
   request.pinned_bytes = device.usage(Tier::pinned).budget;
   request.disk = !engine.disk.empty();

@@ -238,11 +238,8 @@ void BlockKvCache::commit(std::span<const std::uint8_t> advancing) {
 
 int BlockKvCache::attended_slots(int b, int count) const {
   if (page_size() == 0) return count;
-  // Every page when they fit; else S - 1 whole pages and the newest one's slots.
-  const int pages = (count + page_size() - 1) / page_size();
-  const int chosen = step_pages_per_step_[static_cast<std::size_t>(b)];
-  if (pages <= chosen) return count;
-  return (chosen - 1) * page_size() + (count - (pages - 1) * page_size());
+  return static_cast<int>(kernels::selected_slots(
+      count, page_size(), step_pages_per_step_[static_cast<std::size_t>(b)]));
 }
 
 OffloadedPages BlockKvCache::offloaded_pages(const BlockTask& task, bool prefill) {
@@ -256,6 +253,10 @@ OffloadedPages BlockKvCache::offloaded_pages(const BlockTask& task, bool prefill
   if (!prefill) {
     pages.pages_per_step =
         (on_host ? step_pages_per_step_.data() : pages_per_step_.as<std::int32_t>()) + first;
+  }
+  if (!prefill) {
+    pages.host_slot_count = step_counts_.data() + count_row(task.layer) + first;
+    pages.host_pages_per_step = step_pages_per_step_.data() + first;
   }
   pages.selected = selected_.as<std::int32_t>() + first * heads * max_pages();
   pages.selected_count = selected_count_.as<std::int32_t>() + first * heads;
@@ -384,7 +385,8 @@ void BlockKvCache::begin_pass() {
 }
 
 void BlockKvCache::prefetch(const BlockTask& task) {
-  if (offloaded_) offloaded_->prefetch(task);
+  // A layer that selects pages brings in only the chosen ones, once its query has chosen them.
+  if (offloaded_ && !selects(task.layer)) offloaded_->prefetch(task);
 }
 
 void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const std::uint8_t* valid,

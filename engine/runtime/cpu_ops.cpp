@@ -66,6 +66,10 @@ void CpuOps::page_select(const kernels::PageSelectArgs& args) {
   enqueue<cpu::page_select, ref::page_select>(args);
 }
 
+void CpuOps::gather_pages(const kernels::GatherPagesArgs& args) {
+  enqueue<cpu::gather_pages, ref::gather_pages>(args);
+}
+
 void CpuOps::logits(const kernels::LogitsArgs& args) {
   enqueue<cpu::logits, ref::logits>(args);
 }

@@ -37,6 +37,7 @@ class CpuOps final : public Ops {
   void score_decode_update(const kernels::ScoreDecodeArgs& args) override;
   void page_summary(const kernels::PageSummaryArgs& args) override;
   void page_select(const kernels::PageSelectArgs& args) override;
+  void gather_pages(const kernels::GatherPagesArgs& args) override;
   void quantize(const kernels::QuantizeArgs& args) override;
   void dequantize(const kernels::DequantizeArgs& args) override;
   void quantize_kv_slots(const kernels::QuantizeKvSlotsArgs& args) override;

@@ -109,6 +109,10 @@ void CudaOps::page_select(const kernels::PageSelectArgs& args) {
   cuda::page_select(args, stream_);
 }
 
+void CudaOps::gather_pages(const kernels::GatherPagesArgs& args) {
+  cuda::gather_pages(args, stream_);
+}
+
 void CudaOps::quantize(const kernels::QuantizeArgs& args) {
   cuda::quantize(args, stream_);
 }

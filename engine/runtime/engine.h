@@ -243,6 +243,13 @@ class Engine {
   int kv_page_size() const {
     return options_.policy.kind == PolicyKind::quest ? options_.policy.page_size : 0;
   }
+  // quest's pages a decode step attends (at least 2) and its layers that attend every slot
+  // (RunShape); 0 for a policy that selects no pages.
+  int kv_pages_per_step(int max_prompt, int max_new, int total_len = 0) const {
+    if (kv_page_size() == 0) return 0;
+    return sequence_policy(max_prompt, max_new, total_len)->pages_per_step();
+  }
+  int kv_dense_layers() const { return kv_page_size() > 0 ? options_.policy.dense_layers : 0; }
   // What make_runner's KV cache costs per sequence, without allocating it.
   KvFootprint kv_footprint(int max_prompt, int max_new, int total_len = 0) const;
 

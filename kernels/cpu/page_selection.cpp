@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "engine/core/error.h"
@@ -120,6 +121,34 @@ void page_select(const PageSelectArgs& a) {
       std::copy(middle.begin(), middle.end(), out + 1);
       out[s - 1] = n - 1;
       a.selected_count[bc] = s;
+    }
+  });
+}
+
+void gather_pages(const GatherPagesArgs& a) {
+  check_page_selection_shapes(a.kv_heads, a.kv_heads, a.page_size, a.max_selected);
+  for (int b = 0; b < a.batch; ++b) check_gather_sequence(a, b);
+  const auto row = static_cast<std::size_t>(a.row_bytes);
+  tbb::parallel_for(tbb::blocked_range<int>(0, a.batch * a.kv_heads), [&](const auto& r) {
+    for (int bc = r.begin(); bc != r.end(); ++bc) {
+      const int b = bc / a.kv_heads;
+      const int newest = a.first_page[b];
+      const std::int64_t base = std::int64_t{bc} * a.capacity;
+      auto copy_slots = [&](std::int64_t from, std::int64_t to) {
+        if (to > from) {
+          std::memcpy(a.dst + (base + from) * a.row_bytes, a.src + (base + from) * a.row_bytes,
+                      static_cast<std::size_t>(to - from) * row);
+        }
+      };
+      if (a.pages == nullptr) {
+        copy_slots(std::int64_t{newest} * a.page_size, a.slot_count[b] - 1);
+        continue;
+      }
+      const std::int32_t* list = a.pages + std::int64_t{bc} * a.max_selected;
+      for (int i = 0; i < a.page_count[bc]; ++i) {
+        const std::int64_t p = list[i];
+        if (p >= 0 && p < newest) copy_slots(p * a.page_size, (p + 1) * a.page_size);
+      }
     }
   });
 }

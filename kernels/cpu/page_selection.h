@@ -9,5 +9,7 @@ namespace offgen::kernels::cpu {
 
 void page_summary(const PageSummaryArgs& args);
 void page_select(const PageSelectArgs& args);
+// The copies of a decode step's pages, TBB over (sequence, kv head), one memcpy per page.
+void gather_pages(const GatherPagesArgs& args);
 
 }  // namespace offgen::kernels::cpu

@@ -106,6 +106,49 @@ __global__ void __launch_bounds__(kThreads) page_select_kernel(PageSelectArgs a)
   }
 }
 
+// Copies bytes [0, n) of src to dst, 16 or 4 bytes a thread where both ends are aligned so.
+__device__ void copy_run(const std::uint8_t* src, std::uint8_t* dst, std::int64_t n) {
+  const auto aligned = [&](std::uintptr_t to) {
+    return (reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst) |
+            static_cast<std::uintptr_t>(n)) %
+               to ==
+           0;
+  };
+  if (aligned(16)) {
+    const auto* s = reinterpret_cast<const uint4*>(src);
+    auto* d = reinterpret_cast<uint4*>(dst);
+    for (std::int64_t i = threadIdx.x; i < n / 16; i += kThreads) d[i] = s[i];
+  } else if (aligned(4)) {
+    const auto* s = reinterpret_cast<const std::uint32_t*>(src);
+    auto* d = reinterpret_cast<std::uint32_t*>(dst);
+    for (std::int64_t i = threadIdx.x; i < n / 4; i += kThreads) d[i] = s[i];
+  } else {
+    for (std::int64_t i = threadIdx.x; i < n; i += kThreads) dst[i] = src[i];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) gather_pages_kernel(GatherPagesArgs a) {
+  const int bc = static_cast<int>(blockIdx.x);
+  const int b = bc / a.kv_heads;
+  const int t = min(a.slot_count[b], a.capacity);  // clamped: the host cannot check device values
+  const int newest = a.first_page[b];
+  std::int64_t from = 0, to = 0;
+  if (a.pages == nullptr) {
+    from = std::int64_t{newest} * a.page_size;
+    to = t - 1;
+  } else {
+    const int i = static_cast<int>(blockIdx.y);
+    if (i >= min(a.page_count[bc], a.max_selected)) return;
+    const std::int64_t p = a.pages[std::int64_t{bc} * a.max_selected + i];
+    if (p < 0 || p >= newest) return;
+    from = p * a.page_size;
+    to = min((p + 1) * a.page_size, std::int64_t{t} - 1);
+  }
+  if (to <= from) return;
+  const std::int64_t offset = (std::int64_t{bc} * a.capacity + from) * a.row_bytes;
+  copy_run(a.src + offset, a.dst + offset, (to - from) * a.row_bytes);
+}
+
 }  // namespace
 
 void page_summary(const PageSummaryArgs& args, cudaStream_t stream) {
@@ -129,6 +172,20 @@ void page_select(const PageSelectArgs& args, cudaStream_t stream) {
                       "page_select: more pages than one block stages (raise the page size)");
   page_select_kernel<<<static_cast<unsigned>(args.batch * args.kv_heads), kThreads, shared,
                        stream>>>(args);
+  OFFGEN_CUDA_CHECK_LAUNCH();
+}
+
+void gather_pages(const GatherPagesArgs& args, cudaStream_t stream) {
+  if (args.batch <= 0) return;
+  OFFGEN_CUDA_REQUIRE(
+      page_selection_shapes_valid(args.kv_heads, args.kv_heads, args.page_size,
+                                  args.pages == nullptr ? 1 : args.max_selected) &&
+          args.row_bytes > 0 && args.max_selected <= 65535,
+      "gather_pages: kv_heads, page_size, max_selected (at most 65535) and row_bytes must be "
+      ">= 1");
+  const dim3 grid(static_cast<unsigned>(args.batch * args.kv_heads),
+                  args.pages == nullptr ? 1U : static_cast<unsigned>(args.max_selected));
+  gather_pages_kernel<<<grid, kThreads, 0, stream>>>(args);
   OFFGEN_CUDA_CHECK_LAUNCH();
 }
 

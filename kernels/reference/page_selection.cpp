@@ -93,4 +93,31 @@ void page_select(const PageSelectArgs& a) {
   }
 }
 
+void gather_pages(const GatherPagesArgs& a) {
+  check_page_selection_shapes(a.kv_heads, a.kv_heads, a.page_size, a.max_selected);
+  for (int b = 0; b < a.batch; ++b) {
+    check_gather_sequence(a, b);
+    const int newest = a.first_page[b];
+    for (int c = 0; c < a.kv_heads; ++c) {
+      const std::int64_t base = (std::int64_t{b} * a.kv_heads + c) * a.capacity;
+      auto copy_slots = [&](std::int64_t from, std::int64_t to) {
+        for (std::int64_t s = from; s < to; ++s) {
+          for (std::int64_t i = 0; i < a.row_bytes; ++i) {
+            a.dst[(base + s) * a.row_bytes + i] = a.src[(base + s) * a.row_bytes + i];
+          }
+        }
+      };
+      if (a.pages == nullptr) {
+        copy_slots(std::int64_t{newest} * a.page_size, a.slot_count[b] - 1);
+        continue;
+      }
+      const std::int64_t bc = std::int64_t{b} * a.kv_heads + c;
+      for (int i = 0; i < a.page_count[bc]; ++i) {
+        const std::int64_t p = a.pages[bc * a.max_selected + i];
+        if (p >= 0 && p < newest) copy_slots(p * a.page_size, (p + 1) * a.page_size);
+      }
+    }
+  }
+}
+
 }  // namespace offgen::kernels::reference

@@ -66,6 +66,7 @@ void append_kv(const AppendKvArgs& args);
 // products, so no double arithmetic)
 void page_summary(const PageSummaryArgs& args);
 void page_select(const PageSelectArgs& args);
+void gather_pages(const GatherPagesArgs& args);
 
 // sampling.h
 void sample_rows(const SampleRowsArgs& args);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "engine/core/cuda_check.h"
@@ -376,6 +377,32 @@ void page_select(const kernels::PageSelectArgs& args) {
   d_bounds.copy_back(args.bounds, "page_select bounds");
 }
 
+// The source stays in pinned host memory, read by the kernel over PCIe, as the engine's host
+// caches are.
+void gather_pages(const kernels::GatherPagesArgs& args) {
+  const std::int64_t rows = std::int64_t{args.batch} * args.kv_heads;
+  const auto bytes = static_cast<std::size_t>(rows * args.capacity * args.row_bytes);
+  std::uint8_t* pinned = nullptr;
+  OFFGEN_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned), bytes));
+  const std::unique_ptr<std::uint8_t, decltype(&cudaFreeHost)> owner(pinned, &cudaFreeHost);
+  std::memcpy(pinned, args.src, bytes);
+  auto d_dst = device_copy(args.dst, static_cast<std::int64_t>(bytes));
+  auto d_count = device_copy(args.slot_count, args.batch);
+  auto d_first = device_copy(args.first_page, args.batch);
+  auto d_pages = device_copy(args.pages, rows * args.max_selected);
+  auto d_page_count = device_copy(args.page_count, rows);
+  kernels::GatherPagesArgs d = args;
+  d.src = pinned;
+  d.dst = d_dst.data();
+  d.slot_count = d_count.data();
+  d.first_page = d_first.data();
+  d.pages = d_pages.data();
+  d.page_count = d_page_count.data();
+  cuda::gather_pages(d, test_stream());
+  finish();
+  d_dst.copy_back(args.dst, "gather_pages dst");
+}
+
 void top_logprobs(const kernels::TopLogprobsArgs& args) {
   auto d_logits = device_copy(args.logits, args.rows * args.vocab);
   auto d_ids = device_copy(args.ids, args.rows * args.k);
@@ -610,7 +637,7 @@ std::vector<const KernelSet*> kernel_sets_under_test() {
       decode_attention, sample_rows, argmax_rows, score_prefill_keep, score_decode_update, quantize,
       dequantize, quantize_kv_slots, rms_norm, rotary, silu_mul, edit_logits, restore_logits,
       /*exact_sampling=*/false,
-      /*exact_trig=*/false, page_summary, page_select,
+      /*exact_trig=*/false, page_summary, page_select, gather_pages,
       // Values in device memory (page lists, pages per step) are clamped by the kernels, not
       // checked: a kernel cannot throw.
       /*checks_device_values=*/false};

@@ -33,7 +33,7 @@ KernelSet cpu_set(std::string name, std::string isa) {
           // The cpu device runs the reference's logit edits (engine/runtime/cpu_ops.cpp).
           kernels::reference::edit_logits, kernels::reference::restore_logits,
           /*exact_sampling=*/true,
-          /*exact_trig=*/true, cpu::page_summary, cpu::page_select,
+          /*exact_trig=*/true, cpu::page_summary, cpu::page_select, cpu::gather_pages,
           /*checks_device_values=*/true};
 }
 

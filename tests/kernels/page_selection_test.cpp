@@ -187,6 +187,133 @@ TEST_P(PageSelectionParity, EqualExtremesKeepTheFirstInSlotOrder) {
   EXPECT_EQ(bits(summarise(impl().page_summary, c, in)), bits(summarise(ref::page_summary, c, in)));
 }
 
+// ---- gathering the chosen pages of a host cache
+// ---------------------------------------------------
+
+struct GatherCase {
+  int batch;
+  int kv_heads;
+  int capacity;
+  int page_size;
+  std::int64_t row_bytes;  // fp16 rows of 64 values; int4 codes and parameters; an odd width
+};
+
+const GatherCase kGatherCases[] = {
+    {3, 2, 100, 8, 128}, {2, 4, 64, 16, 32}, {2, 1, 50, 16, 4}, {1, 3, 33, 4, 3}};
+
+// Which slots of (b, c) a gather copies, as the spec says: the newest page's below T - 1 without
+// a list; the listed pages before the newest, whole, with one.
+std::vector<bool> copied_slots(const GatherCase& c, int t, const std::int32_t* list, int count) {
+  const int newest = (t - 1) / c.page_size;
+  std::vector<bool> copied(std::size_t(c.capacity), false);
+  if (list == nullptr) {
+    for (int s = newest * c.page_size; s < t - 1; ++s) copied[std::size_t(s)] = true;
+    return copied;
+  }
+  for (int i = 0; i < count; ++i) {
+    if (list[i] < 0 || list[i] >= newest) continue;
+    for (int s = list[i] * c.page_size; s < (list[i] + 1) * c.page_size; ++s) {
+      copied[std::size_t(s)] = true;
+    }
+  }
+  return copied;
+}
+
+TEST_P(PageSelectionParity, AGatherCopiesTheNewestPageOrTheChosenOnesAndNothingElse) {
+  if (!impl().gather_pages) GTEST_SKIP() << impl().name << " has no page gather yet";
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const GatherCase& c : kGatherCases) {
+    SCOPED_TRACE("row bytes " + std::to_string(c.row_bytes));
+    const int max_pages = (c.capacity + c.page_size - 1) / c.page_size;
+    const std::size_t rows = std::size_t(c.batch) * c.kv_heads * c.capacity;
+    std::vector<std::uint8_t> src(rows * std::size_t(c.row_bytes));
+    for (auto& v : src) v = static_cast<std::uint8_t>(rng.integer(0, 255));
+    std::vector<std::int32_t> t, first;
+    for (int b = 0; b < c.batch; ++b) {
+      t.push_back(b == 0 ? c.capacity : rng.integer(1, c.capacity));  // a full cache, then any
+      first.push_back((t.back() - 1) / c.page_size);
+    }
+    // Ascending lists, some with the newest page, one with entries out of range.
+    std::vector<std::int32_t> pages(std::size_t(c.batch) * c.kv_heads * max_pages, -1);
+    std::vector<std::int32_t> count(std::size_t(c.batch) * c.kv_heads, 0);
+    for (int bc = 0; bc < c.batch * c.kv_heads; ++bc) {
+      std::int32_t* list = pages.data() + std::ptrdiff_t(bc) * max_pages;
+      int n = 0;
+      for (int p = 0; p <= first[std::size_t(bc / c.kv_heads)]; ++p) {
+        if (rng.integer(0, 2) == 0) list[n++] = p;
+      }
+      if (bc == 1 && n < max_pages) list[n++] = max_pages + 3;
+      count[std::size_t(bc)] = n;
+    }
+    for (const bool listed : {false, true}) {
+      SCOPED_TRACE(listed ? "the chosen pages" : "the newest page");
+      const kernels::GatherPagesArgs base{.src = src.data(),
+                                          .slot_count = t.data(),
+                                          .first_page = first.data(),
+                                          .pages = listed ? pages.data() : nullptr,
+                                          .page_count = listed ? count.data() : nullptr,
+                                          .batch = c.batch,
+                                          .kv_heads = c.kv_heads,
+                                          .capacity = c.capacity,
+                                          .page_size = c.page_size,
+                                          .max_selected = max_pages,
+                                          .row_bytes = c.row_bytes};
+      std::vector<std::uint8_t> want(src.size(), 0xA5), got = want, reference = want;
+      for (int bc = 0; bc < c.batch * c.kv_heads; ++bc) {
+        const std::vector<bool> copied =
+            copied_slots(c, t[std::size_t(bc / c.kv_heads)],
+                         listed ? pages.data() + std::ptrdiff_t(bc) * max_pages : nullptr,
+                         count[std::size_t(bc)]);
+        for (int s = 0; s < c.capacity; ++s) {
+          if (!copied[std::size_t(s)]) continue;
+          const std::size_t at = (std::size_t(bc) * c.capacity + std::size_t(s)) * c.row_bytes;
+          std::copy_n(src.begin() + std::ptrdiff_t(at), c.row_bytes,
+                      want.begin() + std::ptrdiff_t(at));
+        }
+      }
+      kernels::GatherPagesArgs args = base;
+      args.dst = reference.data();
+      ref::gather_pages(args);
+      EXPECT_EQ(reference, want);
+      args.dst = got.data();
+      impl().gather_pages(args);
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
+TEST(PageSelection, AGatherRefusesCountsItCannotTrust) {
+  const GatherCase c{1, 1, 32, 8, 4};
+  std::vector<std::uint8_t> src(32 * 4), dst(src.size());
+  std::vector<std::int32_t> list{0, 1}, count{2}, ts{0}, firsts{0};
+  auto gather = [&](std::int32_t t, std::int32_t first, std::int32_t listed) {
+    ts[0] = t;
+    firsts[0] = first;
+    count[0] = listed;
+    return kernels::GatherPagesArgs{.src = src.data(),
+                                    .dst = dst.data(),
+                                    .slot_count = ts.data(),
+                                    .first_page = firsts.data(),
+                                    .pages = list.data(),
+                                    .page_count = count.data(),
+                                    .batch = 1,
+                                    .kv_heads = c.kv_heads,
+                                    .capacity = c.capacity,
+                                    .page_size = c.page_size,
+                                    .max_selected = 2,
+                                    .row_bytes = c.row_bytes};
+  };
+  for (const auto& set : kernel_sets_under_test()) {
+    if (!set->gather_pages || !set->checks_device_values) continue;
+    SCOPED_TRACE(set->name);
+    EXPECT_NO_THROW(set->gather_pages(gather(20, 2, 2)));
+    EXPECT_THROW(set->gather_pages(gather(33, 4, 2)), Error);  // past the capacity
+    EXPECT_THROW(set->gather_pages(gather(20, 1, 2)), Error);  // not T's newest page
+    EXPECT_THROW(set->gather_pages(gather(20, 2, 3)), Error);  // more than a list holds
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, PageSelectionParity, ::testing::ValuesIn(kernel_sets_under_test()),
                          kernel_set_name);
 

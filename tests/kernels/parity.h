@@ -86,6 +86,7 @@ struct KernelSet {
   // (its tests then skip and say so).
   Fn<void(const kernels::PageSummaryArgs&)> page_summary;
   Fn<void(const kernels::PageSelectArgs&)> page_select;
+  Fn<void(const kernels::GatherPagesArgs&)> gather_pages;
   // Whether the set refuses bad values it reads from its inputs' memory (page lists, pages per
   // step) with an Error, as the CPU kernels do on the host; a device kernel cannot throw, and
   // clamps them instead.

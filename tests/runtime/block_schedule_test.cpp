@@ -275,6 +275,38 @@ TEST(BlockSchedule, OffloadedKvMovesTheCacheOnlyWithGpuAttention) {
   EXPECT_LT(loaded[1] * 4, loaded[0]);
 }
 
+TEST(BlockSchedule, QuestOverHostCachesMovesOnlyTheChosenPages) {
+  // quest, pages of 2, 6 tokens a step: 3 pages. All KV on the host, attended on the gpu tier.
+  const auto loaded = [](PolicyKind policy) {
+    RandomPlan plan;
+    plan.placement.gpu_batch = 2;
+    plan.placement.block.kv_gpu_fraction = 0.0;
+    plan.policy = policy;
+    Engine engine(tiny(plan));
+    auto runner = engine.make_runner(2, 8, 4);
+    std::vector<std::vector<std::int32_t>> tokens = {{2, 40, 41, 42, 43, 44, 45, 46},
+                                                     {2, 50, 51, 52, 53}};
+    runner->prefill(left_pad(tokens, engine.config().pad_token_id));
+    const std::vector<std::uint8_t> advancing = {1, 1};
+    for (int step = 0; step < 4; ++step) {
+      const auto picks = runner->greedy_tokens();
+      runner->decode(std::vector<std::int32_t>(picks.begin(), picks.end()), advancing);
+    }
+    return runner->kv_traffic().loaded_bytes;
+  };
+  // Sequence 0 attends 9..12 slots (5, 5, 6, 6 pages): the sink, the best page and the newest's
+  // 1, 2, 1, 2 slots, of which all but the new token come in: 4 + 5 + 4 + 5 rows. Sequence 1
+  // attends 6 slots (3 pages: all), then 7, 8, 9 (4, 4, 5 pages): 5 + 4 + 5 + 4 rows.
+  const ModelConfig config = Engine(tiny(RandomPlan{})).config();
+  const std::uint64_t row =
+      std::uint64_t{2} * config.num_layers * config.kv_heads() * config.head_dim() * sizeof(Half);
+  const std::uint64_t quest = loaded(PolicyKind::quest);
+  EXPECT_EQ(quest, row * (18 + 18));
+  // Full's gpu attention copies each whole cache in, every slot of its capacity (13 for a
+  // runner of 8 + 4), of 2 sequences, 4 steps.
+  EXPECT_EQ(loaded(PolicyKind::full), row * 13 * 2 * 4);
+}
+
 TEST(BlockSchedule, KvOnTheHostLetsABatchRunUnderAGpuBudgetItsKvExceeds) {
   // Dummy opt-125m with a 1000-token KV: 36 MiB of KV per sequence. 8 sequences do not fit
   // 500 MiB with the weights; with their KV in pinned memory they do.

@@ -87,6 +87,37 @@ TEST(CostModel, EachResourceCostsItsBytesOverItsBandwidth) {
   EXPECT_NEAR(got.prefill.kv_store, 4 * 2 * row * 600 * 2 / p.d2h, 1e-9);
 }
 
+TEST(CostModel, QuestGathersOnlyTheChosenPagesOfHostCachesOnTheComputeStream) {
+  const ModelConfig model = ModelConfig::from_name("opt-6.7b").value();
+  RunShape run = opt_run(8);
+  run.gen_len = 2;  // one decode step over 513 slots: 33 pages of 16
+  run.kv_capacity = 600;
+  run.block = {1, 0.0, false};  // every sequence's KV on the host, attended on the gpu tier
+  const MachineProfile p = pcie_like();
+  const Prediction full = predict(model, p, run);
+  run.page_size = 16;
+  run.pages_per_step = 8;  // 7 whole pages and the newest's one slot: 113 attended
+  run.dense_layers = 0;
+  const Prediction quest = predict(model, p, run);
+  const double row = model.hidden_size, head_dim = model.head_dim(), heads = model.num_heads;
+  EXPECT_EQ(quest.decode.kv_load, 0.0);  // nothing prefetched: the choice needs the query
+  const double attend = 8 * 2 * row * 113 * 2 / p.attention;
+  const double summaries = 8 * heads * 2 * head_dim * 33 * 2 / p.attention;
+  const double gather = 8 * 2 * row * 112 * 2 / p.h2d;  // all but the new token's row
+  EXPECT_NEAR(quest.decode.attention, attend + summaries + gather, 1e-12);
+  EXPECT_NEAR(full.decode.kv_load, 8 * 2 * row * 600 * 2 / p.h2d, 1e-12);
+  EXPECT_GT(quest.tokens_per_second, full.tokens_per_second);
+
+  // Half the layers dense: the mean of a full layer and a choosing one.
+  run.dense_layers = model.num_layers / 2;
+  const Prediction half = predict(model, p, run);
+  EXPECT_NEAR(half.decode.kv_load, full.decode.kv_load / 2, 1e-12);
+  EXPECT_NEAR(half.decode.attention, (full.decode.attention + quest.decode.attention) / 2, 1e-12);
+  EXPECT_NEAR(half.decode_layer, (full.decode_layer + quest.decode_layer) / 2, 1e-12);
+  run.pages_per_step = 1;
+  EXPECT_THROW(predict(model, p, run), Error);
+}
+
 TEST(CostModel, CpuAttentionBeatsStagingWhenPcieIsSlow) {
   const ModelConfig model = ModelConfig::from_name("opt-30b").value();
   RunShape run = opt_run(64);
