@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "engine/core/half.h"
+#include "engine/device/device.h"
 #include "kernels/attention_args.h"
 #include "kernels/embedding_args.h"
 #include "kernels/eviction_args.h"
@@ -33,6 +35,10 @@ enum class CpuKernelSet { optimized, reference };
 class Ops {
  public:
   virtual ~Ops() = default;
+
+  // The same kernels, enqueued on another of the device's streams instead (quest's speculative
+  // gather runs on the KV copy stream, beside the compute).
+  virtual std::unique_ptr<Ops> on_stream(StreamRole role) const = 0;
 
   virtual void gather_rows(const kernels::GatherRowsArgs& args) = 0;
   virtual void add_position_embeddings(const kernels::PositionEmbeddingArgs& args) = 0;

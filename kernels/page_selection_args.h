@@ -93,6 +93,11 @@ struct PageSelectArgs {
 //            again). With pages: each listed page p < first_page[b] of (b, c), whole — the chosen
 //            pages but the newest, which the first call brought.
 // An entry outside [0, first_page[b]) is not copied; entries past page_count are not read.
+//   present  optional, with pages: [batch, kv_heads, max_selected] ascending, present_count
+//            entries per (b, c) — pages already in dst (a speculative gather brought them); a
+//            listed page found there is not copied again.
+//   copied   optional: the bytes copied are added to *copied (atomically: gathers on two
+//            streams may share one counter).
 struct GatherPagesArgs {
   const std::uint8_t* src = nullptr;  // [batch, kv_heads, capacity, row_bytes]: the host cache
   std::uint8_t* dst = nullptr;        // the same layout: the staging copy
@@ -100,6 +105,9 @@ struct GatherPagesArgs {
   const std::int32_t* first_page = nullptr;  // [batch]: the newest token's page, (T - 1) / P
   const std::int32_t* pages = nullptr;       // optional [batch, kv_heads, max_selected]
   const std::int32_t* page_count = nullptr;  // [batch, kv_heads] with pages
+  const std::int32_t* present = nullptr;
+  const std::int32_t* present_count = nullptr;
+  unsigned long long* copied = nullptr;
   int batch = 0;
   int kv_heads = 0;
   int capacity = 0;

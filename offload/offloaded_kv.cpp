@@ -66,7 +66,9 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
                       host_probs = slot_buffers("host probabilities"),
                       staged_summary = slot_buffers("staged page summaries"),
                       host_selected = slot_buffers("host chosen pages"),
-                      host_selected_count = slot_buffers("host chosen page counts");
+                      host_selected_count = slot_buffers("host chosen page counts"),
+                      speculated = slot_buffers("speculated pages"),
+                      speculated_count = slot_buffers("speculated page counts");
   for (std::size_t i = 0; i < 2; ++i) {
     Slot& s = slots_[i];
     s.k = std::move(k[i]);
@@ -80,10 +82,19 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
     s.staged_summary = std::move(staged_summary[i]);
     s.host_selected = std::move(host_selected[i]);
     s.host_selected_count = std::move(host_selected_count[i]);
+    s.speculated = std::move(speculated[i]);
+    s.speculated_count = std::move(speculated_count[i]);
     for (auto* event :
-         {&s.loaded, &s.computed, &s.saved, &s.rows_ready, &s.rows_free, &s.out_ready}) {
+         {&s.loaded, &s.computed, &s.saved, &s.rows_ready, &s.rows_free, &s.out_ready, &s.chosen}) {
       *event = device.create_event();
     }
+  }
+  gathered_bytes_ = layout.allocate(device, "gathered bytes");
+  if (gathered_bytes_) {
+    copy_ops_ = ops.on_stream(StreamRole::h2d_kv);
+    const unsigned long long zero = 0;
+    device.copy_async(gathered_bytes_.data(), &zero, sizeof zero, compute_);
+    compute_.synchronize();
   }
 }
 
@@ -184,6 +195,15 @@ void OffloadedKv::begin_pass() {
   for (Slot& s : slots_) s.loaded_task = -1;
 }
 
+std::uint64_t OffloadedKv::loaded_bytes() const {
+  if (!gathered_bytes_) return loaded_bytes_;
+  h2d_.synchronize();
+  unsigned long long gathered = 0;
+  device_.copy_async(&gathered, gathered_bytes_.data(), sizeof gathered, compute_);
+  compute_.synchronize();
+  return loaded_bytes_ + gathered;
+}
+
 void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
                                 const std::int32_t* token_slot, int seq,
                                 const OffloadedPages& pages) {
@@ -245,17 +265,23 @@ void OffloadedKv::prefetch(const BlockTask& task) {
   device_.copy_async(s.v.data(), v_host_[c].data(), bytes, h2d_);
   s.loaded->record(h2d_);
   s.loaded_task = task.index;
+  s.speculative = false;
   loaded_bytes_ += 2 * bytes;
 }
 
-void OffloadedKv::gather_pages(const BlockTask& task, Slot& s, const std::int32_t* slot_count,
-                               const std::int32_t* first_page, const std::int32_t* selected,
-                               const std::int32_t* selected_count) {
+void OffloadedKv::gather_pages(Ops& ops, const BlockTask& task, Slot& s,
+                               const std::int32_t* slot_count, const std::int32_t* first_page,
+                               const std::int32_t* selected, const std::int32_t* selected_count,
+                               const std::int32_t* present, const std::int32_t* present_count) {
   const int n = offloaded(task.gpu_batch);
   const std::size_t c = cache_index(task);
   const auto plane = [&](const void* src, void* dst, std::int64_t row_bytes) {
-    ops_.gather_pages(geometry_.gather_args(src, dst, row_bytes, slot_count, first_page, selected,
-                                            selected_count, n));
+    kernels::GatherPagesArgs args = geometry_.gather_args(src, dst, row_bytes, slot_count,
+                                                          first_page, selected, selected_count, n);
+    args.present = present;
+    args.present_count = present_count;
+    args.copied = gathered_bytes_.as<unsigned long long>();
+    ops.gather_pages(args);
   };
   const std::int64_t rows = cache_rows(task.gpu_batch);
   for (auto [host, staged] : {std::pair{&k_host_[c], &s.k}, std::pair{&v_host_[c], &s.v}}) {
@@ -272,18 +298,28 @@ void OffloadedKv::gather_pages(const BlockTask& task, Slot& s, const std::int32_
   }
 }
 
-std::uint64_t OffloadedKv::chosen_bytes(const BlockTask& task, const OffloadedPages& pages) const {
+void OffloadedKv::speculate(const BlockTask& task, const Half* qkv, const std::int32_t* slot_count,
+                            const OffloadedPages& pages) {
   const int n = offloaded(task.gpu_batch);
-  const std::uint64_t row_bytes =
-      cache_bytes(task.gpu_batch) / static_cast<std::uint64_t>(cache_rows(task.gpu_batch));
-  std::uint64_t rows = 0;
-  for (int b = 0; b < n; ++b) {
-    // The attended slots but the new token's (the step's own row).
-    const std::int64_t attended = kernels::selected_slots(
-        pages.host_slot_count[b], geometry_.page_size, pages.host_pages_per_step[b]);
-    rows += static_cast<std::uint64_t>(attended - 1) * static_cast<std::uint64_t>(heads_);
-  }
-  return 2 * rows * row_bytes;
+  if (n == 0 || cpu_attention_ || pages.first_page == nullptr) return;
+  Slot& s = slot_of(task);
+  const std::size_t c = cache_index(task);
+  // The guess, on compute: the summaries before the newest page are the ones the task will
+  // choose from (that page is always chosen, so its stale summary changes nothing).
+  ops_.page_select(geometry_.select_args(qkv, summary_[c].as<Half>(), slot_count,
+                                         pages.pages_per_step, s.speculated.as<std::int32_t>(),
+                                         s.speculated_count.as<std::int32_t>(), n));
+  s.chosen->record(compute_);
+  s.chosen->wait_on(h2d_);
+  s.computed->wait_on(h2d_);        // compute is done with the slot's last task
+  s.saved->wait_on(h2d_);           // and so is the last copy out of it
+  cache_stored_[c]->wait_on(h2d_);  // the host cache has its last token
+  gather_pages(*copy_ops_, task, s, slot_count, pages.first_page, nullptr, nullptr);
+  gather_pages(*copy_ops_, task, s, slot_count, pages.first_page, s.speculated.as<std::int32_t>(),
+               s.speculated_count.as<std::int32_t>());
+  s.loaded->record(h2d_);
+  s.loaded_task = task.index;
+  s.speculative = true;
 }
 
 void OffloadedKv::send_rows(const BlockTask& task, Slot& s, const Half* qkv,
@@ -317,10 +353,16 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
     // Only the pages the step attends come in, read where they lie by the compute stream once
     // the host cache has its last token and the slot's last copy out is done: first the newest
     // token's page (its summary is taken again), after the choice the others.
-    s.saved->wait_on(compute_);
-    cache_stored_[c]->wait_on(compute_);
-    gather_pages(task, s, args.slot_count, pages.first_page, nullptr, nullptr);
+    if (s.speculative && s.loaded_task == task.index) {
+      s.loaded->wait_on(compute_);  // speculate() brought the newest page and its guesses
+    } else {
+      s.speculative = false;
+      s.saved->wait_on(compute_);
+      cache_stored_[c]->wait_on(compute_);
+      gather_pages(ops_, task, s, args.slot_count, pages.first_page, nullptr, nullptr);
+    }
   } else {
+    s.speculative = false;
     prefetch(task);
     s.loaded->wait_on(compute_);
   }
@@ -372,9 +414,11 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
     // rows are expanded again, and the new rows appended again where that overwrote them.
     select_pages(ops_, geometry_, k_cache, summary_[c].as<Half>(), pages.first_page,
                  pages.pages_per_step, pages.selected, pages.selected_count, args);
-    gather_pages(task, s, args.slot_count, pages.first_page, pages.selected, pages.selected_count);
+    const bool guessed = s.speculative;
+    gather_pages(ops_, task, s, args.slot_count, pages.first_page, pages.selected,
+                 pages.selected_count, guessed ? s.speculated.as<std::int32_t>() : nullptr,
+                 guessed ? s.speculated_count.as<std::int32_t>() : nullptr);
     if (packed) expand_and_append();
-    loaded_bytes_ += chosen_bytes(task, pages);
   }
   ops_.decode_attention(args);
   s.computed->record(compute_);

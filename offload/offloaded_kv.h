@@ -45,9 +45,6 @@ struct OffloadedPages {
   const std::int32_t* pages_per_step = nullptr;  // decode: [offloaded] S
   std::int32_t* selected = nullptr;              // gpu attention: [offloaded, kv heads, pages]
   std::int32_t* selected_count = nullptr;        // gpu attention: [offloaded, kv heads]
-  // gpu attention, on the host: each sequence's T and S this step (the bytes its pages move).
-  const std::int32_t* host_slot_count = nullptr;
-  const std::int32_t* host_pages_per_step = nullptr;
 };
 
 class OffloadedKv {
@@ -85,6 +82,15 @@ class OffloadedKv {
   // nothing if already started). Call for task i + 1 before enqueuing task i's compute; not for
   // a layer that selects pages, whose decode brings in only the pages it attends.
   void prefetch(const BlockTask& task);
+  // Decode with gpu attention and page selection, during the task before `task` (the layer
+  // below, same GPU batch): chooses `task`'s pages from a guess of its query (qkv: the offloaded
+  // sequences' rows, laid out as decode_gpu's; slot_count, pages: `task`'s) on compute, then
+  // gathers the newest token's page and the guessed ones into `task`'s staging slot on the KV
+  // copy stream, overlapping the rest of the task before. decode_gpu then gathers only the
+  // chosen pages the guess missed; what is attended is the same (InfiniGen's speculation, Lee et
+  // al., OSDI 2024, over Quest's choice).
+  void speculate(const BlockTask& task, const Half* qkv, const std::int32_t* slot_count,
+                 const OffloadedPages& pages);
   // Decode with gpu attention, on compute, after the qkv projection: appends the new rows
   // (qkv [offloaded, (H + 2·KV)·D], write_slot [offloaded, KV heads]) to the staged cache, queues
   // their copy back to the host cache, and runs decode attention over the staged cache (args: the
@@ -120,8 +126,9 @@ class OffloadedKv {
   // Bytes of host cache (all layers, K and V) and of gpu staging this allocated.
   std::uint64_t host_cache_bytes() const;
   std::uint64_t gpu_bytes() const;
-  // PCIe traffic so far: host-to-device and device-to-host bytes.
-  std::uint64_t loaded_bytes() const { return loaded_bytes_; }
+  // PCIe traffic so far: host-to-device and device-to-host bytes. loaded_bytes waits for the
+  // gathers queued so far (their bytes are counted where they run).
+  std::uint64_t loaded_bytes() const;
   std::uint64_t stored_bytes() const { return stored_bytes_; }
 
  private:
@@ -133,8 +140,11 @@ class OffloadedKv {
     // Page selection with cpu attention: a prefill's summaries on their way out (gpu), and the
     // host task's chosen pages and their counts.
     Buffer staged_summary, host_selected, host_selected_count;
-    std::unique_ptr<Event> loaded, computed, saved, rows_ready, rows_free, out_ready;
-    int loaded_task = -1;  // the task whose cache was copied in (prefetch)
+    // Page selection with gpu attention: the pages speculate() chose for the slot's task.
+    Buffer speculated, speculated_count;
+    std::unique_ptr<Event> loaded, computed, saved, rows_ready, rows_free, out_ready, chosen;
+    int loaded_task = -1;      // the task whose cache was copied in (prefetch, or speculate)
+    bool speculative = false;  // what came in is speculate()'s pages, not the whole cache
   };
 
   Slot& slot_of(const BlockTask& task) { return slots_[task.index % 2]; }
@@ -155,11 +165,12 @@ class OffloadedKv {
   // Page selection with gpu attention: enqueues on compute the gather of the task's host K and V
   // rows into the slot's staging (kernels/page_selection_args.h: the newest token's page with
   // selected null, else the chosen pages before it), every plane of their storage.
-  void gather_pages(const BlockTask& task, Slot& slot, const std::int32_t* slot_count,
+  // `present` (optional, with selected): pages already in the staging, not gathered again. On
+  // `ops` (compute's, or the copy stream's).
+  void gather_pages(Ops& ops, const BlockTask& task, Slot& slot, const std::int32_t* slot_count,
                     const std::int32_t* first_page, const std::int32_t* selected,
-                    const std::int32_t* selected_count);
-  // The bytes of host K and V a selecting decode step of `task` gathers.
-  std::uint64_t chosen_bytes(const BlockTask& task, const OffloadedPages& pages) const;
+                    const std::int32_t* selected_count, const std::int32_t* present = nullptr,
+                    const std::int32_t* present_count = nullptr);
 
   Device& device_;
   Ops& ops_;
@@ -180,6 +191,10 @@ class OffloadedKv {
   std::vector<Buffer> k_host_, v_host_;  // per (layer, GPU batch): pinned
   std::vector<Buffer> summary_;          // per (layer, GPU batch): page summaries (gpu, or pinned)
   kernels::PageGeometry geometry_;       // of page selection (page_size 0: none)
+  // Page selection with gpu attention: the kernels on the KV copy stream (speculate's gather),
+  // and the bytes every gather copied (gpu tier, one counter).
+  std::unique_ptr<Ops> copy_ops_;
+  Buffer gathered_bytes_;
   std::vector<std::unique_ptr<Event>> cache_stored_;  // per (layer, GPU batch): its last store
   Slot slots_[2];
   std::uint64_t loaded_bytes_ = 0;

@@ -18,6 +18,10 @@ struct BlockShape {
   // The block's hidden states live in pinned host memory; the gpu tier holds two GPU batches'
   // worth, loaded and stored around each (layer, GPU batch) task (host_activations.h).
   bool activations_on_host = false;
+  // quest with host caches attended on the gpu tier and every weight resident: each layer
+  // guesses the next one's pages from its own input and gathers them on the copy stream while it
+  // computes (OffloadedKv::speculate); the pages attended stay the exact choice's.
+  bool speculative_pages = false;
 
   bool operator==(const BlockShape&) const = default;
 };

@@ -110,6 +110,11 @@ MemoryLayout offloaded_kv_layout(const ModelConfig& config, const std::vector<in
   layout.add("host chosen pages", Tier::host, chosen, 2);
   layout.add("host chosen page counts", Tier::host,
              cpu_attention && pages > 0 ? most * heads * kInt32Bytes : 0, 2);
+  // Gpu attention: a speculative choice per staging slot, and the count of the bytes gathered.
+  const bool gathers = pages > 0 && !cpu_attention;
+  layout.add("speculated pages", Tier::gpu, gathers ? most * heads * pages * kInt32Bytes : 0, 2);
+  layout.add("speculated page counts", Tier::gpu, gathers ? most * heads * kInt32Bytes : 0, 2);
+  layout.add("gathered bytes", Tier::gpu, gathers ? sizeof(unsigned long long) : 0);
   return layout;
 }
 

@@ -278,7 +278,9 @@ std::optional<Plan> plan_automatically(const CommonOptions& common, const RunLen
         lengths.gen_len);
     return plan;
   }
+  const bool speculative = engine.placement.block.speculative_pages;  // a quest option
   engine.placement = plan->placement;
+  engine.placement.block.speculative_pages = speculative;
   spdlog::info("planned for prompt {} + gen {}: {} (gpu {}, pinned {})", lengths.prompt_len,
                lengths.gen_len, plan->describe(), format_bytes(plan->memory.gpu),
                format_bytes(plan->memory.pinned));

@@ -69,6 +69,7 @@ struct CommonOptions {
   int pyramid_beta = 20;
   int page_size = 16;
   int dense_layers = 2;
+  bool speculate_pages = false;
   // Batch jobs: blocks kept near this much work, so results are written at least this often.
   double block_seconds = 30.0;
   // generate: a finished request's row takes the next request (EngineOptions).

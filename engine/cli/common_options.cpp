@@ -308,6 +308,10 @@ EngineOptions CommonOptions::engine_options() const {
     out.policy.pyramid_beta = pyramid_beta;
     out.policy.page_size = page_size;
     out.policy.dense_layers = dense_layers;
+    OFFGEN_CHECK(!speculate_pages || out.policy.kind == PolicyKind::quest,
+                 "--speculate-pages guesses the pages --policy quest chooses: give --policy quest, "
+                 "or drop --speculate-pages");
+    out.placement.block.speculative_pages = speculate_pages;
     OFFGEN_CHECK(kv_budget.empty() || out.policy.kind != PolicyKind::full,
                  "--kv-budget {} means nothing to --policy full, which keeps every token: drop "
                  "--kv-budget, or choose a policy that evicts (--policy h2o, local, streaming, "
@@ -471,6 +475,11 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
                  "too broad to choose pages from)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag(
+      "--speculate-pages", options.speculate_pages,
+      "quest, host KV attended on the gpu, every weight on the gpu: each layer guesses the "
+      "next one's pages from its own input and copies them while it computes; the pages "
+      "attended are still the exact choice");
   // plan_unless_placed replaces this callback with one that refuses the same.
   app.callback([&app] { refuse_placement_beside_plan(app); });
 }

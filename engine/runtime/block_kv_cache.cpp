@@ -254,10 +254,6 @@ OffloadedPages BlockKvCache::offloaded_pages(const BlockTask& task, bool prefill
     pages.pages_per_step =
         (on_host ? step_pages_per_step_.data() : pages_per_step_.as<std::int32_t>()) + first;
   }
-  if (!prefill) {
-    pages.host_slot_count = step_counts_.data() + count_row(task.layer) + first;
-    pages.host_pages_per_step = step_pages_per_step_.data() + first;
-  }
   pages.selected = selected_.as<std::int32_t>() + first * heads * max_pages();
   pages.selected_count = selected_count_.as<std::int32_t>() + first * heads;
   return pages;
@@ -387,6 +383,18 @@ void BlockKvCache::begin_pass() {
 void BlockKvCache::prefetch(const BlockTask& task) {
   // A layer that selects pages brings in only the chosen ones, once its query has chosen them.
   if (offloaded_ && !selects(task.layer)) offloaded_->prefetch(task);
+}
+
+bool BlockKvCache::speculates(const BlockTask& current, const BlockTask& next) const {
+  return offloaded_ && !offloaded_->cpu_attention() && selects(next.layer) &&
+         next.layer == current.layer + 1 && next.gpu_batch == current.gpu_batch &&
+         next.batch.offloaded() > 0;
+}
+
+void BlockKvCache::speculate(const BlockTask& next, const Half* qkv) {
+  const std::int64_t first = next.batch.first + next.batch.resident;
+  offloaded_->speculate(next, qkv, slot_count_.as<std::int32_t>() + count_row(next.layer) + first,
+                        offloaded_pages(next, /*prefill=*/false));
 }
 
 void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const std::uint8_t* valid,

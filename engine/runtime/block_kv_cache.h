@@ -118,6 +118,13 @@ class BlockKvCache {
   // Decode: starts copying `task`'s host-resident cache in (call for task i + 1 before enqueuing
   // task i's compute; nothing to do for gpu-resident or cpu-attended sequences).
   void prefetch(const BlockTask& task);
+  // Speculative page selection (OffloadedKv::speculate): whether `next`, the task after
+  // `current`, is worth a guess — the layer above of the same GPU batch, choosing pages, with
+  // host caches attended on the gpu tier.
+  bool speculates(const BlockTask& current, const BlockTask& next) const;
+  // On compute, during `current`: chooses next's pages of its offloaded sequences from qkv (a
+  // guess of next's qkv rows, [offloaded sequences, qkv_dim]) and starts gathering them.
+  void speculate(const BlockTask& next, const Half* qkv);
   // Prefill of task's GPU batch, on compute: causal attention over qkv ([batch * seq, 3·H·D])
   // with the prompts' mask valid ([batch * seq], device) into out, then the policy's choice of
   // prompt tokens is stored in the task's layer.

@@ -36,6 +36,7 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
       max_prompt_(max_prompt),
       policies_(std::move(policies)),
       streamer_(streamer),
+      speculative_pages_(shape.speculative_pages && streamer == nullptr),
       edit_capacity_(extras.logit_edits),
       top_k_(extras.top_logprobs),
       prefill_math_(prefill_math) {
@@ -167,7 +168,55 @@ void BlockRunner::embed(const GpuBatch& batch, Half* x) {
                                 .offset = config_.position_offset});
 }
 
-void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
+void BlockRunner::speculate(const BlockTask& task, const BlockTask& next, const Half* x) {
+  const LayerWeights& w = weights_.layers[static_cast<std::size_t>(next.layer)];
+  const GpuBatch& g = task.batch;
+  const int h = config_.hidden_size;
+  const std::int64_t rows = g.offloaded();  // a decode pass: one row per sequence
+  const Half* in = x + std::int64_t{g.resident} * h;
+  // Scratch in the MLP's buffer, which this task uses only after its attention.
+  Half* normed = ffn_.as<Half>();
+  Half* qkv = normed + rows * h;
+  if (config_.do_layer_norm_before) {
+    if (config_.rms_norm()) {
+      ops_.rms_norm({.x = in,
+                     .gamma = w.attn_ln_weight,
+                     .y = normed,
+                     .rows = rows,
+                     .dim = h,
+                     .eps = config_.layer_norm_eps});
+    } else {
+      ops_.layer_norm({.x = in,
+                       .gamma = w.attn_ln_weight,
+                       .beta = w.attn_ln_bias,
+                       .y = normed,
+                       .rows = rows,
+                       .dim = h,
+                       .eps = config_.layer_norm_eps});
+    }
+    in = normed;
+  }
+  ops_.linear({.x = in,
+               .weight = w.qkv_weight,
+               .bias = w.qkv_bias,
+               .y = qkv,
+               .rows = rows,
+               .out_features = config_.qkv_dim(),
+               .in_features = h,
+               .weight_int8 = w.qkv_int8 ? &w.qkv_int8 : nullptr});
+  if (config_.rotary()) {
+    ops_.rotary({.qkv = qkv,
+                 .positions = positions_.as<std::int32_t>() + g.first + g.resident,
+                 .inv_freq = rope_inv_freq_.as<float>(),
+                 .rows = rows,
+                 .heads = config_.num_heads,
+                 .kv_heads = config_.kv_heads(),
+                 .head_dim = config_.head_dim()});
+  }
+  kv_cache_->speculate(next, qkv);
+}
+
+void BlockRunner::compute(const BlockTask& task, Step step, Half* x, const BlockTask* next) {
   const LayerWeights& w = weights_.layers[static_cast<std::size_t>(task.layer)];
   const GpuBatch& g = task.batch;
   const int h = config_.hidden_size;
@@ -191,6 +240,10 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x) {
   };
 
   if (task.layer == 0) embed(g, x);
+  if (step == Step::decode && speculative_pages_ && next != nullptr &&
+      kv_cache_->speculates(task, *next)) {
+    speculate(task, *next, x);
+  }
   // A prompt token's GEMM rows are summed in the prompt order on the CPU (kernels/linear_args.h).
   const bool prompt_rows = step == Step::prefill;
   // Self-attention block.
@@ -294,7 +347,7 @@ void BlockRunner::pass(Step step) {
                                 : x_.as<Half>() + std::int64_t{task.batch.first} * last_seq_ *
                                                       config_.hidden_size;
     // Compute, storing the new K/V where the sequences keep their cache.
-    compute(task, step, x);
+    compute(task, step, x, i + 1 < tasks.size() ? &tasks[i + 1] : nullptr);
     // Store hidden states.
     if (host_activations_) host_activations_->release(task);
     // Weights: free the slot for the layer two loads on, after the layer's last GPU batch.

@@ -143,7 +143,12 @@ class BlockRunner {
   // The embedding of a GPU batch's tokens into x, its hidden states.
   void embed(const GpuBatch& batch, Half* x);
   // One layer over one GPU batch (the task's), its hidden states at x.
-  void compute(const BlockTask& task, Step step, Half* x);
+  // next: the task after it in the pass (null for the last).
+  void compute(const BlockTask& task, Step step, Half* x, const BlockTask* next);
+  // Decode, during `task`: the next layer's query guessed from this layer's input x (the next
+  // layer's norm and q projection, rotated at the step's positions) for the offloaded sequences,
+  // and the KV cache's speculative gather of `next`'s pages from it.
+  void speculate(const BlockTask& task, const BlockTask& next, const Half* x);
   // One pass (a prefill or a decode step): every task in the zig-zag order, with weights, KV and
   // hidden states loaded ahead of the compute and stored behind it.
   void pass(Step step);
@@ -179,6 +184,7 @@ class BlockRunner {
   int out_chunk_;
   std::vector<std::unique_ptr<KvPolicy>> policies_;  // one per sequence
   WeightStreamer* streamer_;
+  bool speculative_pages_;  // BlockShape::speculative_pages, with every weight resident
   std::vector<GpuBatch> gpu_batches_;
   std::vector<BlockTask> tasks_;  // of every pass, in issue order
   // A decode step that computes only its running rows: its tasks, and the pass's (one of them).

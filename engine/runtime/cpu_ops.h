@@ -4,6 +4,7 @@
 // (the truth the parity suite checks against), so the whole model can also run on the reference.
 #pragma once
 
+#include <memory>
 #include <utility>
 
 #include "engine/device/cpu_device.h"
@@ -13,8 +14,13 @@ namespace offgen {
 
 class CpuOps final : public Ops {
  public:
-  explicit CpuOps(CpuDevice& device, CpuKernelSet kernels = CpuKernelSet::optimized)
-      : stream_(device.cpu_stream(StreamRole::compute)), kernels_(kernels) {}
+  explicit CpuOps(CpuDevice& device, CpuKernelSet kernels = CpuKernelSet::optimized,
+                  StreamRole role = StreamRole::compute)
+      : device_(device), stream_(device.cpu_stream(role)), kernels_(kernels) {}
+
+  std::unique_ptr<Ops> on_stream(StreamRole role) const override {
+    return std::make_unique<CpuOps>(device_, kernels_, role);
+  }
 
   void gather_rows(const kernels::GatherRowsArgs& args) override;
   void add_position_embeddings(const kernels::PositionEmbeddingArgs& args) override;
@@ -56,6 +62,7 @@ class CpuOps final : public Ops {
     }
   }
 
+  CpuDevice& device_;
   CpuStream& stream_;
   CpuKernelSet kernels_;
 };

@@ -22,8 +22,12 @@ namespace offgen {
 
 namespace cuda = kernels::cuda;
 
-CudaOps::CudaOps(CudaDevice& device)
-    : stream_(device.cuda_stream(StreamRole::compute)), gemm_(stream_) {}
+CudaOps::CudaOps(CudaDevice& device, StreamRole role)
+    : device_(device), stream_(device.cuda_stream(role)), gemm_(stream_) {}
+
+std::unique_ptr<Ops> CudaOps::on_stream(StreamRole role) const {
+  return std::make_unique<CudaOps>(device_, role);
+}
 
 void CudaOps::gather_rows(const kernels::GatherRowsArgs& args) {
   cuda::gather_rows(args, stream_);

@@ -13,7 +13,9 @@ namespace offgen {
 
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(CudaDevice& device);
+  explicit CudaOps(CudaDevice& device, StreamRole role = StreamRole::compute);
+
+  std::unique_ptr<Ops> on_stream(StreamRole role) const override;
 
   void gather_rows(const kernels::GatherRowsArgs& args) override;
   void add_position_embeddings(const kernels::PositionEmbeddingArgs& args) override;
@@ -45,6 +47,7 @@ class CudaOps final : public Ops {
   void silu_mul(const kernels::SiluMulArgs& args) override;
 
  private:
+  CudaDevice& device_;
   cudaStream_t stream_;
   kernels::cuda::Gemm gemm_;
 };

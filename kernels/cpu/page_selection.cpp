@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -134,20 +135,32 @@ void gather_pages(const GatherPagesArgs& a) {
       const int b = bc / a.kv_heads;
       const int newest = a.first_page[b];
       const std::int64_t base = std::int64_t{bc} * a.capacity;
+      unsigned long long copied = 0;
       auto copy_slots = [&](std::int64_t from, std::int64_t to) {
         if (to > from) {
           std::memcpy(a.dst + (base + from) * a.row_bytes, a.src + (base + from) * a.row_bytes,
                       static_cast<std::size_t>(to - from) * row);
+          copied += static_cast<unsigned long long>((to - from) * a.row_bytes);
         }
       };
       if (a.pages == nullptr) {
         copy_slots(std::int64_t{newest} * a.page_size, a.slot_count[b] - 1);
-        continue;
+      } else {
+        const std::int32_t* list = a.pages + std::int64_t{bc} * a.max_selected;
+        // Both lists ascend: one walk through the present pages.
+        const std::int32_t* there =
+            a.present ? a.present + std::int64_t{bc} * a.max_selected : nullptr;
+        const int there_count = a.present ? a.present_count[bc] : 0;
+        int j = 0;
+        for (int i = 0; i < a.page_count[bc]; ++i) {
+          const std::int64_t p = list[i];
+          while (j < there_count && there[j] < p) ++j;
+          if (j < there_count && there[j] == p) continue;
+          if (p >= 0 && p < newest) copy_slots(p * a.page_size, (p + 1) * a.page_size);
+        }
       }
-      const std::int32_t* list = a.pages + std::int64_t{bc} * a.max_selected;
-      for (int i = 0; i < a.page_count[bc]; ++i) {
-        const std::int64_t p = list[i];
-        if (p >= 0 && p < newest) copy_slots(p * a.page_size, (p + 1) * a.page_size);
+      if (a.copied != nullptr && copied > 0) {
+        std::atomic_ref<unsigned long long>(*a.copied).fetch_add(copied);
       }
     }
   });

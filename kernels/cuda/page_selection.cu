@@ -141,12 +141,28 @@ __global__ void __launch_bounds__(kThreads) gather_pages_kernel(GatherPagesArgs 
     if (i >= min(a.page_count[bc], a.max_selected)) return;
     const std::int64_t p = a.pages[std::int64_t{bc} * a.max_selected + i];
     if (p < 0 || p >= newest) return;
+    if (a.present != nullptr) {  // ascending: a binary search
+      const std::int32_t* there = a.present + std::int64_t{bc} * a.max_selected;
+      int lo = 0, hi = min(a.present_count[bc], a.max_selected);
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (there[mid] < p) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      if (lo < min(a.present_count[bc], a.max_selected) && there[lo] == p) return;
+    }
     from = p * a.page_size;
     to = min((p + 1) * a.page_size, std::int64_t{t} - 1);
   }
   if (to <= from) return;
   const std::int64_t offset = (std::int64_t{bc} * a.capacity + from) * a.row_bytes;
   copy_run(a.src + offset, a.dst + offset, (to - from) * a.row_bytes);
+  if (a.copied != nullptr && threadIdx.x == 0) {
+    atomicAdd(a.copied, static_cast<unsigned long long>((to - from) * a.row_bytes));
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // sum in ascending order of exact products, so the kernels can be checked bit for bit. The
 // float64 truth the bound approximates is in the tests (tests/kernels/page_selection_test.cpp).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -105,6 +106,10 @@ void gather_pages(const GatherPagesArgs& a) {
           for (std::int64_t i = 0; i < a.row_bytes; ++i) {
             a.dst[(base + s) * a.row_bytes + i] = a.src[(base + s) * a.row_bytes + i];
           }
+          if (a.copied != nullptr) {  // a gather on another stream may count at the same time
+            std::atomic_ref<unsigned long long>(*a.copied).fetch_add(
+                static_cast<unsigned long long>(a.row_bytes));
+          }
         }
       };
       if (a.pages == nullptr) {
@@ -114,7 +119,11 @@ void gather_pages(const GatherPagesArgs& a) {
       const std::int64_t bc = std::int64_t{b} * a.kv_heads + c;
       for (int i = 0; i < a.page_count[bc]; ++i) {
         const std::int64_t p = a.pages[bc * a.max_selected + i];
-        if (p >= 0 && p < newest) copy_slots(p * a.page_size, (p + 1) * a.page_size);
+        bool there = false;
+        for (int j = 0; a.present != nullptr && j < a.present_count[bc]; ++j) {
+          there = there || a.present[bc * a.max_selected + j] == p;
+        }
+        if (p >= 0 && p < newest && !there) copy_slots(p * a.page_size, (p + 1) * a.page_size);
       }
     }
   }

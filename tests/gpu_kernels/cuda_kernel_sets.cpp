@@ -391,7 +391,13 @@ void gather_pages(const kernels::GatherPagesArgs& args) {
   auto d_first = device_copy(args.first_page, args.batch);
   auto d_pages = device_copy(args.pages, rows * args.max_selected);
   auto d_page_count = device_copy(args.page_count, rows);
+  auto d_present = device_copy(args.present, rows * args.max_selected);
+  auto d_present_count = device_copy(args.present_count, rows);
+  auto d_copied = device_copy(args.copied, 1);
   kernels::GatherPagesArgs d = args;
+  d.present = d_present.data();
+  d.present_count = d_present_count.data();
+  d.copied = d_copied.data();
   d.src = pinned;
   d.dst = d_dst.data();
   d.slot_count = d_count.data();
@@ -401,6 +407,7 @@ void gather_pages(const kernels::GatherPagesArgs& args) {
   cuda::gather_pages(d, test_stream());
   finish();
   d_dst.copy_back(args.dst, "gather_pages dst");
+  d_copied.copy_back(args.copied, "gather_pages copied");
 }
 
 void top_logprobs(const kernels::TopLogprobsArgs& args) {

@@ -202,8 +202,9 @@ const GatherCase kGatherCases[] = {
     {3, 2, 100, 8, 128}, {2, 4, 64, 16, 32}, {2, 1, 50, 16, 4}, {1, 3, 33, 4, 3}};
 
 // Which slots of (b, c) a gather copies, as the spec says: the newest page's below T - 1 without
-// a list; the listed pages before the newest, whole, with one.
-std::vector<bool> copied_slots(const GatherCase& c, int t, const std::int32_t* list, int count) {
+// a list; the listed pages before the newest, whole, with one, but those present already.
+std::vector<bool> copied_slots(const GatherCase& c, int t, const std::int32_t* list, int count,
+                               const std::vector<std::int32_t>& present) {
   const int newest = (t - 1) / c.page_size;
   std::vector<bool> copied(std::size_t(c.capacity), false);
   if (list == nullptr) {
@@ -212,6 +213,7 @@ std::vector<bool> copied_slots(const GatherCase& c, int t, const std::int32_t* l
   }
   for (int i = 0; i < count; ++i) {
     if (list[i] < 0 || list[i] >= newest) continue;
+    if (std::find(present.begin(), present.end(), list[i]) != present.end()) continue;
     for (int s = list[i] * c.page_size; s < (list[i] + 1) * c.page_size; ++s) {
       copied[std::size_t(s)] = true;
     }
@@ -246,39 +248,67 @@ TEST_P(PageSelectionParity, AGatherCopiesTheNewestPageOrTheChosenOnesAndNothingE
       if (bc == 1 && n < max_pages) list[n++] = max_pages + 3;
       count[std::size_t(bc)] = n;
     }
-    for (const bool listed : {false, true}) {
-      SCOPED_TRACE(listed ? "the chosen pages" : "the newest page");
-      const kernels::GatherPagesArgs base{.src = src.data(),
-                                          .slot_count = t.data(),
-                                          .first_page = first.data(),
-                                          .pages = listed ? pages.data() : nullptr,
-                                          .page_count = listed ? count.data() : nullptr,
-                                          .batch = c.batch,
-                                          .kv_heads = c.kv_heads,
-                                          .capacity = c.capacity,
-                                          .page_size = c.page_size,
-                                          .max_selected = max_pages,
-                                          .row_bytes = c.row_bytes};
+    // Pages already there: a random ascending share of each list, some never listed.
+    std::vector<std::int32_t> present(pages.size(), -1), present_count(count.size(), 0);
+    for (int bc = 0; bc < c.batch * c.kv_heads; ++bc) {
+      std::int32_t* there = present.data() + std::ptrdiff_t(bc) * max_pages;
+      int n = 0;
+      for (int p = 0; p <= first[std::size_t(bc / c.kv_heads)]; ++p) {
+        if (rng.integer(0, 3) == 0) there[n++] = p;
+      }
+      present_count[std::size_t(bc)] = n;
+    }
+    for (const int mode : {0, 1, 2}) {
+      const bool listed = mode > 0, with_present = mode == 2;
+      SCOPED_TRACE(mode == 0      ? "the newest page"
+                   : with_present ? "the chosen pages not there"
+                                  : "the chosen pages");
+      const kernels::GatherPagesArgs base{
+          .src = src.data(),
+          .slot_count = t.data(),
+          .first_page = first.data(),
+          .pages = listed ? pages.data() : nullptr,
+          .page_count = listed ? count.data() : nullptr,
+          .present = with_present ? present.data() : nullptr,
+          .present_count = with_present ? present_count.data() : nullptr,
+          .batch = c.batch,
+          .kv_heads = c.kv_heads,
+          .capacity = c.capacity,
+          .page_size = c.page_size,
+          .max_selected = max_pages,
+          .row_bytes = c.row_bytes};
       std::vector<std::uint8_t> want(src.size(), 0xA5), got = want, reference = want;
+      unsigned long long want_bytes = 0;
       for (int bc = 0; bc < c.batch * c.kv_heads; ++bc) {
+        std::vector<std::int32_t> there;
+        if (with_present) {
+          const auto* at = present.data() + std::ptrdiff_t(bc) * max_pages;
+          there.assign(at, at + present_count[std::size_t(bc)]);
+        }
         const std::vector<bool> copied =
             copied_slots(c, t[std::size_t(bc / c.kv_heads)],
                          listed ? pages.data() + std::ptrdiff_t(bc) * max_pages : nullptr,
-                         count[std::size_t(bc)]);
+                         count[std::size_t(bc)], there);
         for (int s = 0; s < c.capacity; ++s) {
           if (!copied[std::size_t(s)]) continue;
+          want_bytes += static_cast<unsigned long long>(c.row_bytes);
           const std::size_t at = (std::size_t(bc) * c.capacity + std::size_t(s)) * c.row_bytes;
           std::copy_n(src.begin() + std::ptrdiff_t(at), c.row_bytes,
                       want.begin() + std::ptrdiff_t(at));
         }
       }
       kernels::GatherPagesArgs args = base;
+      unsigned long long copied = 5;  // the bytes are added to what the counter holds
       args.dst = reference.data();
+      args.copied = &copied;
       ref::gather_pages(args);
       EXPECT_EQ(reference, want);
+      EXPECT_EQ(copied, 5 + want_bytes);
+      copied = 5;
       args.dst = got.data();
       impl().gather_pages(args);
       EXPECT_EQ(got, want);
+      EXPECT_EQ(copied, 5 + want_bytes);
     }
   }
 }

@@ -307,6 +307,55 @@ TEST(BlockSchedule, QuestOverHostCachesMovesOnlyTheChosenPages) {
   EXPECT_EQ(loaded(PolicyKind::full), row * 13 * 2 * 4);
 }
 
+TEST(BlockSchedule, QuestSpeculationMovesOtherBytesButAttendsTheExactChoice) {
+  std::uint64_t extra = 0;  // bytes the guesses moved past the exact choice's, over all runs
+  for (const char* model : kModels) {
+    for (const double kv_share : {0.0, 0.5}) {
+      for (const int gpu_batches : {1, 2}) {
+        RandomPlan plan;
+        plan.model = model;
+        plan.placement.gpu_batch = 3;
+        plan.placement.block.num_gpu_batches = gpu_batches;
+        plan.placement.block.kv_gpu_fraction = kv_share;
+        plan.policy = PolicyKind::quest;
+        plan.placement.block.speculative_pages = true;
+        Engine speculative(tiny(plan));
+        Engine resident(resident_block(plan));
+        expect_same_outputs(speculative, resident, plan.describe() + ", speculative pages");
+        // The same steps without the guesses: never fewer bytes with them (a guess brings in
+        // what it guessed; the gather after the choice only what it missed).
+        const auto loaded = [&](bool guess) {
+          RandomPlan run = plan;
+          run.placement.block.speculative_pages = guess;
+          Engine engine(tiny(run));
+          auto runner = engine.make_runner(6, 9, 6);
+          std::vector<std::vector<std::int32_t>> tokens;
+          for (int b = 0; b < 6; ++b) {
+            tokens.push_back({2});
+            for (int i = 0; i < 3 + b; ++i) tokens.back().push_back(40 + (b * 11 + i * 7) % 60);
+          }
+          runner->prefill(left_pad(tokens, engine.config().pad_token_id));
+          const std::vector<std::uint8_t> advancing(6, 1);
+          std::vector<std::vector<std::int32_t>> picks;
+          for (int step = 0; step < 6; ++step) {
+            const auto next = runner->greedy_tokens();
+            picks.emplace_back(next.begin(), next.end());
+            runner->decode(picks.back(), advancing);
+          }
+          return std::pair{runner->kv_traffic().loaded_bytes, picks};
+        };
+        const auto [with_guess, guessed_picks] = loaded(true);
+        const auto [exact, exact_picks] = loaded(false);
+        EXPECT_EQ(guessed_picks, exact_picks) << plan.describe();
+        EXPECT_GE(with_guess, exact) << plan.describe();
+        extra += with_guess - exact;
+      }
+    }
+  }
+  // Guesses from a random model's next layer miss now and then.
+  EXPECT_GT(extra, 0u);
+}
+
 TEST(BlockSchedule, KvOnTheHostLetsABatchRunUnderAGpuBudgetItsKvExceeds) {
   // Dummy opt-125m with a 1000-token KV: 36 MiB of KV per sequence. 8 sequences do not fit
   // 500 MiB with the weights; with their KV in pinned memory they do.
