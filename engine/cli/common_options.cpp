@@ -308,9 +308,7 @@ EngineOptions CommonOptions::engine_options() const {
     out.policy.pyramid_beta = pyramid_beta;
     out.policy.page_size = page_size;
     out.policy.dense_layers = dense_layers;
-    OFFGEN_CHECK(!speculate_pages || out.policy.kind == PolicyKind::quest,
-                 "--speculate-pages guesses the pages --policy quest chooses: give --policy quest, "
-                 "or drop --speculate-pages");
+    // Like --page-size, a quest option: the other policies choose no pages to guess.
     out.placement.block.speculative_pages = speculate_pages;
     OFFGEN_CHECK(kv_budget.empty() || out.policy.kind != PolicyKind::full,
                  "--kv-budget {} means nothing to --policy full, which keeps every token: drop "

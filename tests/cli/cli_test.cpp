@@ -774,6 +774,22 @@ TEST(PlannedRuns, TheCliPlansOnlyWithoutPlanOrPlacementFlags) {
   EXPECT_EQ(placement("bench --weights-cpu 50"), PlacementSource::as_given);
 }
 
+// --speculate-pages is a quest option, not a placement: a run it is given to is still planned,
+// and the engine gets it with whatever placement the run ends up with.
+TEST(CliParse, SpeculatePagesReachesTheEngineAndLeavesTheRunPlanned) {
+  test::CliCommands commands;
+  commands.parse(
+      "generate --model dummy:opt-125m --input a --output b --policy quest --kv-budget 0.2 "
+      "--speculate-pages");
+  EXPECT_EQ(commands.generate.common.placement_source, cli::PlacementSource::planned);
+  EXPECT_TRUE(commands.generate.common.engine_options().placement.block.speculative_pages);
+  test::CliCommands plain;
+  plain.parse(
+      "generate --model dummy:opt-125m --input a --output b --policy quest --kv-budget 0.2 "
+      "--kv-gpu 0");
+  EXPECT_FALSE(plain.generate.common.engine_options().placement.block.speculative_pages);
+}
+
 TEST(PlannedRuns, ScoreAndBenchPlanTooAndScoreAsTheResidentRunDoes) {
   test::TempDir dir;
   test::write_file(dir.path() / "in.jsonl",
