@@ -168,32 +168,23 @@ void BlockRunner::embed(const GpuBatch& batch, Half* x) {
                                 .offset = config_.position_offset});
 }
 
-void BlockRunner::speculate(const BlockTask& task, const BlockTask& next, const Half* x) {
-  const LayerWeights& w = weights_.layers[static_cast<std::size_t>(next.layer)];
-  const GpuBatch& g = task.batch;
+void BlockRunner::norm_rows(const Half* gamma, const Half* beta, const Half* x, Half* y,
+                            std::int64_t rows) {
   const int h = config_.hidden_size;
-  const std::int64_t rows = g.offloaded();  // a decode pass: one row per sequence
-  const Half* in = x + std::int64_t{g.resident} * h;
-  // Scratch in the MLP's buffer, which this task uses only after its attention.
-  Half* normed = ffn_.as<Half>();
-  Half* qkv = normed + rows * h;
+  const float eps = config_.layer_norm_eps;
+  if (config_.rms_norm()) {
+    ops_.rms_norm({.x = x, .gamma = gamma, .y = y, .rows = rows, .dim = h, .eps = eps});
+  } else {
+    ops_.layer_norm(
+        {.x = x, .gamma = gamma, .beta = beta, .y = y, .rows = rows, .dim = h, .eps = eps});
+  }
+}
+
+void BlockRunner::project_qkv(const LayerWeights& w, const Half* x, Half* normed, Half* qkv,
+                              std::int64_t rows, const std::int32_t* positions, bool prompt_rows) {
+  const Half* in = x;
   if (config_.do_layer_norm_before) {
-    if (config_.rms_norm()) {
-      ops_.rms_norm({.x = in,
-                     .gamma = w.attn_ln_weight,
-                     .y = normed,
-                     .rows = rows,
-                     .dim = h,
-                     .eps = config_.layer_norm_eps});
-    } else {
-      ops_.layer_norm({.x = in,
-                       .gamma = w.attn_ln_weight,
-                       .beta = w.attn_ln_bias,
-                       .y = normed,
-                       .rows = rows,
-                       .dim = h,
-                       .eps = config_.layer_norm_eps});
-    }
+    norm_rows(w.attn_ln_weight, w.attn_ln_bias, x, normed, rows);
     in = normed;
   }
   ops_.linear({.x = in,
@@ -202,17 +193,31 @@ void BlockRunner::speculate(const BlockTask& task, const BlockTask& next, const 
                .y = qkv,
                .rows = rows,
                .out_features = config_.qkv_dim(),
-               .in_features = h,
+               .in_features = config_.hidden_size,
+               .prompt_rows = prompt_rows,
+               .prefill_math = prefill_math_,
                .weight_int8 = w.qkv_int8 ? &w.qkv_int8 : nullptr});
   if (config_.rotary()) {
+    // Keys are rotated before they are cached, so the cache never needs rotating again.
     ops_.rotary({.qkv = qkv,
-                 .positions = positions_.as<std::int32_t>() + g.first + g.resident,
+                 .positions = positions,
                  .inv_freq = rope_inv_freq_.as<float>(),
                  .rows = rows,
                  .heads = config_.num_heads,
                  .kv_heads = config_.kv_heads(),
                  .head_dim = config_.head_dim()});
   }
+}
+
+void BlockRunner::speculate(const BlockTask& task, const BlockTask& next, const Half* x) {
+  const GpuBatch& g = task.batch;
+  const std::int64_t rows = g.offloaded();  // a decode pass: one row per sequence
+  // Scratch in the MLP's buffer, which this task uses only after its attention.
+  Half* normed = ffn_.as<Half>();
+  Half* qkv = normed + rows * config_.hidden_size;
+  project_qkv(weights_.layers[static_cast<std::size_t>(next.layer)],
+              x + std::int64_t{g.resident} * config_.hidden_size, normed, qkv, rows,
+              positions_.as<std::int32_t>() + g.first + g.resident, /*prompt_rows=*/false);
   kv_cache_->speculate(next, qkv);
 }
 
@@ -221,7 +226,6 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x, const Block
   const GpuBatch& g = task.batch;
   const int h = config_.hidden_size;
   const int f = config_.ffn_dim;
-  const float eps = config_.layer_norm_eps;
   const bool pre_ln = config_.do_layer_norm_before;
   const std::int64_t seq = last_seq_;
   const std::int64_t rows = std::int64_t{g.size} * seq;
@@ -231,12 +235,7 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x, const Block
   // Layer norm (RMS norm) of x's rows into y (t before a block, pre-LN; x itself after one,
   // post-LN).
   const auto norm = [&](const Half* gamma, const Half* beta, Half* y) {
-    if (config_.rms_norm()) {
-      ops_.rms_norm({.x = x, .gamma = gamma, .y = y, .rows = rows, .dim = h, .eps = eps});
-    } else {
-      ops_.layer_norm(
-          {.x = x, .gamma = gamma, .beta = beta, .y = y, .rows = rows, .dim = h, .eps = eps});
-    }
+    norm_rows(gamma, beta, x, y, rows);
   };
 
   if (task.layer == 0) embed(g, x);
@@ -247,31 +246,8 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x, const Block
   // A prompt token's GEMM rows are summed in the prompt order on the CPU (kernels/linear_args.h).
   const bool prompt_rows = step == Step::prefill;
   // Self-attention block.
-  const Half* attn_in = x;
-  if (pre_ln) {
-    norm(w.attn_ln_weight, w.attn_ln_bias, t);
-    attn_in = t;
-  }
-  ops_.linear({.x = attn_in,
-               .weight = w.qkv_weight,
-               .bias = w.qkv_bias,
-               .y = qkv,
-               .rows = rows,
-               .out_features = config_.qkv_dim(),
-               .in_features = h,
-               .prompt_rows = prompt_rows,
-               .prefill_math = prefill_math_,
-               .weight_int8 = w.qkv_int8 ? &w.qkv_int8 : nullptr});
-  if (config_.rotary()) {
-    // Keys are rotated before they are cached, so the cache never needs rotating again.
-    ops_.rotary({.qkv = qkv,
-                 .positions = positions_.as<std::int32_t>() + std::int64_t{g.first} * seq,
-                 .inv_freq = rope_inv_freq_.as<float>(),
-                 .rows = rows,
-                 .heads = config_.num_heads,
-                 .kv_heads = config_.kv_heads(),
-                 .head_dim = config_.head_dim()});
-  }
+  project_qkv(w, x, t, qkv, rows, positions_.as<std::int32_t>() + std::int64_t{g.first} * seq,
+              prompt_rows);
   switch (step) {
     case Step::prefill:
       kv_cache_->attend_prefill(task, qkv, valid_.as<std::uint8_t>() + std::int64_t{g.first} * seq,

@@ -143,6 +143,13 @@ class BlockRunner {
   // The embedding of a GPU batch's tokens into x, its hidden states.
   void embed(const GpuBatch& batch, Half* x);
   // One layer over one GPU batch (the task's), its hidden states at x.
+  // Layer norm (RMS norm) of `rows` rows of x into y, with the model's eps.
+  void norm_rows(const Half* gamma, const Half* beta, const Half* x, Half* y, std::int64_t rows);
+  // The attention block's input projection of `rows` rows of x: the pre-LN norm into `normed`
+  // (post-LN models project x itself), the fused qkv GEMM into qkv and, for rotary models, q and
+  // k rotated at `positions`.
+  void project_qkv(const LayerWeights& w, const Half* x, Half* normed, Half* qkv, std::int64_t rows,
+                   const std::int32_t* positions, bool prompt_rows);
   // next: the task after it in the pass (null for the last).
   void compute(const BlockTask& task, Step step, Half* x, const BlockTask* next);
   // Decode, during `task`: the next layer's query guessed from this layer's input x (the next
