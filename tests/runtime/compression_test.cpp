@@ -283,6 +283,31 @@ TEST(Int4Kv, EveryPlacementOfThePackedCacheGivesTheResidentRunsOutputs) {
   }
 }
 
+// quest's gathers over packed host caches (two planes of rows, expanded again after the chosen
+// pages come in), with and without the speculative gather: the resident run's outputs.
+TEST(Int4Kv, QuestGathersOfPackedHostCachesGiveTheResidentRunsOutputs) {
+  for (const bool speculative : {false, true}) {
+    for (const double kv_share : {0.0, 0.5}) {
+      EngineOptions plan = tiny_options(kTiny);
+      plan.compression = {Storage::fp16, Storage::int4};
+      plan.policy.kind = PolicyKind::quest;
+      plan.policy.page_size = 2;
+      plan.policy.dense_layers = 0;
+      plan.kv_budget = KvBudget::tokens(6);
+      plan.placement.gpu_batch = 3;
+      plan.placement.block.kv_gpu_fraction = kv_share;
+      plan.placement.block.speculative_pages = speculative;
+      EngineOptions resident = plan;
+      resident.placement = Placement{};
+      resident.placement.gpu_batch = plan.placement.block_size();
+      Engine got(plan), want(resident);
+      expect_same(
+          got, want, 3,
+          fmt::format("{}{}", plan.placement.describe(), speculative ? ", speculative pages" : ""));
+    }
+  }
+}
+
 TEST(Int4Kv, ARequestsTokensNeverDependOnItsBatchMates) {
   EngineOptions options = tiny_options(kTiny);
   options.compression = {Storage::int4, Storage::int4};
