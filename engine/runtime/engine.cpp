@@ -42,6 +42,27 @@ const char* finish_reason_name(FinishReason reason) {
   return "?";
 }
 
+// Speculative page selection guesses pages only where BlockRunner can (BlockShape::
+// speculative_pages): say so once when the run has nothing it applies to, rather than leave the
+// option silently idle.
+void Engine::warn_of_idle_speculation() const {
+  const BlockShape& block = options_.placement.block;
+  if (!block.speculative_pages) return;
+  const char* why = nullptr;
+  if (options_.policy.kind != PolicyKind::quest) {
+    why = "the policy chooses no pages (only quest does)";
+  } else if (block.kv_gpu_fraction >= 1.0) {
+    why = "every KV cache is on the gpu tier, so no page is gathered from the host";
+  } else if (block.cpu_attention) {
+    why = "host caches are attended on the CPU, where they lie: nothing is gathered";
+  } else if (streamer_) {
+    why = "the weights stream in layer by layer, too late to guess the next layer's pages";
+  } else if (block.num_gpu_batches > 1) {
+    why = "with several GPU batches the next task is another batch's, not the layer above";
+  }
+  if (why != nullptr) spdlog::warn("speculative page selection does nothing in this run: {}", why);
+}
+
 Engine::Engine(const EngineOptions& options) : options_(options) {
   const auto load_start = std::chrono::steady_clock::now();
   options.placement.validate();
@@ -100,6 +121,8 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
           name_of(Parameter::pinned_budget), name_of(Parameter::placement));
     });
   }
+
+  warn_of_idle_speculation();
 
   fs::path tokenizer_dir = options.tokenizer;
   // A checkpoint's own tokenizer: vocab.json + merges.txt (OPT), tokenizer.json (the LLaMA

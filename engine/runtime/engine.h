@@ -254,6 +254,7 @@ class Engine {
   KvFootprint kv_footprint(int max_prompt, int max_new, int total_len = 0) const;
 
  private:
+  void warn_of_idle_speculation() const;
   SlotUse slot_use_;
   PassTime prefill_time_;  // generate's block prefills, timed up to their picks (the sizer's)
   // Whether generate refills finished rows with the next requests (continuous batching; every

@@ -114,6 +114,20 @@ TEST(CostModel, QuestGathersOnlyTheChosenPagesOfHostCachesOnTheComputeStream) {
   EXPECT_NEAR(half.decode.kv_load, full.decode.kv_load / 2, 1e-12);
   EXPECT_NEAR(half.decode.attention, (full.decode.attention + quest.decode.attention) / 2, 1e-12);
   EXPECT_NEAR(half.decode_layer, (full.decode_layer + quest.decode_layer) / 2, 1e-12);
+  run.dense_layers = 0;
+
+  // Guessed a layer ahead: the pages cross on the h2d queue, a tenth after the choice, and the
+  // guess costs a qkv projection of the 8 host rows.
+  run.block.speculative_pages = true;
+  const Prediction guessed = predict(model, p, run);
+  EXPECT_NEAR(guessed.decode.kv_load, gather, 1e-12);
+  EXPECT_NEAR(guessed.decode.attention, attend + summaries + 0.1 * gather, 1e-12);
+  EXPECT_NEAR(guessed.decode.gemm - quest.decode.gemm,
+              gemm_seconds(p, 8, double(model.qkv_dim()) * model.hidden_size), 1e-12);
+  run.block.num_gpu_batches = 2;  // the next task is the other batch's: nothing is guessed
+  EXPECT_EQ(predict(model, p, run).decode.kv_load, 0.0);
+  run.block.num_gpu_batches = 1;
+
   run.pages_per_step = 1;
   EXPECT_THROW(predict(model, p, run), Error);
 }
