@@ -90,8 +90,9 @@ struct PageSelectArgs {
 //            is the step's own, appended in dst, and never read from src.
 //   which    pages == nullptr: slots [first_page[b]·P, T - 1), the part of the newest token's
 //            page the source holds (wanted before the choice: that page's summary is taken
-//            again). With pages: each listed page p < first_page[b] of (b, c), whole — the chosen
-//            pages but the newest, which the first call brought.
+//            again). With pages (ascending, as page_select writes them): each listed page
+//            p < first_page[b] of (b, c), whole — the chosen pages but the newest, which the first
+//            call brought.
 // An entry outside [0, first_page[b]) is not copied; entries past page_count are not read.
 //   present  optional, with pages: [batch, kv_heads, max_selected] ascending, present_count
 //            entries per (b, c) — pages already in dst (a speculative gather brought them); a

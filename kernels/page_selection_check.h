@@ -26,8 +26,10 @@ inline void check_gather_sequence(const GatherPagesArgs& a, int b) {
   if (a.pages != nullptr) {
     for (int c = 0; c < a.kv_heads; ++c) {
       const int count = a.page_count[std::int64_t{b} * a.kv_heads + c];
-      if (count < 0 || count > a.max_selected) {
-        throw Error("gather_pages: page counts must be in [0, max_selected]");
+      const int there =
+          a.present != nullptr ? a.present_count[std::int64_t{b} * a.kv_heads + c] : 0;
+      if (count < 0 || count > a.max_selected || there < 0 || there > a.max_selected) {
+        throw Error("gather_pages: page and present counts must be in [0, max_selected]");
       }
     }
   }

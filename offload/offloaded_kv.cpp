@@ -91,7 +91,6 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
   }
   gathered_bytes_ = layout.allocate(device, "gathered bytes");
   if (gathered_bytes_) {
-    copy_ops_ = ops.on_stream(StreamRole::h2d_kv);
     const unsigned long long zero = 0;
     device.copy_async(gathered_bytes_.data(), &zero, sizeof zero, compute_);
     compute_.synchronize();
@@ -314,6 +313,9 @@ void OffloadedKv::speculate(const BlockTask& task, const Half* qkv, const std::i
   s.computed->wait_on(h2d_);        // compute is done with the slot's last task
   s.saved->wait_on(h2d_);           // and so is the last copy out of it
   cache_stored_[c]->wait_on(h2d_);  // the host cache has its last token
+  // Made on first use: a run that never guesses holds no second set of kernels (with CUDA, a
+  // cuBLAS handle and its workspace).
+  if (!copy_ops_) copy_ops_ = ops_.on_stream(StreamRole::h2d_kv);
   gather_pages(*copy_ops_, task, s, slot_count, pages.first_page, nullptr, nullptr);
   gather_pages(*copy_ops_, task, s, slot_count, pages.first_page, s.speculated.as<std::int32_t>(),
                s.speculated_count.as<std::int32_t>());

@@ -265,7 +265,11 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   const bool speculates = selection && r.block.speculative_pages && offloaded > 0 &&
                           !cpu_attention && batches.size() == 1 && r.weights.gpu >= 1.0 &&
                           weights != Storage::int4;
-  const auto decode_layer = [&](int step, bool selects) {
+  // A layer that attends every slot, one that chooses its pages, or one whose pages were also
+  // guessed during the layer below.
+  enum class Kind { every_slot, choosing, guessed };
+  const auto decode_layer = [&](int step, Kind kind) {
+    const bool selects = kind != Kind::every_slot;
     const double slots = std::min<double>(r.prompt_len + step + 1, capacity);
     const double attended =
         selects
@@ -277,10 +281,11 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
     layer.attention = on_device * (kv_read / p.attention + expanded_cache / dequantize_kv);
     layer.kv_store = rows_down;
     add_activations(layer, 1);
+    double summaries = 0;
     if (selects) {
       // Every kv head's page summaries (min and max, fp16) are read to choose.
       const double pages = std::ceil(slots / r.page_size);
-      const double summaries = heads * 2 * m.head_dim() * pages * 2;
+      summaries = heads * 2 * m.head_dim() * pages * 2;
       layer.attention += r.batch * summaries / p.attention;
     }
     if (cpu_attention) {
@@ -294,12 +299,12 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
       const double gathered =
           2 * (attended - 1) * heads * double(kv_row_bytes(m, r.compression.kv));
       layer.attention += host * expanded_cache / dequantize_kv;
-      if (speculates) {
+      if (kind == Kind::guessed) {
         // Guessed during the layer below: as many pages cross on the copy stream beside it; the
         // share the guess missed is gathered after the choice; the guess is a qkv projection of
-        // the offloaded rows with this layer's weights.
+        // the offloaded rows with this layer's weights and a second read of their summaries.
         layer.kv_load = host * gathered / p.h2d;
-        layer.attention += host * kSpeculationMisses * gathered / p.h2d;
+        layer.attention += host * (kSpeculationMisses * gathered / p.h2d + summaries / p.attention);
         layer.gemm += gemm_seconds(p, host, double(m.qkv_dim()) * m.hidden_size,
                                    kernels::PrefillMath::fp32, weights);
       } else {
@@ -313,11 +318,14 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   const double layers = m.num_layers;
   double decode_total = 0;
   for (int step = 0; step < steps; ++step) {
-    // The layers' mean: dense ones and choosing ones by their counts.
-    for (const auto& [selects, count] :
-         {std::pair{false, dense}, std::pair{true, m.num_layers - dense}}) {
+    // The layers' mean, each kind by its count (a first layer that chooses has no layer below
+    // to guess its pages).
+    const int guessed = speculates ? m.num_layers - dense - (dense == 0 ? 1 : 0) : 0;
+    for (const auto& [kind, count] : {std::pair{Kind::every_slot, dense},
+                                      std::pair{Kind::choosing, m.num_layers - dense - guessed},
+                                      std::pair{Kind::guessed, guessed}}) {
       if (count == 0) continue;
-      const LayerCost layer = decode_layer(step, selects);
+      const LayerCost layer = decode_layer(step, kind);
       const double share = count / layers / steps;
       out.decode.kv_load += layer.kv_load * share;
       out.decode.kv_store += layer.kv_store * share;

@@ -213,6 +213,9 @@ void BlockRunner::speculate(const BlockTask& task, const BlockTask& next, const 
   const GpuBatch& g = task.batch;
   const std::int64_t rows = g.offloaded();  // a decode pass: one row per sequence
   // Scratch in the MLP's buffer, which this task uses only after its attention.
+  OFFGEN_CHECK(ffn_.bytes() >= static_cast<std::size_t>(rows) *
+                                   (config_.hidden_size + config_.qkv_dim()) * sizeof(Half),
+               "speculative pages: the MLP buffer cannot hold the guess of {} rows", rows);
   Half* normed = ffn_.as<Half>();
   Half* qkv = normed + rows * config_.hidden_size;
   project_qkv(weights_.layers[static_cast<std::size_t>(next.layer)],

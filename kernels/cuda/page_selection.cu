@@ -1,6 +1,7 @@
 // Page selection kernels (contract: kernels/cuda/page_selection.h).
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "engine/core/cuda_check.h"
@@ -127,41 +128,51 @@ __device__ void copy_run(const std::uint8_t* src, std::uint8_t* dst, std::int64_
   }
 }
 
+// Blocks per (sequence, kv head) of a listed gather: each walks the list from its own entry in
+// strides of this many, so a long list (max_pages) costs no empty blocks.
+constexpr int kGatherBlocksPerRow = 32;
+
+// Whether page p is in the ascending list `there` of `count` entries (a binary search).
+__device__ bool listed(const std::int32_t* there, int count, std::int64_t p) {
+  int lo = 0, hi = count;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (there[mid] < p) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < count && there[lo] == p;
+}
+
 __global__ void __launch_bounds__(kThreads) gather_pages_kernel(GatherPagesArgs a) {
   const int bc = static_cast<int>(blockIdx.x);
   const int b = bc / a.kv_heads;
   const int t = min(a.slot_count[b], a.capacity);  // clamped: the host cannot check device values
   const int newest = a.first_page[b];
-  std::int64_t from = 0, to = 0;
-  if (a.pages == nullptr) {
-    from = std::int64_t{newest} * a.page_size;
-    to = t - 1;
-  } else {
-    const int i = static_cast<int>(blockIdx.y);
-    if (i >= min(a.page_count[bc], a.max_selected)) return;
-    const std::int64_t p = a.pages[std::int64_t{bc} * a.max_selected + i];
-    if (p < 0 || p >= newest) return;
-    if (a.present != nullptr) {  // ascending: a binary search
-      const std::int32_t* there = a.present + std::int64_t{bc} * a.max_selected;
-      int lo = 0, hi = min(a.present_count[bc], a.max_selected);
-      while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (there[mid] < p) {
-          lo = mid + 1;
-        } else {
-          hi = mid;
-        }
-      }
-      if (lo < min(a.present_count[bc], a.max_selected) && there[lo] == p) return;
+  const std::int64_t base = std::int64_t{bc} * a.capacity;
+  const auto copy_slots = [&](std::int64_t from, std::int64_t to) {
+    if (to <= from) return;
+    const std::int64_t offset = (base + from) * a.row_bytes;
+    copy_run(a.src + offset, a.dst + offset, (to - from) * a.row_bytes);
+    if (a.copied != nullptr && threadIdx.x == 0) {
+      atomicAdd(a.copied, static_cast<unsigned long long>((to - from) * a.row_bytes));
     }
-    from = p * a.page_size;
-    to = min((p + 1) * a.page_size, std::int64_t{t} - 1);
+  };
+  if (a.pages == nullptr) {
+    copy_slots(std::int64_t{newest} * a.page_size, t - 1);
+    return;
   }
-  if (to <= from) return;
-  const std::int64_t offset = (std::int64_t{bc} * a.capacity + from) * a.row_bytes;
-  copy_run(a.src + offset, a.dst + offset, (to - from) * a.row_bytes);
-  if (a.copied != nullptr && threadIdx.x == 0) {
-    atomicAdd(a.copied, static_cast<unsigned long long>((to - from) * a.row_bytes));
+  const int count = min(a.page_count[bc], a.max_selected);
+  const std::int32_t* there =
+      a.present != nullptr ? a.present + std::int64_t{bc} * a.max_selected : nullptr;
+  const int there_count = there != nullptr ? min(a.present_count[bc], a.max_selected) : 0;
+  for (int i = static_cast<int>(blockIdx.y); i < count; i += static_cast<int>(gridDim.y)) {
+    const std::int64_t p = a.pages[std::int64_t{bc} * a.max_selected + i];
+    if (p < 0 || p >= newest) continue;
+    if (there != nullptr && listed(there, there_count, p)) continue;
+    copy_slots(p * a.page_size, min((p + 1) * a.page_size, std::int64_t{t} - 1));
   }
 }
 
@@ -193,14 +204,14 @@ void page_select(const PageSelectArgs& args, cudaStream_t stream) {
 
 void gather_pages(const GatherPagesArgs& args, cudaStream_t stream) {
   if (args.batch <= 0) return;
-  OFFGEN_CUDA_REQUIRE(
-      page_selection_shapes_valid(args.kv_heads, args.kv_heads, args.page_size,
-                                  args.pages == nullptr ? 1 : args.max_selected) &&
-          args.row_bytes > 0 && args.max_selected <= 65535,
-      "gather_pages: kv_heads, page_size, max_selected (at most 65535) and row_bytes must be "
-      ">= 1");
+  OFFGEN_CUDA_REQUIRE(page_selection_shapes_valid(args.kv_heads, args.kv_heads, args.page_size,
+                                                  args.pages == nullptr ? 1 : args.max_selected) &&
+                          args.row_bytes > 0,
+                      "gather_pages: kv_heads, page_size, max_selected and row_bytes must be >= 1");
   const dim3 grid(static_cast<unsigned>(args.batch * args.kv_heads),
-                  args.pages == nullptr ? 1U : static_cast<unsigned>(args.max_selected));
+                  args.pages == nullptr
+                      ? 1U
+                      : static_cast<unsigned>(std::min(args.max_selected, kGatherBlocksPerRow)));
   gather_pages_kernel<<<grid, kThreads, 0, stream>>>(args);
   OFFGEN_CUDA_CHECK_LAUNCH();
 }

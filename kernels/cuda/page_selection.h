@@ -15,9 +15,10 @@ void page_summary(const PageSummaryArgs& args, cudaStream_t stream);
 // others (O(pages^2) comparisons in shared memory: a few thousand pages at most) and one thread
 // writes the choice in ascending order. Stages max_pages floats and ints in shared memory.
 void page_select(const PageSelectArgs& args, cudaStream_t stream);
-// One block per (sequence, kv head, listed page): its threads copy the page's run of rows, 16
-// bytes at a time where both ends allow. The source is pinned host memory read over PCIe, so
-// the copy costs the bytes it moves and a few blocks' time, not a copy engine's queue.
+// Up to 32 blocks per (sequence, kv head), each taking every 32nd listed page: its threads copy
+// the page's run of rows, 16 bytes at a time where both ends allow. The source is pinned host
+// memory read over PCIe, so the copy costs the bytes it moves and a few blocks' time, not a copy
+// engine's queue.
 void gather_pages(const GatherPagesArgs& args, cudaStream_t stream);
 
 }  // namespace offgen::kernels::cuda

@@ -341,6 +341,11 @@ TEST(PageSelection, AGatherRefusesCountsItCannotTrust) {
     EXPECT_THROW(set->gather_pages(gather(33, 4, 2)), Error);  // past the capacity
     EXPECT_THROW(set->gather_pages(gather(20, 1, 2)), Error);  // not T's newest page
     EXPECT_THROW(set->gather_pages(gather(20, 2, 3)), Error);  // more than a list holds
+    std::vector<std::int32_t> there{0, 1}, there_count{3};
+    kernels::GatherPagesArgs present = gather(20, 2, 2);
+    present.present = there.data();
+    present.present_count = there_count.data();
+    EXPECT_THROW(set->gather_pages(present), Error);  // more present than a list holds
   }
 }
 

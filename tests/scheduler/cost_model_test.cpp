@@ -114,16 +114,32 @@ TEST(CostModel, QuestGathersOnlyTheChosenPagesOfHostCachesOnTheComputeStream) {
   EXPECT_NEAR(half.decode.kv_load, full.decode.kv_load / 2, 1e-12);
   EXPECT_NEAR(half.decode.attention, (full.decode.attention + quest.decode.attention) / 2, 1e-12);
   EXPECT_NEAR(half.decode_layer, (full.decode_layer + quest.decode_layer) / 2, 1e-12);
+  // Guessed a layer ahead (every choosing layer has one below): the pages cross on the h2d queue,
+  // a tenth after the choice, and the guess costs a qkv projection of the 8 host rows and a
+  // second read of their summaries.
   run.dense_layers = 0;
-
-  // Guessed a layer ahead: the pages cross on the h2d queue, a tenth after the choice, and the
-  // guess costs a qkv projection of the 8 host rows.
+  const Prediction all_choose = predict(model, p, run);
+  run.dense_layers = 1;
+  const Prediction one_dense = predict(model, p, run);
   run.block.speculative_pages = true;
   const Prediction guessed = predict(model, p, run);
-  EXPECT_NEAR(guessed.decode.kv_load, gather, 1e-12);
-  EXPECT_NEAR(guessed.decode.attention, attend + summaries + 0.1 * gather, 1e-12);
-  EXPECT_NEAR(guessed.decode.gemm - quest.decode.gemm,
-              gemm_seconds(p, 8, double(model.qkv_dim()) * model.hidden_size), 1e-12);
+  const double layers = model.num_layers;
+  const auto choosing_share = [&](double x_full, double x_quest) {  // of 1 dense, L - 1 choosing
+    return (x_full + (layers - 1) * x_quest) / layers;
+  };
+  EXPECT_NEAR(one_dense.decode.attention,
+              choosing_share(full.decode.attention, all_choose.decode.attention), 1e-12);
+  EXPECT_NEAR(guessed.decode.kv_load, choosing_share(full.decode.kv_load, gather), 1e-12);
+  EXPECT_NEAR(guessed.decode.attention,
+              choosing_share(full.decode.attention, attend + summaries + 0.1 * gather + summaries),
+              1e-12);
+  EXPECT_NEAR(
+      guessed.decode.gemm - one_dense.decode.gemm,
+      (layers - 1) / layers * gemm_seconds(p, 8, double(model.qkv_dim()) * model.hidden_size),
+      1e-12);
+  run.dense_layers = 0;  // the first layer has none below: it gathers after its choice
+  const Prediction first_unguessed = predict(model, p, run);
+  EXPECT_NEAR(first_unguessed.decode.kv_load, (layers - 1) / layers * gather, 1e-12);
   run.block.num_gpu_batches = 2;  // the next task is the other batch's: nothing is guessed
   EXPECT_EQ(predict(model, p, run).decode.kv_load, 0.0);
   run.block.num_gpu_batches = 1;
