@@ -59,8 +59,11 @@ struct PageSummaryArgs {
 };
 
 struct PageSelectArgs {
-  const Half* qkv = nullptr;      // [batch, (heads + 2 * kv_heads) * head_dim]; only q is read
-  const Half* summary = nullptr;  // [batch, kv_heads, 2, head_dim, max_pages]
+  const Half* qkv = nullptr;  // [batch, (heads + 2 * kv_heads) * head_dim]; only q is read
+  // Elements from one sequence's q to the next: 0 for qkv's rows; heads * head_dim for rows of q
+  // alone (a speculative guess projects only q).
+  std::int64_t q_stride = 0;
+  const Half* summary = nullptr;                 // [batch, kv_heads, 2, head_dim, max_pages]
   const std::int32_t* slot_count = nullptr;      // [batch]: T, the valid slots (new token in)
   const std::int32_t* pages_per_step = nullptr;  // [batch]: S >= 2
   // out [batch, kv_heads, max_selected]: the chosen pages, ascending; entries past

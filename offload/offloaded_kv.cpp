@@ -297,17 +297,19 @@ void OffloadedKv::gather_pages(Ops& ops, const BlockTask& task, Slot& s,
   }
 }
 
-void OffloadedKv::speculate(const BlockTask& task, const Half* qkv, const std::int32_t* slot_count,
-                            const OffloadedPages& pages) {
+void OffloadedKv::speculate(const BlockTask& task, const Half* qkv, std::int64_t q_stride,
+                            const std::int32_t* slot_count, const OffloadedPages& pages) {
   const int n = offloaded(task.gpu_batch);
   if (n == 0 || cpu_attention_ || pages.first_page == nullptr) return;
   Slot& s = slot_of(task);
   const std::size_t c = cache_index(task);
   // The guess, on compute: the summaries before the newest page are the ones the task will
   // choose from (that page is always chosen, so its stale summary changes nothing).
-  ops_.page_select(geometry_.select_args(qkv, summary_[c].as<Half>(), slot_count,
-                                         pages.pages_per_step, s.speculated.as<std::int32_t>(),
-                                         s.speculated_count.as<std::int32_t>(), n));
+  kernels::PageSelectArgs guess = geometry_.select_args(
+      qkv, summary_[c].as<Half>(), slot_count, pages.pages_per_step,
+      s.speculated.as<std::int32_t>(), s.speculated_count.as<std::int32_t>(), n);
+  guess.q_stride = q_stride;
+  ops_.page_select(guess);
   s.chosen->record(compute_);
   s.chosen->wait_on(h2d_);
   s.computed->wait_on(h2d_);        // compute is done with the slot's last task

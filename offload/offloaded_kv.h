@@ -89,8 +89,9 @@ class OffloadedKv {
   // copy stream, overlapping the rest of the task before. decode_gpu then gathers only the
   // chosen pages the guess missed; what is attended is the same (InfiniGen's speculation, Lee et
   // al., OSDI 2024, over Quest's choice).
-  void speculate(const BlockTask& task, const Half* qkv, const std::int32_t* slot_count,
-                 const OffloadedPages& pages);
+  // q_stride: PageSelectArgs::q_stride of qkv (0: qkv rows; the guess may be q alone).
+  void speculate(const BlockTask& task, const Half* qkv, std::int64_t q_stride,
+                 const std::int32_t* slot_count, const OffloadedPages& pages);
   // Decode with gpu attention, on compute, after the qkv projection: appends the new rows
   // (qkv [offloaded, (H + 2·KV)·D], write_slot [offloaded, KV heads]) to the staged cache, queues
   // their copy back to the host cache, and runs decode attention over the staged cache (args: the

@@ -391,9 +391,10 @@ bool BlockKvCache::speculates(const BlockTask& current, const BlockTask& next) c
          next.batch.offloaded() > 0;
 }
 
-void BlockKvCache::speculate(const BlockTask& next, const Half* qkv) {
+void BlockKvCache::speculate(const BlockTask& next, const Half* qkv, std::int64_t q_stride) {
   const std::int64_t first = next.batch.first + next.batch.resident;
-  offloaded_->speculate(next, qkv, slot_count_.as<std::int32_t>() + count_row(next.layer) + first,
+  offloaded_->speculate(next, qkv, q_stride,
+                        slot_count_.as<std::int32_t>() + count_row(next.layer) + first,
                         offloaded_pages(next, /*prefill=*/false));
 }
 

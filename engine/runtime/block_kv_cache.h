@@ -123,8 +123,9 @@ class BlockKvCache {
   // host caches attended on the gpu tier.
   bool speculates(const BlockTask& current, const BlockTask& next) const;
   // On compute, during `current`: chooses next's pages of its offloaded sequences from qkv (a
-  // guess of next's qkv rows, [offloaded sequences, qkv_dim]) and starts gathering them.
-  void speculate(const BlockTask& next, const Half* qkv);
+  // guess of next's q, one row per offloaded sequence, rows q_stride apart: PageSelectArgs) and
+  // starts gathering them.
+  void speculate(const BlockTask& next, const Half* qkv, std::int64_t q_stride);
   // Prefill of task's GPU batch, on compute: causal attention over qkv ([batch * seq, 3·H·D])
   // with the prompts' mask valid ([batch * seq], device) into out, then the policy's choice of
   // prompt tokens is stored in the task's layer.

@@ -210,18 +210,46 @@ void BlockRunner::project_qkv(const LayerWeights& w, const Half* x, Half* normed
 }
 
 void BlockRunner::speculate(const BlockTask& task, const BlockTask& next, const Half* x) {
+  const LayerWeights& w = weights_.layers[static_cast<std::size_t>(next.layer)];
   const GpuBatch& g = task.batch;
   const std::int64_t rows = g.offloaded();  // a decode pass: one row per sequence
+  const int h = config_.hidden_size;
   // Scratch in the MLP's buffer, which this task uses only after its attention.
-  OFFGEN_CHECK(ffn_.bytes() >= static_cast<std::size_t>(rows) *
-                                   (config_.hidden_size + config_.qkv_dim()) * sizeof(Half),
-               "speculative pages: the MLP buffer cannot hold the guess of {} rows", rows);
+  OFFGEN_CHECK(
+      ffn_.bytes() >= static_cast<std::size_t>(rows) * (h + config_.qkv_dim()) * sizeof(Half),
+      "speculative pages: the MLP buffer cannot hold the guess of {} rows", rows);
   Half* normed = ffn_.as<Half>();
-  Half* qkv = normed + rows * config_.hidden_size;
-  project_qkv(weights_.layers[static_cast<std::size_t>(next.layer)],
-              x + std::int64_t{g.resident} * config_.hidden_size, normed, qkv, rows,
-              positions_.as<std::int32_t>() + g.first + g.resident, /*prompt_rows=*/false);
-  kv_cache_->speculate(next, qkv);
+  Half* q = normed + rows * h;
+  const Half* in = x + std::int64_t{g.resident} * h;
+  const std::int32_t* positions = positions_.as<std::int32_t>() + g.first + g.resident;
+  if (w.qkv_int8) {  // an int8 matrix is multiplied whole: the guess takes q from qkv's rows
+    project_qkv(w, in, normed, q, rows, positions, /*prompt_rows=*/false);
+    kv_cache_->speculate(next, q, 0);
+    return;
+  }
+  // Only q is guessed: the fused weight's first heads x head_dim rows (q, then k, then v).
+  const int q_dim = config_.num_heads * config_.head_dim();
+  if (config_.do_layer_norm_before) {
+    norm_rows(w.attn_ln_weight, w.attn_ln_bias, in, normed, rows);
+    in = normed;
+  }
+  ops_.linear({.x = in,
+               .weight = w.qkv_weight,
+               .bias = w.qkv_bias,
+               .y = q,
+               .rows = rows,
+               .out_features = q_dim,
+               .in_features = h});
+  if (config_.rotary()) {
+    ops_.rotary({.qkv = q,
+                 .positions = positions,
+                 .inv_freq = rope_inv_freq_.as<float>(),
+                 .rows = rows,
+                 .heads = config_.num_heads,
+                 .kv_heads = 0,  // rows of q alone
+                 .head_dim = config_.head_dim()});
+  }
+  kv_cache_->speculate(next, q, q_dim);
 }
 
 void BlockRunner::compute(const BlockTask& task, Step step, Half* x, const BlockTask* next) {

@@ -62,7 +62,8 @@ void page_select(const PageSelectArgs& a) {
   }
   const int group = a.heads / a.kv_heads;
   const std::int64_t dims = a.head_dim, pages = a.max_pages;
-  const std::int64_t qkv_dim = std::int64_t{a.heads + 2 * a.kv_heads} * dims;
+  const std::int64_t qkv_dim =
+      a.q_stride > 0 ? a.q_stride : std::int64_t{a.heads + 2 * a.kv_heads} * dims;
   tbb::parallel_for(tbb::blocked_range<int>(0, a.batch * a.kv_heads), [&](const auto& r) {
     // head[g·pages + p]: query head g's bound of page p; each channel's min and max are
     // converted once for the whole group.

@@ -65,7 +65,8 @@ __global__ void __launch_bounds__(kThreads) page_select_kernel(PageSelectArgs a)
   const int n = min((a.slot_count[b] + a.page_size - 1) / a.page_size, a.max_pages);
   const int s = min(max(a.pages_per_step[b], 2), a.max_selected);
   const std::int64_t dims = a.head_dim, pages = a.max_pages;
-  const std::int64_t qkv_dim = std::int64_t{a.heads + 2 * a.kv_heads} * dims;
+  const std::int64_t qkv_dim =
+      a.q_stride > 0 ? a.q_stride : std::int64_t{a.heads + 2 * a.kv_heads} * dims;
   const Half* lo = a.summary + std::int64_t{bc} * 2 * dims * pages;
   const Half* hi = lo + dims * pages;
   const Half* q0 = a.qkv + b * qkv_dim + std::int64_t{c * group} * dims;

@@ -44,7 +44,8 @@ void page_select(const PageSelectArgs& a) {
   check_page_selection_shapes(a.heads, a.kv_heads, a.page_size, a.max_pages);
   const int group = a.heads / a.kv_heads;
   const std::int64_t d_count = a.head_dim, pages = a.max_pages;
-  const std::int64_t qkv_dim = std::int64_t{a.heads + 2 * a.kv_heads} * d_count;
+  const std::int64_t qkv_dim =
+      a.q_stride > 0 ? a.q_stride : std::int64_t{a.heads + 2 * a.kv_heads} * d_count;
   for (int b = 0; b < a.batch; ++b) {
     const int n = (a.slot_count[b] + a.page_size - 1) / a.page_size;
     const int s = a.pages_per_step[b];

@@ -352,8 +352,10 @@ void page_summary(const kernels::PageSummaryArgs& args) {
 
 void page_select(const kernels::PageSelectArgs& args) {
   const std::int64_t rows = std::int64_t{args.batch} * args.kv_heads;
-  auto d_qkv = device_copy(
-      args.qkv, std::int64_t{args.batch} * (args.heads + 2 * args.kv_heads) * args.head_dim);
+  const std::int64_t q_stride = args.q_stride > 0
+                                    ? args.q_stride
+                                    : std::int64_t{args.heads + 2 * args.kv_heads} * args.head_dim;
+  auto d_qkv = device_copy(args.qkv, std::int64_t{args.batch} * q_stride);
   auto d_summary = device_copy(
       args.summary,
       kernels::page_summary_elements(args.batch, args.kv_heads, args.head_dim, args.max_pages));

@@ -148,6 +148,35 @@ TEST_P(PageSelectionParity, SummariesBoundsAndChoicesAreTheReferences) {
   }
 }
 
+// A guess projects q alone: rows of heads x head_dim (q_stride) choose what qkv's rows choose.
+TEST_P(PageSelectionParity, RowsOfQAloneChooseAsTheQkvRowsDo) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const SelectionCase& c : kCases) {
+    SCOPED_TRACE(describe(c));
+    const Inputs in = make_inputs(rng, c);
+    const std::vector<Half> summary = summarise(ref::page_summary, c, in);
+    const Choice want = select(ref::page_select, c, in, summary);
+    const std::size_t q_dim = std::size_t(c.heads) * c.head_dim;
+    const std::size_t qkv_dim = std::size_t(c.heads + 2 * c.kv_heads) * c.head_dim;
+    Inputs q_only = in;
+    q_only.qkv.clear();
+    for (int b = 0; b < c.batch; ++b) {
+      const auto row = in.qkv.begin() + std::ptrdiff_t(b * qkv_dim);
+      q_only.qkv.insert(q_only.qkv.end(), row, row + std::ptrdiff_t(q_dim));
+    }
+    const auto with_stride = [&](const kernels::PageSelectArgs& args) {
+      kernels::PageSelectArgs strided = args;
+      strided.q_stride = static_cast<std::int64_t>(q_dim);
+      impl().page_select(strided);
+    };
+    const Choice got = select(with_stride, c, q_only, summary);
+    EXPECT_EQ(got.count, want.count);
+    EXPECT_EQ(got.selected, want.selected);
+    EXPECT_EQ(got.bounds, want.bounds);
+  }
+}
+
 // After a decode step only the newest token's page is summarised again; earlier pages keep
 // what they had, and the result equals a summary made from scratch.
 TEST_P(PageSelectionParity, ASummaryFromTheNewestPageOnEqualsOneFromScratch) {
