@@ -301,11 +301,14 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
       layer.attention += host * expanded_cache / dequantize_kv;
       if (kind == Kind::guessed) {
         // Guessed during the layer below: as many pages cross on the copy stream beside it; the
-        // share the guess missed is gathered after the choice; the guess is a qkv projection of
-        // the offloaded rows with this layer's weights and a second read of their summaries.
+        // share the guess missed is gathered after the choice; the guess is a q projection of
+        // the offloaded rows with this layer's weights (int8 ones: the whole qkv) and a second
+        // read of their summaries.
         layer.kv_load = host * gathered / p.h2d;
         layer.attention += host * (kSpeculationMisses * gathered / p.h2d + summaries / p.attention);
-        layer.gemm += gemm_seconds(p, host, double(m.qkv_dim()) * m.hidden_size,
+        const double guessed_rows =
+            weights == Storage::int8 ? m.qkv_dim() : double(m.num_heads) * m.head_dim();
+        layer.gemm += gemm_seconds(p, host, guessed_rows * m.hidden_size,
                                    kernels::PrefillMath::fp32, weights);
       } else {
         layer.attention += host * gathered / p.h2d;

@@ -27,7 +27,7 @@
 // cache is expanded twice (before the choice and after the gather). Dense layers cost as full's.
 // With speculative selection the guessed pages cross on the h2d queue beside the layer below, a
 // tenth of the bytes (the misses, as measured) is gathered after the choice, and the guess adds a
-// qkv projection of the offloaded rows to the gemm time.
+// q projection of the offloaded rows to the gemm time.
 //
 //   layer = max(h2d, d2h, disk, gpu, cpu)
 //

@@ -115,7 +115,7 @@ TEST(CostModel, QuestGathersOnlyTheChosenPagesOfHostCachesOnTheComputeStream) {
   EXPECT_NEAR(half.decode.attention, (full.decode.attention + quest.decode.attention) / 2, 1e-12);
   EXPECT_NEAR(half.decode_layer, (full.decode_layer + quest.decode_layer) / 2, 1e-12);
   // Guessed a layer ahead (every choosing layer has one below): the pages cross on the h2d queue,
-  // a tenth after the choice, and the guess costs a qkv projection of the 8 host rows and a
+  // a tenth after the choice, and the guess costs a q projection of the 8 host rows and a
   // second read of their summaries.
   run.dense_layers = 0;
   const Prediction all_choose = predict(model, p, run);
@@ -135,7 +135,8 @@ TEST(CostModel, QuestGathersOnlyTheChosenPagesOfHostCachesOnTheComputeStream) {
               1e-12);
   EXPECT_NEAR(
       guessed.decode.gemm - one_dense.decode.gemm,
-      (layers - 1) / layers * gemm_seconds(p, 8, double(model.qkv_dim()) * model.hidden_size),
+      (layers - 1) / layers *
+          gemm_seconds(p, 8, double(model.num_heads) * model.head_dim() * model.hidden_size),
       1e-12);
   run.dense_layers = 0;  // the first layer has none below: it gathers after its choice
   const Prediction first_unguessed = predict(model, p, run);
