@@ -353,20 +353,21 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
   Slot& s = slot_of(task);
   const std::size_t c = cache_index(task);
   const bool selects = pages.first_page != nullptr;  // not without selection, nor in a dense layer
+  // What speculate() brought into the slot for this very task (a flag left by an earlier task
+  // of the slot does not count).
+  const bool guessed = selects && s.speculative && s.loaded_task == task.index;
   if (selects) {
     // Only the pages the step attends come in, read where they lie by the compute stream once
     // the host cache has its last token and the slot's last copy out is done: first the newest
     // token's page (its summary is taken again), after the choice the others.
-    if (s.speculative && s.loaded_task == task.index) {
+    if (guessed) {
       s.loaded->wait_on(compute_);  // speculate() brought the newest page and its guesses
     } else {
-      s.speculative = false;
       s.saved->wait_on(compute_);
       cache_stored_[c]->wait_on(compute_);
       gather_pages(ops_, task, s, args.slot_count, pages.first_page, nullptr, nullptr);
     }
   } else {
-    s.speculative = false;
     prefetch(task);
     s.loaded->wait_on(compute_);
   }
@@ -418,7 +419,6 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
     // rows are expanded again, and the new rows appended again where that overwrote them.
     select_pages(ops_, geometry_, k_cache, summary_[c].as<Half>(), pages.first_page,
                  pages.pages_per_step, pages.selected, pages.selected_count, args);
-    const bool guessed = s.speculative;
     gather_pages(ops_, task, s, args.slot_count, pages.first_page, pages.selected,
                  pages.selected_count, guessed ? s.speculated.as<std::int32_t>() : nullptr,
                  guessed ? s.speculated_count.as<std::int32_t>() : nullptr);

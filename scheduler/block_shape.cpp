@@ -7,6 +7,23 @@
 
 namespace offgen {
 
+const char* idle_speculation(const BlockShape& shape, bool selects_pages, bool weights_streamed) {
+  if (!selects_pages) return "the policy chooses no pages (only quest does)";
+  if (shape.kv_gpu_fraction >= 1.0) {
+    return "every KV cache is on the gpu tier, so no page is gathered from the host";
+  }
+  if (shape.cpu_attention) {
+    return "host caches are attended on the CPU, where they lie: nothing is gathered";
+  }
+  if (weights_streamed) {
+    return "the weights stream in layer by layer, too late to guess the next layer's pages";
+  }
+  if (shape.num_gpu_batches > 1) {
+    return "with several GPU batches the next task is another batch's, not the layer above";
+  }
+  return nullptr;
+}
+
 int gpu_batch_size(int batch, int num_gpu_batches) {
   OFFGEN_CHECK(batch > 0 && num_gpu_batches > 0,
                "a block needs positive sizes (batch {}, {} GPU batches)", batch, num_gpu_batches);

@@ -37,6 +37,12 @@ struct GpuBatch {
 // (the last may have fewer). Throws offgen::Error for a shape that makes no sense.
 std::vector<GpuBatch> split_block(int batch, const BlockShape& shape);
 
+// Why a block of this shape has no page to guess ahead (BlockShape::speculative_pages), or null
+// when it has: the policy chooses no pages, no KV is on the host, the host caches are attended
+// on the CPU, the weights stream in (too late to guess from), or several GPU batches (the next
+// task is another batch's). What the runtime and the cost model both go by.
+const char* idle_speculation(const BlockShape& shape, bool selects_pages, bool weights_streamed);
+
 // The sequences per GPU batch split_block gives (the largest batch's size).
 int gpu_batch_size(int batch, int num_gpu_batches);
 

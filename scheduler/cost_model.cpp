@@ -260,11 +260,12 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
                "cost model: page selection needs at least 2 pages a step");
   // Layers that attend every slot, and those that choose pages.
   const int dense = selection ? std::clamp(r.dense_layers, 0, m.num_layers) : m.num_layers;
-  // Speculative selection runs where BlockRunner guesses (BlockShape::speculative_pages): one GPU
-  // batch, host caches attended on the gpu tier, every weight resident and unpacked.
-  const bool speculates = selection && r.block.speculative_pages && offloaded > 0 &&
-                          !cpu_attention && batches.size() == 1 && r.weights.gpu >= 1.0 &&
-                          weights != Storage::int4;
+  // Speculative selection runs where BlockRunner guesses (idle_speculation), with some KV on the
+  // host; int4 weights stream through the expansion slots, as offloaded ones do.
+  const bool speculates =
+      r.block.speculative_pages && offloaded > 0 &&
+      idle_speculation(r.block, selection, r.weights.gpu < 1.0 || weights == Storage::int4) ==
+          nullptr;
   // A layer that attends every slot, one that chooses its pages, or one whose pages were also
   // guessed during the layer below.
   enum class Kind { every_slot, choosing, guessed };

@@ -181,7 +181,8 @@ void BlockRunner::norm_rows(const Half* gamma, const Half* beta, const Half* x, 
 }
 
 void BlockRunner::project_qkv(const LayerWeights& w, const Half* x, Half* normed, Half* qkv,
-                              std::int64_t rows, const std::int32_t* positions, bool prompt_rows) {
+                              std::int64_t rows, const std::int32_t* positions, bool prompt_rows,
+                              bool q_only) {
   const Half* in = x;
   if (config_.do_layer_norm_before) {
     norm_rows(w.attn_ln_weight, w.attn_ln_bias, x, normed, rows);
@@ -192,7 +193,8 @@ void BlockRunner::project_qkv(const LayerWeights& w, const Half* x, Half* normed
                .bias = w.qkv_bias,
                .y = qkv,
                .rows = rows,
-               .out_features = config_.qkv_dim(),
+               // q alone: the fused weight's first heads x head_dim rows (q, then k, then v).
+               .out_features = q_only ? config_.num_heads * config_.head_dim() : config_.qkv_dim(),
                .in_features = config_.hidden_size,
                .prompt_rows = prompt_rows,
                .prefill_math = prefill_math_,
@@ -204,7 +206,7 @@ void BlockRunner::project_qkv(const LayerWeights& w, const Half* x, Half* normed
                  .inv_freq = rope_inv_freq_.as<float>(),
                  .rows = rows,
                  .heads = config_.num_heads,
-                 .kv_heads = config_.kv_heads(),
+                 .kv_heads = q_only ? 0 : config_.kv_heads(),  // rows of q alone: no k heads
                  .head_dim = config_.head_dim()});
   }
 }
@@ -220,36 +222,11 @@ void BlockRunner::speculate(const BlockTask& task, const BlockTask& next, const 
       "speculative pages: the MLP buffer cannot hold the guess of {} rows", rows);
   Half* normed = ffn_.as<Half>();
   Half* q = normed + rows * h;
-  const Half* in = x + std::int64_t{g.resident} * h;
-  const std::int32_t* positions = positions_.as<std::int32_t>() + g.first + g.resident;
-  if (w.qkv_int8) {  // an int8 matrix is multiplied whole: the guess takes q from qkv's rows
-    project_qkv(w, in, normed, q, rows, positions, /*prompt_rows=*/false);
-    kv_cache_->speculate(next, q, 0);
-    return;
-  }
-  // Only q is guessed: the fused weight's first heads x head_dim rows (q, then k, then v).
-  const int q_dim = config_.num_heads * config_.head_dim();
-  if (config_.do_layer_norm_before) {
-    norm_rows(w.attn_ln_weight, w.attn_ln_bias, in, normed, rows);
-    in = normed;
-  }
-  ops_.linear({.x = in,
-               .weight = w.qkv_weight,
-               .bias = w.qkv_bias,
-               .y = q,
-               .rows = rows,
-               .out_features = q_dim,
-               .in_features = h});
-  if (config_.rotary()) {
-    ops_.rotary({.qkv = q,
-                 .positions = positions,
-                 .inv_freq = rope_inv_freq_.as<float>(),
-                 .rows = rows,
-                 .heads = config_.num_heads,
-                 .kv_heads = 0,  // rows of q alone
-                 .head_dim = config_.head_dim()});
-  }
-  kv_cache_->speculate(next, q, q_dim);
+  // Only q is guessed, but an int8 matrix is multiplied whole: then q is read from qkv's rows.
+  const bool q_only = !w.qkv_int8;
+  project_qkv(w, x + std::int64_t{g.resident} * h, normed, q, rows,
+              positions_.as<std::int32_t>() + g.first + g.resident, /*prompt_rows=*/false, q_only);
+  kv_cache_->speculate(next, q, q_only ? std::int64_t{config_.num_heads} * config_.head_dim() : 0);
 }
 
 void BlockRunner::compute(const BlockTask& task, Step step, Half* x, const BlockTask* next) {

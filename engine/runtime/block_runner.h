@@ -147,9 +147,9 @@ class BlockRunner {
   void norm_rows(const Half* gamma, const Half* beta, const Half* x, Half* y, std::int64_t rows);
   // The attention block's input projection of `rows` rows of x: the pre-LN norm into `normed`
   // (post-LN models project x itself), the fused qkv GEMM into qkv and, for rotary models, q and
-  // k rotated at `positions`.
+  // k rotated at `positions`. q_only: rows of q alone (heads x head_dim), for a guess of q.
   void project_qkv(const LayerWeights& w, const Half* x, Half* normed, Half* qkv, std::int64_t rows,
-                   const std::int32_t* positions, bool prompt_rows);
+                   const std::int32_t* positions, bool prompt_rows, bool q_only = false);
   // next: the task after it in the pass (null for the last).
   void compute(const BlockTask& task, Step step, Half* x, const BlockTask* next);
   // Decode, during `task`: the next layer's query guessed from this layer's input x (the next

@@ -48,18 +48,8 @@ const char* finish_reason_name(FinishReason reason) {
 void Engine::warn_of_idle_speculation() const {
   const BlockShape& block = options_.placement.block;
   if (!block.speculative_pages) return;
-  const char* why = nullptr;
-  if (options_.policy.kind != PolicyKind::quest) {
-    why = "the policy chooses no pages (only quest does)";
-  } else if (block.kv_gpu_fraction >= 1.0) {
-    why = "every KV cache is on the gpu tier, so no page is gathered from the host";
-  } else if (block.cpu_attention) {
-    why = "host caches are attended on the CPU, where they lie: nothing is gathered";
-  } else if (streamer_) {
-    why = "the weights stream in layer by layer, too late to guess the next layer's pages";
-  } else if (block.num_gpu_batches > 1) {
-    why = "with several GPU batches the next task is another batch's, not the layer above";
-  }
+  const char* why =
+      idle_speculation(block, options_.policy.kind == PolicyKind::quest, streamer_ != nullptr);
   if (why != nullptr) spdlog::warn("speculative page selection does nothing in this run: {}", why);
 }
 
