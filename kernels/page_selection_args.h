@@ -50,12 +50,16 @@ struct PageSummaryArgs {
   // summarised again — 0 after a prefill, the newest token's page after a decode step's append.
   const std::int32_t* slot_count = nullptr;
   const std::int32_t* first_page = nullptr;
+  // Optional [batch]: the page of k_cache that holds page first_page[b] (the pages after it
+  // follow it); null: every page lies where the spec puts it. A compact staging
+  // (GatherPagesArgs::dst_capacity) keeps the newest token's page at its place in the choice.
+  const std::int32_t* cache_page = nullptr;
   int batch = 0;
   int kv_heads = 0;
   int head_dim = 0;
-  int capacity = 0;
+  int capacity = 0;  // slots per (b, c) of k_cache
   int page_size = 16;
-  int max_pages = 0;  // ceil(capacity / page_size)
+  int max_pages = 0;  // pages of the summaries: ceil(slots of the full cache / page_size)
 };
 
 struct PageSelectArgs {
@@ -102,9 +106,15 @@ struct PageSelectArgs {
 //            listed page found there is not copied again.
 //   copied   optional: the bytes copied are added to *copied (atomically: gathers on two
 //            streams may share one counter).
+//   compact  dst_capacity > 0: dst is a staging of dst_capacity slots per (b, c), not of the
+//            source's layout. Listed entry i lands at dst slots [i·P, (i+1)·P) — its place in the
+//            choice — and the newest token's page (pages null) at dst page dst_page[b], so that
+//            after the choice dst holds the attended slots alone, in slot order, as a cache of
+//            selected_slots(T, P, S) slots (the choice lists the newest page last). present must
+//            be null: a page's place depends on the whole list.
 struct GatherPagesArgs {
   const std::uint8_t* src = nullptr;  // [batch, kv_heads, capacity, row_bytes]: the host cache
-  std::uint8_t* dst = nullptr;        // the same layout: the staging copy
+  std::uint8_t* dst = nullptr;        // the staging copy: the same layout, or compact
   const std::int32_t* slot_count = nullptr;  // [batch]: T, the new token in
   const std::int32_t* first_page = nullptr;  // [batch]: the newest token's page, (T - 1) / P
   const std::int32_t* pages = nullptr;       // optional [batch, kv_heads, max_selected]
@@ -112,13 +122,25 @@ struct GatherPagesArgs {
   const std::int32_t* present = nullptr;
   const std::int32_t* present_count = nullptr;
   unsigned long long* copied = nullptr;
+  const std::int32_t* dst_page = nullptr;  // compact, pages null: [batch]
   int batch = 0;
   int kv_heads = 0;
-  int capacity = 0;
+  int capacity = 0;  // slots per (b, c) of src (and of dst unless compact)
   int page_size = 16;
   int max_selected = 0;
   std::int64_t row_bytes = 0;
+  int dst_capacity = 0;  // > 0: compact
+
+  constexpr int dst_slots() const { return dst_capacity > 0 ? dst_capacity : capacity; }
 };
+
+// The page a compact staging (GatherPagesArgs::dst_capacity) keeps the newest token's page at: its
+// place in the choice of a cache of `slots` slots (the new token in), the last of
+// min(S, pages) pages.
+constexpr int staged_newest_page(std::int64_t slots, int page_size, int pages_per_step) {
+  const std::int64_t pages = (slots + page_size - 1) / page_size;
+  return static_cast<int>((pages < pages_per_step ? pages : pages_per_step) - 1);
+}
 
 // Slots a decode step attends of a cache holding `slots` (the new token in) when it chooses
 // pages_per_step pages of page_size: all of them when the pages fit, else S - 1 whole pages and

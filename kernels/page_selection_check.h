@@ -31,7 +31,34 @@ inline void check_gather_sequence(const GatherPagesArgs& a, int b) {
       if (count < 0 || count > a.max_selected || there < 0 || there > a.max_selected) {
         throw Error("gather_pages: page and present counts must be in [0, max_selected]");
       }
+      if (a.dst_capacity > 0 && std::int64_t{count} * a.page_size > a.dst_capacity) {
+        throw Error("gather_pages: the chosen pages do not fit the compact staging");
+      }
     }
+  } else if (a.dst_capacity > 0) {
+    const int at = a.dst_page != nullptr ? a.dst_page[b] : -1;
+    if (at < 0 || std::int64_t{at} * a.page_size + (t - 1 - first * a.page_size) > a.dst_capacity) {
+      throw Error("gather_pages: the newest page's place must lie inside the compact staging");
+    }
+  }
+}
+
+// A compact gather takes no present list (a page's place depends on the whole list).
+inline void check_gather_args(const GatherPagesArgs& a) {
+  if (a.dst_capacity > 0 && a.present != nullptr) {
+    throw Error("gather_pages: a compact staging takes no present pages");
+  }
+}
+
+// The slots a summary reads must lie in its cache (cache_page moves them).
+inline void check_summary_sequence(const PageSummaryArgs& a, int b) {
+  if (a.cache_page == nullptr) return;
+  const int t = a.slot_count[b];
+  const int first = a.first_page[b];
+  const int at = a.cache_page[b];
+  if (at < 0 ||
+      std::int64_t{at} * a.page_size + (t - std::int64_t{first} * a.page_size) > a.capacity) {
+    throw Error("page_summary: the pages summarised must lie inside the cache");
   }
 }
 

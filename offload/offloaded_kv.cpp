@@ -16,7 +16,7 @@ namespace offgen {
 
 OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
                          std::vector<int> offloaded, int capacity, bool keeps_attention_scores,
-                         bool cpu_attention, Storage storage, int page_size)
+                         bool cpu_attention, Storage storage, int page_size, int staged_capacity)
     : device_(device),
       ops_(ops),
       compute_(device.stream(StreamRole::compute)),
@@ -26,6 +26,9 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
       heads_(config.kv_heads()),
       head_dim_(config.head_dim()),
       capacity_(capacity),
+      staged_capacity_(staged_capacity > 0 && staged_capacity < capacity ? staged_capacity
+                                                                         : capacity),
+      prefill_chunk_(0),
       keeps_attention_scores_(keeps_attention_scores),
       cpu_attention_(cpu_attention),
       storage_(storage),
@@ -34,8 +37,21 @@ OffloadedKv::OffloadedKv(Device& device, Ops& ops, const ModelConfig& config,
   const auto most =
       offloaded_.empty() ? 0 : *std::max_element(offloaded_.begin(), offloaded_.end());
   OFFGEN_CHECK(most > 0, "offloaded KV needs at least one offloaded sequence");
-  const MemoryLayout layout = offloaded_kv_layout(
-      config, offloaded_, capacity, keeps_attention_scores, cpu_attention, storage, page_size);
+  OFFGEN_CHECK(!compact() || (page_size > 0 && !cpu_attention && staged_capacity_ % page_size == 0),
+               "offloaded kv: a compact staging is for page selection attended on the gpu tier, "
+               "in whole pages");
+  if (compact()) {
+    spdlog::debug(
+        "offloaded kv: compact staging of {} slots a sequence (of {}), {} whole caches "
+        "at a time",
+        staged_capacity_, capacity, compact_chunk_sequences(most, capacity, staged_capacity_));
+  }
+  prefill_chunk_ = compact_chunk_sequences(most, capacity, staged_capacity_);
+  whole_split_ =
+      kernels::plan_decode_split(prefill_chunk_, q_heads_, capacity, device.multiprocessors());
+  const MemoryLayout layout =
+      offloaded_kv_layout(config, offloaded_, capacity, keeps_attention_scores, cpu_attention,
+                          storage, page_size, staged_capacity_);
   expanded_k_ = layout.allocate(device, "staged expanded k cache");
   expanded_v_ = layout.allocate(device, "staged expanded v cache");
   host_expanded_k_ = layout.allocate(device, "host expanded k cache");
@@ -135,6 +151,10 @@ std::int64_t OffloadedKv::cache_rows(int gpu_batch) const {
   return std::int64_t{offloaded(gpu_batch)} * heads_ * capacity_;
 }
 
+std::int64_t OffloadedKv::staged_rows(int gpu_batch) const {
+  return std::int64_t{offloaded(gpu_batch)} * heads_ * staged_capacity_;
+}
+
 std::size_t OffloadedKv::cache_bytes(int gpu_batch) const {
   switch (storage_) {
     case Storage::fp16:
@@ -203,56 +223,100 @@ std::uint64_t OffloadedKv::loaded_bytes() const {
   return loaded_bytes_ + gathered;
 }
 
+std::uint64_t OffloadedKv::copy_rows(Buffer& host, Buffer& staged, int gpu_batch,
+                                     std::int64_t first_row, std::int64_t rows, bool to_host,
+                                     Stream& stream) {
+  const auto copy = [&](std::byte* host_at, std::byte* staged_at, std::int64_t bytes) {
+    const auto n = static_cast<std::size_t>(bytes);
+    if (to_host) {
+      device_.copy_async(host_at, staged_at, n, stream);
+    } else {
+      device_.copy_async(staged_at, host_at, n, stream);
+    }
+  };
+  auto* host_bytes = static_cast<std::byte*>(host.data());
+  auto* staged_bytes = static_cast<std::byte*>(staged.data());
+  if (storage_ != Storage::int4) {
+    const std::int64_t row = std::int64_t{head_dim_} * std::int64_t{sizeof(Half)};
+    copy(host_bytes + first_row * row, staged_bytes, rows * row);
+    return static_cast<std::uint64_t>(rows * row);
+  }
+  // Packed: codes and parameters, a run of each.
+  const std::int64_t code_bytes = kernels::packed_kv_shape(1, head_dim_).data_bytes();
+  const std::int64_t param_bytes =
+      static_cast<std::int64_t>(kernels::packed_kv_bytes(1, head_dim_)) - code_bytes;
+  const kernels::PackedKv in_host =
+      kernels::packed_kv(host.data(), cache_rows(gpu_batch), head_dim_);
+  const kernels::PackedKv in_staging = kernels::packed_kv(staged.data(), rows, head_dim_);
+  copy(reinterpret_cast<std::byte*>(in_host.codes) + first_row * code_bytes,
+       reinterpret_cast<std::byte*>(in_staging.codes), rows * code_bytes);
+  copy(reinterpret_cast<std::byte*>(in_host.params) + first_row * param_bytes,
+       reinterpret_cast<std::byte*>(in_staging.params), rows * param_bytes);
+  return static_cast<std::uint64_t>(rows * (code_bytes + param_bytes));
+}
+
 void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
                                 const std::int32_t* token_slot, int seq,
                                 const OffloadedPages& pages) {
   const int n = offloaded(task.gpu_batch);
   if (n == 0) return;
-  Slot& s = slot_of(task);
-  s.loaded_task = -1;
-  s.saved->wait_on(compute_);  // the slot's last copy out has finished reading it
   const bool packed = storage_ == Storage::int4;
-  ops_.store_prefill_kv({.qkv = qkv,
-                         .token_slot = token_slot,
-                         .k_cache = packed ? expanded_k_.as<Half>() : s.k.as<Half>(),
-                         .v_cache = packed ? expanded_v_.as<Half>() : s.v.as<Half>(),
-                         .batch = n,
-                         .seq = seq,
-                         .heads = q_heads_,
-                         .head_dim = head_dim_,
-                         .capacity = capacity_,
-                         .kv_heads = heads_});
   const std::size_t c = cache_index(task);
   const bool selects = pages.first_page != nullptr;  // not without selection, nor in a dense layer
-  if (selects) {
-    // From the fp16 keys as stored (before int4 packing); cpu attention's go out with the cache.
-    ops_.page_summary(geometry_.summary_args(
-        packed ? expanded_k_.as<Half>() : s.k.as<Half>(),
-        cpu_attention_ ? s.staged_summary.as<Half>() : summary_[c].as<Half>(), pages.slot_count,
-        pages.first_page, n));
+  const std::int64_t qkv_row = std::int64_t{q_heads_ + 2 * heads_} * head_dim_;
+  const std::int64_t summary_elements =
+      kernels::page_summary_elements(1, heads_, head_dim_, geometry_.max_pages);
+  // A compact staging holds prefill_chunk_ sequences' whole caches: the prompts go out that many
+  // at a time, the chunks taking the two slots in turn so one chunk's copy out overlaps the
+  // next one's store.
+  for (int first = 0, part = 0; first < n; first += prefill_chunk_, ++part) {
+    const int m = std::min(prefill_chunk_, n - first);
+    Slot& s = slots_[static_cast<std::size_t>((task.index + part) % 2)];
+    s.loaded_task = -1;
+    s.saved->wait_on(compute_);  // the slot's last copy out has finished reading it
+    Half* k_fp16 = packed ? expanded_k_.as<Half>() : s.k.as<Half>();
+    ops_.store_prefill_kv({.qkv = qkv + first * seq * qkv_row,
+                           .token_slot = token_slot + std::int64_t{first} * heads_ * seq,
+                           .k_cache = k_fp16,
+                           .v_cache = packed ? expanded_v_.as<Half>() : s.v.as<Half>(),
+                           .batch = m,
+                           .seq = seq,
+                           .heads = q_heads_,
+                           .head_dim = head_dim_,
+                           .capacity = capacity_,
+                           .kv_heads = heads_});
+    if (selects) {
+      // From the fp16 keys as stored (before int4 packing); cpu attention's go out with the
+      // cache (in one chunk: its staging is never compact).
+      Half* summary = cpu_attention_ ? s.staged_summary.as<Half>() : summary_[c].as<Half>();
+      ops_.page_summary(geometry_.summary_args(k_fp16, summary + first * summary_elements,
+                                               pages.slot_count + first, pages.first_page + first,
+                                               m));
+    }
+    const std::int64_t rows = std::int64_t{m} * heads_ * capacity_;
+    const std::int64_t first_row = std::int64_t{first} * heads_ * capacity_;
+    if (packed) {
+      kernels::pack_kv_rows(ops_, expanded_k_.as<Half>(), s.k.data(), rows, head_dim_);
+      kernels::pack_kv_rows(ops_, expanded_v_.as<Half>(), s.v.data(), rows, head_dim_);
+    }
+    s.computed->record(compute_);
+    s.computed->wait_on(d2h_);
+    copy_rows(k_host_[c], s.k, task.gpu_batch, first_row, rows, /*to_host=*/true, d2h_);
+    copy_rows(v_host_[c], s.v, task.gpu_batch, first_row, rows, /*to_host=*/true, d2h_);
+    if (selects && cpu_attention_) {
+      device_.copy_async(summary_[c].data(), s.staged_summary.data(), summary_[c].bytes(), d2h_);
+      stored_bytes_ += summary_[c].bytes();
+    }
+    s.saved->record(d2h_);
   }
-  if (packed) {
-    kernels::pack_kv_rows(ops_, expanded_k_.as<Half>(), s.k.data(), cache_rows(task.gpu_batch),
-                          head_dim_);
-    kernels::pack_kv_rows(ops_, expanded_v_.as<Half>(), s.v.data(), cache_rows(task.gpu_batch),
-                          head_dim_);
-  }
-  s.computed->record(compute_);
-  s.computed->wait_on(d2h_);
-  const std::size_t bytes = cache_bytes(task.gpu_batch);
-  device_.copy_async(k_host_[c].data(), s.k.data(), bytes, d2h_);
-  device_.copy_async(v_host_[c].data(), s.v.data(), bytes, d2h_);
-  if (selects && cpu_attention_) {
-    device_.copy_async(summary_[c].data(), s.staged_summary.data(), summary_[c].bytes(), d2h_);
-    stored_bytes_ += summary_[c].bytes();
-  }
-  s.saved->record(d2h_);
   cache_stored_[c]->record(d2h_);
-  stored_bytes_ += 2 * bytes;
+  stored_bytes_ += 2 * cache_bytes(task.gpu_batch);
 }
 
 void OffloadedKv::prefetch(const BlockTask& task) {
   if (cpu_attention_ || offloaded(task.gpu_batch) == 0) return;
+  // A compact staging brings a dense layer's caches in chunks, in its decode.
+  if (compact()) return;
   Slot& s = slot_of(task);
   if (s.loaded_task == task.index) return;
   const std::size_t c = cache_index(task);
@@ -271,7 +335,8 @@ void OffloadedKv::prefetch(const BlockTask& task) {
 void OffloadedKv::gather_pages(Ops& ops, const BlockTask& task, Slot& s,
                                const std::int32_t* slot_count, const std::int32_t* first_page,
                                const std::int32_t* selected, const std::int32_t* selected_count,
-                               const std::int32_t* present, const std::int32_t* present_count) {
+                               const std::int32_t* present, const std::int32_t* present_count,
+                               const std::int32_t* staged_page) {
   const int n = offloaded(task.gpu_batch);
   const std::size_t c = cache_index(task);
   const auto plane = [&](const void* src, void* dst, std::int64_t row_bytes) {
@@ -280,13 +345,18 @@ void OffloadedKv::gather_pages(Ops& ops, const BlockTask& task, Slot& s,
     args.present = present;
     args.present_count = present_count;
     args.copied = gathered_bytes_.as<unsigned long long>();
+    if (compact()) {
+      args.dst_capacity = staged_capacity_;
+      args.dst_page = staged_page;
+    }
     ops.gather_pages(args);
   };
   const std::int64_t rows = cache_rows(task.gpu_batch);
   for (auto [host, staged] : {std::pair{&k_host_[c], &s.k}, std::pair{&v_host_[c], &s.v}}) {
     if (storage_ == Storage::int4) {  // codes and parameters are two planes of rows
       const kernels::PackedKv from = kernels::packed_kv(host->data(), rows, head_dim_);
-      const kernels::PackedKv to = kernels::packed_kv(staged->data(), rows, head_dim_);
+      const kernels::PackedKv to =
+          kernels::packed_kv(staged->data(), staged_rows(task.gpu_batch), head_dim_);
       const std::int64_t code_bytes = kernels::packed_kv_shape(1, head_dim_).data_bytes();
       plane(from.codes, to.codes, code_bytes);
       plane(from.params, to.params,
@@ -301,6 +371,7 @@ void OffloadedKv::speculate(const BlockTask& task, const Half* qkv, std::int64_t
                             const std::int32_t* slot_count, const OffloadedPages& pages) {
   const int n = offloaded(task.gpu_batch);
   if (n == 0 || cpu_attention_ || pages.first_page == nullptr) return;
+  OFFGEN_CHECK(!compact(), "offloaded kv: a compact staging takes no speculative pages");
   Slot& s = slot_of(task);
   const std::size_t c = cache_index(task);
   // The guess, on compute: the summaries before the newest page are the ones the task will
@@ -342,6 +413,83 @@ void OffloadedKv::send_rows(const BlockTask& task, Slot& s, const Half* qkv,
   stored_bytes_ += row_bytes + slot_bytes;
 }
 
+void OffloadedKv::write_back(const BlockTask& task, Slot& s, const Half* qkv,
+                             const std::int32_t* write_slot) {
+  const int n = offloaded(task.gpu_batch);
+  const std::size_t c = cache_index(task);
+  send_rows(task, s, qkv, write_slot);
+  const kernels::AppendKvArgs host_append{.qkv = s.host_rows.as<const Half>(),
+                                          .write_slot = s.host_slots.as<const std::int32_t>(),
+                                          .k_cache = k_host_[c].as<Half>(),
+                                          .v_cache = v_host_[c].as<Half>(),
+                                          .batch = n,
+                                          .heads = q_heads_,
+                                          .head_dim = head_dim_,
+                                          .capacity = capacity_,
+                                          .kv_heads = heads_};
+  if (storage_ == Storage::int4) {
+    device_.enqueue_host(d2h_, [host_append, k = k_host_[c].data(), v = v_host_[c].data()] {
+      append_packed(host_append, k, v);
+    });
+  } else {
+    device_.enqueue_host(d2h_, [host_append] { kernels::cpu::append_kv(host_append); });
+  }
+  cache_stored_[c]->record(d2h_);
+}
+
+void OffloadedKv::decode_whole(const BlockTask& task, const std::int32_t* write_slot,
+                               const kernels::DecodeAttentionArgs& args) {
+  const int n = offloaded(task.gpu_batch);
+  const std::size_t c = cache_index(task);
+  const bool packed = storage_ == Storage::int4;
+  const std::int64_t qkv_row = std::int64_t{q_heads_ + 2 * heads_} * head_dim_;
+  // prefill_chunk_ sequences' whole caches at a time, the chunks taking the two slots in turn:
+  // chunk j + 1 comes in while chunk j is attended.
+  for (int first = 0, part = 0; first < n; first += prefill_chunk_, ++part) {
+    const int m = std::min(prefill_chunk_, n - first);
+    Slot& s = slots_[static_cast<std::size_t>((task.index + part) % 2)];
+    s.loaded_task = -1;
+    const std::int64_t rows = std::int64_t{m} * heads_ * capacity_;
+    const std::int64_t first_row = std::int64_t{first} * heads_ * capacity_;
+    s.computed->wait_on(h2d_);        // compute is done with the slot's last use
+    s.saved->wait_on(h2d_);           // and so is the last copy out of it
+    cache_stored_[c]->wait_on(h2d_);  // the host cache has its last token
+    for (auto [host, staged] : {std::pair{&k_host_[c], &s.k}, std::pair{&v_host_[c], &s.v}}) {
+      loaded_bytes_ +=
+          copy_rows(*host, *staged, task.gpu_batch, first_row, rows, /*to_host=*/false, h2d_);
+    }
+    s.loaded->record(h2d_);
+    s.loaded->wait_on(compute_);
+    Half* k_cache = packed ? expanded_k_.as<Half>() : s.k.as<Half>();
+    Half* v_cache = packed ? expanded_v_.as<Half>() : s.v.as<Half>();
+    if (packed) {
+      kernels::expand_kv_rows(ops_, s.k.data(), k_cache, rows, head_dim_);
+      kernels::expand_kv_rows(ops_, s.v.data(), v_cache, rows, head_dim_);
+    }
+    ops_.append_kv({.qkv = args.qkv + first * qkv_row,
+                    .write_slot = write_slot + std::int64_t{first} * heads_,
+                    .k_cache = k_cache,
+                    .v_cache = v_cache,
+                    .batch = m,
+                    .heads = q_heads_,
+                    .head_dim = head_dim_,
+                    .capacity = capacity_,
+                    .kv_heads = heads_});
+    kernels::DecodeAttentionArgs part_args = args;
+    part_args.qkv = args.qkv + first * qkv_row;
+    part_args.slot_count = args.slot_count + first;
+    part_args.out = args.out + std::int64_t{first} * q_heads_ * head_dim_;
+    part_args.batch = m;
+    part_args.k_cache = k_cache;
+    part_args.v_cache = v_cache;
+    part_args.capacity = capacity_;
+    part_args.split = whole_split_;
+    ops_.decode_attention(part_args);
+    s.computed->record(compute_);
+  }
+  write_back(task, slot_of(task), args.qkv, write_slot);
+}
+
 void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_slot,
                              kernels::DecodeAttentionArgs args, const OffloadedPages& pages) {
   const int n = offloaded(task.gpu_batch);
@@ -353,6 +501,8 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
   Slot& s = slot_of(task);
   const std::size_t c = cache_index(task);
   const bool selects = pages.first_page != nullptr;  // not without selection, nor in a dense layer
+  OFFGEN_CHECK(!compact() || !selects || pages.staged_page != nullptr,
+               "offloaded kv: a compact staging's decode needs the staged arrays");
   // What speculate() brought into the slot for this very task (a flag left by an earlier task
   // of the slot does not count).
   const bool guessed = selects && s.speculative && s.loaded_task == task.index;
@@ -365,8 +515,12 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
     } else {
       s.saved->wait_on(compute_);
       cache_stored_[c]->wait_on(compute_);
-      gather_pages(ops_, task, s, args.slot_count, pages.first_page, nullptr, nullptr);
+      gather_pages(ops_, task, s, args.slot_count, pages.first_page, nullptr, nullptr, nullptr,
+                   nullptr, pages.staged_page);
     }
+  } else if (compact()) {
+    decode_whole(task, write_slot, args);  // a dense layer over a compact staging
+    return;
   } else {
     prefetch(task);
     s.loaded->wait_on(compute_);
@@ -374,42 +528,27 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
   const bool packed = storage_ == Storage::int4;
   Half* k_cache = packed ? expanded_k_.as<Half>() : s.k.as<Half>();
   Half* v_cache = packed ? expanded_v_.as<Half>() : s.v.as<Half>();
+  // The staged cache: the host cache's layout, or compact (the attended slots alone).
   const kernels::AppendKvArgs append{.qkv = args.qkv,
-                                     .write_slot = write_slot,
+                                     .write_slot = compact() ? pages.staged_write_slot : write_slot,
                                      .k_cache = k_cache,
                                      .v_cache = v_cache,
                                      .batch = n,
                                      .heads = q_heads_,
                                      .head_dim = head_dim_,
-                                     .capacity = capacity_,
+                                     .capacity = staged_capacity_,
                                      .kv_heads = heads_};
   const auto expand_and_append = [&] {
     if (packed) {
-      kernels::expand_kv_rows(ops_, s.k.data(), k_cache, cache_rows(task.gpu_batch), head_dim_);
-      kernels::expand_kv_rows(ops_, s.v.data(), v_cache, cache_rows(task.gpu_batch), head_dim_);
+      const std::int64_t rows = staged_rows(task.gpu_batch);
+      kernels::expand_kv_rows(ops_, s.k.data(), k_cache, rows, head_dim_);
+      kernels::expand_kv_rows(ops_, s.v.data(), v_cache, rows, head_dim_);
     }
     ops_.append_kv(append);
   };
   expand_and_append();
   // The new rows go back to the host cache while attention runs.
-  send_rows(task, s, args.qkv, write_slot);
-  const kernels::AppendKvArgs host_append{.qkv = s.host_rows.as<const Half>(),
-                                          .write_slot = s.host_slots.as<const std::int32_t>(),
-                                          .k_cache = k_host_[c].as<Half>(),
-                                          .v_cache = v_host_[c].as<Half>(),
-                                          .batch = n,
-                                          .heads = q_heads_,
-                                          .head_dim = head_dim_,
-                                          .capacity = capacity_,
-                                          .kv_heads = heads_};
-  if (packed) {
-    device_.enqueue_host(d2h_, [host_append, k = k_host_[c].data(), v = v_host_[c].data()] {
-      append_packed(host_append, k, v);
-    });
-  } else {
-    device_.enqueue_host(d2h_, [host_append] { kernels::cpu::append_kv(host_append); });
-  }
-  cache_stored_[c]->record(d2h_);
+  write_back(task, s, args.qkv, write_slot);
   args.k_cache = k_cache;
   args.v_cache = v_cache;
   if (selects) {
@@ -417,11 +556,28 @@ void OffloadedKv::decode_gpu(const BlockTask& task, const std::int32_t* write_sl
     // the choice, on the gpu tier beside the staged cache, then the chosen pages come in (the
     // host task appending the new rows writes slot T - 1 only, which no gather reads). Packed
     // rows are expanded again, and the new rows appended again where that overwrote them.
-    select_pages(ops_, geometry_, k_cache, summary_[c].as<Half>(), pages.first_page,
-                 pages.pages_per_step, pages.selected, pages.selected_count, args);
-    gather_pages(ops_, task, s, args.slot_count, pages.first_page, pages.selected,
-                 pages.selected_count, guessed ? s.speculated.as<std::int32_t>() : nullptr,
-                 guessed ? s.speculated_count.as<std::int32_t>() : nullptr);
+    if (compact()) {
+      // The newest page is summarised where the staging keeps it; the chosen pages land in the
+      // order of the choice, so the staging is then the attended cache itself.
+      kernels::PageSummaryArgs summarise = geometry_.summary_args(
+          k_cache, summary_[c].as<Half>(), args.slot_count, pages.first_page, n);
+      summarise.cache_page = pages.staged_page;
+      summarise.capacity = staged_capacity_;
+      ops_.page_summary(summarise);
+      ops_.page_select(geometry_.select_args(args.qkv, summary_[c].as<Half>(), args.slot_count,
+                                             pages.pages_per_step, pages.selected,
+                                             pages.selected_count, n));
+      gather_pages(ops_, task, s, args.slot_count, pages.first_page, pages.selected,
+                   pages.selected_count);
+      args.slot_count = pages.staged_slot_count;
+      args.capacity = staged_capacity_;
+    } else {
+      select_pages(ops_, geometry_, k_cache, summary_[c].as<Half>(), pages.first_page,
+                   pages.pages_per_step, pages.selected, pages.selected_count, args);
+      gather_pages(ops_, task, s, args.slot_count, pages.first_page, pages.selected,
+                   pages.selected_count, guessed ? s.speculated.as<std::int32_t>() : nullptr,
+                   guessed ? s.speculated_count.as<std::int32_t>() : nullptr);
+    }
     if (packed) expand_and_append();
   }
   ops_.decode_attention(args);

@@ -45,6 +45,12 @@ struct OffloadedPages {
   const std::int32_t* pages_per_step = nullptr;  // decode: [offloaded] S
   std::int32_t* selected = nullptr;              // gpu attention: [offloaded, kv heads, pages]
   std::int32_t* selected_count = nullptr;        // gpu attention: [offloaded, kv heads]
+  // Decode into a compact staging (OffloadedKv::compact): where it keeps each sequence's newest
+  // page (kernels::staged_newest_page), the slots it then holds (kernels::selected_slots) and the
+  // new token's slot there ([offloaded, kv heads]).
+  const std::int32_t* staged_page = nullptr;
+  const std::int32_t* staged_slot_count = nullptr;
+  const std::int32_t* staged_write_slot = nullptr;
 };
 
 class OffloadedKv {
@@ -56,14 +62,25 @@ class OffloadedKv {
   // page_size > 0: quest's page selection (kernels/page_selection_args.h); each (layer, GPU
   // batch) keeps its sequences' page summaries where they attend (the gpu tier, or pinned memory
   // for cpu attention), and every store and decode step takes OffloadedPages.
+  // staged_capacity in (0, capacity), with page selection attended on the gpu tier: a compact
+  // staging (see compact()).
   OffloadedKv(Device& device, Ops& ops, const ModelConfig& config, std::vector<int> offloaded,
               int capacity, bool keeps_attention_scores, bool cpu_attention,
-              Storage storage = Storage::fp16, int page_size = 0);
+              Storage storage = Storage::fp16, int page_size = 0, int staged_capacity = 0);
   OffloadedKv(const OffloadedKv&) = delete;
   OffloadedKv& operator=(const OffloadedKv&) = delete;
   ~OffloadedKv();
 
   bool cpu_attention() const { return cpu_attention_; }
+  // A compact staging: a decode step's staging holds only the pages it attends, staged_capacity
+  // slots per (sequence, head) laid out in the order of the choice (GatherPagesArgs::dst_capacity),
+  // and is attended as a cache of those slots alone — so the gpu tier holds the summaries and the
+  // attended pages, not the caches. A prefill's caches go out through the same staging, as many
+  // sequences' whole caches at a time as it holds, and so do the dense layers' decode steps (no
+  // prefetch: their first chunk comes in once the layer's task runs). Every choosing decode step
+  // takes the staged arrays of OffloadedPages; there is no speculation.
+  bool compact() const { return staged_capacity_ < capacity_; }
+  int staged_capacity() const { return staged_capacity_; }
   int offloaded(int gpu_batch) const { return offloaded_[static_cast<std::size_t>(gpu_batch)]; }
 
   // Starts a pass (a prefill or one decode step): task numbers start again at 0. Task i of a pass
@@ -159,6 +176,20 @@ class OffloadedKv {
   std::size_t cache_bytes(int gpu_batch) const;
   // Rows (sequence, head, slot) of one GPU batch's offloaded cache in one layer.
   std::int64_t cache_rows(int gpu_batch) const;
+  // Rows of its staging in a decode step (a compact staging's are fewer).
+  std::int64_t staged_rows(int gpu_batch) const;
+  // Rows [first_row, first_row + rows) of one GPU batch's host cache and a staging holding just
+  // those rows (fp16, or int4: a run of codes and one of parameters), copied either way on
+  // `stream`. Returns the bytes.
+  std::uint64_t copy_rows(Buffer& host, Buffer& staged, int gpu_batch, std::int64_t first_row,
+                          std::int64_t rows, bool to_host, Stream& stream);
+  // The task's new rows back to its host cache: send_rows, then a host task appending them.
+  void write_back(const BlockTask& task, Slot& slot, const Half* qkv,
+                  const std::int32_t* write_slot);
+  // A dense layer's decode over a compact staging: prefill_chunk_ sequences' whole caches come
+  // in at a time, each chunk appended and attended as a cache of its own.
+  void decode_whole(const BlockTask& task, const std::int32_t* write_slot,
+                    const kernels::DecodeAttentionArgs& args);
   // Copies the task's new rows and write slots down to the slot's pinned buffers, after the
   // task's earlier compute; the d2h stream then holds them for the host task that follows.
   void send_rows(const BlockTask& task, Slot& slot, const Half* qkv,
@@ -171,7 +202,8 @@ class OffloadedKv {
   void gather_pages(Ops& ops, const BlockTask& task, Slot& slot, const std::int32_t* slot_count,
                     const std::int32_t* first_page, const std::int32_t* selected,
                     const std::int32_t* selected_count, const std::int32_t* present = nullptr,
-                    const std::int32_t* present_count = nullptr);
+                    const std::int32_t* present_count = nullptr,
+                    const std::int32_t* staged_page = nullptr);
 
   Device& device_;
   Ops& ops_;
@@ -182,6 +214,9 @@ class OffloadedKv {
   int heads_;    // KV heads: the cache's, its slots' and its scores'
   int head_dim_;
   int capacity_;
+  int staged_capacity_;               // slots per (sequence, head) of a decode step's staging
+  int prefill_chunk_;                 // sequences whose whole caches a staging slot holds
+  kernels::DecodeSplit whole_split_;  // decode attention's split of such a chunk (dense layers)
   bool keeps_attention_scores_;
   bool cpu_attention_;
   Storage storage_;

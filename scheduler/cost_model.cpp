@@ -266,6 +266,21 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
       r.block.speculative_pages && offloaded > 0 &&
       idle_speculation(r.block, selection, r.weights.gpu < 1.0 || weights == Storage::int4) ==
           nullptr;
+  // A compact staging (OffloadedKv::compact): the choosing layers expand only the attended
+  // pages of int4 rows; the dense layers bring whole caches in chunks once their task runs, so
+  // each GPU batch's first chunk is not prefetched (it waits on compute) and the rest overlap.
+  const int staged = offloaded > 0
+                         ? compact_staged_capacity(r.kv_capacity, r.page_size, r.pages_per_step,
+                                                   cpu_attention, speculates)
+                         : 0;
+  double serial_chunks = 0;  // offloaded sequences whose dense-layer load waits on compute
+  if (staged > 0) {
+    int most = 0;
+    for (const GpuBatch& g : batches) most = std::max(most, g.offloaded());
+    const int chunk = compact_chunk_sequences(most, r.kv_capacity, staged);
+    for (const GpuBatch& g : batches) serial_chunks += std::min(chunk, g.offloaded());
+  }
+  const double compact_expanded = staged > 0 && int4_kv ? 2 * row * staged * 2 : expanded_cache;
   // A layer that attends every slot, one that chooses its pages, or one whose pages were also
   // guessed during the layer below.
   enum class Kind { every_slot, choosing, guessed };
@@ -299,7 +314,8 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
       // The attended rows but the new token's, gathered by the compute stream after the choice.
       const double gathered =
           2 * (attended - 1) * heads * double(kv_row_bytes(m, r.compression.kv));
-      layer.attention += host * expanded_cache / dequantize_kv;
+      // Expanded twice (before the append, after the gather): the staging's rows.
+      layer.attention += host * (2 * compact_expanded - expanded_cache) / dequantize_kv;
       if (kind == Kind::guessed) {
         // Guessed during the layer below: as many pages cross on the copy stream beside it; the
         // share the guess missed is gathered after the choice; the guess is a q projection of
@@ -315,7 +331,8 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
         layer.attention += host * gathered / p.h2d;
       }
     } else {
-      layer.kv_load = host * cache_bytes / p.h2d;
+      layer.kv_load = (host - serial_chunks) * cache_bytes / p.h2d;
+      layer.attention += serial_chunks * cache_bytes / p.h2d;
     }
     return layer;
   };

@@ -58,9 +58,27 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
   return layout;
 }
 
+int staged_sequence_slots(int most_offloaded, int capacity, int staged_capacity) {
+  if (staged_capacity <= 0 || staged_capacity >= capacity) return most_offloaded * capacity;
+  return std::max(most_offloaded * staged_capacity, capacity);
+}
+
+int compact_chunk_sequences(int most_offloaded, int capacity, int staged_capacity) {
+  if (staged_capacity <= 0 || staged_capacity >= capacity) return most_offloaded;
+  return std::min(most_offloaded,
+                  staged_sequence_slots(most_offloaded, capacity, staged_capacity) / capacity);
+}
+
+int compact_staged_capacity(int capacity, int page_size, int pages_per_step, bool cpu_attention,
+                            bool speculates) {
+  if (page_size <= 0 || pages_per_step <= 0 || cpu_attention || speculates) return 0;
+  const std::int64_t slots = std::int64_t{std::max(pages_per_step, 2)} * page_size;
+  return slots < capacity ? static_cast<int>(slots) : 0;
+}
+
 MemoryLayout offloaded_kv_layout(const ModelConfig& config, const std::vector<int>& offloaded,
                                  int capacity, bool keeps_attention_scores, bool cpu_attention,
-                                 Storage storage, int page_size) {
+                                 Storage storage, int page_size, int staged_capacity) {
   const auto heads = static_cast<std::uint64_t>(config.kv_heads());
   const auto q_heads = static_cast<std::uint64_t>(config.num_heads);
   const auto head_dim = static_cast<std::uint64_t>(config.head_dim());
@@ -83,11 +101,14 @@ MemoryLayout offloaded_kv_layout(const ModelConfig& config, const std::vector<in
           ? most * heads * static_cast<std::uint64_t>(capacity) * kFloatBytes
           : 0;
   const int most_sequences = static_cast<int>(most);
-  const std::uint64_t staged_cache = kv_cache_bytes(config, most_sequences, capacity, storage);
+  // Sequence-slots of every head a staging holds: whole caches, or compact.
+  const int staged = staged_sequence_slots(most_sequences, capacity,
+                                           cpu_attention || page_size <= 0 ? 0 : staged_capacity);
+  const std::uint64_t staged_cache = kv_cache_bytes(config, 1, staged, storage);
   layout.add("staged k cache", Tier::gpu, staged_cache, 2);
   layout.add("staged v cache", Tier::gpu, staged_cache, 2);
   const bool packed = storage == Storage::int4;
-  const std::uint64_t expanded = packed ? kv_cache_bytes(config, most_sequences, capacity) : 0;
+  const std::uint64_t expanded = packed ? kv_cache_bytes(config, 1, staged) : 0;
   layout.add("staged expanded k cache", Tier::gpu, expanded);
   layout.add("staged expanded v cache", Tier::gpu, expanded);
   layout.add("host expanded k cache", Tier::host, cpu_attention ? expanded : 0);
@@ -124,8 +145,18 @@ DecodeSplits decode_splits(const ModelConfig& config, const GpuBatch& batch,
   splits.resident = kernels::plan_decode_split(batch.resident, config.num_heads, shape.capacity,
                                                shape.multiprocessors);
   if (!shape.cpu_attention) {
+    // A compact staging is attended as a cache of its own slots.
+    const bool compact = shape.staged_capacity > 0 && shape.staged_capacity < shape.capacity;
     splits.offloaded = kernels::plan_decode_split(batch.offloaded(), config.num_heads,
-                                                  shape.capacity, shape.multiprocessors);
+                                                  compact ? shape.staged_capacity : shape.capacity,
+                                                  shape.multiprocessors);
+    if (compact) {  // as OffloadedKv plans it, for the most offloaded sequences' chunks
+      int most = 0;
+      for (const GpuBatch& g : shape.gpu_batches) most = std::max(most, g.offloaded());
+      splits.offloaded_whole = kernels::plan_decode_split(
+          compact_chunk_sequences(most, shape.capacity, shape.staged_capacity), config.num_heads,
+          shape.capacity, shape.multiprocessors);
+    }
   }
   return splits;
 }
@@ -154,14 +185,23 @@ MemoryLayout block_kv_cache_own_layout(const ModelConfig& config, const KvCacheS
   layout.add("expanded k cache", Tier::gpu, expanded);
   layout.add("expanded v cache", Tier::gpu, expanded);
   std::uint64_t scratch = 0;
+  int most_offloaded = 0;
+  for (const GpuBatch& g : shape.gpu_batches)
+    most_offloaded = std::max(most_offloaded, g.offloaded());
+  // A compact staging's dense layers attend this many whole caches at a time.
+  const int whole_chunk =
+      shape.staged_capacity > 0 && shape.staged_capacity < shape.capacity && !shape.cpu_attention
+          ? compact_chunk_sequences(most_offloaded, shape.capacity, shape.staged_capacity)
+          : 0;
   for (const GpuBatch& g : shape.gpu_batches) {
     const DecodeSplits splits = decode_splits(config, g, shape);
     const auto needs = [&](const kernels::DecodeSplit& split, int sequences) {
       return kernels::decode_split_scratch_bytes(split, sequences, config.num_heads,
                                                  config.head_dim(), config.kv_heads());
     };
-    scratch = std::max(
-        {scratch, needs(splits.resident, g.resident), needs(splits.offloaded, g.offloaded())});
+    scratch = std::max({scratch, needs(splits.resident, g.resident),
+                        needs(splits.offloaded, g.offloaded()),
+                        needs(splits.offloaded_whole, std::min(g.offloaded(), whole_chunk))});
   }
   layout.add("decode attention scratch", Tier::gpu, scratch);
   // Grouped-query attention's per-query-head prompt key sums, before their group sum.
@@ -179,6 +219,10 @@ MemoryLayout block_kv_cache_own_layout(const ModelConfig& config, const KvCacheS
                config.num_layers);
   }
   const std::uint64_t per_sequence = pages > 0 ? block * kInt32Bytes : 0;
+  const bool compact = shape.staged_capacity > 0 && shape.staged_capacity < shape.capacity;
+  layout.add("compact newest pages", Tier::gpu, compact ? per_sequence : 0);
+  layout.add("compact slot counts", Tier::gpu, compact ? per_sequence : 0);
+  layout.add("compact write slots", Tier::gpu, compact ? block * heads * kInt32Bytes : 0);
   layout.add("first pages", Tier::gpu, per_sequence);
   layout.add("pages per step", Tier::gpu, per_sequence);
   layout.add("chosen pages", Tier::gpu,
@@ -199,7 +243,7 @@ MemoryLayout block_kv_cache_layout(const ModelConfig& config, const KvCacheShape
   if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
     layout.append(offloaded_kv_layout(config, offloaded, shape.capacity,
                                       shape.keeps_attention_scores, shape.cpu_attention,
-                                      shape.storage, shape.page_size));
+                                      shape.storage, shape.page_size, shape.staged_capacity));
   }
   return layout;
 }

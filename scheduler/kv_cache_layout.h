@@ -46,9 +46,25 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
 // summaries where they attend: on the gpu tier, or in pinned memory with cpu attention, which
 // also takes a gpu staging of a prefill's summaries and, per staging slot, host arrays of the
 // chosen pages.
+// staged_capacity in (0, capacity): a compact staging (OffloadedKv::compact), whose slots hold
+// staged_sequence_slots sequence-slots of every head: a decode step's attended pages of the most
+// offloaded sequences, or one prefill's whole cache, whichever is more.
 MemoryLayout offloaded_kv_layout(const ModelConfig& config, const std::vector<int>& offloaded,
                                  int capacity, bool keeps_attention_scores, bool cpu_attention,
-                                 Storage storage = Storage::fp16, int page_size = 0);
+                                 Storage storage = Storage::fp16, int page_size = 0,
+                                 int staged_capacity = 0);
+int staged_sequence_slots(int most_offloaded, int capacity, int staged_capacity);
+// The sequences whose whole caches such a staging slot holds at once (a prefill's, or a dense
+// layer's decode, go through it that many at a time): every offloaded one without compaction.
+int compact_chunk_sequences(int most_offloaded, int capacity, int staged_capacity);
+
+// The slots per (sequence, head) of a compact staging for sequences that attend up to
+// pages_per_step pages of page_size slots of caches of `capacity` slots: 0 (staging of whole
+// caches) without page selection, with host caches attended on the CPU (nothing is staged), when
+// speculation applies (its guesses land where the pages lie) or when the pages are not fewer than
+// the cache's. Dense layers then bring whole caches through it in chunks.
+int compact_staged_capacity(int capacity, int page_size, int pages_per_step, bool cpu_attention,
+                            bool speculates);
 
 // What sizes a block's KV cache.
 struct KvCacheShape {
@@ -63,6 +79,9 @@ struct KvCacheShape {
   bool per_layer_budgets = false;
   Storage storage = Storage::fp16;  // how the K and V rows are kept (and moved)
   int page_size = 0;                // quest: slots per page; 0 = every cached token is attended
+  // quest over host caches attended on the gpu tier, without speculation: slots per (sequence,
+  // head) of a compact staging (compact_staged_capacity; 0: staging of whole caches).
+  int staged_capacity = 0;
 };
 
 // How decode attention splits one GPU batch's caches (kernels/decode_split.h): over its
@@ -71,6 +90,8 @@ struct KvCacheShape {
 struct DecodeSplits {
   kernels::DecodeSplit resident;
   kernels::DecodeSplit offloaded;
+  // A compact staging's dense layers: chunks of compact_chunk_sequences whole caches.
+  kernels::DecodeSplit offloaded_whole;
 };
 DecodeSplits decode_splits(const ModelConfig& config, const GpuBatch& batch,
                            const KvCacheShape& shape);

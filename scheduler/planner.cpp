@@ -44,6 +44,16 @@ PlanMemory plan_memory(const ModelConfig& model, const PlanRequest& request,
   runner.keeps_attention_scores = request.keeps_attention_scores;
   runner.per_layer_budgets = request.per_layer_budgets;
   runner.page_size = request.page_size;
+  // As the runner decides it: a guess applies with one GPU batch and every weight resident as
+  // fp16 (block_shape.h's idle_speculation).
+  const bool speculates =
+      placement.block.speculative_pages &&
+      idle_speculation(
+          placement.block, request.page_size > 0,
+          placement.weights.gpu < 1.0 || request.compression.weights == Storage::int4) == nullptr;
+  runner.kv_staged_capacity =
+      compact_staged_capacity(request.cache_slots(), request.page_size, request.pages_per_step,
+                              placement.block.cpu_attention, speculates);
   runner.placement = placement.block;
   runner.multiprocessors = request.multiprocessors;
   runner.kv_storage = request.compression.kv;

@@ -114,6 +114,7 @@ MemoryLayout runner_layout(const ModelConfig& config, const RunnerShape& shape) 
   kv.multiprocessors = shape.multiprocessors;
   kv.storage = shape.kv_storage;
   kv.page_size = shape.page_size;
+  kv.staged_capacity = shape.kv_staged_capacity;
   layout.append(block_kv_cache_layout(config, kv));
   return layout;
 }

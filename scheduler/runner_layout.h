@@ -24,6 +24,7 @@ struct RunnerShape {
   bool per_layer_budgets = false;      // pyramidkv: KvCacheShape::per_layer_budgets
   Storage kv_storage = Storage::fp16;  // KvCacheShape::storage
   int page_size = 0;                   // quest: KvCacheShape::page_size
+  int kv_staged_capacity = 0;          // quest: KvCacheShape::staged_capacity
   // Logit edits one step can send (kernels/logit_edit_args.h): 0 where no request of the block
   // asks for penalties, logit_bias or min_tokens.
   std::int64_t logit_edits = 0;

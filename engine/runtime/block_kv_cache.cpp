@@ -25,7 +25,8 @@ int largest_cache_slots(const std::vector<const KvPolicy*>& policies, int layers
 BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
                            std::vector<const KvPolicy*> policies,
                            const std::vector<GpuBatch>& gpu_batches, int max_prompt,
-                           bool cpu_attention, Storage storage, int min_capacity)
+                           bool cpu_attention, Storage storage, int min_capacity,
+                           bool speculative_pages, int min_pages_per_step)
     : config_(config),
       ops_(ops),
       policies_(std::move(policies)),
@@ -53,8 +54,16 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
     OFFGEN_CHECK(policy->page_size() == policy_page_size && policy->dense_layers() == dense_layers_,
                  "KV cache: one block's sequences select pages of one size in the same layers");
   }
+  // Quest's compact staging, for the most pages any sequence attends per step.
+  int most_pages = min_pages_per_step;
+  for (const KvPolicy* policy : policies_)
+    most_pages = std::max(most_pages, policy->pages_per_step());
+  most_pages = std::clamp(most_pages, 2, std::max(max_pages(), 2));
+  staged_capacity_ =
+      compact_staged_capacity(capacity_, page_size(), most_pages, cpu_attention, speculative_pages);
   KvCacheShape shape;
   shape.page_size = page_size();
+  shape.staged_capacity = staged_capacity_;
   shape.gpu_batches = gpu_batches;
   shape.capacity = capacity_;
   shape.max_prompt = max_prompt;
@@ -76,6 +85,9 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
   pages_per_step_ = layout.allocate(device, "pages per step");
   selected_ = layout.allocate(device, "chosen pages");
   selected_count_ = layout.allocate(device, "chosen page counts");
+  staged_page_ = layout.allocate(device, "compact newest pages");
+  staged_slot_count_ = layout.allocate(device, "compact slot counts");
+  staged_write_slot_ = layout.allocate(device, "compact write slots");
 
   for (std::size_t i = 0; i < gpu_batches.size(); ++i) {
     const GpuBatch& g = gpu_batches[i];
@@ -94,9 +106,9 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
   }
   std::vector<int> offloaded = offloaded_per_gpu_batch(gpu_batches);
   if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
-    offloaded_ =
-        std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded), capacity_,
-                                      keeps_attention_scores_, cpu_attention, storage, page_size());
+    offloaded_ = std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded), capacity_,
+                                               keeps_attention_scores_, cpu_attention, storage,
+                                               page_size(), staged_capacity_);
   }
   if (!keeps_attention_scores_) slots_.emplace(policies_, capacity_);
 }
@@ -207,6 +219,38 @@ std::span<const std::int32_t> BlockKvCache::start_decode(std::span<const std::ui
     staging.upload(write_slot_.data(), step_write_slot_.data(),
                    bytes_of<std::int32_t>(std::int64_t{block_} * heads));
   }  // else each layer's policy state holds its write slots
+  if (compact()) {
+    // Where the compact staging keeps each newest page (last of the choice), the slots it then
+    // holds, and the new token's slot there.
+    OFFGEN_CHECK(slots_.has_value(), "KV cache: a compact staging needs position-based slots");
+    const int heads = config_.kv_heads();
+    step_staged_page_.resize(n);
+    step_staged_count_.resize(n);
+    step_staged_write_.resize(n * static_cast<std::size_t>(heads));
+    for (std::size_t b = 0; b < n; ++b) {
+      const int t = step_counts_[b];
+      const int per_step = step_pages_per_step_[b];
+      OFFGEN_CHECK(std::int64_t{per_step} * page_size() <= staged_capacity_,
+                   "KV cache: sequence {} attends {} pages per step, more than the compact staging "
+                   "holds ({} slots)",
+                   b, per_step, staged_capacity_);
+      step_staged_page_[b] = kernels::staged_newest_page(t, page_size(), per_step);
+      step_staged_count_[b] =
+          static_cast<std::int32_t>(kernels::selected_slots(t, page_size(), per_step));
+      for (int h = 0; h < heads; ++h) {
+        const std::size_t at = b * static_cast<std::size_t>(heads) + static_cast<std::size_t>(h);
+        const int within = step_write_slot_[at] - step_first_page_[b] * page_size();
+        OFFGEN_CHECK(within >= 0 && within < page_size(),
+                     "KV cache: sequence {}'s new token is not on its newest page", b);
+        step_staged_write_[at] = step_staged_page_[b] * page_size() + within;
+      }
+    }
+    staging.upload(staged_page_.data(), step_staged_page_.data(), bytes_of<std::int32_t>(block_));
+    staging.upload(staged_slot_count_.data(), step_staged_count_.data(),
+                   bytes_of<std::int32_t>(block_));
+    staging.upload(staged_write_slot_.data(), step_staged_write_.data(),
+                   bytes_of<std::int32_t>(std::int64_t{block_} * heads));
+  }
   return step_positions_;
 }
 
@@ -256,6 +300,11 @@ OffloadedPages BlockKvCache::offloaded_pages(const BlockTask& task, bool prefill
   }
   pages.selected = selected_.as<std::int32_t>() + first * heads * max_pages();
   pages.selected_count = selected_count_.as<std::int32_t>() + first * heads;
+  if (!prefill && compact()) {
+    pages.staged_page = staged_page_.as<std::int32_t>() + first;
+    pages.staged_slot_count = staged_slot_count_.as<std::int32_t>() + first;
+    pages.staged_write_slot = staged_write_slot_.as<std::int32_t>() + first * heads;
+  }
   return pages;
 }
 
@@ -337,6 +386,11 @@ void BlockKvCache::adopt(Device& device, Stream& stream, int b, BlockKvCache& fr
   OFFGEN_CHECK(from.page_size() == page_size() && policy->page_size() == page_size() &&
                    from.dense_layers_ == dense_layers_,
                "KV cache: sequence {} cannot take a sequence that selects pages of another size",
+               b);
+  OFFGEN_CHECK(!compact() || std::int64_t{std::max(policy->pages_per_step(), 2)} * page_size() <=
+                                 staged_capacity_,
+               "KV cache: sequence {} cannot take a sequence attending more pages per step than "
+               "the compact staging holds",
                b);
   // One sequence's page summaries of a layer (a contiguous run, where it attends).
   const std::uint64_t summary_bytes = page_summary_bytes(config_, 1, max_pages());

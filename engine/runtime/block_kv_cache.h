@@ -72,11 +72,15 @@ class BlockKvCache {
   // decode attention's split planned for the device; throws OutOfMemoryError when a tier cannot
   // hold it.
   // min_capacity: slots per cache at least (0: the largest C + 1), so sequences of later
-  // requests with larger budgets can take a finished sequence's caches (adopt).
+  // requests with larger budgets can take a finished sequence's caches (adopt); likewise
+  // min_pages_per_step for quest's pages attended per step.
+  // Quest over host caches attended on the gpu tier, not
+  // speculating (speculative_pages: whether the runner guesses pages), stages only the attended
+  // pages (OffloadedKv::compact; compact_staged_capacity).
   BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
                std::vector<const KvPolicy*> policies, const std::vector<GpuBatch>& gpu_batches,
                int max_prompt, bool cpu_attention, Storage storage = Storage::fp16,
-               int min_capacity = 0);
+               int min_capacity = 0, bool speculative_pages = false, int min_pages_per_step = 0);
   BlockKvCache(const BlockKvCache&) = delete;
   BlockKvCache& operator=(const BlockKvCache&) = delete;
   ~BlockKvCache();
@@ -204,6 +208,12 @@ class BlockKvCache {
   // What the step uploads of them, kept on the host for cpu attention's host tasks (valid until
   // the next start_*).
   std::vector<std::int32_t> step_first_page_, step_pages_per_step_;
+  // A compact staging of host caches (OffloadedKv::compact; staged_capacity_ 0: none): each
+  // step's newest page places, staged slot counts [block] and write slots [block, heads].
+  int staged_capacity_ = 0;
+  Buffer staged_page_, staged_slot_count_, staged_write_slot_;
+  std::vector<std::int32_t> step_staged_page_, step_staged_count_, step_staged_write_;
+  bool compact() const { return offloaded_ && offloaded_->compact(); }
   // The page selection inputs of task's offloaded sequences (on the host for cpu attention).
   OffloadedPages offloaded_pages(const BlockTask& task, bool prefill);
   // The attended slots of a sequence whose cache holds `count` at this step, under its policy's

@@ -26,7 +26,8 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
                          const ModelWeights& weights, int max_prompt, int max_new,
                          std::vector<std::unique_ptr<KvPolicy>> policies, WeightStreamer* streamer,
                          const BlockShape& shape, Storage kv_storage, const PickExtras& extras,
-                         int min_capacity, kernels::PrefillMath prefill_math)
+                         int min_capacity, kernels::PrefillMath prefill_math,
+                         int min_pages_per_step)
     : device_(device),
       ops_(ops),
       config_(config),
@@ -104,9 +105,10 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
   top_values_ = layout.allocate(device, "top log-probs");
   host_top_ = layout.allocate(device, "host top log-probs");
 
-  kv_cache_ =
-      std::make_unique<BlockKvCache>(device, ops, config, policy_pointers(policies_), gpu_batches_,
-                                     max_prompt, shape.cpu_attention, kv_storage, min_capacity);
+  kv_cache_ = std::make_unique<BlockKvCache>(
+      device, ops, config, policy_pointers(policies_), gpu_batches_, max_prompt,
+      shape.cpu_attention, kv_storage, min_capacity, speculative_pages_ && gpu_batches_.size() == 1,
+      min_pages_per_step);
   if (kv_cache_->has_offloaded() || host_activations_) {
     kv_streams_[0] = &device.stream(StreamRole::h2d_kv);
     kv_streams_[1] = &device.stream(StreamRole::d2h_kv);

@@ -50,12 +50,14 @@ class BlockRunner {
   // streamer: where layer weights are offloaded, what brings them in per layer (else null).
   // shape: GPU batches and KV placement. kv_storage: how the KV cache keeps its rows.
   // extras: logit edits and top log-probs the picks carry. min_capacity: KV slots per cache at
-  // least (0: the largest C + 1), for sequences that take over finished ones (adopt).
+  // least (0: the largest C + 1), for sequences that take over finished ones (adopt); likewise
+  // min_pages_per_step, quest's pages attended per step.
   BlockRunner(Device& device, Ops& ops, const ModelConfig& config, const ModelWeights& weights,
               int max_prompt, int max_new, std::vector<std::unique_ptr<KvPolicy>> policies,
               WeightStreamer* streamer = nullptr, const BlockShape& shape = {},
               Storage kv_storage = Storage::fp16, const PickExtras& extras = {},
-              int min_capacity = 0, kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32);
+              int min_capacity = 0, kernels::PrefillMath prefill_math = kernels::PrefillMath::fp32,
+              int min_pages_per_step = 0);
   BlockRunner(const BlockRunner&) = delete;
   BlockRunner& operator=(const BlockRunner&) = delete;
   ~BlockRunner();

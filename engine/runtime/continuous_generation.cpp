@@ -66,6 +66,7 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
   };
   // What the runners are sized for: a row may take any request of the job.
   int capacity = 1;
+  int pages_per_step = 0;  // quest: a compact staging holds any request's attended pages
   std::vector<std::int64_t> edit_capacities;
   const auto extras_of = [&](std::span<const std::size_t> group) {
     PickExtras extras;
@@ -81,7 +82,9 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
                        [&](std::size_t index) { return requests[index].logprobs; });
   };
   for (const std::size_t index : order) {
-    capacity = std::max(capacity, policy_of(requests[index])->cache_slots(config_.num_layers));
+    const auto policy = policy_of(requests[index]);
+    capacity = std::max(capacity, policy->cache_slots(config_.num_layers));
+    pages_per_step = std::max(pages_per_step, policy->pages_per_step());
     edit_capacities.push_back(LogitEditor::capacity_of(sequence_of(requests[index])));
   }
   std::sort(edit_capacities.begin(), edit_capacities.end(), std::greater<>());
@@ -99,7 +102,7 @@ std::size_t Engine::generate_continuously(std::span<const GenerationRequest> req
       max_new = std::max(max_new, requests[index].max_tokens);
     }
     PaddedBatch padded = left_pad(prompts, config_.pad_token_id);
-    auto runner = make_runner(padded.seq, max_new - 1, lengths, extras, capacity);
+    auto runner = make_runner(padded.seq, max_new - 1, lengths, extras, capacity, pages_per_step);
     return std::pair{std::move(runner), std::move(padded)};
   };
   // One pick for each active sequence of `runner`, whose row b runs request request_of[b] with

@@ -385,7 +385,8 @@ void Engine::check_interrupt() const {
 
 std::unique_ptr<BlockRunner> Engine::make_runner(int max_prompt, int max_new,
                                                  std::span<const SequenceLengths> sequences,
-                                                 const PickExtras& extras, int min_capacity) {
+                                                 const PickExtras& extras, int min_capacity,
+                                                 int min_pages_per_step) {
   std::vector<std::unique_ptr<KvPolicy>> policies;
   for (const SequenceLengths& s : sequences) {
     policies.push_back(sequence_policy(s.prompt, s.new_tokens, s.total));
@@ -393,7 +394,7 @@ std::unique_ptr<BlockRunner> Engine::make_runner(int max_prompt, int max_new,
   auto runner = std::make_unique<BlockRunner>(
       *device_, *ops_, config_, weights_->weights(), max_prompt, max_new, std::move(policies),
       streamer_.get(), options_.placement.block, options_.compression.kv, extras, min_capacity,
-      options_.prefill_math);
+      options_.prefill_math, min_pages_per_step);
   if (sampleable_) runner->set_sampleable(sampleable_.as<const std::uint8_t>());
   return runner;
 }

@@ -212,10 +212,12 @@ class Engine {
   // steps, each with the engine's policy at the budget its own lengths give; the KV cache is
   // sized for the largest, split into the engine's GPU batches and KV placement.
   // min_capacity: KV slots per cache at least (0: the largest sequence's), so that requests of
-  // larger budgets can take finished sequences' caches (BlockRunner::adopt).
+  // larger budgets can take finished sequences' caches (BlockRunner::adopt); likewise
+  // min_pages_per_step for quest's pages attended per step.
   std::unique_ptr<BlockRunner> make_runner(int max_prompt, int max_new,
                                            std::span<const SequenceLengths> sequences,
-                                           const PickExtras& extras = {}, int min_capacity = 0);
+                                           const PickExtras& extras = {}, int min_capacity = 0,
+                                           int min_pages_per_step = 0);
   // The same for a block of `block` sequences of equal lengths (benchmarks drive it directly):
   // max_prompt prompt tokens, max_new decode steps, `total_len` tokens (0 = max_prompt + max_new).
   std::unique_ptr<BlockRunner> make_runner(int block, int max_prompt, int max_new,

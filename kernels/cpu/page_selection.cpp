@@ -15,6 +15,7 @@
 namespace offgen::kernels::cpu {
 void page_summary(const PageSummaryArgs& a) {
   check_page_selection_shapes(a.kv_heads, a.kv_heads, a.page_size, a.max_pages);
+  for (int b = 0; b < a.batch; ++b) check_summary_sequence(a, b);
   const std::int64_t dims = a.head_dim, pages = a.max_pages;
   tbb::parallel_for(tbb::blocked_range<int>(0, a.batch * a.kv_heads), [&](const auto& r) {
     std::vector<float> mn(static_cast<std::size_t>(dims)), mx(mn.size());
@@ -23,19 +24,23 @@ void page_summary(const PageSummaryArgs& a) {
       const int b = bc / a.kv_heads;
       const int t = a.slot_count[b];
       const int last_page = (t + a.page_size - 1) / a.page_size;
+      // Slot s of the sequence lies at cache slot s + shift (checked inside the cache above).
+      const std::int64_t shift = a.cache_page != nullptr
+                                     ? std::int64_t{a.cache_page[b] - a.first_page[b]} * a.page_size
+                                     : 0;
       const Half* k = a.k_cache + std::int64_t{bc} * a.capacity * dims;
       Half* lo = a.summary + std::int64_t{bc} * 2 * dims * pages;
       Half* hi = lo + dims * pages;
       for (int p = a.first_page[b]; p < last_page; ++p) {
         // Slot by slot along the rows (contiguous), each channel keeping its first extreme.
-        const Half* row = k + std::int64_t{p} * a.page_size * dims;
+        const Half* row = k + (std::int64_t{p} * a.page_size + shift) * dims;
         for (std::int64_t d = 0; d < dims; ++d) {
           hmn[static_cast<std::size_t>(d)] = hmx[static_cast<std::size_t>(d)] = row[d];
           mn[static_cast<std::size_t>(d)] = mx[static_cast<std::size_t>(d)] = half_to_float(row[d]);
         }
         const int end = std::min(t, (p + 1) * a.page_size);
         for (int s = p * a.page_size + 1; s < end; ++s) {
-          const Half* v = k + std::int64_t{s} * dims;
+          const Half* v = k + (std::int64_t{s} + shift) * dims;
           for (std::int64_t d = 0; d < dims; ++d) {
             const auto i = static_cast<std::size_t>(d);
             const float f = half_to_float(v[d]);
@@ -129,6 +134,7 @@ void page_select(const PageSelectArgs& a) {
 
 void gather_pages(const GatherPagesArgs& a) {
   check_page_selection_shapes(a.kv_heads, a.kv_heads, a.page_size, a.max_selected);
+  check_gather_args(a);
   for (int b = 0; b < a.batch; ++b) check_gather_sequence(a, b);
   const auto row = static_cast<std::size_t>(a.row_bytes);
   tbb::parallel_for(tbb::blocked_range<int>(0, a.batch * a.kv_heads), [&](const auto& r) {
@@ -136,16 +142,20 @@ void gather_pages(const GatherPagesArgs& a) {
       const int b = bc / a.kv_heads;
       const int newest = a.first_page[b];
       const std::int64_t base = std::int64_t{bc} * a.capacity;
+      const std::int64_t dst_base = std::int64_t{bc} * a.dst_slots();
       unsigned long long copied = 0;
-      auto copy_slots = [&](std::int64_t from, std::int64_t to) {
+      // Source slots [from, to) land at dst slot `at` (compact), or where they are.
+      auto copy_slots = [&](std::int64_t from, std::int64_t to, std::int64_t at) {
+        if (a.dst_capacity == 0) at = from;
         if (to > from) {
-          std::memcpy(a.dst + (base + from) * a.row_bytes, a.src + (base + from) * a.row_bytes,
+          std::memcpy(a.dst + (dst_base + at) * a.row_bytes, a.src + (base + from) * a.row_bytes,
                       static_cast<std::size_t>(to - from) * row);
           copied += static_cast<unsigned long long>((to - from) * a.row_bytes);
         }
       };
       if (a.pages == nullptr) {
-        copy_slots(std::int64_t{newest} * a.page_size, a.slot_count[b] - 1);
+        const std::int64_t at = a.dst_capacity > 0 ? std::int64_t{a.dst_page[b]} * a.page_size : 0;
+        copy_slots(std::int64_t{newest} * a.page_size, a.slot_count[b] - 1, at);
       } else {
         const std::int32_t* list = a.pages + std::int64_t{bc} * a.max_selected;
         // Both lists ascend: one walk through the present pages.
@@ -157,7 +167,9 @@ void gather_pages(const GatherPagesArgs& a) {
           const std::int64_t p = list[i];
           while (j < there_count && there[j] < p) ++j;
           if (j < there_count && there[j] == p) continue;
-          if (p >= 0 && p < newest) copy_slots(p * a.page_size, (p + 1) * a.page_size);
+          if (p >= 0 && p < newest) {
+            copy_slots(p * a.page_size, (p + 1) * a.page_size, std::int64_t{i} * a.page_size);
+          }
         }
       }
       if (a.copied != nullptr && copied > 0) {

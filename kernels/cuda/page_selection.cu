@@ -26,6 +26,11 @@ __global__ void __launch_bounds__(kThreads) page_summary_kernel(PageSummaryArgs 
   const int last_page = (t + a.page_size - 1) / a.page_size;
   if (first >= last_page) return;
   const std::int64_t dims = a.head_dim, pages = a.max_pages;
+  // Slot s of the sequence lies at cache slot s + shift; clamped to the cache (the host cannot
+  // check device values).
+  const std::int64_t shift =
+      a.cache_page != nullptr ? std::int64_t{a.cache_page[b] - first} * a.page_size : 0;
+  if (std::int64_t{first} * a.page_size + shift < 0 || std::int64_t{t} + shift > a.capacity) return;
   const Half* k = a.k_cache + std::int64_t{bc} * a.capacity * dims;
   Half* lo = a.summary + std::int64_t{bc} * 2 * dims * pages;
   Half* hi = lo + dims * pages;
@@ -34,12 +39,12 @@ __global__ void __launch_bounds__(kThreads) page_summary_kernel(PageSummaryArgs 
     const int p = first + static_cast<int>(i / dims);
     const std::int64_t d = i % dims;
     // The first of equal values stays (slot order), as in the reference.
-    Half mn = k[std::int64_t{p} * a.page_size * dims + d];
+    Half mn = k[(std::int64_t{p} * a.page_size + shift) * dims + d];
     Half mx = mn;
     float fmn = to_float(mn), fmx = fmn;
     const int end = min(t, (p + 1) * a.page_size);
     for (int s = p * a.page_size + 1; s < end; ++s) {
-      const Half v = k[s * dims + d];
+      const Half v = k[(s + shift) * dims + d];
       const float f = to_float(v);
       if (f < fmn) fmn = f, mn = v;
       if (f > fmx) fmx = f, mx = v;
@@ -153,16 +158,22 @@ __global__ void __launch_bounds__(kThreads) gather_pages_kernel(GatherPagesArgs 
   const int t = min(a.slot_count[b], a.capacity);  // clamped: the host cannot check device values
   const int newest = a.first_page[b];
   const std::int64_t base = std::int64_t{bc} * a.capacity;
-  const auto copy_slots = [&](std::int64_t from, std::int64_t to) {
-    if (to <= from) return;
-    const std::int64_t offset = (base + from) * a.row_bytes;
-    copy_run(a.src + offset, a.dst + offset, (to - from) * a.row_bytes);
+  const int dst_slots = a.dst_capacity > 0 ? a.dst_capacity : a.capacity;
+  const std::int64_t dst_base = std::int64_t{bc} * dst_slots;
+  // Source slots [from, to) land at dst slot `at` (compact), or where they are; a run that
+  // would end past the compact staging is not copied (the host cannot check device values).
+  const auto copy_slots = [&](std::int64_t from, std::int64_t to, std::int64_t at) {
+    if (a.dst_capacity == 0) at = from;
+    if (to <= from || at < 0 || at + (to - from) > dst_slots) return;
+    copy_run(a.src + (base + from) * a.row_bytes, a.dst + (dst_base + at) * a.row_bytes,
+             (to - from) * a.row_bytes);
     if (a.copied != nullptr && threadIdx.x == 0) {
       atomicAdd(a.copied, static_cast<unsigned long long>((to - from) * a.row_bytes));
     }
   };
   if (a.pages == nullptr) {
-    copy_slots(std::int64_t{newest} * a.page_size, t - 1);
+    const std::int64_t at = a.dst_capacity > 0 ? std::int64_t{a.dst_page[b]} * a.page_size : 0;
+    copy_slots(std::int64_t{newest} * a.page_size, t - 1, at);
     return;
   }
   const int count = min(a.page_count[bc], a.max_selected);
@@ -173,7 +184,8 @@ __global__ void __launch_bounds__(kThreads) gather_pages_kernel(GatherPagesArgs 
     const std::int64_t p = a.pages[std::int64_t{bc} * a.max_selected + i];
     if (p < 0 || p >= newest) continue;
     if (there != nullptr && listed(there, there_count, p)) continue;
-    copy_slots(p * a.page_size, min((p + 1) * a.page_size, std::int64_t{t} - 1));
+    copy_slots(p * a.page_size, min((p + 1) * a.page_size, std::int64_t{t} - 1),
+               std::int64_t{i} * a.page_size);
   }
 }
 
@@ -209,6 +221,10 @@ void gather_pages(const GatherPagesArgs& args, cudaStream_t stream) {
                                                   args.pages == nullptr ? 1 : args.max_selected) &&
                           args.row_bytes > 0,
                       "gather_pages: kv_heads, page_size, max_selected and row_bytes must be >= 1");
+  OFFGEN_CUDA_REQUIRE(args.dst_capacity == 0 ||
+                          (args.present == nullptr && (args.pages != nullptr || args.dst_page)),
+                      "gather_pages: a compact staging takes no present pages, and a place for "
+                      "the newest page");
   const dim3 grid(static_cast<unsigned>(args.batch * args.kv_heads),
                   args.pages == nullptr
                       ? 1U

@@ -16,8 +16,12 @@ void page_summary(const PageSummaryArgs& a) {
   check_page_selection_shapes(a.kv_heads, a.kv_heads, a.page_size, a.max_pages);
   const std::int64_t d_count = a.head_dim, pages = a.max_pages;
   for (int b = 0; b < a.batch; ++b) {
+    check_summary_sequence(a, b);
     const int t = a.slot_count[b];
     const int last_page = (t + a.page_size - 1) / a.page_size;
+    // Slot s of the sequence lies at cache slot s + shift.
+    const std::int64_t shift =
+        a.cache_page != nullptr ? std::int64_t{a.cache_page[b] - a.first_page[b]} * a.page_size : 0;
     for (int c = 0; c < a.kv_heads; ++c) {
       const Half* k = a.k_cache + (std::int64_t{b} * a.kv_heads + c) * a.capacity * d_count;
       Half* lo = a.summary + (std::int64_t{b} * a.kv_heads + c) * 2 * d_count * pages;
@@ -26,9 +30,9 @@ void page_summary(const PageSummaryArgs& a) {
         const int end = std::min(t, (p + 1) * a.page_size);
         for (std::int64_t d = 0; d < d_count; ++d) {
           // The first of equal values stays (slot order): -0 and +0 compare equal.
-          Half mn = k[std::int64_t{p} * a.page_size * d_count + d], mx = mn;
+          Half mn = k[(std::int64_t{p} * a.page_size + shift) * d_count + d], mx = mn;
           for (int s = p * a.page_size + 1; s < end; ++s) {
-            const Half v = k[s * d_count + d];
+            const Half v = k[(s + shift) * d_count + d];
             if (half_to_float(v) < half_to_float(mn)) mn = v;
             if (half_to_float(v) > half_to_float(mx)) mx = v;
           }
@@ -97,15 +101,20 @@ void page_select(const PageSelectArgs& a) {
 
 void gather_pages(const GatherPagesArgs& a) {
   check_page_selection_shapes(a.kv_heads, a.kv_heads, a.page_size, a.max_selected);
+  check_gather_args(a);
   for (int b = 0; b < a.batch; ++b) {
     check_gather_sequence(a, b);
     const int newest = a.first_page[b];
     for (int c = 0; c < a.kv_heads; ++c) {
       const std::int64_t base = (std::int64_t{b} * a.kv_heads + c) * a.capacity;
-      auto copy_slots = [&](std::int64_t from, std::int64_t to) {
+      const std::int64_t dst_base = (std::int64_t{b} * a.kv_heads + c) * a.dst_slots();
+      // Source slots [from, to) land at dst slot `at` on (compact), or where they are.
+      auto copy_slots = [&](std::int64_t from, std::int64_t to, std::int64_t at) {
+        if (a.dst_capacity == 0) at = from;
         for (std::int64_t s = from; s < to; ++s) {
           for (std::int64_t i = 0; i < a.row_bytes; ++i) {
-            a.dst[(base + s) * a.row_bytes + i] = a.src[(base + s) * a.row_bytes + i];
+            a.dst[(dst_base + at + s - from) * a.row_bytes + i] =
+                a.src[(base + s) * a.row_bytes + i];
           }
           if (a.copied != nullptr) {  // a gather on another stream may count at the same time
             std::atomic_ref<unsigned long long>(*a.copied).fetch_add(
@@ -114,7 +123,8 @@ void gather_pages(const GatherPagesArgs& a) {
         }
       };
       if (a.pages == nullptr) {
-        copy_slots(std::int64_t{newest} * a.page_size, a.slot_count[b] - 1);
+        const std::int64_t at = a.dst_capacity > 0 ? std::int64_t{a.dst_page[b]} * a.page_size : 0;
+        copy_slots(std::int64_t{newest} * a.page_size, a.slot_count[b] - 1, at);
         continue;
       }
       const std::int64_t bc = std::int64_t{b} * a.kv_heads + c;
@@ -124,7 +134,9 @@ void gather_pages(const GatherPagesArgs& a) {
         for (int j = 0; a.present != nullptr && j < a.present_count[bc]; ++j) {
           there = there || a.present[bc * a.max_selected + j] == p;
         }
-        if (p >= 0 && p < newest && !there) copy_slots(p * a.page_size, (p + 1) * a.page_size);
+        if (p >= 0 && p < newest && !there) {
+          copy_slots(p * a.page_size, (p + 1) * a.page_size, std::int64_t{i} * a.page_size);
+        }
       }
     }
   }

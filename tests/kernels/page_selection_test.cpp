@@ -342,6 +342,126 @@ TEST_P(PageSelectionParity, AGatherCopiesTheNewestPageOrTheChosenOnesAndNothingE
   }
 }
 
+// A compact staging (dst_capacity): the newest page at its place in the choice, the chosen pages
+// before it in list order, so that the staging is a cache of the attended slots alone; the
+// summary of the newest page read from there equals the one read from the whole cache.
+TEST_P(PageSelectionParity, ACompactGatherLaysTheChoiceOutInListOrder) {
+  if (!impl().gather_pages) GTEST_SKIP() << impl().name << " has no page gather yet";
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (const GatherCase& c : kGatherCases) {
+    SCOPED_TRACE("row bytes " + std::to_string(c.row_bytes));
+    const int max_pages = (c.capacity + c.page_size - 1) / c.page_size;
+    const int budget = std::max(2, max_pages / 2);  // S: fewer than every page of a full cache
+    const int staged = budget * c.page_size;
+    const std::size_t rows = std::size_t(c.batch) * c.kv_heads * c.capacity;
+    std::vector<std::uint8_t> src(rows * std::size_t(c.row_bytes));
+    for (auto& v : src) v = static_cast<std::uint8_t>(rng.integer(0, 255));
+    std::vector<std::int32_t> t, first, place, per_step;
+    for (int b = 0; b < c.batch; ++b) {
+      t.push_back(b == 0 ? c.capacity : rng.integer(1, c.capacity));
+      first.push_back((t.back() - 1) / c.page_size);
+      per_step.push_back(budget);
+      place.push_back(kernels::staged_newest_page(t.back(), c.page_size, budget));
+    }
+    // Choices as page_select writes them: min(S, n) pages ascending, the sink and newest in.
+    std::vector<std::int32_t> pages(std::size_t(c.batch) * c.kv_heads * max_pages, -1);
+    std::vector<std::int32_t> count(std::size_t(c.batch) * c.kv_heads, 0);
+    for (int bc = 0; bc < c.batch * c.kv_heads; ++bc) {
+      const int b = bc / c.kv_heads, n = first[std::size_t(b)] + 1;
+      std::vector<std::int32_t> middle;
+      for (int p = 1; p + 1 < n; ++p) middle.push_back(p);
+      std::vector<std::int32_t> chosen{0};
+      while (int(chosen.size()) + (n > 1 ? 1 : 0) < std::min(budget, n)) {
+        const auto at = middle.begin() + rng.integer(0, int(middle.size()) - 1);
+        chosen.push_back(*at);
+        middle.erase(at);
+      }
+      if (n > 1) chosen.push_back(n - 1);
+      std::sort(chosen.begin(), chosen.end());
+      std::copy(chosen.begin(), chosen.end(), pages.begin() + std::ptrdiff_t(bc) * max_pages);
+      count[std::size_t(bc)] = int(chosen.size());
+      ASSERT_EQ(int(chosen.size()) - 1, place[std::size_t(b)]);
+    }
+    std::vector<std::uint8_t> want(std::size_t(c.batch) * c.kv_heads * staged * c.row_bytes, 0xA5);
+    for (int bc = 0; bc < c.batch * c.kv_heads; ++bc) {
+      const int b = bc / c.kv_heads;
+      for (int i = 0; i < count[std::size_t(bc)]; ++i) {
+        const int p = pages[std::size_t(bc) * max_pages + std::size_t(i)];
+        const int end = std::min((p + 1) * c.page_size, t[std::size_t(b)] - 1);
+        for (int s = p * c.page_size; s < end; ++s) {
+          std::copy_n(
+              src.begin() + std::ptrdiff_t((std::size_t(bc) * c.capacity + s) * c.row_bytes),
+              c.row_bytes,
+              want.begin() + std::ptrdiff_t((std::size_t(bc) * staged + i * c.page_size +
+                                             (s - p * c.page_size)) *
+                                            c.row_bytes));
+        }
+      }
+    }
+    for (const auto& op : {std::function<void(const kernels::GatherPagesArgs&)>(ref::gather_pages),
+                           impl().gather_pages}) {
+      std::vector<std::uint8_t> got(want.size(), 0xA5);
+      kernels::GatherPagesArgs args{.src = src.data(),
+                                    .dst = got.data(),
+                                    .slot_count = t.data(),
+                                    .first_page = first.data(),
+                                    .dst_page = place.data(),
+                                    .batch = c.batch,
+                                    .kv_heads = c.kv_heads,
+                                    .capacity = c.capacity,
+                                    .page_size = c.page_size,
+                                    .max_selected = max_pages,
+                                    .row_bytes = c.row_bytes,
+                                    .dst_capacity = staged};
+      op(args);  // the newest page first, as a decode step does
+      args.pages = pages.data();
+      args.page_count = count.data();
+      op(args);
+      EXPECT_EQ(got, want);
+    }
+  }
+  // The newest page's summary, read where the compact staging keeps it.
+  const SelectionCase sc = kCases[1];
+  const Inputs in = make_inputs(rng, sc);
+  const int budget = 3, staged = budget * sc.page_size;
+  std::vector<std::int32_t> first, place;
+  std::vector<Half> compact(std::size_t(sc.batch) * sc.kv_heads * staged * sc.head_dim,
+                            float_to_half(5.0f));
+  for (int b = 0; b < sc.batch; ++b) {
+    const int tb = sc.slot_count[std::size_t(b)];
+    first.push_back((tb - 1) / sc.page_size);
+    place.push_back(kernels::staged_newest_page(tb, sc.page_size, budget));
+    for (int h = 0; h < sc.kv_heads; ++h) {
+      const std::size_t bc = std::size_t(b) * sc.kv_heads + h;
+      for (int s = first.back() * sc.page_size; s < tb; ++s) {
+        std::copy_n(in.k_cache.begin() + std::ptrdiff_t((bc * in.capacity + s) * sc.head_dim),
+                    sc.head_dim,
+                    compact.begin() + std::ptrdiff_t((bc * staged + place.back() * sc.page_size +
+                                                      s - first.back() * sc.page_size) *
+                                                     sc.head_dim));
+      }
+    }
+  }
+  std::vector<Half> whole = summarise(ref::page_summary, sc, in);
+  for (const auto& op : {std::function<void(const kernels::PageSummaryArgs&)>(ref::page_summary),
+                         impl().page_summary}) {
+    std::vector<Half> updated = summarise(ref::page_summary, sc, in);
+    kernels::PageSummaryArgs args = summary_args(sc, in, updated.data(), first.data());
+    for (int b = 0; b < sc.batch; ++b) {  // stale newest pages first
+      for (int e = 0; e < sc.kv_heads * 2 * sc.head_dim; ++e) {
+        updated[(std::size_t(b) * sc.kv_heads * 2 * sc.head_dim + e) * in.max_pages +
+                std::size_t(first[std::size_t(b)])] = float_to_half(99.0f);
+      }
+    }
+    args.k_cache = compact.data();
+    args.capacity = staged;
+    args.cache_page = place.data();
+    op(args);
+    EXPECT_EQ(bits(updated), bits(whole));
+  }
+}
+
 TEST(PageSelection, AGatherRefusesCountsItCannotTrust) {
   const GatherCase c{1, 1, 32, 8, 4};
   std::vector<std::uint8_t> src(32 * 4), dst(src.size());
@@ -375,6 +495,25 @@ TEST(PageSelection, AGatherRefusesCountsItCannotTrust) {
     present.present = there.data();
     present.present_count = there_count.data();
     EXPECT_THROW(set->gather_pages(present), Error);  // more present than a list holds
+    kernels::GatherPagesArgs compact = gather(20, 2, 2);
+    compact.dst_capacity = 16;
+    EXPECT_NO_THROW(set->gather_pages(compact));
+    compact.dst_capacity = 8;  // two chosen pages of 8 slots
+    EXPECT_THROW(set->gather_pages(compact), Error);
+    compact.dst_capacity = 16;
+    there_count[0] = 1;
+    compact.present = there.data();
+    compact.present_count = there_count.data();
+    EXPECT_THROW(set->gather_pages(compact), Error);  // a compact staging takes no present list
+    std::int32_t place = 1;
+    kernels::GatherPagesArgs newest = gather(20, 2, 0);
+    newest.pages = nullptr;
+    newest.page_count = nullptr;
+    newest.dst_capacity = 16;
+    newest.dst_page = &place;
+    EXPECT_NO_THROW(set->gather_pages(newest));
+    place = 2;  // slots 16 .. 19 of a staging of 16
+    EXPECT_THROW(set->gather_pages(newest), Error);
   }
 }
 

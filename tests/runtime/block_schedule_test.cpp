@@ -356,6 +356,94 @@ TEST(BlockSchedule, QuestSpeculationMovesOtherBytesButAttendsTheExactChoice) {
   EXPECT_GT(extra, 0u);
 }
 
+// A compact staging (quest over host caches attended on the gpu tier): chosen pages laid out in
+// the order of the choice, dense layers and prefills through it a chunk of whole caches at a time
+// (GPU batches of 4 hold one whole cache per chunk here), fp16 and int4 rows: the resident run's
+// outputs exactly.
+TEST(BlockSchedule, QuestOverACompactStagingGivesTheResidentRunsOutputs) {
+  for (const char* model : kModels) {
+    for (const int dense : {0, 1}) {
+      for (const Storage storage : {Storage::fp16, Storage::int4}) {
+        for (const double kv_share : {0.0, 0.5}) {
+          RandomPlan plan;
+          plan.model = model;
+          plan.placement.gpu_batch = 4;
+          plan.placement.block.kv_gpu_fraction = kv_share;
+          plan.policy = PolicyKind::quest;
+          EngineOptions options = tiny(plan);
+          options.policy.dense_layers = dense;
+          options.compression.kv = storage;
+          EngineOptions reference = resident_block(plan);
+          reference.policy.dense_layers = dense;
+          reference.compression.kv = storage;
+          Engine compact(options);
+          Engine resident(reference);
+          expect_same_outputs(
+              compact, resident,
+              plan.describe() +
+                  fmt::format(", {} dense, {}", dense, storage == Storage::int4 ? "int4" : "fp16"));
+        }
+      }
+    }
+  }
+}
+
+TEST(BlockSchedule, QuestStagesOnlyTheAttendedPagesSoABatchFitsWhereFullsStagingDoesNot) {
+  // Dummy opt-125m, 16 sequences of a 1000-token KV, every cache in pinned memory and attended on
+  // the gpu tier: full stages two copies of the 16 whole caches (98 MiB); quest at a tenth, pages
+  // of 16, only the 7 pages a step attends, beside its page summaries.
+  const int batch = 16, prompt = 8, new_tokens = 992;
+  const auto options_for = [](PolicyKind policy, std::uint64_t gpu) {
+    EngineOptions options;
+    options.model = "dummy:opt-125m";
+    options.device = DeviceChoice::cpu;
+    if (gpu > 0) options.budgets.gpu = gpu;
+    options.budgets.pinned = parse_bytes("2GiB");
+    options.placement.gpu_batch = batch;
+    options.placement.block.kv_gpu_fraction = 0.0;
+    options.policy.kind = policy;
+    options.kv_budget = policy == PolicyKind::quest ? KvBudget::fraction(0.1) : KvBudget{};
+    return options;
+  };
+  std::uint64_t used[2] = {0, 0};
+  for (const PolicyKind policy : {PolicyKind::full, PolicyKind::quest}) {
+    Engine engine(options_for(policy, 0));
+    const std::uint64_t before = engine.device().usage(Tier::gpu).used;
+    auto runner = engine.make_runner(batch, prompt, new_tokens);
+    const std::uint64_t taken = engine.device().usage(Tier::gpu).used - before;
+    used[policy == PolicyKind::quest] = engine.device().usage(Tier::gpu).used;
+    // The plan arithmetic says the same (the planner sizes blocks by it).
+    RunnerShape shape;
+    shape.block = batch;
+    shape.max_prompt = prompt;
+    shape.kv_capacity = engine.kv_capacity(prompt, new_tokens);
+    shape.placement = engine.placement().block;
+    shape.page_size = engine.kv_page_size();
+    shape.kv_staged_capacity = compact_staged_capacity(
+        shape.kv_capacity, shape.page_size, engine.kv_pages_per_step(prompt, new_tokens),
+        /*cpu_attention=*/false, /*speculates=*/false);
+    EXPECT_EQ(shape.kv_staged_capacity, policy == PolicyKind::quest ? 7 * 16 : 0);
+    EXPECT_EQ(taken, runner_layout(engine.config(), shape).bytes(Tier::gpu)) << policy_name(policy);
+  }
+  ASSERT_GT(used[0], used[1] + parse_bytes("40MiB"));
+  const std::uint64_t budget = (used[0] + used[1]) / 2;
+  Engine full(options_for(PolicyKind::full, budget));
+  EXPECT_THROW(full.make_runner(batch, prompt, new_tokens), OutOfMemoryError);
+  Engine quest(options_for(PolicyKind::quest, budget));
+  quest.device().reset_peaks();
+  auto runner = quest.make_runner(batch, prompt, new_tokens);
+  std::vector<std::vector<std::int32_t>> tokens;
+  for (int b = 0; b < batch; ++b) tokens.push_back({2, 100 + b, 200, 300 + 7 * b});
+  runner->prefill(left_pad(tokens, quest.config().pad_token_id));
+  const std::vector<std::uint8_t> advancing(batch, 1);
+  for (int step = 0; step < 3; ++step) {
+    const auto picks = runner->greedy_tokens();
+    runner->decode(std::vector<std::int32_t>(picks.begin(), picks.end()), advancing);
+  }
+  runner->greedy_tokens();
+  EXPECT_LE(quest.device().usage(Tier::gpu).peak, budget);
+}
+
 TEST(BlockSchedule, KvOnTheHostLetsABatchRunUnderAGpuBudgetItsKvExceeds) {
   // Dummy opt-125m with a 1000-token KV: 36 MiB of KV per sequence. 8 sequences do not fit
   // 500 MiB with the weights; with their KV in pinned memory they do.
