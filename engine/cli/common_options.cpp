@@ -477,7 +477,8 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       "--speculate-pages", options.speculate_pages,
       "quest, host KV attended on the gpu, every weight on the gpu: each layer guesses the "
       "next one's pages from its own input and copies them while it computes; the pages "
-      "attended are still the exact choice");
+      "attended are still the exact choice. The gpu tier then stages whole caches (without "
+      "it, only the pages a step attends)");
   // plan_unless_placed replaces this callback with one that refuses the same.
   app.callback([&app] { refuse_placement_beside_plan(app); });
 }
