@@ -151,7 +151,7 @@ class OffloadedKv {
 
  private:
   struct Slot {
-    Buffer k, v;                   // gpu staging: [max offloaded, heads, capacity, head_dim]
+    Buffer k, v;                   // gpu staging: whole caches, or compact (staged_sequence_slots)
     Buffer rows, slots;            // gpu: the task's new qkv rows and write slots
     Buffer host_rows, host_slots;  // pinned copies of them
     Buffer host_out, host_probs;   // pinned: cpu attention's output and softmax rows

@@ -267,19 +267,23 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
       idle_speculation(r.block, selection, r.weights.gpu < 1.0 || weights == Storage::int4) ==
           nullptr;
   // A compact staging (OffloadedKv::compact): the choosing layers expand only the attended
-  // pages of int4 rows; the dense layers bring whole caches in chunks once their task runs, so
-  // each GPU batch's first chunk is not prefetched (it waits on compute) and the rest overlap.
+  // pages of int4 rows; a prefill's stores and the dense layers' loads pass whole caches through
+  // the two slots a chunk at a time, so past each GPU batch's first two chunks (which overlap
+  // the work before, as two slots always did) every chunk's copy waits for the chunk two before
+  // it: serial with the compute.
   const int staged = offloaded > 0
                          ? compact_staged_capacity(r.kv_capacity, r.page_size, r.pages_per_step,
                                                    cpu_attention, speculates)
                          : 0;
-  double serial_chunks = 0;  // offloaded sequences whose dense-layer load waits on compute
+  double serial_chunks = 0;  // offloaded sequences whose chunk's copy waits on compute
   if (staged > 0) {
     int most = 0;
     for (const GpuBatch& g : batches) most = std::max(most, g.offloaded());
     const int chunk = compact_chunk_sequences(most, r.kv_capacity, staged);
-    for (const GpuBatch& g : batches) serial_chunks += std::min(chunk, g.offloaded());
+    for (const GpuBatch& g : batches) serial_chunks += std::max(0, g.offloaded() - 2 * chunk);
   }
+  out.prefill.kv_store -= serial_chunks * cache_bytes / p.d2h;
+  out.prefill.attention += serial_chunks * cache_bytes / p.d2h;
   const double compact_expanded = staged > 0 && int4_kv ? 2 * row * staged * 2 : expanded_cache;
   // A layer that attends every slot, one that chooses its pages, or one whose pages were also
   // guessed during the layer below.

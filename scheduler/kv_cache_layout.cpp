@@ -1,6 +1,7 @@
 #include "scheduler/kv_cache_layout.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "engine/core/error.h"
 #include "kernels/attention_args.h"
@@ -59,8 +60,14 @@ MemoryLayout attention_score_state_layout(int sequences, int layers, int heads, 
 }
 
 int staged_sequence_slots(int most_offloaded, int capacity, int staged_capacity) {
-  if (staged_capacity <= 0 || staged_capacity >= capacity) return most_offloaded * capacity;
-  return std::max(most_offloaded * staged_capacity, capacity);
+  const std::int64_t slots =
+      staged_capacity <= 0 || staged_capacity >= capacity
+          ? std::int64_t{most_offloaded} * capacity
+          : std::max(std::int64_t{most_offloaded} * staged_capacity, std::int64_t{capacity});
+  OFFGEN_CHECK(slots <= std::numeric_limits<int>::max(),
+               "KV staging: {} sequences x {} slots is more than one buffer indexes",
+               most_offloaded, capacity);
+  return static_cast<int>(slots);
 }
 
 int compact_chunk_sequences(int most_offloaded, int capacity, int staged_capacity) {

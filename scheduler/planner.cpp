@@ -51,9 +51,14 @@ PlanMemory plan_memory(const ModelConfig& model, const PlanRequest& request,
       idle_speculation(
           placement.block, request.page_size > 0,
           placement.weights.gpu < 1.0 || request.compression.weights == Storage::int4) == nullptr;
+  const std::vector<int> offloaded = offloaded_per_gpu_batch(block, placement.block);
+  const bool any_offloaded =
+      std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; });
   runner.kv_staged_capacity =
-      compact_staged_capacity(request.cache_slots(), request.page_size, request.pages_per_step,
-                              placement.block.cpu_attention, speculates);
+      any_offloaded ? compact_staged_capacity(request.cache_slots(), request.page_size,
+                                              request.pages_per_step, placement.block.cpu_attention,
+                                              speculates)
+                    : 0;
   runner.placement = placement.block;
   runner.multiprocessors = request.multiprocessors;
   runner.kv_storage = request.compression.kv;

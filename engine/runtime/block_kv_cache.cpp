@@ -59,8 +59,12 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
   for (const KvPolicy* policy : policies_)
     most_pages = std::max(most_pages, policy->pages_per_step());
   most_pages = std::clamp(most_pages, 2, std::max(max_pages(), 2));
-  staged_capacity_ =
-      compact_staged_capacity(capacity_, page_size(), most_pages, cpu_attention, speculative_pages);
+  const std::vector<int> offloaded_counts = offloaded_per_gpu_batch(gpu_batches);
+  const bool any_offloaded =
+      std::any_of(offloaded_counts.begin(), offloaded_counts.end(), [](int n) { return n > 0; });
+  staged_capacity_ = any_offloaded ? compact_staged_capacity(capacity_, page_size(), most_pages,
+                                                             cpu_attention, speculative_pages)
+                                   : 0;
   KvCacheShape shape;
   shape.page_size = page_size();
   shape.staged_capacity = staged_capacity_;

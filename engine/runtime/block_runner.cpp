@@ -37,7 +37,9 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
       max_prompt_(max_prompt),
       policies_(std::move(policies)),
       streamer_(streamer),
-      speculative_pages_(shape.speculative_pages && streamer == nullptr),
+      // Where idle_speculation (block_shape.h) says a guess applies, as the planner reckons.
+      speculative_pages_(shape.speculative_pages && streamer == nullptr &&
+                         shape.num_gpu_batches == 1),
       edit_capacity_(extras.logit_edits),
       top_k_(extras.top_logprobs),
       prefill_math_(prefill_math) {
@@ -107,8 +109,7 @@ BlockRunner::BlockRunner(Device& device, Ops& ops, const ModelConfig& config,
 
   kv_cache_ = std::make_unique<BlockKvCache>(
       device, ops, config, policy_pointers(policies_), gpu_batches_, max_prompt,
-      shape.cpu_attention, kv_storage, min_capacity, speculative_pages_ && gpu_batches_.size() == 1,
-      min_pages_per_step);
+      shape.cpu_attention, kv_storage, min_capacity, speculative_pages_, min_pages_per_step);
   if (kv_cache_->has_offloaded() || host_activations_) {
     kv_streams_[0] = &device.stream(StreamRole::h2d_kv);
     kv_streams_[1] = &device.stream(StreamRole::d2h_kv);

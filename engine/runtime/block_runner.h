@@ -193,7 +193,7 @@ class BlockRunner {
   int out_chunk_;
   std::vector<std::unique_ptr<KvPolicy>> policies_;  // one per sequence
   WeightStreamer* streamer_;
-  bool speculative_pages_;  // BlockShape::speculative_pages, with every weight resident
+  bool speculative_pages_;  // BlockShape::speculative_pages, every weight resident, 1 GPU batch
   std::vector<GpuBatch> gpu_batches_;
   std::vector<BlockTask> tasks_;  // of every pass, in issue order
   // A decode step that computes only its running rows: its tasks, and the pass's (one of them).

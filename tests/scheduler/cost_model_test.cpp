@@ -110,13 +110,17 @@ TEST(CostModel, QuestGathersOnlyTheChosenPagesOfHostCachesOnTheComputeStream) {
 
   // Half the layers dense: the mean of a full layer and a choosing one, but that the compact
   // staging (8 pages of 16 slots for each of 8 sequences: one whole cache of 600 at a time)
-  // brings a dense layer's first chunk, one sequence's cache, in once the layer runs.
+  // brings a dense layer's caches in chunk by chunk, two slots deep: the copies of all but the
+  // first two sequences wait on compute. So does a prefill's copy out.
   run.dense_layers = model.num_layers / 2;
   const Prediction half = predict(model, p, run);
-  const double first_chunk = full.decode.kv_load / 8;
-  EXPECT_NEAR(half.decode.kv_load, (full.decode.kv_load - first_chunk) / 2, 1e-12);
+  const double serial_chunks = full.decode.kv_load * 6 / 8;
+  EXPECT_NEAR(half.prefill.kv_store, full.prefill.kv_store * 2 / 8, 1e-12);
+  EXPECT_NEAR(half.prefill.attention - full.prefill.attention, full.prefill.kv_store * 6 / 8,
+              1e-12);
+  EXPECT_NEAR(half.decode.kv_load, (full.decode.kv_load - serial_chunks) / 2, 1e-12);
   EXPECT_NEAR(half.decode.attention,
-              (full.decode.attention + first_chunk + quest.decode.attention) / 2, 1e-12);
+              (full.decode.attention + serial_chunks + quest.decode.attention) / 2, 1e-12);
   // Guessed a layer ahead (every choosing layer has one below): the pages cross on the h2d queue,
   // a tenth after the choice, and the guess costs a q projection of the 8 host rows and a
   // second read of their summaries.
@@ -131,7 +135,7 @@ TEST(CostModel, QuestGathersOnlyTheChosenPagesOfHostCachesOnTheComputeStream) {
     return (x_full + (layers - 1) * x_quest) / layers;
   };
   EXPECT_NEAR(one_dense.decode.attention,
-              choosing_share(full.decode.attention + first_chunk, all_choose.decode.attention),
+              choosing_share(full.decode.attention + serial_chunks, all_choose.decode.attention),
               1e-12);
   EXPECT_NEAR(guessed.decode.kv_load, choosing_share(full.decode.kv_load, gather), 1e-12);
   EXPECT_NEAR(guessed.decode.attention,
