@@ -255,6 +255,18 @@ std::uint64_t OffloadedKv::copy_rows(Buffer& host, Buffer& staged, int gpu_batch
   return static_cast<std::uint64_t>(rows * (code_bytes + param_bytes));
 }
 
+template <typename Body>
+void OffloadedKv::for_each_chunk(const BlockTask& task, Body&& body) {
+  const int n = offloaded(task.gpu_batch);
+  for (int first = 0, part = 0; first < n; first += prefill_chunk_, ++part) {
+    const int m = std::min(prefill_chunk_, n - first);
+    Slot& s = slots_[static_cast<std::size_t>((task.index + part) % 2)];
+    s.loaded_task = -1;  // what the slot held is overwritten
+    body(s, first, m, std::int64_t{first} * heads_ * capacity_,
+         std::int64_t{m} * heads_ * capacity_);
+  }
+}
+
 void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
                                 const std::int32_t* token_slot, int seq,
                                 const OffloadedPages& pages) {
@@ -269,10 +281,7 @@ void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
   // A compact staging holds prefill_chunk_ sequences' whole caches: the prompts go out that many
   // at a time, the chunks taking the two slots in turn so one chunk's copy out overlaps the
   // next one's store.
-  for (int first = 0, part = 0; first < n; first += prefill_chunk_, ++part) {
-    const int m = std::min(prefill_chunk_, n - first);
-    Slot& s = slots_[static_cast<std::size_t>((task.index + part) % 2)];
-    s.loaded_task = -1;
+  for_each_chunk(task, [&](Slot& s, int first, int m, std::int64_t first_row, std::int64_t rows) {
     s.saved->wait_on(compute_);  // the slot's last copy out has finished reading it
     Half* k_fp16 = packed ? expanded_k_.as<Half>() : s.k.as<Half>();
     ops_.store_prefill_kv({.qkv = qkv + first * seq * qkv_row,
@@ -293,8 +302,6 @@ void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
                                                pages.slot_count + first, pages.first_page + first,
                                                m));
     }
-    const std::int64_t rows = std::int64_t{m} * heads_ * capacity_;
-    const std::int64_t first_row = std::int64_t{first} * heads_ * capacity_;
     if (packed) {
       kernels::pack_kv_rows(ops_, expanded_k_.as<Half>(), s.k.data(), rows, head_dim_);
       kernels::pack_kv_rows(ops_, expanded_v_.as<Half>(), s.v.data(), rows, head_dim_);
@@ -308,7 +315,7 @@ void OffloadedKv::store_prefill(const BlockTask& task, const Half* qkv,
       stored_bytes_ += summary_[c].bytes();
     }
     s.saved->record(d2h_);
-  }
+  });
   cache_stored_[c]->record(d2h_);
   stored_bytes_ += 2 * cache_bytes(task.gpu_batch);
 }
@@ -439,18 +446,12 @@ void OffloadedKv::write_back(const BlockTask& task, Slot& s, const Half* qkv,
 
 void OffloadedKv::decode_whole(const BlockTask& task, const std::int32_t* write_slot,
                                const kernels::DecodeAttentionArgs& args) {
-  const int n = offloaded(task.gpu_batch);
   const std::size_t c = cache_index(task);
   const bool packed = storage_ == Storage::int4;
   const std::int64_t qkv_row = std::int64_t{q_heads_ + 2 * heads_} * head_dim_;
   // prefill_chunk_ sequences' whole caches at a time, the chunks taking the two slots in turn:
   // chunk j + 1 comes in while chunk j is attended.
-  for (int first = 0, part = 0; first < n; first += prefill_chunk_, ++part) {
-    const int m = std::min(prefill_chunk_, n - first);
-    Slot& s = slots_[static_cast<std::size_t>((task.index + part) % 2)];
-    s.loaded_task = -1;
-    const std::int64_t rows = std::int64_t{m} * heads_ * capacity_;
-    const std::int64_t first_row = std::int64_t{first} * heads_ * capacity_;
+  for_each_chunk(task, [&](Slot& s, int first, int m, std::int64_t first_row, std::int64_t rows) {
     s.computed->wait_on(h2d_);        // compute is done with the slot's last use
     s.saved->wait_on(h2d_);           // and so is the last copy out of it
     cache_stored_[c]->wait_on(h2d_);  // the host cache has its last token
@@ -486,7 +487,7 @@ void OffloadedKv::decode_whole(const BlockTask& task, const std::int32_t* write_
     part_args.split = whole_split_;
     ops_.decode_attention(part_args);
     s.computed->record(compute_);
-  }
+  });
   write_back(task, slot_of(task), args.qkv, write_slot);
 }
 

@@ -183,6 +183,11 @@ class OffloadedKv {
   // `stream`. Returns the bytes.
   std::uint64_t copy_rows(Buffer& host, Buffer& staged, int gpu_batch, std::int64_t first_row,
                           std::int64_t rows, bool to_host, Stream& stream);
+  // Calls body(slot, first, count, first_row, rows) for each chunk of prefill_chunk_ of the task's
+  // offloaded sequences (all of them in one without a compact staging), the chunks taking the
+  // two staging slots in turn from the task's own; rows of the chunk's caches from first_row.
+  template <typename Body>
+  void for_each_chunk(const BlockTask& task, Body&& body);
   // The task's new rows back to its host cache: send_rows, then a host task appending them.
   void write_back(const BlockTask& task, Slot& slot, const Half* qkv,
                   const std::int32_t* write_slot);

@@ -62,12 +62,13 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
   const std::vector<int> offloaded_counts = offloaded_per_gpu_batch(gpu_batches);
   const bool any_offloaded =
       std::any_of(offloaded_counts.begin(), offloaded_counts.end(), [](int n) { return n > 0; });
-  staged_capacity_ = any_offloaded ? compact_staged_capacity(capacity_, page_size(), most_pages,
-                                                             cpu_attention, speculative_pages)
-                                   : 0;
+  const int staged_capacity = any_offloaded
+                                  ? compact_staged_capacity(capacity_, page_size(), most_pages,
+                                                            cpu_attention, speculative_pages)
+                                  : 0;
   KvCacheShape shape;
   shape.page_size = page_size();
-  shape.staged_capacity = staged_capacity_;
+  shape.staged_capacity = staged_capacity;
   shape.gpu_batches = gpu_batches;
   shape.capacity = capacity_;
   shape.max_prompt = max_prompt;
@@ -112,7 +113,7 @@ BlockKvCache::BlockKvCache(Device& device, Ops& ops, const ModelConfig& config,
   if (std::any_of(offloaded.begin(), offloaded.end(), [](int n) { return n > 0; })) {
     offloaded_ = std::make_unique<OffloadedKv>(device, ops, config, std::move(offloaded), capacity_,
                                                keeps_attention_scores_, cpu_attention, storage,
-                                               page_size(), staged_capacity_);
+                                               page_size(), staged_capacity);
   }
   if (!keeps_attention_scores_) slots_.emplace(policies_, capacity_);
 }
@@ -234,10 +235,10 @@ std::span<const std::int32_t> BlockKvCache::start_decode(std::span<const std::ui
     for (std::size_t b = 0; b < n; ++b) {
       const int t = step_counts_[b];
       const int per_step = step_pages_per_step_[b];
-      OFFGEN_CHECK(std::int64_t{per_step} * page_size() <= staged_capacity_,
+      OFFGEN_CHECK(std::int64_t{per_step} * page_size() <= offloaded_->staged_capacity(),
                    "KV cache: sequence {} attends {} pages per step, more than the compact staging "
                    "holds ({} slots)",
-                   b, per_step, staged_capacity_);
+                   b, per_step, offloaded_->staged_capacity());
       step_staged_page_[b] = kernels::staged_newest_page(t, page_size(), per_step);
       step_staged_count_[b] =
           static_cast<std::int32_t>(kernels::selected_slots(t, page_size(), per_step));
@@ -392,7 +393,7 @@ void BlockKvCache::adopt(Device& device, Stream& stream, int b, BlockKvCache& fr
                "KV cache: sequence {} cannot take a sequence that selects pages of another size",
                b);
   OFFGEN_CHECK(!compact() || std::int64_t{std::max(policy->pages_per_step(), 2)} * page_size() <=
-                                 staged_capacity_,
+                                 offloaded_->staged_capacity(),
                "KV cache: sequence {} cannot take a sequence attending more pages per step than "
                "the compact staging holds",
                b);

@@ -208,9 +208,8 @@ class BlockKvCache {
   // What the step uploads of them, kept on the host for cpu attention's host tasks (valid until
   // the next start_*).
   std::vector<std::int32_t> step_first_page_, step_pages_per_step_;
-  // A compact staging of host caches (OffloadedKv::compact; staged_capacity_ 0: none): each
-  // step's newest page places, staged slot counts [block] and write slots [block, heads].
-  int staged_capacity_ = 0;
+  // A compact staging of host caches (OffloadedKv::compact): each step's newest page places,
+  // staged slot counts [block] and write slots [block, heads].
   Buffer staged_page_, staged_slot_count_, staged_write_slot_;
   std::vector<std::int32_t> step_staged_page_, step_staged_count_, step_staged_write_;
   bool compact() const { return offloaded_ && offloaded_->compact(); }

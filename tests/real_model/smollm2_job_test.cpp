@@ -89,21 +89,30 @@ long finished_rows(const std::string& log) {
   return start == end ? -1 : std::stol(log.substr(start, end - start));
 }
 
-// The job with `storage` flags: refilled rows write what blocks write, and an interrupted run
-// resumed ends with the same file.
+// The job with `storage` flags (with them, the host caches attend on the CPU unless `placement`
+// says otherwise): refilled rows write what blocks write, and an interrupted run resumed ends
+// with the same file.
 void expect_the_job_whole(const std::filesystem::path& gguf,
-                          const std::vector<std::string>& storage) {
+                          const std::vector<std::string>& storage,
+                          const std::vector<std::string>& placement = {"--cpu-attention"}) {
   const test::TempDir dir;
   const auto input = dir.path() / "requests.jsonl";
   test::write_file(input, mixed_file());
   const auto run = [&](const std::string& name, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"generate",     "--model",
-                                     gguf.string(),  "--device",
-                                     "cpu",          "--kv-gpu",
-                                     "50",           "--cpu-attention",
-                                     "--batch-size", "4",
-                                     "--input",      input.string(),
-                                     "--output",     (dir.path() / (name + ".jsonl")).string()};
+    std::vector<std::string> args = {"generate",
+                                     "--model",
+                                     gguf.string(),
+                                     "--device",
+                                     "cpu",
+                                     "--kv-gpu",
+                                     "50",
+                                     "--batch-size",
+                                     "4",
+                                     "--input",
+                                     input.string(),
+                                     "--output",
+                                     (dir.path() / (name + ".jsonl")).string()};
+    args.insert(args.end(), placement.begin(), placement.end());
     args.insert(args.end(), storage.begin(), storage.end());
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
@@ -151,6 +160,14 @@ TEST(Smollm2Job, WithInt8WeightsRefillsWriteWhatBlocksWriteAndSurviveAnInterrupt
   const auto gguf = test::smollm2_gguf();
   if (!gguf) GTEST_SKIP() << test::kNoSmollm2;
   expect_the_job_whole(*gguf, {"--int8-weights"});
+}
+
+// quest over the host caches attended on the gpu tier: a staging of the attended pages alone,
+// the two dense layers and the prefills through it a chunk of whole caches at a time.
+TEST(Smollm2Job, QuestOverCompactStagingRefillsWriteWhatBlocksWriteAndSurviveAnInterrupt) {
+  const auto gguf = test::smollm2_gguf();
+  if (!gguf) GTEST_SKIP() << test::kNoSmollm2;
+  expect_the_job_whole(*gguf, {"--policy", "quest", "--kv-budget", "0.2"}, {});
 }
 
 }  // namespace
