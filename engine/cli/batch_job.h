@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ struct JobWords {
 struct JobRecord {
   nlohmann::ordered_json json;
   bool failed = false;
+  // generate: the engine's result of each choice, as the record reports them (in-memory drivers
+  // read what the JSON leaves out: the ids of the top log-probs).
+  std::vector<GenerationResult> results;
 };
 
 // A record of an earlier run that reports an error: --resume runs its line again (a bad line
@@ -84,6 +88,10 @@ class BatchJob {
   virtual void run(Engine& engine, const std::vector<JsonlLine>& lines,
                    const std::function<void(JobRecord)>& put) = 0;
 
+  // The token ids line `index` runs (after parse): each prompt of a generate line, the text of a
+  // score line; none for a line that cannot run.
+  virtual std::vector<std::vector<std::int32_t>> line_tokens(std::size_t index) const = 0;
+
   // What the finished run did, for its summary line after "N requests (M failed), " — e.g.
   // "40 tokens generated in 1.20 s (33.3 tokens/s)". `seconds`: the run's wall time.
   virtual std::string totals(double seconds) const = 0;
@@ -110,6 +118,12 @@ struct JobFiles {
 // such a run left beside --output (rank_parts.h) count as output here: --resume keeps their
 // records, --overwrite removes them, and without either they refuse the run as --output does.
 int run_batch_job(BatchJob& job, const CommonOptions& common, const JobFiles& files);
+
+// generate's and score's jobs (generate_command.cpp, score_command.cpp), for drivers other than
+// run_generate / run_score (engine/cli/session.h). A score job reads `options` as it runs: they
+// must outlive it.
+std::unique_ptr<BatchJob> make_generate_job(const GenerateOptions& options);
+std::unique_ptr<BatchJob> make_score_job(const ScoreOptions& options);
 
 class Ranks;
 // run_batch_job over the ranks of an MPI job (rank_job.cpp): the lines still to answer are split

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -168,9 +169,14 @@ class GenerateJob final : public BatchJob {
       }
       put({result_record(lines[index], parsed_[index], results_[index], problem, engine.tokenizer(),
                          config_, model_name_, created),
-           !problem.empty()});
+           !problem.empty(), std::move(results_[index])});
       results_.erase(index);
     });
+  }
+
+  std::vector<std::vector<std::int32_t>> line_tokens(std::size_t index) const override {
+    if (!parsed_[index].problem.empty()) return {};
+    return parsed_[index].prompts;
   }
 
   std::string totals(double seconds) const override {
@@ -300,6 +306,10 @@ void add_generate_command(CLI::App& app, GenerateOptions& options) {
   cmd->add_flag("--allow-unknown-fields", options.allow_unknown_fields,
                 "a key of a batch line or body that offgen does not know is a warning, not the "
                 "line's error");
+}
+
+std::unique_ptr<BatchJob> make_generate_job(const GenerateOptions& options) {
+  return std::make_unique<GenerateJob>(options);
 }
 
 int run_generate(const GenerateOptions& options) {

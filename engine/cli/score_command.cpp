@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -135,6 +136,11 @@ class ScoreJob final : public BatchJob {
     });
   }
 
+  std::vector<std::vector<std::int32_t>> line_tokens(std::size_t index) const override {
+    if (!problems_[index].empty()) return {};
+    return {parsed_[index].tokens};
+  }
+
   std::string totals(double /*seconds*/) const override {
     return fmt::format(
         "{} tokens scored, perplexity {:.3f}; {}", total_scored_,
@@ -153,7 +159,7 @@ class ScoreJob final : public BatchJob {
     if (!problem.empty()) {
       json["error"] =
           line.error.empty() ? fmt::format("line {}: {}", line.line_number, problem) : problem;
-      return {std::move(json), true};
+      return {std::move(json), true, {}};
     }
     nlohmann::ordered_json logprobs = nlohmann::ordered_json::array();
     double sum = 0.0;
@@ -177,7 +183,7 @@ class ScoreJob final : public BatchJob {
                              : nlohmann::ordered_json(nullptr);
     total_logprob_ += sum;
     total_scored_ += scored;
-    return {std::move(json), false};
+    return {std::move(json), false, {}};
   }
 
   const ScoreOptions& options_;
@@ -223,6 +229,10 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
                   "\"truncated_from\": the length before (default: a text longer than the "
                   "model's positions is an error)")
       ->check(kPositiveInteger);
+}
+
+std::unique_ptr<BatchJob> make_score_job(const ScoreOptions& options) {
+  return std::make_unique<ScoreJob>(options);
 }
 
 int run_score(const ScoreOptions& options) {
