@@ -219,15 +219,17 @@ PYBIND11_MODULE(_offgen, m) {
   static py::exception<offgen::Error> error(m, "Error", PyExc_RuntimeError);
   static py::exception<offgen::OutOfMemoryError> out_of_memory(m, "OutOfMemoryError", error.ptr());
   static py::exception<UsageError> usage(m, "UsageError", PyExc_ValueError);
+  // PyErr_SetString rather than the exception's call operator: that is deprecated from pybind11
+  // 2.12 (pip's build takes PyPI's newest), and this builds with both.
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const offgen::OutOfMemoryError& e) {
-      out_of_memory(offgen::cli::flag_message(e).c_str());
+      PyErr_SetString(out_of_memory.ptr(), offgen::cli::flag_message(e).c_str());
     } catch (const offgen::Error& e) {
-      error(offgen::cli::flag_message(e).c_str());
+      PyErr_SetString(error.ptr(), offgen::cli::flag_message(e).c_str());
     } catch (const UsageError& e) {
-      usage(e.what());
+      PyErr_SetString(usage.ptr(), e.what());
     } catch (const nlohmann::json::exception& e) {
       PyErr_SetString(PyExc_ValueError, e.what());
     }
