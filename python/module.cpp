@@ -198,7 +198,12 @@ std::string bench(const std::vector<std::string>& flags, const std::string& json
         return cli::run_bench(options);
       },
       false);
-  if (code != 0) throw Interrupted(fmt::format("bench stopped (exit code {})", code));
+  // 2: some rows failed (their "error" says why, as the CLI's rows do); 128 + N: stopped by
+  // signal N, which reaches Python as the signal's exception would.
+  if (code > 128) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
   std::ifstream in(json_path);
   std::stringstream text;
   text << in.rdbuf();

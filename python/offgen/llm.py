@@ -244,7 +244,8 @@ class LLM:
               kv_budgets: Optional[Iterable[Any]] = None, **options: Any) -> List[Dict[str, Any]]:
         """``offgen bench`` with this LLM's model and options: each row of the sweep (batch size x
         prompt length x generated tokens x policy x budget) as a dict with every field the
-        bench's ``--json`` writes. The bench loads the model for itself. Further options are
+        bench's ``--json`` writes; a row that failed (did not fit) has its ``error``, and Ctrl-C
+        raises ``KeyboardInterrupt``. The bench loads the model for itself. Further options are
         bench's flags by name (``seed``, ``kv_mem``, ``temperature``, ``top_k``, ``top_p``)."""
         flags = list(self._flags)
         if "--no-continuous-batching" in flags:

@@ -18,7 +18,7 @@ class SamplingParams:
     - ``temperature`` (0 = greedy), ``top_p``, ``top_k`` (0 or -1 = off), ``min_p``.
     - ``seed``: the request's sampling seed; ``None`` takes ``LLM(seed=...)`` plus the request's
       position in the call, so a result never depends on its batch-mates.
-    - ``max_tokens``, ``min_tokens``, ``stop`` (strings), ``stop_token_ids``, ``ignore_eos``,
+    - ``max_tokens`` (``None``: 16, the CLI's ``--max-tokens`` default), ``min_tokens``, ``stop`` (strings), ``stop_token_ids``, ``ignore_eos``,
       ``include_stop_str_in_output``, ``skip_special_tokens``.
     - ``presence_penalty``, ``frequency_penalty``, ``repetition_penalty``, ``logit_bias``.
     - ``logprobs``: ``None``, or how many most likely tokens to report at each step besides the
