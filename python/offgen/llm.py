@@ -311,6 +311,8 @@ def _request_output(request_id: str, prompt: Optional[str], answer: Dict[str, An
     if record.get("error") is not None:
         error = record["error"]
         message = error.get("message") if isinstance(error, dict) else str(error)
+        # "line 3: ..." names the batch file's line; here the request is named by its position.
+        message = re.sub(r"^line \d+: ", "", message)
         return RequestOutput(request_id, prompt, prompt_ids, [], True, _python_names(message),
                              record)
     outputs = []
