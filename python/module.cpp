@@ -21,6 +21,7 @@
 
 #include "engine/cli/commands.h"
 #include "engine/cli/flag_names.h"
+#include "engine/cli/request_fields.h"
 #include "engine/cli/session.h"
 #include "engine/cli/signals.h"
 #include "engine/core/error.h"
@@ -122,10 +123,12 @@ class PySession {
         progress));
   }
 
-  std::string score(const std::string& lines, int prefill_tokens, int truncate, bool progress) {
+  std::string score(const std::string& lines, int prefill_tokens, int truncate, bool argmax,
+                    bool progress) {
     cli::ScoreOptions options;
     options.prefill_tokens = prefill_tokens;
     options.truncate = truncate;
+    options.argmax = argmax;
     std::vector<nlohmann::ordered_json> parsed = parse_lines(lines);
     return to_json(run_interruptible(
         [&](const cli::Session::Hooks& hooks) {
@@ -143,6 +146,10 @@ class PySession {
     return to_valid_utf8(tokenizer().decode(ids));
   }
   bool has_tokenizer() const { return session_->tokenizer() != nullptr; }
+  // The ids a text's tokens follow when a request gives it as a string (OPT: </s>; LLaMA: BOS).
+  std::vector<std::int32_t> prompt_prefix() const {
+    return cli::prompt_prefix(session_->config(), tokenizer());
+  }
 
   py::dict config() const {
     const ModelConfig& c = session_->config();
@@ -249,10 +256,11 @@ PYBIND11_MODULE(_offgen, m) {
            py::arg("temperature"), py::arg("top_k"), py::arg("top_p"), py::arg("seed"),
            py::arg("chat_template"), py::arg("allow_unknown_fields"), py::arg("progress"))
       .def("score", &PySession::score, py::arg("lines"), py::arg("prefill_tokens"),
-           py::arg("truncate"), py::arg("progress"))
+           py::arg("truncate"), py::arg("argmax"), py::arg("progress"))
       .def("encode", &PySession::encode, py::arg("text"))
       .def("decode", &PySession::decode, py::arg("ids"))
       .def_property_readonly("has_tokenizer", &PySession::has_tokenizer)
+      .def_property_readonly("prompt_prefix", &PySession::prompt_prefix)
       .def_property_readonly("config", &PySession::config)
       .def_property_readonly("placement", &PySession::placement);
 }

@@ -186,7 +186,8 @@ struct ScoreOptions {
   bool resume = false;
   bool overwrite = false;
   int prefill_tokens = 0;
-  int truncate = 0;  // > 0: a longer text is cut to its first `truncate` tokens (BOS included)
+  int truncate = 0;     // > 0: a longer text is cut to its first `truncate` tokens (BOS included)
+  bool argmax = false;  // records also say the most likely id at each position ("argmax_ids")
 };
 void add_score_command(CLI::App& app, ScoreOptions& options);
 int run_score(const ScoreOptions& options);

@@ -57,6 +57,7 @@ class ScoreJob final : public BatchJob {
       }
       // A rejected line runs with no tokens, which the engine rejects at once without work.
       if (!problems_[line.index].empty()) parsed_[line.index].tokens.clear();
+      parsed_[line.index].argmax = options_.argmax;
     }
     // Texts longer than the model's positions would each fail alone; without --truncate that is
     // a file made for another model or a forgotten flag, said once before the model loads.
@@ -176,6 +177,13 @@ class ScoreJob final : public BatchJob {
     json["token_ids"] = requests_[k].tokens;
     if (truncated_from_[index] > 0) json["truncated_from"] = truncated_from_[index];
     json["token_logprobs"] = std::move(logprobs);
+    if (options_.argmax) {
+      nlohmann::ordered_json ids = nlohmann::ordered_json::array();
+      for (const std::int32_t id : result.argmax_ids) {
+        ids.push_back(id < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(id));
+      }
+      json["argmax_ids"] = std::move(ids);
+    }
     json["sum_logprob"] = sum;
     json["num_scored"] = scored;
     json["perplexity"] = scored > 0
@@ -229,6 +237,9 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
                   "\"truncated_from\": the length before (default: a text longer than the "
                   "model's positions is an error)")
       ->check(kPositiveInteger);
+  cmd->add_flag("--argmax", options.argmax,
+                "records also give \"argmax_ids\": the most likely id at each position (null at "
+                "0), so a text can be checked to be what greedy decoding writes");
 }
 
 std::unique_ptr<BatchJob> make_score_job(const ScoreOptions& options) {

@@ -650,11 +650,15 @@ std::span<const std::int32_t> BlockRunner::next_tokens(
   return read_picks();
 }
 
-std::vector<float> BlockRunner::target_logprobs(std::span<const std::int32_t> targets) {
+std::vector<float> BlockRunner::target_logprobs(std::span<const std::int32_t> targets,
+                                                std::vector<std::int32_t>* argmax) {
   const std::int64_t rows_in_x = std::int64_t{block_} * last_seq_;
   OFFGEN_CHECK(static_cast<std::int64_t>(targets.size()) == rows_in_x,
                "target_logprobs needs {} targets, got {}", rows_in_x, targets.size());
+  OFFGEN_CHECK(argmax == nullptr || top_k_ >= 1,
+               "target_logprobs' argmax needs a runner made with top log-probs");
   std::vector<float> out(targets.size(), std::numeric_limits<float>::quiet_NaN());
+  if (argmax != nullptr) argmax->assign(targets.size(), -1);
   std::vector<std::int32_t> wanted;
   for (std::size_t r = 0; r < targets.size(); ++r) {
     if (targets[r] >= 0) wanted.push_back(static_cast<std::int32_t>(r));
@@ -680,9 +684,23 @@ std::vector<float> BlockRunner::target_logprobs(std::span<const std::int32_t> ta
                          .vocab = config_.vocab_size});
     device_.copy_async(host_logprobs_.data(), logprobs_.data(),
                        bytes_of<float>(static_cast<std::int64_t>(n)), compute_);
+    const std::int64_t top = static_cast<std::int64_t>(n) * top_k_;
+    if (argmax != nullptr) {
+      ops_.top_logprobs({.logits = logits_.as<float>(),
+                         .ids = top_ids_.as<std::int32_t>(),
+                         .values = top_values_.as<float>(),
+                         .rows = static_cast<std::int64_t>(n),
+                         .vocab = config_.vocab_size,
+                         .k = top_k_});
+      device_.copy_async(host_top_.data(), top_ids_.data(), bytes_of<std::int32_t>(top), compute_);
+    }
     sync();
     for (std::size_t i = 0; i < n; ++i) {
-      out[static_cast<std::size_t>(wanted[start + i])] = host_logprobs_.as<float>()[i];
+      const auto row = static_cast<std::size_t>(wanted[start + i]);
+      out[row] = host_logprobs_.as<float>()[i];
+      if (argmax != nullptr) {
+        (*argmax)[row] = host_top_.as<const std::int32_t>()[i * static_cast<std::size_t>(top_k_)];
+      }
     }
   }
   return out;

@@ -114,7 +114,10 @@ class BlockRunner {
   void set_sampleable(const std::uint8_t* mask) { sampleable_ = mask; }
   // After prefill() or decode(): log p(targets[r]) for each row r of the last step — prefill rows
   // are b * seq + i, decode rows are b. Rows with targets[r] < 0 are skipped and come back NaN.
-  std::vector<float> target_logprobs(std::span<const std::int32_t> targets);
+  // With `argmax` (the runner made with extras.top_logprobs >= 1): also each row's most likely
+  // id, by the top-k kernel (equal logits: the lower id, as greedy picks); -1 where skipped.
+  std::vector<float> target_logprobs(std::span<const std::int32_t> targets,
+                                     std::vector<std::int32_t>* argmax = nullptr);
 
   int block() const { return block_; }
   int kv_capacity() const { return kv_cache_->capacity(); }

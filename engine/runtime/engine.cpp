@@ -608,6 +608,7 @@ void Engine::score_block(std::span<const ScoreRequest> requests,
   std::vector<std::vector<std::int32_t>> prefixes;
   std::vector<int> lengths;
   int decode_steps = 0;
+  bool any_argmax = false;
   for (std::size_t index : indices) {
     const auto& tokens = requests[index].tokens;
     const int len = static_cast<int>(tokens.size());
@@ -617,6 +618,10 @@ void Engine::score_block(std::span<const ScoreRequest> requests,
     // Teacher forcing feeds tokens prefix .. len-2; the last token is only ever a target.
     decode_steps = std::max(decode_steps, len - prefix - 1);
     results[index].token_logprobs.assign(tokens.size(), nan);
+    if (requests[index].argmax) {
+      results[index].argmax_ids.assign(tokens.size(), -1);
+      any_argmax = true;
+    }
   }
   const PaddedBatch padded = left_pad(prefixes, config_.pad_token_id);
   // Each text's budget is of its own length: its prefix, then its teacher-forced steps.
@@ -625,8 +630,11 @@ void Engine::score_block(std::span<const ScoreRequest> requests,
     const int prefix = static_cast<int>(prefixes[b].size());
     sequences.push_back({prefix, std::max(0, lengths[b] - prefix - 1), lengths[b]});
   }
-  auto runner = make_runner(padded.seq, decode_steps, sequences);
+  // The most likely id comes from the top-k kernel with k = 1.
+  auto runner = make_runner(padded.seq, decode_steps, sequences, PickExtras{0, any_argmax ? 1 : 0});
   const SlotUseCounter count_slots{*runner, slot_use_};
+  std::vector<std::int32_t> argmax;
+  std::vector<std::int32_t>* const want_argmax = any_argmax ? &argmax : nullptr;
   check_interrupt();
   runner->prefill(padded);
 
@@ -641,14 +649,17 @@ void Engine::score_block(std::span<const ScoreRequest> requests,
           tokens[static_cast<std::size_t>(i + 1)];
     }
   }
-  std::vector<float> lp = runner->target_logprobs(targets);
+  std::vector<float> lp = runner->target_logprobs(targets, want_argmax);
   report_tokens(scored_rows(targets));
   for (int b = 0; b < block; ++b) {
     const int prefix = padded.lengths[static_cast<std::size_t>(b)];
     const int pad = padded.seq - prefix;
-    auto& out = results[indices[static_cast<std::size_t>(b)]].token_logprobs;
+    ScoreResult& result = results[indices[static_cast<std::size_t>(b)]];
     for (int i = 0; i + 1 < lengths[static_cast<std::size_t>(b)] && i < prefix; ++i) {
-      out[static_cast<std::size_t>(i + 1)] = lp[static_cast<std::size_t>(b * padded.seq + pad + i)];
+      const auto row = static_cast<std::size_t>(b * padded.seq + pad + i);
+      result.token_logprobs[static_cast<std::size_t>(i + 1)] = lp[row];
+      if (!result.argmax_ids.empty())
+        result.argmax_ids[static_cast<std::size_t>(i + 1)] = argmax[row];
     }
   }
   // Each text is reported as soon as its last token is scored, so an interrupted block keeps
@@ -676,12 +687,14 @@ void Engine::score_block(std::span<const ScoreRequest> requests,
     }
     check_interrupt();
     runner->decode(inputs, advancing);
-    lp = runner->target_logprobs(step_targets);
+    lp = runner->target_logprobs(step_targets, want_argmax);
     report_tokens(scored_rows(step_targets));
     for (std::size_t b = 0; b < indices.size(); ++b) {
       if (step_targets[b] >= 0) {
-        results[indices[b]].token_logprobs[static_cast<std::size_t>(padded.lengths[b] + step + 1)] =
-            lp[b];
+        ScoreResult& result = results[indices[b]];
+        const auto at = static_cast<std::size_t>(padded.lengths[b] + step + 1);
+        result.token_logprobs[at] = lp[b];
+        if (!result.argmax_ids.empty()) result.argmax_ids[at] = argmax[b];
       }
     }
     report_finished(step + 1);

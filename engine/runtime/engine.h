@@ -110,11 +110,17 @@ struct GenerationResult {
 
 struct ScoreRequest {
   std::vector<std::int32_t> tokens;  // BOS included when the caller wants it scored against
+  // Also the most likely id at each position (ScoreResult::argmax_ids): whether a text is what
+  // greedy decoding would write, as lm-evaluation-harness asks of a continuation.
+  bool argmax = false;
 };
 
 struct ScoreResult {
   // token_logprobs[i] = log p(tokens[i] | tokens[:i]); [0] is NaN (nothing to condition on).
   std::vector<float> token_logprobs;
+  // request.argmax: argmax_ids[i] = the most likely id given tokens[:i] (equal logits: the lower
+  // id, as greedy picks); [0] is -1.
+  std::vector<std::int32_t> argmax_ids;
   std::string error;
 };
 

@@ -126,6 +126,12 @@ class LLM:
         text = self._session.placement
         return json.loads(text) if text else None
 
+    @property
+    def prompt_prefix(self) -> List[int]:
+        """The ids a prompt or text given as a string starts with before its own tokens (OPT's
+        ``</s>``, a LLaMA tokenizer's BOS, nothing for Qwen2)."""
+        return _call(lambda: self._session.prompt_prefix)
+
     def encode(self, text: str) -> List[int]:
         """The tokenizer's ids of ``text`` (no special tokens added)."""
         return _call(self._session.encode, text)
@@ -207,18 +213,19 @@ class LLM:
     # -- scoring ---------------------------------------------------------------------------
 
     def score(self, texts: Any, prefill_tokens: int = 0, truncate: Optional[int] = None,
-              use_tqdm: bool = True) -> List[ScoreOutput]:
+              argmax: bool = False, use_tqdm: bool = True) -> List[ScoreOutput]:
         """Log-probabilities of each text's tokens (``offgen score``): a string (tokenized with
         the model's prefix, BOS for OPT), a list of token ids, or a list of those.
         ``prefill_tokens``: the first N tokens run as one prefill and the rest as decode steps
         through the KV cache (0: all as prefill), so a KV policy's effect shows in the scores.
-        ``truncate``: cut longer texts to their first N tokens (default: an error)."""
+        ``truncate``: cut longer texts to their first N tokens (default: an error).
+        ``argmax``: also the most likely id at each position (``ScoreOutput.argmax_ids``)."""
         if isinstance(texts, str) or (texts and isinstance(texts[0], int)):
             texts = [texts]
         lines = [{"text": t} if isinstance(t, str) else {"token_ids": [int(x) for x in t]}
                  for t in texts]
         answers = json.loads(_call(self._session.score, json.dumps(lines), int(prefill_tokens),
-                                   int(truncate or 0), bool(use_tqdm)))
+                                   int(truncate or 0), bool(argmax), bool(use_tqdm)))
         outputs = []
         failed = []
         for i, a in enumerate(answers):
@@ -230,7 +237,8 @@ class LLM:
             outputs.append(ScoreOutput(token_ids=r["token_ids"], token_logprobs=r["token_logprobs"],
                                        sum_logprob=r["sum_logprob"], num_scored=r["num_scored"],
                                        perplexity=r["perplexity"],
-                                       truncated_from=r.get("truncated_from"), record=r))
+                                       truncated_from=r.get("truncated_from"),
+                                       argmax_ids=r.get("argmax_ids"), record=r))
         if failed:
             raise RequestError(f"{len(failed)} of {len(answers)} texts could not be scored: "
                                f"{'; '.join(failed[:3])}; the exception's outputs hold the others "

@@ -60,4 +60,8 @@ class ScoreOutput:
     num_scored: int
     perplexity: Optional[float]
     truncated_from: Optional[int] = None
+    argmax_ids: Optional[List[Optional[int]]] = None
+    """With ``score(..., argmax=True)``: the most likely id at each position given the tokens
+    before it (``None`` at 0), so ``argmax_ids[i] == token_ids[i]`` says greedy decoding would
+    have written token i."""
     record: dict = field(default_factory=dict, repr=False)

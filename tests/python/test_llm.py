@@ -136,6 +136,20 @@ def test_score_equals_the_clis(llm, tiny, tmp_path):
     stepped = llm.score(texts, prefill_tokens=2, use_tqdm=False)
     for a, b in zip(ours, stepped):
         assert a.sum_logprob == pytest.approx(b.sum_logprob, abs=1e-2)
+    # argmax: the most likely id at each position, as the CLI's --argmax writes it; greedy
+    # decoding's first pick after a prompt is the argmax at the position after it.
+    with_argmax = llm.score(texts, argmax=True, use_tqdm=False)
+    assert [o.argmax_ids for o in ours] == [None] * len(texts)
+    cli = run_cli("score", ["--model", tiny, "--device", "cpu", "--batch-size", "4", "--argmax"],
+                  lines, tmp_path)
+    assert [o.record for o in with_argmax] == cli
+    for a, b in zip(ours, with_argmax):
+        assert a.token_logprobs == b.token_logprobs
+        assert b.argmax_ids[0] is None and len(b.argmax_ids) == len(b.token_ids)
+    prompt = with_argmax[2].token_ids[:-1]
+    picked = llm.generate({"prompt_token_ids": prompt}, SamplingParams(temperature=0, max_tokens=1),
+                          use_tqdm=False)[0].outputs[0].token_ids
+    assert picked == [with_argmax[2].argmax_ids[-1]]
 
 
 def test_placement_is_the_one_asked_for(llm):

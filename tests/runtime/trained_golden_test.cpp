@@ -96,5 +96,45 @@ TEST(TrainedGolden, GreedyGenerationOfALeftPaddedBatchMatches) {
   }
 }
 
+TEST(TrainedGolden, ScoreArgmaxIsWhatGreedyGenerationWrote) {
+  // A prompt followed by its greedy continuation: at every continuation position the most likely
+  // id is the token there, as one prefill and through the cache; lm-evaluation-harness's
+  // is_greedy is this check.
+  const auto expected = test::trained_golden_expected();
+  const auto& fixture = expected["generate"];
+  const std::vector<GenerationRequest> prompts = test::greedy_requests(fixture);
+  std::vector<ScoreRequest> texts;
+  for (std::size_t r = 0; r < prompts.size(); ++r) {
+    ScoreRequest text{.tokens = prompts[r].prompt, .argmax = true};
+    const auto output = fixture["outputs"][r].get<std::vector<std::int32_t>>();
+    text.tokens.insert(text.tokens.end(), output.begin(), output.end());
+    texts.push_back(std::move(text));
+  }
+  texts.push_back({.tokens = texts.front().tokens, .argmax = false});
+  for (const int prefill_tokens : {0, 8}) {
+    SCOPED_TRACE(testing::Message() << "prefill_tokens " << prefill_tokens);
+    Engine engine(options(3));
+    const auto results = engine.score(texts, prefill_tokens);
+    for (std::size_t r = 0; r < prompts.size(); ++r) {
+      SCOPED_TRACE(testing::Message() << "prompt " << r);
+      ASSERT_TRUE(results[r].error.empty()) << results[r].error;
+      ASSERT_EQ(results[r].argmax_ids.size(), texts[r].tokens.size());
+      EXPECT_EQ(results[r].argmax_ids[0], -1);
+      for (std::size_t i = prompts[r].prompt.size(); i < texts[r].tokens.size(); ++i) {
+        EXPECT_EQ(results[r].argmax_ids[i], texts[r].tokens[i]) << "position " << i;
+      }
+      for (std::size_t i = 1; i < texts[r].tokens.size(); ++i) {
+        EXPECT_GE(results[r].argmax_ids[i], 0) << "position " << i;
+      }
+    }
+    EXPECT_TRUE(results.back().argmax_ids.empty());  // not asked for
+    // Asking for the argmax changes no log-prob.
+    EXPECT_EQ(results.back().token_logprobs.size(), results.front().token_logprobs.size());
+    for (std::size_t i = 1; i < results.back().token_logprobs.size(); ++i) {
+      EXPECT_EQ(results.back().token_logprobs[i], results.front().token_logprobs[i]);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace offgen
