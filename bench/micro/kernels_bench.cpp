@@ -14,6 +14,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gated_mlp.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/linear_int8.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/rms_norm.h"
@@ -150,15 +151,19 @@ BENCHMARK(LinearFromMemory)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// The same GEMMs as a bf16 prefill's (PrefillMath::bf16: operands rounded to bf16, vdpbf16ps),
-// against the bf16 dot-product ceiling; args m, n, k.
+// The same GEMMs as a bf16 prefill's (PrefillMath::bf16: operands rounded to bf16), against the
+// ceiling of the unit that runs them: AMX's tile multiply where the CPU has it (OFFGEN_CPU_ISA=
+// avx512 measures the vdpbf16ps tile instead), else the bf16 dot product; args m, n, k.
 void LinearBf16(benchmark::State& state) {
   if (offgen::bench::cpu_ceilings().bf16_dot_flops <= 0) {
     state.SkipWithError("this CPU has no AVX512-BF16");
     return;
   }
+  const bool amx = offgen::kernels::cpu::use_amx_bf16();
   run_linear(state, true, offgen::kernels::PrefillMath::bf16,
-             offgen::bench::cpu_ceilings().bf16_dot_flops, "of bf16 dot peak");
+             amx ? offgen::bench::cpu_ceilings().amx_bf16_flops
+                 : offgen::bench::cpu_ceilings().bf16_dot_flops,
+             amx ? "of AMX bf16 peak" : "of bf16 dot peak");
 }
 BENCHMARK(LinearBf16)
     ->ArgNames({"m", "n", "k"})

@@ -44,8 +44,10 @@
 
 #include "engine/core/error.h"
 #include "engine/core/int_math.h"
+#include "kernels/cpu/bf16_operands.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_parts.h"
+#include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/linear_int8.h"
 
 namespace offgen::kernels::cpu {
@@ -345,8 +347,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline __m512 bf
   return reinterpret_cast<__m512>(_mm512_cvtne2ps_pbh(hi, lo));
 }
 
-// panel[t·48 + j] = the pair t of W[j, :] in bf16 for the `rows` (<= 48) rows of W at w (row
-// stride k), zero past them; t < ceil(k / 2).
+}  // namespace
+
+// bf16_operands.h's packers (the AMX tile reads them too).
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_weight_panel_bf16(
     const Half* w, std::int64_t k, int rows, std::uint32_t* panel) {
   for (std::int64_t k0 = 0; k0 < k; k0 += 32) {
@@ -366,7 +369,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_weight
   }
 }
 
-// One fp16 row of x as ceil(k / 2) bf16 pairs.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void bf16_row(const Half* x,
                                                                               std::int64_t k,
                                                                               std::uint32_t* out) {
@@ -376,6 +378,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void bf16_row(co
     _mm512_mask_storeu_epi32(out + k0 / 2, mask, _mm512_castps_si512(bf16_pairs(x + k0, len)));
   }
 }
+
+namespace {
 
 // c[i·48 + j] += Σ_t (x pair t of row i) · (panel pair t of column j) for t < len in t order,
 // from zero when !accumulate; as outer_avx512, a sum split into chunks is the same sum.
@@ -657,8 +661,12 @@ void linear(const LinearArgs& args) {
 #if defined(__x86_64__)
     OFFGEN_CHECK(cpu_features().bf16_gemm(),
                  "bf16 prefill needs a CPU with AVX512-BF16 (vdpbf16ps); this one has none");
-    if (any)
+    if (!any) return;
+    if (use_amx_bf16()) {
+      gemm_amx_bf16(args.x, args.weight, args.rows, args.out_features, args.in_features, e);
+    } else {
       gemm_outer<Bf16Words>(args.x, args.weight, args.rows, args.out_features, args.in_features, e);
+    }
     return;
 #else
     fail("bf16 prefill needs an x86-64 CPU with AVX512-BF16");

@@ -47,16 +47,6 @@ struct Blob {
   std::vector<std::uint64_t> bytes;
 };
 
-// Sets OFFGEN_CPU_ISA for a scope ("": unset).
-struct IsaCap {
-  explicit IsaCap(const std::string& cap) {
-    if (!cap.empty()) setenv("OFFGEN_CPU_ISA", cap.c_str(), 1);
-  }
-  ~IsaCap() { unsetenv("OFFGEN_CPU_ISA"); }
-  IsaCap(const IsaCap&) = delete;
-  IsaCap& operator=(const IsaCap&) = delete;
-};
-
 const std::vector<std::string> kIsaCaps = {"", "avx2", "portable"};
 
 TEST(Int8Weights, ThePackerEqualsTheReferenceByteForByte) {

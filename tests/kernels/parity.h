@@ -13,6 +13,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -249,5 +250,15 @@ inline Tolerance log_sum_exp_tolerance(int cols, double r) {
           "into absolute; lse rounded to fp32, 2^-24·|lse|; the subtraction's rounding, "
           "2^-24 relative"};
 }
+
+// Sets OFFGEN_CPU_ISA for a scope ("": leaves it unset): the CPU kernels read it per call.
+struct IsaCap {
+  explicit IsaCap(const std::string& cap) {
+    if (!cap.empty()) setenv("OFFGEN_CPU_ISA", cap.c_str(), 1);
+  }
+  ~IsaCap() { unsetenv("OFFGEN_CPU_ISA"); }
+  IsaCap(const IsaCap&) = delete;
+  IsaCap& operator=(const IsaCap&) = delete;
+};
 
 }  // namespace offgen::test
