@@ -7,7 +7,10 @@
   number; the choices are that verse and three verses of other held-out books;
 - verse_completion.jsonl (generate_until): the same shape, the answer the next verse's text;
 - documents.jsonl (loglikelihood_rolling): four held-out texts whole, each longer than the
-  model's 1024 positions, so each is scored in two windows.
+  model's 1024 positions, so each is scored in two windows;
+- long_context.jsonl (generate_until): three held-out texts but their last line, each longer
+  than the positions left after the new tokens, so the context is cut from the left; the answer
+  is the last line.
 
 Usage: tools/make_lm_eval_tasks.py
 """
@@ -66,6 +69,11 @@ def main():
     write("verse_completion.jsonl", completion_rows)
     documents = [texts[i] for i in (0, 1, 2, 3)]
     write("documents.jsonl", [{"text": t} for t in documents])
+    long_rows = []
+    for i in (4, 5, 6):
+        head, _, last = texts[i].rstrip("\n").rpartition("\n")
+        long_rows.append({"context": head + "\n", "answer": last})
+    write("long_context.jsonl", long_rows)
 
 
 if __name__ == "__main__":

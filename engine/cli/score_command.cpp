@@ -59,21 +59,21 @@ class ScoreJob final : public BatchJob {
       if (!problems_[line.index].empty()) parsed_[line.index].tokens.clear();
       parsed_[line.index].argmax = options_.argmax;
     }
-    // Texts longer than the model's positions would each fail alone; without --truncate that is
-    // a file made for another model or a forgotten flag, said once before the model loads.
+    // Texts longer than the model's positions score would each fail alone; without --truncate
+    // that is a file made for another model or a forgotten flag, said once before the model loads.
+    const std::int64_t limit = score_max_tokens(config);
     std::size_t too_long = 0;
     std::size_t first = 0;
     for (const JsonlLine& line : lines) {
-      if (static_cast<int>(parsed_[line.index].tokens.size()) > config.max_positions() &&
-          too_long++ == 0) {
+      if (static_cast<std::int64_t>(parsed_[line.index].tokens.size()) > limit && too_long++ == 0) {
         first = line.line_number;
       }
     }
     OFFGEN_CHECK(too_long == 0,
-                 "{} of the {} texts are longer than the model's {} positions (the first on line "
-                 "{}): pass --truncate {} to score each text's first {} tokens, or shorten them",
-                 too_long, lines.size(), config.max_positions(), first, config.max_positions(),
-                 config.max_positions());
+                 "{} of the {} texts are longer than the {} tokens the model's {} positions score "
+                 "(the first on line {}; a text's last token is only a target): pass --truncate "
+                 "{} to score each text's first {} tokens, or shorten them",
+                 too_long, lines.size(), limit, config.max_positions(), first, limit, limit);
   }
 
   void check_recovered(const JsonlLine& line, const nlohmann::ordered_json& record,
@@ -96,7 +96,7 @@ class ScoreJob final : public BatchJob {
     for (const std::size_t i : to_run) {
       requests_.push_back(parsed_[i]);
       const int length = static_cast<int>(parsed_[i].tokens.size());
-      if (problems_[i].empty() && length > 0 && length <= config_.max_positions()) {
+      if (problems_[i].empty() && length > 0 && length <= score_max_tokens(config_)) {
         longest = std::max(longest, length);
         shortest_ = std::min(shortest_, length);
         ++sequences;
@@ -105,8 +105,7 @@ class ScoreJob final : public BatchJob {
     if (sequences == 0) return std::nullopt;
     // The first --prefill-tokens run as one prefill, the rest as decode steps (at least one pass).
     RunLengths lengths;
-    lengths.prompt_len =
-        options_.prefill_tokens > 0 ? std::min(options_.prefill_tokens, longest) : longest;
+    lengths.prompt_len = score_prefill_length(options_.prefill_tokens, longest);
     lengths.gen_len = std::max(1, longest - lengths.prompt_len);
     lengths.total_len = longest;
     lengths.sequences = sequences;
@@ -116,8 +115,7 @@ class ScoreJob final : public BatchJob {
   void check_smallest_fits(Engine& engine) const override {
     // The shortest text alone: a lower bound of what any text needs.
     const int shortest = shortest_;
-    const int prefix =
-        options_.prefill_tokens > 0 ? std::min(options_.prefill_tokens, shortest) : shortest;
+    const int prefix = score_prefill_length(options_.prefill_tokens, shortest);
     check_one_sequence_fits(
         [&] { engine.make_runner(1, prefix, std::max(0, shortest - prefix - 1), shortest); },
         fmt::format("the shortest text ({} tokens)", shortest));
@@ -235,7 +233,7 @@ void add_score_command(CLI::App& app, ScoreOptions& options) {
                   "cut a text longer than N tokens to its first N (BOS included), as compare cuts "
                   "its --eval texts at the model's positions; its record says "
                   "\"truncated_from\": the length before (default: a text longer than the "
-                  "model's positions is an error)")
+                  "model's positions + 1 is an error; its last token is only a target)")
       ->check(kPositiveInteger);
   cmd->add_flag("--argmax", options.argmax,
                 "records also give \"argmax_ids\": the most likely id at each position (null at "

@@ -305,11 +305,6 @@ void run_in_blocks(std::span<const Request> requests, std::span<const std::size_
   }
 }
 
-// Tokens of a text that score runs as its prefill: the first prefill_tokens (0: all of them).
-int prefix_length(int prefill_tokens, int len) {
-  return prefill_tokens > 0 ? std::min(prefill_tokens, len) : len;
-}
-
 // Rows of a scoring pass that have a target (the tokens it scored).
 std::uint64_t scored_rows(std::span<const std::int32_t> targets) {
   return static_cast<std::uint64_t>(
@@ -359,11 +354,23 @@ std::string Engine::check(const GenerationRequest& request) const {
   return check_ids(request.prompt, config_);
 }
 
+int score_prefill_length(int prefill_tokens, int len) {
+  const int fed = std::max(1, len - 1);
+  return prefill_tokens > 0 ? std::min(prefill_tokens, fed) : fed;
+}
+
+std::int64_t score_max_tokens(const ModelConfig& config) {
+  return config.max_positions() + 1;
+}
+
 std::string Engine::check(const ScoreRequest& request) const {
   if (request.tokens.empty()) return "the text has no tokens";
-  if (static_cast<std::int64_t>(request.tokens.size()) > config_.max_positions()) {
-    return fmt::format("the text has {} tokens, more than the model's {} positions{}",
-                       request.tokens.size(), config_.max_positions(), window_note(config_));
+  if (static_cast<std::int64_t>(request.tokens.size()) > score_max_tokens(config_)) {
+    return fmt::format(
+        "the text has {} tokens, more than the {} the model's {} positions score (the last token "
+        "is only a target){}",
+        request.tokens.size(), score_max_tokens(config_), config_.max_positions(),
+        window_note(config_));
   }
   return check_ids(request.tokens, config_);
 }
@@ -588,7 +595,7 @@ std::vector<ScoreResult> Engine::score(std::span<const ScoreRequest> requests, i
       requests, std::span<const std::size_t>(good), sizer,
       [&](const ScoreRequest& r) {
         const int len = static_cast<int>(r.tokens.size());
-        const int prefix = prefix_length(prefill_tokens, len);
+        const int prefix = score_prefill_length(prefill_tokens, len);
         return SequenceWork{prefix, std::max(1, len - prefix)};
       },
       [&](std::span<const std::size_t> block, std::vector<ScoreResult>& results,
@@ -612,7 +619,7 @@ void Engine::score_block(std::span<const ScoreRequest> requests,
   for (std::size_t index : indices) {
     const auto& tokens = requests[index].tokens;
     const int len = static_cast<int>(tokens.size());
-    const int prefix = prefix_length(prefill_tokens, len);
+    const int prefix = score_prefill_length(prefill_tokens, len);
     prefixes.emplace_back(tokens.begin(), tokens.begin() + prefix);
     lengths.push_back(len);
     // Teacher forcing feeds tokens prefix .. len-2; the last token is only ever a target.

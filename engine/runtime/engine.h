@@ -115,6 +115,13 @@ struct ScoreRequest {
   bool argmax = false;
 };
 
+// Tokens of a text of `len` tokens that score feeds as its prefill with --prefill-tokens
+// `prefill_tokens` (0: all it feeds): never its last token, which is only a target (at least
+// one, so a one-token text still runs); the rest up to len - 1 are teacher-forced decode steps.
+int score_prefill_length(int prefill_tokens, int len);
+// The longest text score takes: the model's positions, plus the last token that is never fed.
+std::int64_t score_max_tokens(const ModelConfig& config);
+
 struct ScoreResult {
   // token_logprobs[i] = log p(tokens[i] | tokens[:i]); [0] is NaN (nothing to condition on).
   std::vector<float> token_logprobs;
@@ -202,6 +209,8 @@ class Engine {
 
   // Scores every request. The first `prefill_tokens` tokens of each text run as one prefill, the
   // rest as teacher-forced decode steps through the KV cache (0 = the whole text as prefill).
+  // A text's last token is only a target, never fed, so a text may be one token longer than the
+  // model's positions (score_prefill_length).
   using ScoreCallback = std::function<void(std::size_t, const ScoreResult&)>;
   std::vector<ScoreResult> score(std::span<const ScoreRequest> requests, int prefill_tokens = 0,
                                  const ScoreCallback& on_done = {});

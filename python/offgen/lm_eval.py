@@ -20,6 +20,7 @@ engine's ``batch_size`` (``auto``: the planner's, the largest that fits its memo
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import lm_eval.models  # noqa: F401  (the harness's own models, before offgen joins the registry)
@@ -72,6 +73,9 @@ def _harness_device(value: Optional[str]) -> Optional[str]:
     cpu device; cuda and cuda:0 are offgen's auto (the GPU where there is one, else the CPU), so
     a run on a machine without one still runs. model_args' device=cuda insists on the GPU."""
     if value is not None and str(value) in ("cuda", "cuda:0"):
+        logging.getLogger("offgen").info(
+            "the harness's --device %s is offgen's auto (the GPU where there is one, else the "
+            "CPU); model_args device=cuda insists on the GPU", value)
         return "auto"
     return _device(value)
 
@@ -84,8 +88,9 @@ class OffgenLM(TemplateLM):
     name. Further:
 
     - ``batch_size``: the engine's batch size, or ``auto`` for the planner's;
-    - ``max_length``: the most tokens a request is scored or generated with (default: the model's
-      positions minus one, so that a rolling window's max_length + 1 tokens fit the model);
+    - ``max_length``: the most tokens a request is scored or generated with (default: the
+      model's positions, as the Hugging Face backend's; a scored window's max_length + 1 tokens
+      fit, its last token being only a target);
     - ``max_gen_toks``: generate_until's default of new tokens (256);
     - ``add_bos_token``: True / False to prepend the tokenizer's prefix or not (default: as the
       checkpoint's tokenizer does, as the Hugging Face backend does);
@@ -96,12 +101,20 @@ class OffgenLM(TemplateLM):
     - ``seed``: the sampling seed of generate_until requests that sample.
     """
 
-    def __init__(self, model: str, batch_size: Any = None, max_batch_size: Any = None,
+    def __init__(self, model: Optional[str] = None, batch_size: Any = None,
+                 max_batch_size: Any = None,
                  device: Optional[str] = None, max_length: Optional[int] = None,
                  max_gen_toks: int = DEFAULT_MAX_GEN_TOKS, add_bos_token: Optional[bool] = None,
                  prefix_token_id: Optional[int] = None, prefill_tokens: int = 0,
-                 seed: int = 0, **options: Any):
+                 seed: int = 0, pretrained: Optional[str] = None, **options: Any):
         super().__init__()
+        if model is None:
+            model = pretrained  # the Hugging Face backend's name for it
+        elif pretrained is not None:
+            raise ValueError("give model= or pretrained= (the same thing), not both")
+        if model is None:
+            raise ValueError("model_args need model=DIR (a checkpoint directory, a GGUF file, "
+                             "...; pretrained= is taken too)")
         del max_batch_size  # the planner bounds the batch by memory itself
         engine_batch = _batch_size(batch_size)
         if engine_batch is not None:
@@ -115,12 +128,11 @@ class OffgenLM(TemplateLM):
         self._eos = int(config["eos_token_id"])
         self._bos = config.get("bos_token_id")
         if max_length is None:
-            max_length = self._positions - 1
+            max_length = self._positions
         max_length = int(max_length)
-        if not 1 <= max_length < self._positions:
-            raise ValueError(f"max_length must be 1 to {self._positions - 1}, the model's "
-                             f"{self._positions} positions less the one a scored window's last "
-                             f"token needs (got {max_length})")
+        if not 1 <= max_length <= self._positions:
+            raise ValueError(f"max_length must be 1 to {self._positions}, the model's positions "
+                             f"(got {max_length})")
         self._max_length = max_length
         self._max_gen_toks = int(max_gen_toks)
         if self._max_gen_toks < 1:
@@ -185,16 +197,19 @@ class OffgenLM(TemplateLM):
         """As the Hugging Face backend encodes: the tokenizer's prefix (add_special_tokens, else
         add_bos_token, else the tokenizer's own choice), not twice where the string starts with
         it as text."""
-        if add_special_tokens is not None:
-            add = add_special_tokens
-        elif self._add_bos is not None:
-            add = self._add_bos
+        bos_text = self.tok_decode([self.prefix_token_id])
+        if add_special_tokens is None and bos_text and string.startswith(bos_text):
+            # Hugging Face's tokenizer reads the text "</s>" as the special token itself and adds
+            # no second one; offgen's encode takes text as text, so the token is put there.
+            ids = [self.prefix_token_id] + self.llm.encode(string[len(bos_text):])
         else:
-            add = True  # the tokenizer's own choice: its prefix, which may be nothing
-        if add_special_tokens is None and string.startswith(self.tok_decode([self.prefix_token_id])):
-            add = False
-        prefix = self._prefix_ids() if add else []
-        ids = prefix + self.llm.encode(string)
+            if add_special_tokens is not None:
+                add = add_special_tokens
+            elif self._add_bos is not None:
+                add = self._add_bos
+            else:
+                add = True  # the tokenizer's own choice: its prefix, which may be nothing
+            ids = (self._prefix_ids() if add else []) + self.llm.encode(string)
         if left_truncate_len:
             ids = ids[-left_truncate_len:]
         return ids
@@ -202,8 +217,8 @@ class OffgenLM(TemplateLM):
     def _prefix_ids(self) -> List[int]:
         if self._prompt_prefix:
             return list(self._prompt_prefix)
-        # add_bos_token=True on a tokenizer that adds nothing by itself: its BOS.
-        return [self.prefix_token_id] if self._add_bos else []
+        # add_bos_token=True on a tokenizer that adds nothing by itself: its BOS, if it has one.
+        return [int(self._bos)] if self._add_bos and self._bos is not None else []
 
     def tok_decode(self, tokens: Any, skip_special_tokens: bool = True) -> str:
         del skip_special_tokens
@@ -222,6 +237,9 @@ class OffgenLM(TemplateLM):
         for _, context_enc, continuation_enc in requests:
             if not continuation_enc:
                 raise ValueError("a loglikelihood request has an empty continuation")
+            if len(continuation_enc) > self._max_length:
+                raise ValueError(f"a continuation of {len(continuation_enc)} tokens is longer "
+                                 f"than max_length {self._max_length}")
             whole = (list(context_enc) + list(continuation_enc))[-(self._max_length + 1):]
             texts.append(whole)
             spans.append(min(len(continuation_enc), len(whole) - 1))
@@ -306,11 +324,15 @@ class OffgenLM(TemplateLM):
         temperature = float(kwargs.pop("temperature", 0.0) or 0.0)
         if not kwargs.pop("do_sample", False):
             temperature = 0.0
+        elif temperature <= 0.0:
+            raise ValueError("generation kwargs: do_sample=True needs a temperature > 0")
+        if "max_length" in kwargs:
+            raise ValueError("generation kwargs: give max_gen_toks (new tokens), not max_length")
         top_p = float(kwargs.pop("top_p", 1.0) or 1.0)
         top_k = int(kwargs.pop("top_k", 0) or 0)
         seed = kwargs.pop("seed", None)
         repetition_penalty = float(kwargs.pop("repetition_penalty", 1.0) or 1.0)
-        unknown = sorted(k for k in kwargs if k not in ("max_length",))
+        unknown = sorted(kwargs)
         if unknown:
             raise ValueError(f"generation kwargs offgen does not take: {', '.join(unknown)}")
         # EOS ends a generation by itself; the other stop strings are the engine's stop strings.

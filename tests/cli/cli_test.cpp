@@ -330,8 +330,9 @@ TEST(ScoreCommand, TruncateCutsLongerTextsToTheirFirstTokensAndSaysSo) {
   // Without --truncate, texts past the positions fail the run once, before the model loads, and
   // say which flag cuts them (each line once failed alone with the same error).
   const std::string what = test::error_of([&] { cli::run_score(options); });
-  EXPECT_NE(what.find("2 of the 3 texts are longer than the model's 64 positions (the first on "
-                      "line 1): pass --truncate 64"),
+  EXPECT_NE(what.find("2 of the 3 texts are longer than the 65 tokens the model's 64 positions "
+                      "score (the first on line 1; a text's last token is only a target): pass "
+                      "--truncate 65"),
             std::string::npos)
       << what;
   EXPECT_FALSE(std::filesystem::exists(options.output));
@@ -355,6 +356,21 @@ TEST(ScoreCommand, TruncateCutsLongerTextsToTheirFirstTokensAndSaysSo) {
   whole.output = (dir.path() / "given-cut.jsonl").string();
   ASSERT_EQ(cli::run_score(whole), 0);
   EXPECT_EQ(read_lines(whole.output)[0]["token_logprobs"], lines[0]["token_logprobs"]);
+
+  // 65 tokens fit 64 positions: the 65th is only scored, never fed. Its first 64 log-probs are
+  // the 64-token text's.
+  options.truncate = 65;
+  options.output = (dir.path() / "cut-at-65.jsonl").string();
+  ASSERT_EQ(cli::run_score(options), 0);
+  const auto longest = read_lines(options.output);
+  EXPECT_EQ(longest[0]["token_ids"].size(), 65u);
+  EXPECT_EQ(longest[0]["num_scored"], 64);
+  auto first_64 = longest[0]["token_logprobs"];
+  first_64.erase(first_64.begin() + 64, first_64.end());
+  for (std::size_t i = 1; i < 64; ++i) {
+    EXPECT_NEAR(first_64[i].get<double>(), lines[0]["token_logprobs"][i].get<double>(), 1e-3)
+        << "token " << i;
+  }
 
   // --max-len is the same flag.
   test::CliCommands parsed;

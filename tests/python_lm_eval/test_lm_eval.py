@@ -120,6 +120,22 @@ def test_is_greedy_is_true_for_what_greedy_decoding_writes(lm):
     assert lp_changed < lp
 
 
+def test_a_string_that_starts_with_bos_text_gets_the_token_once(lm):
+    # As Hugging Face's tokenizer reads "</s>" at the start: the special token, not its letters,
+    # and no second one before it.
+    assert lm.tok_encode("</s>In the beginning") == [2] + lm.llm.encode("In the beginning")
+    assert lm.tok_encode("In the beginning") == [2] + lm.llm.encode("In the beginning")
+    assert lm.tok_encode("In the beginning", add_special_tokens=False) == \
+        lm.llm.encode("In the beginning")
+
+
+def test_hugging_face_style_model_args_work(tmp_path):
+    model = offgen.lm_eval.OffgenLM.create_from_arg_string(
+        f"pretrained={MODEL},batch_size=2", {"batch_size": 1, "device": "cpu"})
+    assert model.batch_size == 2  # model_args win over the harness's own --batch_size
+    assert model.max_length == 1024  # the positions, as the Hugging Face backend's default
+
+
 def test_a_kv_policy_acts_on_what_is_scored_through_the_cache():
     # A document scored from 32 tokens of prefill through the KV cache: the full cache gives what
     # one prefill gives; keeping only the 64 most recent tokens (local) changes every later score.
@@ -141,8 +157,10 @@ def test_a_kv_policy_acts_on_what_is_scored_through_the_cache():
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="batch_size must be a positive integer or 'auto'"):
         offgen.lm_eval.OffgenLM(model=str(MODEL), batch_size="many")
-    with pytest.raises(ValueError, match="max_length must be 1 to 1023"):
-        offgen.lm_eval.OffgenLM(model=str(MODEL), device="cpu", max_length=1024)
+    with pytest.raises(ValueError, match="max_length must be 1 to 1024"):
+        offgen.lm_eval.OffgenLM(model=str(MODEL), device="cpu", max_length=1025)
+    with pytest.raises(ValueError, match="model_args need model=DIR"):
+        offgen.lm_eval.OffgenLM()
     with pytest.raises(offgen.Error, match="kv_budget must be positive"):
         offgen.lm_eval.OffgenLM(model=str(MODEL), device="cpu", policy="h2o", kv_budget=-1)
     with pytest.raises(TypeError, match="unexpected keyword arguments: no_such_option"):
