@@ -124,10 +124,10 @@ TEST_F(JobBlocks, CountsTheTokenSlotsABlockComputedAndThoseItsRequestsUsed) {
   std::vector<ScoreRequest> texts(2);
   texts[0].tokens = {2, 30, 31, 32};
   texts[1].tokens = {2, 40, 41, 42, 43, 44};
-  e.score(texts, 0);  // the whole text as one prefill
+  e.score(texts, 0);  // the whole text as one prefill, but for each text's last token (a target)
   const SlotUse scored = e.slot_use() - before;
-  EXPECT_EQ(scored.computed(), 2u * 6u);
-  EXPECT_EQ(scored.useful, 4u + 6u);
+  EXPECT_EQ(scored.computed(), 2u * 5u);
+  EXPECT_EQ(scored.useful, 3u + 5u);
   EXPECT_EQ(scored.passes, 1u);
   EXPECT_EQ(scored.padding, 2u);
   EXPECT_EQ(scored.idle, 0u);
