@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cli/chat_prompt.h"
 #include "engine/cli/commands.h"
 #include "engine/cli/flag_names.h"
 #include "engine/cli/request_fields.h"
@@ -146,6 +147,20 @@ class PySession {
     return to_valid_utf8(tokenizer().decode(ids));
   }
   bool has_tokenizer() const { return session_->tokenizer() != nullptr; }
+  // A conversation (OpenAI messages, JSON text) as the prompt text the checkpoint's chat
+  // template (or the template file `template_file`) renders, as chat requests render it:
+  // with the assistant's generation prompt, or else continuing the final message.
+  std::string apply_chat_template(const std::string& messages, bool add_generation_prompt,
+                                  const std::string& template_file) {
+    const nlohmann::ordered_json body = {{"messages", nlohmann::ordered_json::parse(messages)},
+                                         {"add_generation_prompt", add_generation_prompt},
+                                         {"continue_final_message", !add_generation_prompt}};
+    return chat_prompt(template_file).render(body);
+  }
+  // The template's text ("" where the model has none).
+  std::string chat_template(const std::string& template_file) {
+    return chat_prompt(template_file).source();
+  }
   // The ids a text's tokens follow when a request gives it as a string (OPT: </s>; LLaMA: BOS).
   std::vector<std::int32_t> prompt_prefix() const {
     return cli::prompt_prefix(session_->config(), tokenizer());
@@ -174,6 +189,22 @@ class PySession {
   }
 
  private:
+  const cli::ChatPrompt& chat_prompt(const std::string& template_file) {
+    if (!chat_ || chat_file_ != template_file) {
+      const cli::CommonOptions& common = session_->options();
+      const ModelConfig& config = session_->config();
+      const Tokenizer& tok = tokenizer();
+      const auto text = [&](std::int32_t id) {
+        return tok.has_id(id) ? tok.decode(std::vector<std::int32_t>{id}) : std::string();
+      };
+      chat_ = std::make_unique<cli::ChatPrompt>(cli::ChatPrompt::find(
+          common.tokenizer.empty() ? common.model : common.tokenizer, template_file,
+          text(config.bos_token_id), text(config.eos_token_id)));
+      chat_file_ = template_file;
+    }
+    return *chat_;
+  }
+
   const Tokenizer& tokenizer() const {
     OFFGEN_CHECK(session_->tokenizer() != nullptr,
                  "model {} has no tokenizer (no vocab.json + merges.txt, tokenizer.json or GGUF "
@@ -183,6 +214,8 @@ class PySession {
   }
 
   std::unique_ptr<cli::Session> session_;
+  std::unique_ptr<cli::ChatPrompt> chat_;  // found on first use, for chat_file_
+  std::string chat_file_;
 };
 
 // `offgen bench` with these flags (the command's own, after `bench`), its rows as JSON text.
@@ -261,6 +294,9 @@ PYBIND11_MODULE(_offgen, m) {
       .def("decode", &PySession::decode, py::arg("ids"))
       .def_property_readonly("has_tokenizer", &PySession::has_tokenizer)
       .def_property_readonly("prompt_prefix", &PySession::prompt_prefix)
+      .def("apply_chat_template", &PySession::apply_chat_template, py::arg("messages"),
+           py::arg("add_generation_prompt"), py::arg("template_file"))
+      .def("chat_template", &PySession::chat_template, py::arg("template_file"))
       .def_property_readonly("config", &PySession::config)
       .def_property_readonly("placement", &PySession::placement);
 }

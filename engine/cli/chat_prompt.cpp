@@ -164,6 +164,7 @@ ChatPrompt ChatPrompt::from_source(const std::string& source, const std::string&
   prompt.bos_token_ = std::move(bos_token);
   prompt.eos_token_ = std::move(eos_token);
   prompt.template_ = std::make_shared<const jinja::ChatTemplate>(source, name);
+  prompt.source_ = source;
   return prompt;
 }
 

@@ -32,6 +32,8 @@ class ChatPrompt {
                                 std::string bos_token, std::string eos_token);
 
   bool has_template() const { return template_ != nullptr; }
+  // The model's template text (empty without one): what lm-evaluation-harness logs and hashes.
+  const std::string& source() const { return source_; }
 
   // The prompt text of a chat body: its messages (OpenAI's shape; a content given as a list of
   // text parts is joined with newlines, as vLLM does for text models), add_generation_prompt
@@ -44,6 +46,7 @@ class ChatPrompt {
 
  private:
   std::shared_ptr<const jinja::ChatTemplate> template_;  // null: the model has none
+  std::string source_;
   std::string why_none_;
   std::string bos_token_;
   std::string eos_token_;

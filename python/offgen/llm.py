@@ -132,6 +132,20 @@ class LLM:
         ``</s>``, a LLaMA tokenizer's BOS, nothing for Qwen2)."""
         return _call(lambda: self._session.prompt_prefix)
 
+    def apply_chat_template(self, messages: Sequence[Dict[str, Any]],
+                            add_generation_prompt: bool = True,
+                            chat_template: Optional[str] = None) -> str:
+        """The prompt text ``chat()`` would run for ``messages``: the checkpoint's chat template
+        (or the template file ``chat_template``) rendered as transformers'
+        ``apply_chat_template(tokenize=False)`` renders it; without ``add_generation_prompt``
+        the final message is continued instead."""
+        return _call(self._session.apply_chat_template, json.dumps(list(messages)),
+                     bool(add_generation_prompt), os.fspath(chat_template or ""))
+
+    def chat_template(self, chat_template: Optional[str] = None) -> str:
+        """The chat template's text ("" where the checkpoint has none)."""
+        return _call(self._session.chat_template, os.fspath(chat_template or ""))
+
     def encode(self, text: str) -> List[int]:
         """The tokenizer's ids of ``text`` (no special tokens added)."""
         return _call(self._session.encode, text)

@@ -30,7 +30,7 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.utils import (handle_stop_sequences, normalize_gen_kwargs,
                                   postprocess_generated_text)
 
-from .llm import LLM
+from .llm import LLM, Error
 from .sampling_params import SamplingParams
 
 # lm-evaluation-harness's default for generate_until (its Hugging Face backend's).
@@ -224,6 +224,26 @@ class OffgenLM(TemplateLM):
         del skip_special_tokens
         ids = [tokens] if isinstance(tokens, int) else list(tokens)
         return self.llm.decode(ids)
+
+    # -- chat templates (--apply_chat_template) ----------------------------------------------
+
+    def apply_chat_template(self, chat_history: List[Dict[str, str]],
+                            add_generation_prompt: bool = True) -> str:
+        """The conversation as the checkpoint's chat template renders it, as the Hugging Face
+        backend renders it (a template that refuses a system message is tried again without
+        one, as that backend does)."""
+        try:
+            return self.llm.apply_chat_template(chat_history, add_generation_prompt)
+        except Error:
+            without_system = [m for m in chat_history if m.get("role") != "system"]
+            if len(without_system) == len(chat_history):
+                raise
+            return self.llm.apply_chat_template(without_system, add_generation_prompt)
+
+    def chat_template(self, chat_template: Any = False) -> Optional[str]:
+        if chat_template is False or chat_template is None:
+            return None
+        return self.llm.chat_template()
 
     # -- log-likelihoods -------------------------------------------------------------------
 

@@ -60,6 +60,12 @@ def test_chat_equals_the_cli(llm, smollm2, tmp_path):
                            chat=True), tmp_path)
     assert [without_times(o.record) for o in ours] == [without_times(r) for r in cli]
     assert "Paris" in ours[0].outputs[0].text
+    # The rendered prompt is the one chat() ran (its template writes the special tokens).
+    for conversation, out in zip(conversations, ours):
+        prompt = llm.apply_chat_template(conversation)
+        assert prompt.startswith("<|im_start|>") and prompt.endswith("<|im_start|>assistant\n")
+        assert llm.encode(prompt) == out.prompt_token_ids
+    assert "<|im_start|>" in llm.chat_template()
 
 
 def test_a_kv_policy_scores_as_the_cli_does(smollm2, tmp_path):

@@ -154,6 +154,31 @@ def test_a_kv_policy_acts_on_what_is_scored_through_the_cache():
     assert abs(local - whole) > 0.05 * tokens
 
 
+def smollm2():
+    path = ROOT / ".cache" / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        pytest.skip("SmolLM2-135M-Instruct is not fetched: run scripts/fetch-model")
+    return path
+
+
+def test_apply_chat_template_runs_a_task_through_the_checkpoints_template():
+    model = offgen.lm_eval.OffgenLM(model=str(smollm2()), device="cpu", batch_size=8)
+    history = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    assert model.apply_chat_template(history) == model.llm.apply_chat_template(history)
+    assert model.apply_chat_template(history, add_generation_prompt=False).endswith("Hi")
+    assert "<|im_start|>" in model.chat_template(True)
+    got = lm_eval.simple_evaluate(model=model, tasks=["offgen_next_verse"], limit=4,
+                                  task_manager=TaskManager(include_path=str(TASKS)),
+                                  apply_chat_template=True, log_samples=True)
+    [sample] = [s for s in got["samples"]["offgen_next_verse"] if s["doc_id"] == 0]
+    assert sample["arguments"][0][0].startswith("<|im_start|>")  # the context, templated
+
+
+def test_a_model_without_a_chat_template_says_so(lm):
+    with pytest.raises(offgen.Error, match="the model has no chat template"):
+        lm.apply_chat_template([{"role": "user", "content": "Hi"}])
+
+
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="batch_size must be a positive integer or 'auto'"):
         offgen.lm_eval.OffgenLM(model=str(MODEL), batch_size="many")
