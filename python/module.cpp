@@ -192,14 +192,9 @@ class PySession {
   const cli::ChatPrompt& chat_prompt(const std::string& template_file) {
     if (!chat_ || chat_file_ != template_file) {
       const cli::CommonOptions& common = session_->options();
-      const ModelConfig& config = session_->config();
-      const Tokenizer& tok = tokenizer();
-      const auto text = [&](std::int32_t id) {
-        return tok.has_id(id) ? tok.decode(std::vector<std::int32_t>{id}) : std::string();
-      };
-      chat_ = std::make_unique<cli::ChatPrompt>(cli::ChatPrompt::find(
-          common.tokenizer.empty() ? common.model : common.tokenizer, template_file,
-          text(config.bos_token_id), text(config.eos_token_id)));
+      chat_ = std::make_unique<cli::ChatPrompt>(
+          cli::ChatPrompt::for_model(common.tokenizer.empty() ? common.model : common.tokenizer,
+                                     template_file, session_->config(), tokenizer()));
       chat_file_ = template_file;
     }
     return *chat_;

@@ -158,6 +158,14 @@ ChatPrompt ChatPrompt::find(const fs::path& dir, const std::string& override_fil
   return prompt;
 }
 
+ChatPrompt ChatPrompt::for_model(const fs::path& dir, const std::string& override_file,
+                                 const ModelConfig& config, const Tokenizer& tokenizer) {
+  const auto text = [&](std::int32_t id) {
+    return tokenizer.has_id(id) ? tokenizer.decode(std::vector<std::int32_t>{id}) : std::string();
+  };
+  return find(dir, override_file, text(config.bos_token_id), text(config.eos_token_id));
+}
+
 ChatPrompt ChatPrompt::from_source(const std::string& source, const std::string& name,
                                    std::string bos_token, std::string eos_token) {
   ChatPrompt prompt;

@@ -12,6 +12,8 @@
 #include <string>
 
 #include "engine/jinja/chat_template.h"
+#include "engine/model/model_config.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace offgen::cli {
 
@@ -26,6 +28,11 @@ class ChatPrompt {
   // file or a template the renderer cannot parse (naming the construct and line).
   static ChatPrompt find(const std::filesystem::path& dir, const std::string& override_file,
                          std::string bos_token, std::string eos_token);
+
+  // find() with bos_token / eos_token as the model's tokenizer writes its BOS and EOS ids (empty
+  // where it has no such id).
+  static ChatPrompt for_model(const std::filesystem::path& dir, const std::string& override_file,
+                              const ModelConfig& config, const Tokenizer& tokenizer);
 
   // A template given as text; errors name `name`.
   static ChatPrompt from_source(const std::string& source, const std::string& name,

@@ -231,13 +231,8 @@ class GenerateJob final : public BatchJob {
              l.value["url"] == "/v1/chat/completions";
     });
     if (!any_chat || tokenizer == nullptr) return;
-    const auto token_text = [&](std::int32_t id) {
-      return tokenizer->has_id(id) ? tokenizer->decode(std::vector<std::int32_t>{id})
-                                   : std::string();
-    };
     try {
-      chat_ = ChatPrompt::find(model_dir_, chat_template_file_, token_text(config.bos_token_id),
-                               token_text(config.eos_token_id));
+      chat_ = ChatPrompt::for_model(model_dir_, chat_template_file_, config, *tokenizer);
       defaults_.chat = &chat_;
     } catch (const Error& e) {
       chat_problem_ = fmt::format("the chat template cannot be used: {}", e.what());

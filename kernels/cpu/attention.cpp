@@ -28,11 +28,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <string_view>
 #include <vector>
 
 #include "engine/core/error.h"
 #include "engine/core/int_math.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace offgen::kernels::cpu {
@@ -330,13 +330,12 @@ enum class Isa { baseline, avx2, avx512 };
 
 // Best instantiation this CPU runs, capped by OFFGEN_CPU_ISA=avx2|portable as in linear.cpp.
 Isa select_isa() {
-  const char* env = std::getenv("OFFGEN_CPU_ISA");
-  const std::string_view cap = env != nullptr ? env : "";
-  if (cap == "portable") return Isa::baseline;
+  const IsaCap cap = cpu_isa_cap();
+  if (cap == IsaCap::portable) return Isa::baseline;
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx512 && cap != "avx2") return Isa::avx512;
+  if (avx512 && cap != IsaCap::avx2) return Isa::avx512;
   if (avx2) return Isa::avx2;
 #endif
   return Isa::baseline;

@@ -1,5 +1,8 @@
 #include "kernels/cpu/cpu_features.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <sys/syscall.h>
@@ -61,6 +64,15 @@ CpuFeatures read_features() {
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = read_features();
   return features;
+}
+
+IsaCap cpu_isa_cap() {
+  const char* env = std::getenv("OFFGEN_CPU_ISA");
+  const std::string_view cap = env != nullptr ? env : "";
+  if (cap == "avx512") return IsaCap::avx512;
+  if (cap == "avx2") return IsaCap::avx2;
+  if (cap == "portable") return IsaCap::portable;
+  return IsaCap::none;
 }
 
 #if defined(__x86_64__)

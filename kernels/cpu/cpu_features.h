@@ -24,6 +24,12 @@ struct CpuFeatures {
 // Read once per process (the AMX request included).
 const CpuFeatures& cpu_features();
 
+// OFFGEN_CPU_ISA, which caps the kernels a CPU call picks so that tests (which flip it, so it is
+// read per call) cover the fallbacks on any x86 machine: avx512 leaves AMX out, avx2 every
+// AVX-512 kernel, portable every vector ISA. Unset or any other value: no cap.
+enum class IsaCap { none, avx512, avx2, portable };
+IsaCap cpu_isa_cap();
+
 #if defined(__x86_64__)
 // The tile configuration LDTILECFG reads: palette 1, per tile its rows and bytes per row.
 struct alignas(64) TileConfig {

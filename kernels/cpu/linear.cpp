@@ -35,7 +35,6 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
-#include <string_view>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -449,14 +448,13 @@ struct Bf16Words {
 
 // Best kernels this CPU runs, capped by OFFGEN_CPU_ISA (read per call: tests flip it).
 DotIsa select_kernels() {
-  const char* env = std::getenv("OFFGEN_CPU_ISA");
-  const std::string_view cap = env != nullptr ? env : "";
+  const IsaCap cap = cpu_isa_cap();
   const DotIsa portable = {2, 4, {nullptr, dot_portable<1>, dot_portable<2>}};
-  if (cap == "portable") return portable;
+  if (cap == IsaCap::portable) return portable;
 #if defined(__x86_64__)
   const CpuFeatures& features = cpu_features();
   static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (features.avx512f && cap != "avx2") {
+  if (features.avx512f && cap != IsaCap::avx2) {
     DotIsa isa = {4,
                   6,
                   {nullptr, dot_avx512<1>, dot_avx512<2>, dot_avx512<3>, dot_avx512<4>},

@@ -5,9 +5,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -20,10 +18,7 @@
 namespace offgen::kernels::cpu {
 
 bool use_amx_bf16() {
-  const char* env = std::getenv("OFFGEN_CPU_ISA");
-  const std::string_view cap = env != nullptr ? env : "";
-  if (cap == "avx512" || cap == "avx2" || cap == "portable") return false;
-  return cpu_features().amx_bf16 && cpu_features().bf16_gemm();
+  return cpu_isa_cap() == IsaCap::none && cpu_features().amx_bf16 && cpu_features().bf16_gemm();
 }
 
 #if defined(__x86_64__)

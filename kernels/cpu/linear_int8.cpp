@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -195,10 +194,10 @@ struct VnniTile {
 };
 #endif
 
-// The best this CPU runs, capped by OFFGEN_CPU_ISA (any cap takes the portable tile).
+// The best this CPU runs, capped by OFFGEN_CPU_ISA (avx2 or portable take the portable tile).
 Kernels select() {
-  const char* env = std::getenv("OFFGEN_CPU_ISA");
-  const bool capped = env != nullptr && *env != '\0';
+  const IsaCap cap = cpu_isa_cap();
+  const bool capped = cap == IsaCap::avx2 || cap == IsaCap::portable;
   Kernels k = table<PortableTile>();
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();

@@ -45,11 +45,7 @@ def _batch_size(value: Any) -> Optional[int]:
     text = str(value)
     if text.startswith("auto"):
         return None
-    try:
-        size = int(text)
-    except ValueError:
-        raise ValueError(f"batch_size must be a positive integer or 'auto' (got {value!r})") \
-            from None
+    size = int(text) if text.isdigit() else 0
     if size < 1:
         raise ValueError(f"batch_size must be a positive integer or 'auto' (got {value!r})")
     return size
@@ -78,6 +74,17 @@ def _harness_device(value: Optional[str]) -> Optional[str]:
             "CPU); model_args device=cuda insists on the GPU", value)
         return "auto"
     return _device(value)
+
+
+def _longest_first(items: List[Any], length: Any, run: Any) -> List[Any]:
+    """run(items longest first) — as the Hugging Face backend orders them, so a request too long
+    for the memory budget fails at once, not after an hour — answered in the items' own order."""
+    order = sorted(range(len(items)), key=lambda i: -length(items[i]))
+    answers = run([items[i] for i in order])
+    result: List[Any] = [None] * len(items)
+    for i, answer in zip(order, answers):
+        result[i] = answer
+    return result
 
 
 class OffgenLM(TemplateLM):
@@ -123,6 +130,7 @@ class OffgenLM(TemplateLM):
         if engine_device is not None:
             options.setdefault("device", engine_device)
         self.llm = LLM(model, seed=int(seed), **options)
+        self._model = str(model)
         config = self.llm.model_config
         self._positions = int(config["max_position_embeddings"])
         self._eos = int(config["eos_token_id"])
@@ -141,6 +149,9 @@ class OffgenLM(TemplateLM):
         self._custom_prefix = None if prefix_token_id is None else int(prefix_token_id)
         self._prefill_tokens = int(prefill_tokens)
         self._prompt_prefix = list(self.llm.prompt_prefix)
+        # The special tokens' text, read once: tok_encode looks for the prefix's on every call.
+        self._prefix_text = self.tok_decode([self.prefix_token_id])
+        self._eos_text = self.tok_decode([self._eos])
         self.batch_size_per_gpu = engine_batch if engine_batch is not None else "auto"
 
     @classmethod
@@ -190,14 +201,14 @@ class OffgenLM(TemplateLM):
     @property
     def tokenizer_name(self) -> str:
         # The harness's cache keys and chat templates name the tokenizer; this is the checkpoint.
-        return self.llm._model.replace("/", "__")
+        return self._model.replace("/", "__")
 
     def tok_encode(self, string: str, add_special_tokens: Optional[bool] = None,
                    left_truncate_len: Optional[int] = None, **kwargs: Any) -> List[int]:
         """As the Hugging Face backend encodes: the tokenizer's prefix (add_special_tokens, else
         add_bos_token, else the tokenizer's own choice), not twice where the string starts with
         it as text."""
-        bos_text = self.tok_decode([self.prefix_token_id])
+        bos_text = self._prefix_text
         if add_special_tokens is None and bos_text and string.startswith(bos_text):
             # Hugging Face's tokenizer reads the text "</s>" as the special token itself and adds
             # no second one; offgen's encode takes text as text, so the token is put there.
@@ -298,15 +309,9 @@ class OffgenLM(TemplateLM):
         return totals
 
     def _score(self, texts: List[List[int]], disable_tqdm: bool) -> List[Any]:
-        # Longest first, as the Hugging Face backend runs them (and a text too long for the
-        # memory budget fails at once, not after an hour).
-        order = sorted(range(len(texts)), key=lambda i: (-len(texts[i]), texts[i]))
-        outputs = self.llm.score([texts[i] for i in order], prefill_tokens=self._prefill_tokens,
-                                 argmax=True, use_tqdm=not disable_tqdm)
-        result: List[Any] = [None] * len(texts)
-        for i, out in zip(order, outputs):
-            result[i] = out
-        return result
+        return _longest_first(texts, len, lambda ordered: self.llm.score(
+            ordered, prefill_tokens=self._prefill_tokens, argmax=True,
+            use_tqdm=not disable_tqdm))
 
     # -- generation ------------------------------------------------------------------------
 
@@ -314,7 +319,7 @@ class OffgenLM(TemplateLM):
         """Each (context, generation kwargs) completed until a stop string, EOS or max_gen_toks
         new tokens, the context cut from the left to leave room for them; the text ends before
         the first stop string, as the Hugging Face backend cuts it."""
-        eos_text = self.tok_decode([self._eos])
+        eos_text = self._eos_text
         prompts = []
         params = []
         stops = []
@@ -329,14 +334,16 @@ class OffgenLM(TemplateLM):
                             self.tok_encode(context, left_truncate_len=self._max_length - max_gen)})
             params.append(self._sampling(kwargs, until, eos_text, max_gen))
             stops.append(until)
-        order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]["prompt_token_ids"]))
-        outputs = self.llm.generate([prompts[i] for i in order], [params[i] for i in order],
-                                    use_tqdm=not disable_tqdm)
-        texts: List[str] = [""] * len(prompts)
-        for i, out in zip(order, outputs):
-            text = postprocess_generated_text(out.outputs[0].text, stops[i], None)
-            texts[i] = text
-            self.cache_hook.add_partial("generate_until", requests[i].args, text)
+        jobs = list(zip(prompts, params))
+        outputs = _longest_first(jobs, lambda job: len(job[0]["prompt_token_ids"]),
+                                 lambda ordered: self.llm.generate(
+                                     [p for p, _ in ordered], [q for _, q in ordered],
+                                     use_tqdm=not disable_tqdm))
+        texts = []
+        for request, out, until in zip(requests, outputs, stops):
+            text = postprocess_generated_text(out.outputs[0].text, until, None)
+            self.cache_hook.add_partial("generate_until", request.args, text)
+            texts.append(text)
         return texts
 
     def _sampling(self, kwargs: Dict[str, Any], until: List[str], eos_text: str,
