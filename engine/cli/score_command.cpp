@@ -83,6 +83,12 @@ class ScoreJob final : public BatchJob {
                  "--resume: {} scores other tokens for text {} than line {} has; is it the output "
                  "of this input?",
                  output, line.index, line.line_number);
+    // A kept record must have what this run's records have, so the file reads as one job.
+    OFFGEN_CHECK(record.contains("argmax_ids") == options_.argmax,
+                 "--resume: {}'s record of line {} was scored {} --argmax and this run {}: resume "
+                 "with the flags it was written with, or --overwrite",
+                 output, line.line_number, options_.argmax ? "without" : "with",
+                 options_.argmax ? "asks for it" : "does not");
   }
 
   std::uint64_t work(std::size_t index) const override {

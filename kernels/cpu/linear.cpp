@@ -23,7 +23,9 @@
 // Outputs go through the epilogue: bias, activation, one rounding to fp16 — or plain fp32 for
 // logits. Micro-kernels are picked at run time (AVX-512, AVX2+FMA, portable); OFFGEN_CPU_ISA=avx2
 // or =portable caps the choice so tests can cover the fallbacks on any x86 machine (both caps
-// use the dot path for prompt rows too).
+// use the dot path for prompt rows too). bf16 prompt rows (PrefillMath::bf16) take AMX's tiles
+// where the CPU has them (kernels/cpu/linear_amx.h), else the vdpbf16ps outer-product tile;
+// OFFGEN_CPU_ISA=avx512 keeps AMX out.
 #include "kernels/cpu/linear.h"
 
 #include <tbb/blocked_range.h>

@@ -304,6 +304,29 @@ TEST(ScoreCommand, ResumeKeepsScoredTextsAndRedoesTheRest) {
     EXPECT_NE(std::string(e.what()).find("is it the output of this input"), std::string::npos)
         << e.what();
   }
+
+  // With --argmax, records kept from a run without it would lack argmax_ids: refused by name.
+  test::write_file(options.output, complete[0].dump() + "\n");
+  options.argmax = true;
+  try {
+    cli::run_score(options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("was scored without --argmax and this run asks for it"),
+              std::string::npos)
+        << e.what();
+  }
+  // Resumed with the flag it was written with, a record interrupted with --argmax is kept.
+  options.resume = false;
+  options.overwrite = true;
+  ASSERT_EQ(cli::run_score(options), 0);
+  const auto with_argmax = read_lines(options.output);
+  ASSERT_TRUE(with_argmax[1].contains("argmax_ids"));
+  test::write_file(options.output, with_argmax[1].dump() + "\n");
+  options.overwrite = false;
+  options.resume = true;
+  ASSERT_EQ(cli::run_score(options), 0);
+  EXPECT_EQ(read_lines(options.output), with_argmax);
 }
 
 // --truncate N cuts a longer text to its first N tokens (BOS included) and says so in its record;

@@ -127,7 +127,7 @@ TEST(MpiJob, TwoRanksAnswerExactlyAsOneProcess) {
   EXPECT_NE(again.output.find("--resume"), std::string::npos) << again.output;
   EXPECT_EQ(test::read_file(ranked), single);
 
-  // score too: the same numbers as one process.
+  // score too (with each position's most likely id): the same numbers as one process.
   std::string texts;
   for (int i = 0; i < 9; ++i) {
     Json ids = Json::array({2});
@@ -137,9 +137,9 @@ TEST(MpiJob, TwoRanksAnswerExactlyAsOneProcess) {
   const auto score_input = dir.path() / "texts.jsonl";
   test::write_file(score_input, texts);
   auto score_args = [&](const fs::path& out) {
-    return std::vector<std::string>{"score",     "--model", trained_model().string(), "--device",
-                                    "cpu",       "--input", score_input.string(),     "--output",
-                                    out.string()};
+    return std::vector<std::string>{"score",      "--model", trained_model().string(), "--device",
+                                    "cpu",        "--input", score_input.string(),     "--output",
+                                    out.string(), "--argmax"};
   };
   const auto scored_one = test::run_offgen(score_args(dir.path() / "s1.jsonl"), dir.path() / "s1");
   ASSERT_EQ(scored_one.code, 0) << scored_one.output;

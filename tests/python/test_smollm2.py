@@ -71,10 +71,10 @@ def test_chat_equals_the_cli(llm, smollm2, tmp_path):
 def test_a_kv_policy_scores_as_the_cli_does(smollm2, tmp_path):
     text = open("/usr/share/common-licenses/Apache-2.0").read()[:3000]
     llm = LLM(model=smollm2, device="cpu", policy="h2o", kv_budget=0.25, batch_size=2)
-    [ours] = llm.score([text], prefill_tokens=64, use_tqdm=False)
+    [ours] = llm.score([text], prefill_tokens=64, argmax=True, use_tqdm=False)
     cli = run_cli("score", ["--model", smollm2, "--device", "cpu", "--policy", "h2o",
                             "--kv-budget", "0.25", "--batch-size", "2"], [{"text": text}],
-                  tmp_path, extra=["--prefill-tokens", "64"])
+                  tmp_path, extra=["--prefill-tokens", "64", "--argmax"])
     assert ours.record == cli[0]
     [full] = LLM(model=smollm2, device="cpu", batch_size=2).score([text], prefill_tokens=64,
                                                                    use_tqdm=False)
