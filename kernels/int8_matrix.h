@@ -1,6 +1,6 @@
-// int8 weights (Storage::int8, `--compress-weights=int8`): each matrix W[out, in] quantized per
+// int8 weights (Storage::int8, `--int8-weights`): each matrix W[out, in] quantized per
 // output channel (a row of HF's layout), symmetric, at load; the cpu device multiplies them in
-// int8 against activations quantized per token, with AVX512-VNNI's vpdpbusd. This header is the
+// int8 against activations quantized per group of k (vpdpbusd, or AMX tdpbusd). This header is the
 // spec; the reference, the CPU kernels and the packer are bit-exact to it.
 //
 // Quantizing a row v[0..len) of fp16 values (a weight row whole; an activation row in groups of

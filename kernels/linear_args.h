@@ -7,27 +7,9 @@
 #include "engine/core/half.h"
 #include "kernels/activation.h"
 #include "kernels/int8_matrix.h"
+#include "kernels/prefill_math.h"
 
 namespace offgen::kernels {
-
-// How the cpu device multiplies a prefill's prompt rows (LinearArgs::prompt_rows): exactly (fp16
-// operands in fp32), or with both operands rounded to bf16 (round to nearest even) and their
-// products summed in fp32 by the AVX512-BF16 dot product, twice the fp32 FMA rate: per output,
-// over pairs of k in order, acc += x[2t+1]·w[2t+1], then acc += x[2t]·w[2t] (each product is
-// exact in fp32, each add rounded once: vdpbf16ps's order), k padded with a zero to even.
-// Decode rows are always exact: they are memory bound, and bf16 would read the same fp16 bytes.
-enum class PrefillMath { fp32, bf16 };
-
-// "fp32" or "bf16": the flag's value, and what plan files and bench rows record.
-inline const char* prefill_math_name(PrefillMath math) {
-  switch (math) {
-    case PrefillMath::fp32:
-      return "fp32";
-    case PrefillMath::bf16:
-      return "bf16";
-  }
-  return "?";
-}
 
 // y = act(x · weightᵀ + bias) with Hugging Face's weight layout (out × in); bias and activation
 // are applied in fp32, then one rounding to fp16. y must not alias x.

@@ -12,10 +12,12 @@
 #include "bench/micro/cpu_ceilings.h"
 #include "engine/core/half.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/gated_mlp.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/linear_int8.h"
+#include "kernels/cpu/linear_int8_amx.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/cpu/rms_norm.h"
 #include "kernels/cpu/rotary.h"
@@ -176,13 +178,21 @@ BENCHMARK(LinearBf16)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// The same GEMMs over int8 weights (kernels/int8_matrix.h: vpdpbusd), against the int8
-// dot-product ceiling; args m, n, k. The one-row shapes are decode steps, bound by reading the
-// weights: their share of the read bandwidth is printed too (one byte per weight).
+// The same GEMMs over int8 weights (kernels/int8_matrix.h), against the int8 dot-product
+// ceiling (vpdpbusd) and, where the shape runs on AMX's tdpbusd, AMX's too; args m, n, k. The
+// one-row shapes are decode steps, bound by reading the weights: their share of the read
+// bandwidth is printed too (one byte per weight).
 void LinearInt8(benchmark::State& state) {
-  run_linear(state, state.range(0) > 1, offgen::kernels::PrefillMath::fp32,
+  const std::int64_t m = state.range(0);
+  run_linear(state, m > 1, offgen::kernels::PrefillMath::fp32,
              offgen::bench::cpu_ceilings().int8_dot_ops, "of int8 dot peak", true,
              static_cast<double>(state.range(1) * state.range(2)));
+  if (m >= offgen::kernels::cpu::kAmxInt8MinRows && offgen::kernels::cpu::use_amx_int8() &&
+      offgen::bench::cpu_ceilings().int8_dot_ops > 0) {
+    state.counters["of AMX int8 peak"] = state.counters["of int8 dot peak"] *
+                                         offgen::bench::cpu_ceilings().int8_dot_ops /
+                                         offgen::bench::cpu_ceilings().amx_int8_ops;
+  }
 }
 BENCHMARK(LinearInt8)
     ->ArgNames({"m", "n", "k"})
@@ -198,11 +208,13 @@ BENCHMARK(LinearInt8)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// Causal prefill attention of one batch of prompts: args batch, prompt tokens (opt-125m heads).
-// FLOP/s counts q·k and p·v over the causal half, as the cost model does.
+// Causal prefill attention of one batch of prompts: args batch, prompt tokens, math (0 fp32,
+// 1 bf16: AMX where the CPU has it) with opt-125m heads. FLOP/s counts q·k and p·v over the
+// causal half, as the cost model does; the share is of the ceiling of the math's unit.
 void PrefillAttention(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
   const int seq = static_cast<int>(state.range(1));
+  const bool bf16 = state.range(2) != 0;
   const int heads = 12;
   const int head_dim = 64;
   const auto rows = static_cast<std::size_t>(batch) * seq;
@@ -218,13 +230,17 @@ void PrefillAttention(benchmark::State& state) {
   args.heads = heads;
   args.head_dim = head_dim;
   args.scale = 0.125f;
-  const double ceiling = offgen::bench::cpu_ceilings().fp32_fma_flops;
+  args.prefill_math =
+      bf16 ? offgen::kernels::PrefillMath::bf16 : offgen::kernels::PrefillMath::fp32;
+  const bool amx = offgen::kernels::cpu::use_amx_prefill_attention(args);
+  const double ceiling = amx ? offgen::bench::cpu_ceilings().amx_bf16_flops
+                             : offgen::bench::cpu_ceilings().fp32_fma_flops;
   const auto start = Clock::now();
   for (auto _ : state) {
     offgen::kernels::cpu::prefill_attention(args);
     benchmark::DoNotOptimize(out.data());
   }
-  report_share(state, "of fp32 FMA peak",
+  report_share(state, amx ? "of AMX bf16 peak" : "of fp32 FMA peak",
                2.0 * batch * heads * static_cast<double>(seq) * seq * head_dim,
                seconds_since(start), ceiling);
   state.counters["GFLOP/s"] = benchmark::Counter(
@@ -232,9 +248,9 @@ void PrefillAttention(benchmark::State& state) {
       benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(PrefillAttention)
-    ->Args({1, 128})
-    ->Args({1, 512})
-    ->Args({8, 512})
+    ->ArgNames({"batch", "seq", "bf16"})
+    ->ArgsProduct({{1}, {128, 512}, {0, 1}})
+    ->ArgsProduct({{8}, {512}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -136,6 +136,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--grids", default="opt,llama", help="which grids to run: opt, llama")
     parser.add_argument("--json", default=None, help="also write every run and median here")
+    parser.add_argument("--engines", default=None,
+                        help="only these engines, by name, comma-separated (e.g. 'offgen bf16,"
+                             "transformers bf16'; default: every one)")
     args = parser.parse_args()
     models = os.path.join(args.peers, "models")
     args.python = args.python or os.path.join(args.peers, "venv", "bin", "python")
@@ -150,6 +153,14 @@ def main():
     if not wanted or not wanted <= {"opt", "llama"}:
         raise SystemExit(f"--grids takes opt and/or llama, not {args.grids!r}")
     order = [e for e in engines(args) if e[0] in wanted]
+    if args.engines:
+        chosen = [n.strip() for n in args.engines.split(",")]
+        unknown = [n for n in chosen if n not in {e[1] for e in order}]
+        if unknown:
+            raise SystemExit(f"--engines: no engine named {', '.join(map(repr, unknown))} in "
+                             f"the grids {args.grids}; there are "
+                             f"{', '.join(sorted({e[1] for e in order}))}")
+        order = [e for e in order if e[1] in chosen]
     runs = {(grid, name): [] for grid, name, _, _ in order}
     for rep in range(args.repeats):
         for grid, name, _, measure in order:

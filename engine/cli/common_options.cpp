@@ -407,9 +407,9 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
                "the embeddings are rounded through the same format");
   app.add_flag("--int8-weights", options.int8_weights,
                "keep, move and multiply the decoder layers' weights in int8, per output channel "
-               "(~0.5x the bytes; activations quantized per token; the cpu device, with "
-               "AVX512-VNNI dot products where the CPU has them); the embeddings and the LM head "
-               "stay fp16")
+               "(~0.5x the bytes; activations quantized per 128 values of k; the cpu device, "
+               "with AMX's tdpbusd or AVX512-VNNI dot products where the CPU has them); the "
+               "embeddings and the LM head stay fp16")
       ->excludes("--compress-weights");
   app.add_flag(
       "--compress-kv", options.compress_kv,
@@ -418,8 +418,9 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       "attends in fp16 at its own step");
   app.add_option("--prefill-math", options.prefill_math,
                  "how the cpu device multiplies a prefill's GEMMs: fp32 (exact), or bf16 "
-                 "(operands rounded to bf16, fp32 sums: twice the rate on a CPU with AVX512-BF16); "
-                 "decode steps are exact either way")
+                 "(operands rounded to bf16, fp32 sums: twice the rate on a CPU with AVX512-BF16, "
+                 "AMX's tile unit where it has AMX-BF16, which also runs the prefill's attention "
+                 "in bf16); decode steps are exact either way")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   app.add_option("--plan", options.plan,

@@ -458,7 +458,7 @@ void BlockKvCache::speculate(const BlockTask& next, const Half* qkv, std::int64_
 }
 
 void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const std::uint8_t* valid,
-                                  Half* out, int seq) {
+                                  Half* out, int seq, kernels::PrefillMath math) {
   GpuBatchCache& cache = gpu_batches_[static_cast<std::size_t>(task.gpu_batch)];
   const GpuBatch& g = task.batch;
   const int heads = config_.kv_heads();  // of the cache, its slots and scores
@@ -474,6 +474,7 @@ void BlockKvCache::attend_prefill(const BlockTask& task, const Half* qkv, const 
   args.kv_heads = heads;
   args.head_dim = head_dim;
   args.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  args.prefill_math = math;
   if (cache.scores) {
     args.key_prob_sums = cache.scores->prefill_probs();
     args.key_sum_queries = cache.scores->prefill_score_queries();

@@ -132,9 +132,10 @@ class BlockKvCache {
   void speculate(const BlockTask& next, const Half* qkv, std::int64_t q_stride);
   // Prefill of task's GPU batch, on compute: causal attention over qkv ([batch * seq, 3·H·D])
   // with the prompts' mask valid ([batch * seq], device) into out, then the policy's choice of
-  // prompt tokens is stored in the task's layer.
+  // prompt tokens is stored in the task's layer. math: how the cpu kernel multiplies
+  // (kernels/prefill_math.h).
   void attend_prefill(const BlockTask& task, const Half* qkv, const std::uint8_t* valid, Half* out,
-                      int seq);
+                      int seq, kernels::PrefillMath math = kernels::PrefillMath::fp32);
   // Decode of task's GPU batch, on compute: appends each sequence's new k, v (qkv [batch, 3·H·D])
   // and attends over its cache into out; positions: the step's new-token positions of the whole
   // block (device, as uploaded from start_decode's answer).

@@ -262,7 +262,7 @@ void BlockRunner::compute(const BlockTask& task, Step step, Half* x, const Block
   switch (step) {
     case Step::prefill:
       kv_cache_->attend_prefill(task, qkv, valid_.as<std::uint8_t>() + std::int64_t{g.first} * seq,
-                                attn, last_seq_);
+                                attn, last_seq_, prefill_math_);
       break;
     case Step::decode:
       kv_cache_->attend_decode(task, qkv, positions_.as<std::int32_t>(), attn);

@@ -32,6 +32,7 @@
 
 #include "engine/core/error.h"
 #include "engine/core/int_math.h"
+#include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/vector_math.h"
 
@@ -40,38 +41,10 @@ namespace {
 
 constexpr int kQueryBlock = 64;  // queries per prefill task (without key sums)
 constexpr int kQueryGroup = 4;   // queries sharing each K / V load
-constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
-
-// 16 floats as one value: GCC lowers it to one zmm, two ymm or four xmm per target clone, and
-// keeps a handful of them in registers where float arrays would round-trip through memory.
-using Vec = float __attribute__((vector_size(64)));
 
 float* grow(std::vector<float>& v, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
   return v.data();
-}
-
-// Σ p[0, n) in one fixed order: 16 running lanes over consecutive blocks of 16, then the lanes in
-// order. The order depends on n alone, not on p's address (a compiler's simd reduction may peel
-// for alignment) nor on where the keys start: a left-padded sequence's probabilities are summed
-// from its first real key, so they come out the same bits whatever padding its batch-mates
-// impose.
-inline float ordered_sum(const float* p, int n) {
-  Vec lanes = {};
-  int j = 0;
-  for (; j + 16 <= n; j += 16) {
-    Vec v;
-    std::memcpy(&v, p + j, sizeof v);
-    lanes += v;
-  }
-  if (j < n) {
-    Vec v = {};
-    std::memcpy(&v, p + j, sizeof(float) * static_cast<std::size_t>(n - j));
-    lanes += v;
-  }
-  float sum = 0.0f;
-  for (int l = 0; l < 16; ++l) sum += lanes[l];
-  return sum;
 }
 
 // Half{} has bits 0: +0.0.
@@ -211,8 +184,11 @@ template <int kChunks>
   }
   if (last < q0) return;
   const int keys = last + 1;
-  const int ldk = round_up(keys, kStep);  // kt row stride; columns past `keys` are zero
-  const int ldv = round_up(dim, kStep);   // v / acc row stride; columns past `dim` are zero
+  // kt row stride; columns past `keys` are zero. Sixteen more than a whole step: at a
+  // power-of-two stride (512 keys: 2 KiB) the 64 rows a score step reads fall into a few L1 sets
+  // and evict each other (measured: the fp32 kernel ran about 1.2x slower).
+  const int ldk = round_up(keys, kStep) + 16;
+  const int ldv = round_up(dim, kStep);  // v / acc row stride; columns past `dim` are zero
 
   thread_local std::vector<float> kt_buf, v_buf, mask_buf, s_buf, q_buf, acc_buf;
   float* const kt = grow(kt_buf, std::int64_t{dim} * ldk);
@@ -535,6 +511,7 @@ void prefill_attention(const PrefillAttentionArgs& args) {
                          4 * std::int64_t{tbb::this_task_arena::max_concurrency()};
   const int block = whole ? args.seq : kQueryBlock;
   const Isa isa = select_isa();
+  [[maybe_unused]] const bool amx = use_amx_prefill_attention(args);
   const std::int64_t blocks = (args.seq + block - 1) / block;
   const std::int64_t tasks = std::int64_t{args.batch} * args.heads * blocks;
   // Each query head's key sums: the output row itself without GQA, else a row of its own that the
@@ -558,6 +535,12 @@ void prefill_attention(const PrefillAttentionArgs& args) {
         key_sums = head_sums + std::int64_t{bh} * args.seq;
         std::fill(key_sums, key_sums + args.seq, 0.0f);
       }
+#if defined(__x86_64__)
+      if (amx) {
+        prefill_block_amx(args, b, h, q0, std::min(args.seq, q0 + block), key_sums);
+        continue;
+      }
+#endif
       prefill_block(isa, args, b, h, q0, std::min(args.seq, q0 + block), key_sums);
     }
   });

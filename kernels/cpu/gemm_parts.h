@@ -41,7 +41,7 @@ inline std::int64_t task_target() {
   return 8 * static_cast<std::int64_t>(tbb::this_task_arena::max_concurrency());
 }
 
-// Finishes `count` fp32 sums of output row `row`, columns [n0, n0 + count); may modify c.
+// Finishes `count` fp32 sums of output row `row`, columns [n0, n0 + count) (gemm_epilogue.cpp).
 struct Epilogue {
   const float* bias = nullptr;  // fp32, [n]; null = none
   bool relu = false;
@@ -49,19 +49,11 @@ struct Epilogue {
   float* out = nullptr;  // logits output
   std::int64_t n = 0;
 
-  void operator()(std::int64_t row, std::int64_t n0, std::int64_t count, float* c) const {
-    if (out != nullptr) {
-      std::copy(c, c + count, out + row * n + n0);
-      return;
-    }
-    const float* b = bias != nullptr ? bias + n0 : nullptr;
-#pragma omp simd
-    for (std::int64_t j = 0; j < count; ++j) {
-      const float v = c[j] + (b != nullptr ? b[j] : 0.0f);
-      c[j] = relu ? std::max(v, 0.0f) : v;
-    }
-    float_to_half(c, y + row * n + n0, static_cast<std::size_t>(count));
-  }
+  void operator()(std::int64_t row, std::int64_t n0, std::int64_t count, const float* c) const;
+  // The same of c[j] · column_scale[j] (fp32, rounded before the bias is added): int8 weights'
+  // per-channel scales.
+  void operator()(std::int64_t row, std::int64_t n0, std::int64_t count, const float* c,
+                  const float* column_scale) const;
 };
 
 }  // namespace offgen::kernels::cpu

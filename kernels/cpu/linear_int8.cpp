@@ -28,6 +28,7 @@
 #include "engine/core/error.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_parts.h"
+#include "kernels/cpu/linear_int8_amx.h"
 
 namespace offgen::kernels::cpu {
 namespace {
@@ -85,6 +86,8 @@ void tile_portable(const std::uint32_t* x, const std::uint32_t* panel, std::int6
 }
 
 #if defined(__x86_64__)
+}  // namespace
+
 __attribute__((target("avx512f,avx512bw,avx512vl"))) float x_group_avx512(const Half* x,
                                                                           std::int64_t len,
                                                                           std::uint8_t* out) {
@@ -123,6 +126,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) float x_group_avx512(const 
   }
   return amax / 127.0f;
 }
+
+namespace {
 
 // tile_portable's group with vpdpbusd: 24 int32 accumulators in registers across the group,
 // the fix-up folded in while they are live. (maskz forms: GCC 12's plain shift and convert trip
@@ -242,6 +247,9 @@ void linear_int8(const LinearArgs& args, const Epilogue& store) {
   OFFGEN_CHECK(k > 0, "int8 linear: in_features must be positive (got {})", k);
   const Int8Shape shape{n, k};
   const Int8Matrix& w = *args.weight_int8;
+#if defined(__x86_64__)
+  if (m >= kAmxInt8MinRows && use_amx_int8()) return linear_int8_amx(args, store);
+#endif
   const Kernels kernels = select();
 
   const std::int64_t kw = shape.cols_padded() / Int8Shape::kQuad;
@@ -292,9 +300,7 @@ void linear_int8(const LinearArgs& args, const Epilogue& store) {
     tbb::parallel_for(
         tbb::blocked_range<std::int64_t>(0, n_blocks * row_blocks), [&](const auto& r) {
           thread_local AlignedFloats sum_buffer;
-          thread_local AlignedFloats out_buffer;
           constexpr std::int64_t kTile = kMr * kNr;
-          float* const out = out_buffer.get(static_cast<std::size_t>(kNr));
           for (std::int64_t t = r.begin(); t != r.end(); ++t) {
             const std::int64_t g0 = (t % n_blocks) * gb;
             const std::int64_t g1 = std::min(groups, g0 + gb);
@@ -325,9 +331,7 @@ void linear_int8(const LinearArgs& args, const Epilogue& store) {
               for (std::int64_t p = p0; p < p1; ++p) {
                 const std::int64_t rows = std::min<std::int64_t>(kMr, m - p * kMr);
                 for (std::int64_t i = 0; i < rows; ++i) {
-                  const float* const s = sums + (p - p0) * kTile + i * kNr;
-                  for (std::int64_t j = 0; j < count; ++j) out[j] = s[j] * w.scales[j0 + j];
-                  store(p * kMr + i, j0, count, out);
+                  store(p * kMr + i, j0, count, sums + (p - p0) * kTile + i * kNr, w.scales + j0);
                 }
               }
             }

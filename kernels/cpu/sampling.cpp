@@ -14,7 +14,6 @@
 namespace offgen::kernels::cpu {
 namespace {
 
-constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 // The draw walks block sums first, then one block.
 constexpr int kBlock = 64;
 

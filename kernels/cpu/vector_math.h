@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 // Compiles a function three times (AVX-512, AVX2+FMA, baseline) and picks one at load time. The
@@ -19,6 +20,9 @@
 #endif
 
 namespace offgen::kernels::cpu {
+
+// The start of a running maximum, and the score of a masked position.
+inline constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
 // cond ? a : b through integer masks: GCC (with the default -ftrapping-math) will not if-convert a
 // float ?: inside a loop, which would leave the loop scalar.
@@ -59,6 +63,33 @@ inline float fast_exp(float x) {
   result = pick(x < -87.3f, 0.0f, result);  // exp(-87.3) ≈ 1.2e-38: flush; exp(-inf) = 0
   result = pick(x > 88.7f, std::numeric_limits<float>::infinity(), result);
   return pick(x != x, x, result);  // NaN stays NaN
+}
+
+// 16 floats as one value: GCC lowers it to one zmm, two ymm or four xmm per target clone, and
+// keeps a handful of them in registers where float arrays would round-trip through memory.
+using Vec = float __attribute__((vector_size(64)));
+
+// Σ p[0, n) in one fixed order: 16 running lanes over consecutive blocks of 16, then the lanes in
+// order. The order depends on n alone, not on p's address (a compiler's simd reduction may peel
+// for alignment) nor on where the keys start: a left-padded sequence's probabilities are summed
+// from its first real key, so they come out the same bits whatever padding its batch-mates
+// impose.
+inline float ordered_sum(const float* p, int n) {
+  Vec lanes = {};
+  int j = 0;
+  for (; j + 16 <= n; j += 16) {
+    Vec v;
+    std::memcpy(&v, p + j, sizeof v);
+    lanes += v;
+  }
+  if (j < n) {
+    Vec v = {};
+    std::memcpy(&v, p + j, sizeof(float) * static_cast<std::size_t>(n - j));
+    lanes += v;
+  }
+  float sum = 0.0f;
+  for (int l = 0; l < 16; ++l) sum += lanes[l];
+  return sum;
 }
 
 }  // namespace offgen::kernels::cpu

@@ -1,8 +1,8 @@
 // int8 weights on the CPU (kernels/int8_matrix.h): the load-time packer and the int8 linear equal
-// the reference byte for byte and bit for bit on every kernel path (VNNI, and the portable tile
-// that OFFGEN_CPU_ISA selects), a row's bits do not depend on the rows beside it, and the result
-// is as close to the exact product as per-row int8 rounding of both operands allows.
-// (Not a parity suite of the CUDA kernels: the cuda device refuses int8 weights.)
+// the reference byte for byte and bit for bit on every kernel path (AMX's tdpbusd from 16 rows,
+// VNNI, and the portable tile that OFFGEN_CPU_ISA selects), a row's bits do not depend on the rows
+// beside it, and the result is as close to the exact product as per-row int8 rounding of both
+// operands allows. (Not a parity suite of the CUDA kernels: the cuda device refuses int8 weights.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,10 +35,13 @@ std::string describe_int8(const Int8Case& s) {
 }
 
 // m: one row (a decode step), every tile height, several panels and row blocks; n: tails of the
-// 48-row panels; k: not a multiple of the 4-byte quads, across the 512-value chunks.
-const Int8Case kInt8Cases[] = {{1, 1, 1},      {1, 7, 13},      {3, 20, 64},   {8, 48, 32},
-                               {17, 33, 100},  {5, 13, 1100},   {40, 37, 33},  {64, 97, 255},
-                               {70, 100, 600}, {129, 19, 2051}, {300, 300, 70}};
+// 48-row panels and of AMX's 96-column groups; k: not a multiple of the 4-byte quads, across the
+// 512-value chunks, and whole 64-byte tile steps (AMX reads the panels as they lie) or not (it
+// reads a padded copy).
+const Int8Case kInt8Cases[] = {{1, 1, 1},      {1, 7, 13},      {3, 20, 64},    {8, 48, 32},
+                               {17, 33, 100},  {5, 13, 1100},   {40, 37, 33},   {64, 97, 255},
+                               {70, 100, 600}, {129, 19, 2051}, {300, 300, 70}, {48, 200, 768},
+                               {33, 96, 256}};
 
 // The blob of a packed matrix, 64-byte aligned as the weight image keeps it.
 struct Blob {
@@ -47,7 +50,7 @@ struct Blob {
   std::vector<std::uint64_t> bytes;
 };
 
-const std::vector<std::string> kIsaCaps = {"", "avx2", "portable"};
+const std::vector<std::string> kIsaCaps = {"", "avx512", "avx2", "portable"};
 
 TEST(Int8Weights, ThePackerEqualsTheReferenceByteForByte) {
   Rng rng;

@@ -1,0 +1,298 @@
+#include "kernels/cpu/attention_amx.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "engine/core/int_math.h"
+#include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/bf16_operands.h"
+#include "kernels/cpu/gemm_parts.h"
+#include "kernels/cpu/linear_amx.h"
+#include "kernels/cpu/vector_math.h"
+
+namespace offgen::kernels::cpu {
+
+bool use_amx_prefill_attention(const PrefillAttentionArgs& args) {
+  return args.prefill_math == PrefillMath::bf16 && use_amx_bf16();
+}
+
+#if defined(__x86_64__)
+namespace {
+
+constexpr int kTileRows = 2 * amx::kRows;  // queries per pass: two A tiles
+
+// exp(x) for 16 lanes, x <= 0, -inf or NaN, to within 3e-6 relative: exponentials about to be
+// rounded to bf16 (2^-9) need no more than a degree-5 polynomial. exp(r) on |r| <= ln2 / 2 after
+// Cody-Waite reduction, scaled by 2^n with vscalefps (underflow included); x is first raised to
+// -88 (exp: 6e-39, which cvtne2ps2bf16 flushes to zero), and a NaN goes through max and stays.
+// The masked forms with every lane set: GCC 12's unmasked ones warn of an uninitialised source.
+__attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
+  x = _mm512_mask_max_ps(x, 0xFFFF, _mm512_set1_ps(-88.0f), x);
+  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 n =
+      _mm512_mask_roundscale_ps(t, 0xFFFF, t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 120.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_mask_scalef_ps(p, 0xFFFF, p, n);
+}
+
+// Row r of a score tile: s[j] = exp(scale·s[j] + mask[j] − their max), rounded to bf16 (kept as
+// fp32), for j < keys; 0 for j in [keys, width); returns the reciprocal of their sum in
+// ordered_sum's order (16 lanes over consecutive blocks of 16 from j = 0, then the lanes in
+// order), accumulated as they are made. holes: whether any mask entry is -inf (else it is not
+// read).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) float softmax_row(
+    float* s, const float* mask, bool holes, float scale, int keys, int width) {
+  const __m512 scales = _mm512_set1_ps(scale);
+  __m512 top = _mm512_set1_ps(kMinusInf);
+  int j = 0;
+  for (; j + 16 <= keys; j += 16) {
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(s + j), scales);
+    if (holes) v = _mm512_add_ps(v, _mm512_loadu_ps(mask + j));
+    top = _mm512_mask_max_ps(top, 0xFFFF, top, v);
+  }
+  if (j < keys) {
+    const auto lanes = static_cast<__mmask16>((1u << (keys - j)) - 1u);
+    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, s + j), scales);
+    if (holes) v = _mm512_maskz_add_ps(lanes, v, _mm512_maskz_loadu_ps(lanes, mask + j));
+    top = _mm512_mask_max_ps(top, lanes, top, v);
+  }
+  // The query's own key is real, so the max is finite (or NaN, which the exponentials carry).
+  alignas(64) float parts[16];
+  _mm512_store_ps(parts, top);
+  float max = parts[0];
+  for (const float part : parts) max = part > max ? part : max;
+  const __m512 shift = _mm512_set1_ps(-max);
+  __m512 lanes_sum = _mm512_setzero_ps();
+  for (j = 0; j < keys; j += 16) {
+    const auto lanes = static_cast<__mmask16>(keys - j >= 16 ? 0xFFFFu : (1u << (keys - j)) - 1u);
+    __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, s + j), scales, shift);
+    if (holes) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(lanes, mask + j));
+    const __m256bh rounded = _mm512_cvtneps_pbh(exp16(x));
+    const __m512 e = _mm512_maskz_mov_ps(
+        lanes,
+        _mm512_castsi512_ps(_mm512_maskz_slli_epi32(
+            0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, reinterpret_cast<__m256i>(rounded)), 16)));
+    _mm512_storeu_ps(s + j, e);  // zeros past keys, inside the row's width
+    lanes_sum = _mm512_add_ps(lanes_sum, e);
+  }
+  std::fill(s + j, s + width, 0.0f);
+  _mm512_store_ps(parts, lanes_sum);
+  float sum = 0.0f;
+  for (const float part : parts) sum += part;
+  return 1.0f / sum;
+}
+
+// 32 fp32 values (exactly bf16 already) as 16 bf16 pair words: word t is (p[2t], p[2t + 1]).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_pairs(
+    const float* p, int words, std::uint32_t* out) {
+  for (int t = 0; t < words; t += 16) {
+    const __m512 lo = _mm512_loadu_ps(p + 2 * t);
+    const __m512 hi = _mm512_loadu_ps(p + 2 * t + 16);
+    // cvtne2ps2bf16 puts its second operand in the low half: p[2t..2t+15], then the next 16.
+    _mm512_storeu_si512(out + t, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+  }
+}
+
+// Two V rows (fp16, `dim` values; null = zeros) as pair words of 16-dim blocks: for block c,
+// out[c·block_stride + d] = (bf16 r0[16c + d], bf16 r1[16c + d]).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_v_pair(
+    const Half* r0, const Half* r1, int dim, std::int64_t block_stride, std::uint32_t* out) {
+  // Interleaves the halves: word d = bf16 lane d (r0) | bf16 lane 16 + d (r1) << 16.
+  alignas(64) static constexpr std::uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i order = _mm512_load_si512(kInterleave);
+  for (int d0 = 0, c = 0; d0 < dim; d0 += 16, ++c) {
+    const int len = std::min(16, dim - d0);
+    const auto mask = static_cast<__mmask16>(len >= 16 ? 0xFFFFu : (1u << len) - 1u);
+    const __m512 a = r0 != nullptr
+                         ? _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, r0 + d0))
+                         : _mm512_setzero_ps();
+    const __m512 b = r1 != nullptr
+                         ? _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, r1 + d0))
+                         : _mm512_setzero_ps();
+    const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));
+    _mm512_store_si512(out + c * block_stride, _mm512_permutexvar_epi16(order, both));
+  }
+}
+
+// out[d] = fp16(o[d] · inv) for d < dim.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void scale_to_half(const float* o, float inv,
+                                                                        int dim, Half* out) {
+  const __m512 s = _mm512_set1_ps(inv);
+  for (int d0 = 0; d0 < dim; d0 += 16) {
+    const int len = std::min(16, dim - d0);
+    const auto mask = static_cast<__mmask16>(len >= 16 ? 0xFFFFu : (1u << len) - 1u);
+    const __m512 v = _mm512_mask_mul_ps(s, 0xFFFF, _mm512_maskz_loadu_ps(mask, o + d0), s);
+    const __m256i h =
+        _mm512_mask_cvtps_ph(_mm256_setzero_si256(), 0xFFFF, v, _MM_FROUND_TO_NEAREST_INT);
+    _mm256_mask_storeu_epi16(out + d0, mask, h);
+  }
+}
+
+// One thread's scratch, reused across tasks.
+struct Scratch {
+  AlignedBuffer<Half> k_rows;           // [keys, dim] fp16, contiguous for the panel packer
+  AlignedBuffer<std::uint32_t> panels;  // K: 48-key panels of padded_words pairs
+  AlignedBuffer<std::uint32_t> v;       // V: [dim blocks][padded pairs of keys][16]
+  AlignedBuffer<std::uint32_t> q;       // [32][padded_words]
+  AlignedBuffer<std::uint32_t> p;       // [32][padded pairs of keys]
+  AlignedFloats s;                      // [32][score width]
+  AlignedFloats o;                      // [32][dim blocks · 16]
+  AlignedFloats mask;                   // [score width]: 0 for real keys, -inf for padding
+};
+
+}  // namespace
+
+void prefill_block_amx(const PrefillAttentionArgs& a, int b, int h, int q0, int q1,
+                       float* key_sums) {
+  const int dim = a.head_dim;
+  const int kv_heads = a.kv_head_count();
+  const int kv_head = h / (a.heads / kv_heads);
+  const std::int64_t hd = std::int64_t{a.heads} * dim;
+  const std::int64_t kvd = std::int64_t{kv_heads} * dim;
+  const std::int64_t stride = hd + 2 * kvd;
+  const std::uint8_t* valid = a.valid + std::int64_t{b} * a.seq;
+  const Half* tokens = a.qkv + std::int64_t{b} * a.seq * stride;
+  Half* out = a.out + std::int64_t{b} * a.seq * hd + std::int64_t{h} * dim;
+
+  int last = q1 - 1;  // last real query of the block: keys [first, last] are all it needs
+  while (last >= q0 && valid[last] == 0) --last;
+  int first = 0;  // first real key: keys and queries are counted from here
+  while (first < q1 && valid[first] == 0) ++first;
+  for (int i = q0; i < q1; ++i) {
+    if (valid[i] == 0) std::fill(out + i * hd, out + i * hd + dim, Half{});
+  }
+  if (last < q0) return;
+
+  const int keys = last + 1 - first;
+  const std::int64_t words = ceil_div(dim, 2);
+  const std::int64_t padded_words = round_up(words, amx::kStepWords);
+  const std::int64_t panel_words = padded_words * kBf16PanelColumns;
+  const int width = round_up(keys, kTileRows);  // score row length: whole 32-key steps
+  const std::int64_t key_pairs = width / 2;     // p·v's pair rows
+  const int dim_blocks = ceil_div(dim, 16);
+  const std::int64_t ldo = std::int64_t{dim_blocks} * 16;
+
+  thread_local Scratch scratch;
+  Half* const k_rows = scratch.k_rows.get(static_cast<std::size_t>(std::int64_t{keys} * dim));
+  const std::int64_t panel_count = ceil_div(keys, kBf16PanelColumns);
+  std::uint32_t* const panels =
+      scratch.panels.get(static_cast<std::size_t>(panel_count * panel_words));
+  std::uint32_t* const vp = scratch.v.get(static_cast<std::size_t>(dim_blocks * key_pairs * 16));
+  std::uint32_t* const qa = scratch.q.get(static_cast<std::size_t>(kTileRows * padded_words));
+  std::uint32_t* const pa = scratch.p.get(static_cast<std::size_t>(kTileRows * key_pairs));
+  float* const s = scratch.s.get(static_cast<std::size_t>(kTileRows) * width);
+  float* const o = scratch.o.get(static_cast<std::size_t>(kTileRows * ldo));
+  float* const mask = scratch.mask.get(static_cast<std::size_t>(width));
+
+  // Keys and values from the first real token; a padding key inside (none today: padding is on
+  // the left) is zeros under a -inf mask.
+  auto k_row = [&](int j) {
+    return tokens + (first + j) * stride + hd + std::int64_t{kv_head} * dim;
+  };
+  for (int j = 0; j < keys; ++j) {
+    Half* const row = k_rows + std::int64_t{j} * dim;
+    if (valid[first + j] != 0) {
+      std::copy(k_row(j), k_row(j) + dim, row);
+      mask[j] = 0.0f;
+    } else {
+      std::fill(row, row + dim, Half{});
+      mask[j] = kMinusInf;
+    }
+  }
+  std::fill(mask + keys, mask + width, kMinusInf);
+  const bool holes = std::any_of(mask, mask + keys, [](float m) { return m != 0.0f; });
+  for (std::int64_t p = 0; p < panel_count; ++p) {
+    std::uint32_t* const panel = panels + p * panel_words;
+    pack_weight_panel_bf16(
+        k_rows + p * kBf16PanelColumns * dim, dim,
+        static_cast<int>(std::min<std::int64_t>(kBf16PanelColumns, keys - p * kBf16PanelColumns)),
+        panel);
+    std::fill(panel + words * kBf16PanelColumns, panel + panel_words, 0u);
+  }
+  auto v_row = [&](int j) -> const Half* {
+    return j < keys && valid[first + j] != 0 ? k_row(j) + kvd : nullptr;
+  };
+  for (std::int64_t u = 0; u < key_pairs; ++u) {
+    pack_v_pair(v_row(static_cast<int>(2 * u)), v_row(static_cast<int>(2 * u + 1)), dim,
+                key_pairs * 16, vp + u * 16);
+  }
+  // Key block c's first pair: panel c / 3, its (c % 3)-th 16 keys.
+  auto key_block = [&](std::int64_t c) { return panels + (c / 3) * panel_words + (c % 3) * 16; };
+
+  amx::load_tiles(full_tiles());
+  const int start = std::max(q0, first) - first;  // the block's queries, counted from first
+  for (int t0 = start; t0 < keys; t0 += kTileRows) {
+    const int rows = std::min(kTileRows, keys - t0);
+    const int seen = t0 + rows;  // keys any query of the pass sees
+    const int tiles = rows > amx::kRows ? 2 : 1;
+    for (int r = 0; r < kTileRows; ++r) {
+      std::uint32_t* const row = qa + r * padded_words;
+      std::int64_t written = 0;
+      if (r < rows && valid[first + t0 + r] != 0) {
+        bf16_row(tokens + (first + t0 + r) * stride + std::int64_t{h} * dim, dim, row);
+        written = words;
+      }
+      std::fill(row + written, row + padded_words, 0u);
+    }
+    const std::uint32_t* a_rows[2] = {qa, qa + amx::kRows * padded_words};
+    const std::int64_t key_blocks = ceil_div(seen, 16);
+    for (std::int64_t c = 0; c < key_blocks; c += 2) {
+      const std::uint32_t* bt[2] = {key_block(c), key_block(std::min(c + 1, key_blocks - 1))};
+      float* const tile_out[4] = {s + 16 * c, s + 16 * (c + 1), s + 16 * width + 16 * c,
+                                  s + 16 * width + 16 * (c + 1)};
+      amx::tile_pass(tiles, c + 1 < key_blocks ? 2 : 1, a_rows, padded_words * 4, bt,
+                     kBf16PanelColumns * 4, padded_words / amx::kStepWords, tile_out, width * 4);
+    }
+    const int step_keys = round_up(seen, kTileRows);  // p·v runs over whole 32-key steps
+    float inv[kTileRows] = {};
+    for (int r = 0; r < kTileRows; ++r) {
+      std::uint32_t* const p_row = pa + r * key_pairs;
+      float* const s_row = s + std::int64_t{r} * width;
+      const int i = first + t0 + r;  // the query's position
+      if (r >= rows || valid[i] == 0) {
+        std::fill(p_row, p_row + step_keys / 2, 0u);
+        continue;
+      }
+      const int seen_by_row = t0 + r + 1;
+      inv[r] = softmax_row(s_row, mask, holes, a.scale, seen_by_row, step_keys);
+      pack_pairs(s_row, step_keys / 2, p_row);
+      if (key_sums != nullptr && (a.key_sum_queries == 0 || i >= a.seq - a.key_sum_queries)) {
+        float* const sums = key_sums + first;
+#pragma omp simd
+        for (int j = 0; j < seen_by_row; ++j) sums[j] += s_row[j] * inv[r];
+      }
+    }
+    const std::uint32_t* p_rows[2] = {pa, pa + amx::kRows * key_pairs};
+    for (int c = 0; c < dim_blocks; c += 2) {
+      const std::uint32_t* bt[2] = {vp + c * key_pairs * 16,
+                                    vp + std::min(c + 1, dim_blocks - 1) * key_pairs * 16};
+      float* const tile_out[4] = {o + 16 * c, o + 16 * (c + 1), o + 16 * ldo + 16 * c,
+                                  o + 16 * ldo + 16 * (c + 1)};
+      amx::tile_pass(tiles, c + 1 < dim_blocks ? 2 : 1, p_rows, key_pairs * 4, bt, 64,
+                     step_keys / kTileRows, tile_out, ldo * 4);
+    }
+    for (int r = 0; r < rows; ++r) {
+      const int i = first + t0 + r;
+      if (valid[i] != 0) scale_to_half(o + r * ldo, inv[r], dim, out + i * hd);
+    }
+  }
+  amx::release_tiles();
+}
+#endif
+
+}  // namespace offgen::kernels::cpu
