@@ -2,15 +2,15 @@
 // attention (query head h reads kv head h / (heads / kv_heads); kernels/attention_args.h).
 //
 // Prefill runs one task per (sequence, query head, block of queries). A task converts the keys its
-// queries can see into a transposed fp32 K (kt[d][j]) and V into fp32 rows, then handles its
-// queries four at a time so each K / V load feeds four rows: scores s[r][j] += q[r][d]·kt[d][j]
-// and out[r][d] += p[r][j]·v[j][d] are both vectorised along a contiguous axis with register
-// accumulators (4 queries × 16 or 32 lanes) and no horizontal reductions. Query blocks only split a
-// (sequence, head) when there are too few of those to keep the workers busy (each block re-converts
-// its keys). When key_prob_sums is wanted a task covers all of a (sequence, head)'s queries, so the
-// sums are accumulated by one thread in a fixed order (deterministic, no atomics). Under GQA each
-// query head's sums go to a row of its own first, and a second pass adds a group's rows in head
-// order into its kv head's entry.
+// queries can see into fp32 K panels (a panel: 32 keys' values, dim-major) and V into fp32 rows,
+// then handles its queries eight at a time: scores s[r][j] += q[r][d]·k[j][d] with the keys in
+// lanes (8 queries × 32 keys of register accumulators, each K vector feeding eight FMAs), and
+// out[r][d] += p[r][j]·v[j][d] with the dims in lanes (4 queries × 64 dims), no horizontal
+// reductions either way. Query blocks only split a (sequence, head) when there are too few of
+// those to keep the workers busy (each block re-converts its keys). When key_prob_sums is wanted
+// a task covers all of a (sequence, head)'s queries, so the sums are accumulated by one thread in
+// a fixed order (deterministic, no atomics). Under GQA each query head's sums go to a row of its
+// own first, and a second pass adds a group's rows in head order into its kv head's entry.
 //
 // Decode is memory-bound (each cached key / value is read once): one task per (sequence, kv head),
 // K and V converted in slot chunks with F16C once for all the query heads of the group, while the
@@ -30,17 +30,24 @@
 #include <limits>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "engine/core/error.h"
 #include "engine/core/int_math.h"
 #include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/vector_math.h"
 
+// The Vec helpers of vector_math.h take and return Vecs by value, always inlined into the target
+// clone that calls them (vector_math.h says why GCC's ABI warning does not apply).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace offgen::kernels::cpu {
 namespace {
 
 constexpr int kQueryBlock = 64;  // queries per prefill task (without key sums)
-constexpr int kQueryGroup = 4;   // queries sharing each K / V load
 
 float* grow(std::vector<float>& v, std::int64_t n) {
   if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
@@ -158,13 +165,162 @@ template <typename F>
   }
 }
 
+// The register tiles of the fp32 prefill kernel, per target (a Vec is one zmm, two ymm or four
+// xmm): scores come kQueries queries × kKeyVecs·16 keys at a time, p·v kPvQueries queries ×
+// kPvVecs·16 dims at a time, each with kQueries·kKeyVecs (kPvQueries·kPvVecs) accumulators
+// that cover the FMA latency and leave registers for the operands.
+template <int Queries, int KeyVecs, int PvQueries, int PvVecs, typename Rows>
+struct PrefillTile {
+  using Convert = Rows;  // fp16 <-> fp32 of a row of head_dim values
+  static constexpr int kQueries = Queries;
+  static constexpr int kKeyVecs = KeyVecs;
+  static constexpr int kKeys = 16 * KeyVecs;  // keys per score step: a K panel's width
+  static constexpr int kPvQueries = PvQueries;
+  static constexpr int kPvVecs = PvVecs;
+  static_assert(Queries % PvQueries == 0);
+};
+// A row of n fp16 values to fp32 and back, through the bulk converters.
+struct BulkRows {
+  static void to_floats(const Half* in, float* out, int n) {
+    half_to_float(in, out, static_cast<std::size_t>(n));
+  }
+  static void to_halves(const float* in, Half* out, int n) {
+    float_to_half(in, out, static_cast<std::size_t>(n));
+  }
+};
+
+#if defined(__x86_64__)
+// The same in registers, sixteen values per instruction, where n is a multiple of 16 (the same
+// bits: the masked forms of engine/core/half.cpp): one call of the bulk converters per row of a
+// head cost the AVX-512 prefill kernel about a tenth of its time.
+struct Avx512Rows {
+  __attribute__((target("avx512f"))) static void to_floats(const Half* in, float* out, int n) {
+    if (n % 16 != 0) return BulkRows::to_floats(in, out, n);
+    for (int i = 0; i < n; i += 16) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+      _mm512_storeu_ps(out + i, _mm512_mask_cvtph_ps(_mm512_setzero_ps(), 0xffff, h));
+    }
+  }
+  __attribute__((target("avx512f"))) static void to_halves(const float* in, Half* out, int n) {
+    if (n % 16 != 0) return BulkRows::to_halves(in, out, n);
+    for (int i = 0; i < n; i += 16) {
+      const __m256i h = _mm512_mask_cvtps_ph(_mm256_setzero_si256(), 0xffff,
+                                             _mm512_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), h);
+    }
+  }
+};
+using PrefillTileAvx512 = PrefillTile<8, 2, 8, 2, Avx512Rows>;  // 16 + 16 of 32 zmm
+#endif
+using PrefillTileAvx2 = PrefillTile<4, 1, 2, 2, BulkRows>;  // 8 + 8 of 16 ymm
+
+// acc[r][c] (r < PQ, c < NV) = Σ_{j in [j0, j1)} p[r·ldp + j] · v[j·ldv + 16c .. +16], j in order:
+// the output of PQ queries over NV·16 dims, summed sequentially along the keys.
+template <int PQ, int NV>
+[[gnu::always_inline]] inline void weigh_values(const float* p, std::int64_t ldp, const float* v,
+                                                std::int64_t ldv, int j0, int j1,
+                                                Vec (&acc)[PQ][NV]) {
+  for (int r = 0; r < PQ; ++r) {
+    for (int c = 0; c < NV; ++c) acc[r][c] = Vec{};
+  }
+  for (int j = j0; j < j1; ++j) {
+    const float* row = v + std::int64_t{j} * ldv;
+    Vec vv[NV];
+    for (int c = 0; c < NV; ++c) std::memcpy(&vv[c], row + 16 * c, sizeof(Vec));
+    for (int r = 0; r < PQ; ++r) {
+      const float pj = p[r * ldp + j];
+      for (int c = 0; c < NV; ++c) acc[r][c] += pj * vv[c];
+    }
+  }
+}
+
+// Calls f.template operator()<N>() for n in [1, Max] (Max <= 4).
+template <int Max, typename F>
+[[gnu::always_inline]] inline void with_count(int n, F&& f) {
+  static_assert(Max >= 1 && Max <= 4);
+  if constexpr (Max >= 4) {
+    if (n >= 4) return f.template operator()<4>();
+  }
+  if constexpr (Max >= 3) {
+    if (n == 3) return f.template operator()<3>();
+  }
+  if constexpr (Max >= 2) {
+    if (n == 2) return f.template operator()<2>();
+  }
+  f.template operator()<1>();
+}
+
+// Row r of R score rows (p[r], with its mask) as unnormalised probabilities: p[r][j] =
+// exp(p[r][j] + mask[j] - max[r]) for j < len[r], in blocks of 16 from p[r][0], and lanes past
+// len[r] written as zeros (a row needs round_up(len[r], 16) floats); inv[r] = 1 / Σ_j p[r][j],
+// the sum in ordered_sum's order (so the same bits whatever padding precedes the row). Rows with
+// len[r] = 0 are left alone. max_lanes[r]: sixteen partial maxima of row r's masked scores.
+// key_sums[r]: where row r's probabilities p[r][j]·inv[r] are added, or null. The rows go
+// through each step together, so one row's lane reductions overlap the others' instead of
+// waiting on their own latency.
+template <int R>
+[[gnu::always_inline]] inline void exponentiate_rows(float* const (&p)[R], const float* mask,
+                                                     const int (&len)[R],
+                                                     const float (&max_lanes)[R][16],
+                                                     float* const (&key_sums)[R], float (&inv)[R]) {
+  float max[R], sum[R];
+  for (int r = 0; r < R; ++r) max[r] = kMinusInf;
+  for (int l = 0; l < 16; ++l) {
+    for (int r = 0; r < R; ++r) max[r] = vmax(max[r], max_lanes[r][l]);
+  }
+  alignas(64) float part[R][16] = {};  // each row's sixteen lane sums
+  for (int r = 0; r < R; ++r) {
+    const int tail = len[r] % 16, whole = len[r] - tail;
+    Vec lanes = {}, v, masks;
+    for (int j = 0; j < len[r]; j += 16) {
+      std::memcpy(&v, p[r] + j, sizeof v);
+      std::memcpy(&masks, mask + j, sizeof masks);
+      Vec e = fast_exp(v + masks - max[r]);
+      if (j == whole) e = lanes_below(tail) ? e : Vec{};
+      std::memcpy(p[r] + j, &e, sizeof e);
+      lanes += e;
+    }
+    std::memcpy(part[r], &lanes, sizeof lanes);
+  }
+  for (int r = 0; r < R; ++r) sum[r] = 0.0f;
+  for (int l = 0; l < 16; ++l) {  // ordered_sum's order: lane after lane
+    for (int r = 0; r < R; ++r) sum[r] += part[r][l];
+  }
+  for (int r = 0; r < R; ++r) {
+    inv[r] = 1.0f / sum[r];
+    if (key_sums[r] == nullptr) continue;
+    const int tail = len[r] % 16, whole = len[r] - tail;
+    for (int j = 0; j < len[r]; j += 16) {
+      Vec e;
+      std::memcpy(&e, p[r] + j, sizeof e);
+      e *= inv[r];
+      if (j < whole) {
+        Vec k;
+        std::memcpy(&k, key_sums[r] + j, sizeof k);
+        k += e;
+        std::memcpy(key_sums[r] + j, &k, sizeof k);
+      } else {
+        for (int l = 0; l < tail; ++l) key_sums[r][j + l] += e[l];
+      }
+    }
+  }
+}
+
 // Queries [q0, q1) of sequence b, query head h. key_sums: that (b, h)'s row, zeroed, or null.
-// kChunks Vecs per query row and step: 4·kChunks independent FMA chains, enough to cover FMA
-// latency (AVX-512: 2 → 8 zmm chains; AVX2: 1 → 8 ymm chains, as a Vec is two ymm there).
-template <int kChunks>
+//
+// K is converted into panels of Tile::kKeys keys (kp[panel][d][key]: a score step reads one
+// contiguous panel) and V into fp32 rows; keys before the sequence's first real one are never
+// read. Per group of Tile::kQueries queries: the scores of every panel up to the group's last
+// query (each K vector feeds kQueries FMAs against broadcast q), the softmax row by row over the
+// keys each query sees, then p·v with the dims in lanes, each output summed sequentially along
+// the keys from the first real one — so a sequence's bits do not depend on its left padding.
+template <typename Tile>
 [[gnu::always_inline]] inline void prefill_block_impl(const PrefillAttentionArgs& a, int b, int h,
                                                       int q0, int q1, float* key_sums) {
-  constexpr int kStep = 16 * kChunks;
+  constexpr int kQ = Tile::kQueries;
+  constexpr int kKeys = Tile::kKeys;
+  constexpr int kPq = Tile::kPvQueries;
+  constexpr int kPv = Tile::kPvVecs;
   const int dim = a.head_dim;
   const int kv_heads = a.kv_head_count();
   const int kv_head = h / (a.heads / kv_heads);
@@ -184,107 +340,123 @@ template <int kChunks>
   }
   if (last < q0) return;
   const int keys = last + 1;
-  // kt row stride; columns past `keys` are zero. Sixteen more than a whole step: at a
-  // power-of-two stride (512 keys: 2 KiB) the 64 rows a score step reads fall into a few L1 sets
-  // and evict each other (measured: the fp32 kernel ran about 1.2x slower).
-  const int ldk = round_up(keys, kStep) + 16;
-  const int ldv = round_up(dim, kStep);  // v / acc row stride; columns past `dim` are zero
+  const int panel0 = first / kKeys;  // the first panel holding a real key
+  const int panels = ceil_div(keys, kKeys);
+  const std::int64_t panel_size = std::int64_t{dim} * kKeys;
+  const int ldv = round_up(dim, 16);  // v row stride; dims past `dim` are zero
+  // Score rows' stride: whole panels, and sixteen more, so that rows of a power-of-two length do
+  // not fall into the same L1 sets.
+  const int lds = panels * kKeys + 16;
 
-  thread_local std::vector<float> kt_buf, v_buf, mask_buf, s_buf, q_buf, acc_buf;
-  float* const kt = grow(kt_buf, std::int64_t{dim} * ldk);
+  thread_local std::vector<float> kp_buf, v_buf, mask_buf, s_buf, q_buf, o_buf, row_buf;
+  float* const kp = grow(kp_buf, panels * panel_size);
   float* const v = grow(v_buf, std::int64_t{keys} * ldv);
-  float* const mask = grow(mask_buf, ldk);  // 0 for real keys, -inf for padding
-  float* const s = grow(s_buf, std::int64_t{kQueryGroup} * ldk);
-  float* const q = grow(q_buf, std::int64_t{kQueryGroup} * dim);
-  float* const acc = grow(acc_buf, std::int64_t{kQueryGroup} * ldv);
+  float* const mask = grow(mask_buf, lds);  // 0 for real keys, -inf for padding
+  float* const s = grow(s_buf, std::int64_t{kQ} * lds);
+  float* const q = grow(q_buf, std::int64_t{kQ} * dim);
+  float* const o = grow(o_buf, std::int64_t{kQ} * ldv);  // the group's outputs
+  float* const row = grow(row_buf, dim);
 
-  for (int j = 0; j < keys; ++j) {
-    const Half* k_row = tokens + j * stride + hd + std::int64_t{kv_head} * dim;
-    float* const v_row = v + std::int64_t{j} * ldv;
-    std::fill(v_row + dim, v_row + ldv, 0.0f);
-    if (valid[j] != 0) {
-      half_to_float(k_row, v_row, static_cast<std::size_t>(dim));  // v_row as staging for K
-      for (int d = 0; d < dim; ++d) kt[std::int64_t{d} * ldk + j] = v_row[d];
-      half_to_float(k_row + kvd, v_row, static_cast<std::size_t>(dim));
-      mask[j] = 0.0f;
-    } else {  // finite zeros: the mask, not the data, removes padding keys
-      for (int d = 0; d < dim; ++d) kt[std::int64_t{d} * ldk + j] = 0.0f;
-      std::fill(v_row, v_row + dim, 0.0f);
-      mask[j] = kMinusInf;
+  for (int j = panel0 * kKeys; j < panels * kKeys; ++j) {
+    float* const panel = kp + (j / kKeys) * panel_size + j % kKeys;
+    const bool real = j < keys && valid[j] != 0;
+    mask[j] = real ? 0.0f : kMinusInf;
+    if (!real) {  // finite zeros: the mask, not the data, removes padding keys
+      for (int d = 0; d < dim; ++d) panel[std::int64_t{d} * kKeys] = 0.0f;
+      if (j < keys) std::fill(v + std::int64_t{j} * ldv, v + std::int64_t{j + 1} * ldv, 0.0f);
+      continue;
     }
-  }
-  for (int d = 0; d < dim; ++d) {
-    std::fill(kt + std::int64_t{d} * ldk + keys, kt + std::int64_t{d} * ldk + ldk, 0.0f);
+    const Half* k_row = tokens + j * stride + hd + std::int64_t{kv_head} * dim;
+    Tile::Convert::to_floats(k_row, row, dim);
+    for (int d = 0; d < dim; ++d) panel[std::int64_t{d} * kKeys] = row[d];
+    float* const v_row = v + std::int64_t{j} * ldv;
+    Tile::Convert::to_floats(k_row + kvd, v_row, dim);
+    std::fill(v_row + dim, v_row + ldv, 0.0f);
   }
 
-  for (int i0 = q0; i0 <= last; i0 += kQueryGroup) {
-    const int rows = std::min(kQueryGroup, last + 1 - i0);
+  // Groups from the one holding the first real query (the padding's rows are zero already).
+  for (int i0 = q0 + std::max(0, first - q0) / kQ * kQ; i0 <= last; i0 += kQ) {
+    const int rows = std::min(kQ, last + 1 - i0);
     const int n = i0 + rows;  // keys any query of the group can see
-    for (int r = 0; r < kQueryGroup; ++r) {
+    for (int r = 0; r < kQ; ++r) {
       float* const qr = q + r * dim;
       if (r < rows && valid[i0 + r] != 0) {
-        half_to_float(tokens + (i0 + r) * stride + std::int64_t{h} * dim, qr,
-                      static_cast<std::size_t>(dim));
+        Tile::Convert::to_floats(tokens + (i0 + r) * stride + std::int64_t{h} * dim, qr, dim);
         for (int d = 0; d < dim; ++d) qr[d] *= a.scale;
       } else {
         std::fill(qr, qr + dim, 0.0f);
       }
     }
-    // Scores, kStep keys × 4 queries per step: each K load feeds four FMAs (broadcast q).
-    for (int j0 = 0; j0 < n; j0 += kStep) {
-      Vec acc_s[kQueryGroup][kChunks] = {};
+    // Scores, a panel of keys × kQ queries per step: each K vector feeds kQ FMAs (broadcast q);
+    // with each row's running maximum of its masked scores over the keys it sees, lane by lane.
+    Vec row_max[kQ];
+    for (int r = 0; r < kQ; ++r) row_max[r] = splat(kMinusInf);
+    for (int pn = panel0; pn * kKeys < n; ++pn) {
+      const float* const panel = kp + pn * panel_size;
+      Vec acc[kQ][Tile::kKeyVecs] = {};
       for (int d = 0; d < dim; ++d) {
-        const float* k_row = kt + std::int64_t{d} * ldk + j0;
-        for (int c = 0; c < kChunks; ++c) {
-          Vec k;
-          std::memcpy(&k, k_row + 16 * c, sizeof k);
-          for (int r = 0; r < kQueryGroup; ++r) acc_s[r][c] += q[r * dim + d] * k;
+        Vec k[Tile::kKeyVecs];
+        for (int c = 0; c < Tile::kKeyVecs; ++c) {
+          std::memcpy(&k[c], panel + std::int64_t{d} * kKeys + 16 * c, sizeof(Vec));
+        }
+        for (int r = 0; r < kQ; ++r) {
+          const float qd = q[r * dim + d];
+          for (int c = 0; c < Tile::kKeyVecs; ++c) acc[r][c] += qd * k[c];
         }
       }
-      for (int r = 0; r < kQueryGroup; ++r) {
-        std::memcpy(s + r * ldk + j0, acc_s[r], sizeof acc_s[r]);
+      for (int r = 0; r < kQ; ++r) {
+        std::memcpy(s + r * lds + pn * kKeys, acc[r], sizeof acc[r]);
+      }
+      for (int c = 0; c < Tile::kKeyVecs; ++c) {
+        const int j0 = pn * kKeys + 16 * c;
+        Vec masks;
+        std::memcpy(&masks, mask + j0, sizeof masks);
+        for (int r = 0; r < kQ; ++r) {
+          Vec scores = acc[r][c] + masks;
+          const int seen = i0 + r + 1 - j0;  // lanes at or before query i0 + r
+          if (seen < 16) scores = lanes_below(seen) ? scores : splat(kMinusInf);
+          row_max[r] = scores > row_max[r] ? scores : row_max[r];  // a NaN is skipped; exp keeps it
+        }
       }
     }
-    // Softmax per row over keys j <= i (masked); p overwrites s, zero beyond i and for padding.
-    for (int r = 0; r < kQueryGroup; ++r) {
-      float* const p = s + r * ldk;
+    // Softmax per row over keys [first, i] (masked): exponentials overwrite s, zero past i and for
+    // padding; each row's 1 / Σ scales its output after p·V.
+    float* rows_p[kQ];
+    int lengths[kQ];
+    float* sums[kQ];
+    alignas(64) float max_lanes[kQ][16];
+    float inv[kQ];
+    for (int r = 0; r < kQ; ++r) {
       const int i = i0 + r;
-      if (r >= rows || valid[i] == 0) {
-        std::fill(p, p + n, 0.0f);
-        continue;
-      }
-      float max = kMinusInf;
-#pragma omp simd reduction(max : max)
-      for (int j = 0; j <= i; ++j) max = vmax(max, p[j] + mask[j]);
-#pragma omp simd
-      for (int j = 0; j <= i; ++j) p[j] = fast_exp(p[j] + mask[j] - max);
-      const float inv = 1.0f / ordered_sum(p + first, i + 1 - first);
-#pragma omp simd
-      for (int j = 0; j <= i; ++j) p[j] *= inv;
-      std::fill(p + i + 1, p + n, 0.0f);
-      if (key_sums != nullptr && (a.key_sum_queries == 0 || i >= a.seq - a.key_sum_queries)) {
-#pragma omp simd
-        for (int j = 0; j <= i; ++j) key_sums[j] += p[j];
-      }
+      const bool live = r < rows && valid[i] != 0;
+      rows_p[r] = s + r * lds + first;
+      lengths[r] = live ? i + 1 - first : 0;
+      sums[r] =
+          live && key_sums != nullptr && (a.key_sum_queries == 0 || i >= a.seq - a.key_sum_queries)
+              ? key_sums + first
+              : nullptr;
+      std::memcpy(max_lanes[r], &row_max[r], sizeof row_max[r]);
     }
-    // p·V, kStep dims × 4 queries per step: each V load feeds four FMAs (broadcast p).
-    for (int d0 = 0; d0 < dim; d0 += kStep) {
-      Vec acc_o[kQueryGroup][kChunks] = {};
-      for (int j = 0; j < n; ++j) {
-        const float* v_row = v + std::int64_t{j} * ldv + d0;
-        for (int c = 0; c < kChunks; ++c) {
-          Vec vv;
-          std::memcpy(&vv, v_row + 16 * c, sizeof vv);
-          for (int r = 0; r < kQueryGroup; ++r) acc_o[r][c] += s[r * ldk + j] * vv;
-        }
+    exponentiate_rows<kQ>(rows_p, mask + first, lengths, max_lanes, sums, inv);
+    for (int r = 0; r < kQ; ++r) {  // zeros past each row's last key, up to the group's
+      std::fill(rows_p[r] + lengths[r], s + r * lds + n, 0.0f);
+    }
+    // p·V, kPq queries × kPv·16 dims per pass: each V vector feeds kPq FMAs (broadcast p).
+    for (int r0 = 0; r0 < rows; r0 += kPq) {
+      for (int d0 = 0; d0 < dim; d0 += 16 * kPv) {
+        with_count<kPv>(
+            std::min(kPv, ceil_div(dim - d0, 16)), [&]<int NV>() __attribute__((always_inline)) {
+              Vec acc[kPq][NV];
+              weigh_values<kPq, NV>(s + r0 * lds, lds, v + d0, ldv, first, n, acc);
+              for (int r = 0; r < kPq; ++r) {
+                for (int c = 0; c < NV; ++c) acc[r][c] *= inv[r0 + r];
+                std::memcpy(o + (r0 + r) * ldv + d0, acc[r], sizeof acc[r]);
+              }
+            });
       }
-      for (int r = 0; r < kQueryGroup; ++r)
-        std::memcpy(acc + r * ldv + d0, acc_o[r], sizeof acc_o[r]);
     }
     for (int r = 0; r < rows; ++r) {
-      if (valid[i0 + r] != 0) {
-        float_to_half(acc + r * ldv, out + (i0 + r) * hd, static_cast<std::size_t>(dim));
-      }
+      if (valid[i0 + r] != 0) Tile::Convert::to_halves(o + r * ldv, out + (i0 + r) * hd, dim);
     }
   }
 }
@@ -293,12 +465,12 @@ template <int kChunks>
 __attribute__((target("avx512f,avx2,fma"))) void prefill_block_avx512(const PrefillAttentionArgs& a,
                                                                       int b, int h, int q0, int q1,
                                                                       float* key_sums) {
-  prefill_block_impl<2>(a, b, h, q0, q1, key_sums);
+  prefill_block_impl<PrefillTileAvx512>(a, b, h, q0, q1, key_sums);
 }
 __attribute__((target("avx2,fma"))) void prefill_block_avx2(const PrefillAttentionArgs& a, int b,
                                                             int h, int q0, int q1,
                                                             float* key_sums) {
-  prefill_block_impl<1>(a, b, h, q0, q1, key_sums);
+  prefill_block_impl<PrefillTileAvx2>(a, b, h, q0, q1, key_sums);
 }
 #endif
 
@@ -324,7 +496,7 @@ void prefill_block(Isa isa, const PrefillAttentionArgs& a, int b, int h, int q0,
   if (isa == Isa::avx2) return prefill_block_avx2(a, b, h, q0, q1, key_sums);
 #endif
   (void)isa;
-  prefill_block_impl<1>(a, b, h, q0, q1, key_sums);
+  prefill_block_impl<PrefillTileAvx2>(a, b, h, q0, q1, key_sums);
 }
 
 // The K / V rows one (sequence, kv head) attends over, in slot order: its cache's first `count`

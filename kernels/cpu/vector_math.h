@@ -69,6 +69,54 @@ inline float fast_exp(float x) {
 // keeps a handful of them in registers where float arrays would round-trip through memory.
 using Vec = float __attribute__((vector_size(64)));
 
+// Sixteen int32 lanes: what a comparison of two Vecs gives (each lane 0 or -1).
+using IVec = std::int32_t __attribute__((vector_size(64)));
+
+// Vec helpers pass and return Vecs by value. GCC warns that the ABI of such calls differs with and
+// without AVX-512; they are always inlined into the target clone that calls them, so no call
+// crosses that boundary.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+[[gnu::always_inline]] inline Vec splat(float x) {
+  return Vec{} + x;
+}
+
+// Lanes [0, n) of p (n <= 16), zero past them.
+[[gnu::always_inline]] inline Vec load_first(const float* p, int n) {
+  Vec v = {};
+  std::memcpy(&v, p, sizeof(float) * static_cast<std::size_t>(n));
+  return v;
+}
+
+// Whether lane l < n, per lane.
+[[gnu::always_inline]] inline IVec lanes_below(int n) {
+  constexpr IVec kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  return kLane < n;
+}
+
+// fast_exp lane by lane, with the same steps (so the same bits where both contract alike).
+[[gnu::always_inline]] inline Vec fast_exp(Vec x) {
+  const Vec t = x * 1.44269504088896341f;
+  const Vec clamped = t < -126.0f ? splat(-126.0f) : (t > 127.0f ? splat(127.0f) : t);
+  const Vec n = (clamped + 12582912.0f) - 12582912.0f;
+  const Vec r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
+  Vec p = splat(1.0f / 5040.0f);
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const IVec bits = (__builtin_convertvector(n, IVec) + 127) << 23;
+  Vec result = p * std::bit_cast<Vec>(bits);
+  result = x < -87.3f ? Vec{} : result;
+  result = x > 88.7f ? splat(std::numeric_limits<float>::infinity()) : result;
+  return x != x ? x : result;
+}
+#pragma GCC diagnostic pop
+
 // Σ p[0, n) in one fixed order: 16 running lanes over consecutive blocks of 16, then the lanes in
 // order. The order depends on n alone, not on p's address (a compiler's simd reduction may peel
 // for alignment) nor on where the keys start: a left-padded sequence's probabilities are summed
