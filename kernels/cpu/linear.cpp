@@ -280,19 +280,51 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_weight_panel(cons
                                                                             std::int64_t k,
                                                                             int rows,
                                                                             float* panel) {
-  for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
-    const auto len = static_cast<int>(std::min<std::int64_t>(16, k - k0));
-    const auto mask = static_cast<__mmask16>((1u << len) - 1u);
-    for (int b = 0; b < kOuterNr / 16; ++b) {
+  // Sixteen rows of W at a time along the whole of k: sixteen read streams, which the hardware
+  // prefetchers follow (all 48 rows at once outran them, and packing took a sixth of the GEMM's
+  // time at k = 3072), with the lines four ahead asked for as well.
+  for (int b = 0; b < kOuterNr / 16; ++b) {
+    for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
+      const auto len = static_cast<int>(std::min<std::int64_t>(16, k - k0));
+      const auto mask = static_cast<__mmask16>((1u << len) - 1u);
       __m512 r[16];
       for (int i = 0; i < 16; ++i) {
         const int row = b * 16 + i;
-        r[i] = row < rows
-                   ? _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, w + row * k + k0))
-                   : _mm512_setzero_ps();
+        if (row >= rows) {
+          r[i] = _mm512_setzero_ps();
+          continue;
+        }
+        const Half* const at = w + row * k + k0;
+        if ((k0 & 31) == 0 && k0 + 128 < k)
+          _mm_prefetch(reinterpret_cast<const char*>(at + 128), _MM_HINT_T0);
+        r[i] = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, at));
       }
       transpose16(r);
       for (int t = 0; t < len; ++t) _mm512_store_ps(panel + (k0 + t) * kOuterNr + b * 16, r[t]);
+    }
+  }
+}
+
+// panel[t·8 + i] = x[i, t] in fp32 for the `rows` (<= 8) rows of x at x (row stride k), zero
+// past them; t < k. Sixteen values of k at a time through one 16 × 16 transpose (its other eight
+// rows zero), where converting each row and storing its values one by one took a twelfth of a
+// 512-row GEMM's time.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_row_panel(const Half* x,
+                                                                         std::int64_t k, int rows,
+                                                                         float* panel) {
+  for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
+    const auto len = static_cast<int>(std::min<std::int64_t>(16, k - k0));
+    const auto mask = static_cast<__mmask16>((1u << len) - 1u);
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i) {
+      r[i] = i < rows
+                 ? _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, x + i * k + k0))
+                 : _mm512_setzero_ps();
+    }
+    transpose16(r);
+    for (int t = 0; t < len; ++t) {
+      _mm256_storeu_ps(panel + (k0 + t) * kOuterMr, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(
+                                                        0xFF, _mm512_castps_pd(r[t]), 0)));
     }
   }
 }
@@ -422,8 +454,8 @@ __attribute__((target("avx512f,avx512bf16"))) void outer_bf16(const std::uint32_
 struct Fp32Words {
   using Word = float;
   static constexpr std::int64_t kPerWord = 1;
-  static void row(const Half* x, std::int64_t k, Word* out) {
-    half_to_float(x, out, static_cast<std::size_t>(k));
+  static void row_panel(const Half* x, std::int64_t k, int rows, Word* panel) {
+    pack_row_panel(x, k, rows, panel);
   }
   static void panel(const Half* w, std::int64_t k, int rows, Word* out) {
     pack_weight_panel(w, k, rows, out);
@@ -436,7 +468,20 @@ struct Fp32Words {
 struct Bf16Words {
   using Word = std::uint32_t;
   static constexpr std::int64_t kPerWord = 2;
-  static void row(const Half* x, std::int64_t k, Word* out) { bf16_row(x, k, out); }
+  // panel[t·8 + i] = pair t of row i (rows < 8; zero past them).
+  static void row_panel(const Half* x, std::int64_t k, int rows, Word* panel) {
+    const std::int64_t kw = ceil_div(k, kPerWord);
+    thread_local AlignedBuffer<Word> row_buffer;
+    Word* const row = row_buffer.get(static_cast<std::size_t>(kw));
+    for (int i = 0; i < kOuterMr; ++i) {
+      if (i < rows) {
+        bf16_row(x + i * k, k, row);
+      } else {
+        std::fill(row, row + kw, Word{});
+      }
+      for (std::int64_t t = 0; t < kw; ++t) panel[t * kOuterMr + i] = row[t];
+    }
+  }
   static void panel(const Half* w, std::int64_t k, int rows, Word* out) {
     pack_weight_panel_bf16(w, k, rows, out);
   }
@@ -561,80 +606,60 @@ void gemm_outer(const Half* x, const Half* weight, std::int64_t m, std::int64_t 
   // x as k-major panels of 8 rows, zero past m: xp[p·kw·8 + t·8 + i] = word t of x[p·8 + i].
   thread_local AlignedBuffer<Word> x_buffer;
   Word* const xp = x_buffer.get(static_cast<std::size_t>(panels * kw * kOuterMr));
-  // Tasks of (row block × column groups of 48). A row block's panels stay in L2 (~1 MiB, at
-  // least 4 panels) while its tasks' groups pass over them, and each task packs its groups of W
-  // once, so row blocks are as large as that allows — smaller only while the tasks are fewer
-  // than wanted. Consecutive tasks share a row block, so a thread's run of tasks reads its rows
-  // from memory once.
+  // Row blocks of about 1 MiB of x panels (at least 4 panels), passed over each group's panel
+  // of W in L1-sized chunks of k. Tasks of (column group of 48 × a run of row blocks): each packs
+  // its group's panel once (up to 576 KiB at k = 3072, held in L2) and takes every row block
+  // unless the tasks would be fewer than wanted. (Tasks of one row block each repacked every
+  // group once per row block: a sixth of the GEMM's time at k = 3072.)
   const std::int64_t groups = ceil_div(n, std::int64_t{kOuterNr});
-  const std::int64_t gb =
-      std::max<std::int64_t>(1, std::min<std::int64_t>(2, groups / task_target()));
-  const std::int64_t n_blocks = ceil_div(groups, gb);
   const std::int64_t panel_bytes = kw * kOuterMr * static_cast<std::int64_t>(sizeof(Word));
-  std::int64_t pb = std::max<std::int64_t>(4, (std::int64_t{1} << 20) / panel_bytes);
-  pb = std::min(pb, std::max<std::int64_t>(4, ceil_div(panels, ceil_div(task_target(), n_blocks))));
-  pb = std::min(pb, panels);  // panels per row block
-  const std::int64_t row_blocks = ceil_div(panels, pb);
+  const std::int64_t pb =
+      std::min(panels, std::max<std::int64_t>(4, (std::int64_t{1} << 20) / panel_bytes));
+  const GroupTasks split(groups, ceil_div(panels, pb), task_target());
   // Words of k per chunk: panel rows of 24 KiB, which stay in L1 (128 values of k in fp32, 256
   // in bf16 pairs).
   const std::int64_t chunk = kOuterKc;
 
   tbb::this_task_arena::isolate([&] {
     tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, panels), [&](const auto& r) {
-      thread_local AlignedBuffer<Word> row_buffer;
-      Word* const row = row_buffer.get(static_cast<std::size_t>(kw));
       for (std::int64_t p = r.begin(); p != r.end(); ++p) {
-        Word* const panel = xp + p * kw * kOuterMr;
-        for (int i = 0; i < kOuterMr; ++i) {
-          const std::int64_t xi = p * kOuterMr + i;
-          if (xi < m) {
-            Words::row(x + xi * k, k, row);
-          } else {
-            std::fill(row, row + kw, Word{});
+        const auto rows = static_cast<int>(std::min<std::int64_t>(kOuterMr, m - p * kOuterMr));
+        Words::row_panel(x + p * kOuterMr * k, k, rows, xp + p * kw * kOuterMr);
+      }
+    });
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, split.count(groups)), [&](const auto& r) {
+      thread_local AlignedBuffer<Word> w_buffer;
+      thread_local AlignedFloats c_buffer;
+      constexpr std::int64_t kTile = kOuterMr * kOuterNr;
+      Word* const panel = w_buffer.get(static_cast<std::size_t>(kw * kOuterNr));
+      for (std::int64_t t = r.begin(); t != r.end(); ++t) {
+        const auto [g, b0, b1] = split.task(t);
+        const std::int64_t j0 = g * kOuterNr;
+        const std::int64_t count = std::min<std::int64_t>(kOuterNr, n - j0);
+        if (t == r.begin() || b0 == 0) {  // a new group: pack its panel
+          Words::panel(weight + j0 * k, k, static_cast<int>(count), panel);
+        }
+        for (std::int64_t blk = b0; blk < b1; ++blk) {
+          const std::int64_t p0 = blk * pb;
+          const std::int64_t p1 = std::min(panels, p0 + pb);
+          float* const c = c_buffer.get(static_cast<std::size_t>((p1 - p0) * kTile));
+          // k in chunks whose panel rows stay in L1 while every row panel passes over them.
+          for (std::int64_t k0 = 0; k0 < kw; k0 += chunk) {
+            const std::int64_t len = std::min<std::int64_t>(chunk, kw - k0);
+            for (std::int64_t p = p0; p < p1; ++p) {
+              Words::tile(xp + (p * kw + k0) * kOuterMr, panel + k0 * kOuterNr, len, k0 > 0,
+                          c + (p - p0) * kTile);
+            }
           }
-          for (std::int64_t t = 0; t < kw; ++t) panel[t * kOuterMr + i] = row[t];
+          for (std::int64_t p = p0; p < p1; ++p) {
+            const std::int64_t rows = std::min<std::int64_t>(kOuterMr, m - p * kOuterMr);
+            for (std::int64_t i = 0; i < rows; ++i) {
+              store(p * kOuterMr + i, j0, count, c + (p - p0) * kTile + i * kOuterNr);
+            }
+          }
         }
       }
     });
-    tbb::parallel_for(
-        tbb::blocked_range<std::int64_t>(0, n_blocks * row_blocks), [&](const auto& r) {
-          thread_local AlignedBuffer<Word> w_buffer;
-          thread_local AlignedFloats c_buffer;
-          constexpr std::int64_t kTile = kOuterMr * kOuterNr;
-          for (std::int64_t t = r.begin(); t != r.end(); ++t) {
-            const std::int64_t g0 = (t % n_blocks) * gb;
-            const std::int64_t g1 = std::min(groups, g0 + gb);
-            const std::int64_t p0 = (t / n_blocks) * pb;
-            const std::int64_t p1 = std::min(panels, p0 + pb);
-            Word* const wp = w_buffer.get(static_cast<std::size_t>((g1 - g0) * kw * kOuterNr));
-            for (std::int64_t g = g0; g < g1; ++g) {
-              const std::int64_t j0 = g * kOuterNr;
-              Words::panel(weight + j0 * k, k,
-                           static_cast<int>(std::min<std::int64_t>(kOuterNr, n - j0)),
-                           wp + (g - g0) * kw * kOuterNr);
-            }
-            float* const c = c_buffer.get(static_cast<std::size_t>((p1 - p0) * kTile));
-            for (std::int64_t g = g0; g < g1; ++g) {
-              const std::int64_t j0 = g * kOuterNr;
-              const std::int64_t count = std::min<std::int64_t>(kOuterNr, n - j0);
-              const Word* const panel = wp + (g - g0) * kw * kOuterNr;
-              // k in chunks whose panel rows stay in L1 while every row panel passes over them.
-              for (std::int64_t k0 = 0; k0 < kw; k0 += chunk) {
-                const std::int64_t len = std::min<std::int64_t>(chunk, kw - k0);
-                for (std::int64_t p = p0; p < p1; ++p) {
-                  Words::tile(xp + (p * kw + k0) * kOuterMr, panel + k0 * kOuterNr, len, k0 > 0,
-                              c + (p - p0) * kTile);
-                }
-              }
-              for (std::int64_t p = p0; p < p1; ++p) {
-                const std::int64_t rows = std::min<std::int64_t>(kOuterMr, m - p * kOuterMr);
-                for (std::int64_t i = 0; i < rows; ++i) {
-                  store(p * kOuterMr + i, j0, count, c + (p - p0) * kTile + i * kOuterNr);
-                }
-              }
-            }
-          }
-        });
   });
 }
 #endif
