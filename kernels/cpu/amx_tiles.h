@@ -17,7 +17,6 @@
 #include <type_traits>
 
 #include "kernels/cpu/cpu_features.h"
-#include "kernels/cpu/gemm_parts.h"
 
 namespace offgen::kernels::cpu::amx {
 
@@ -81,6 +80,30 @@ inline void tile_pass(int rows, int columns, const std::uint32_t* const* a, std:
   if (columns > 1) return tile_pass<1, 2, T>(a, lda, b, ldb, steps, out, ldc);
   tile_pass<1, 1, T>(a, lda, b, ldb, steps, out, ldc);
 }
+
+// How a tile GEMM splits into tasks of (column group × a run of row pairs): each task packs or
+// reads its group's panels once and passes its row pairs over them, so a task takes every row
+// pair unless the tasks would be fewer than the workers want (target).
+struct GroupTasks {
+  std::int64_t pairs = 0, per_task = 0, row_tasks = 0;
+
+  GroupTasks(std::int64_t groups, std::int64_t row_pairs, std::int64_t target)
+      : pairs(row_pairs), per_task(row_pairs) {
+    while (per_task > 1 && groups * ((pairs + per_task - 1) / per_task) < target) {
+      per_task = (per_task + 1) / 2;
+    }
+    row_tasks = (pairs + per_task - 1) / per_task;
+  }
+  std::int64_t count(std::int64_t groups) const { return groups * row_tasks; }
+
+  struct Task {
+    std::int64_t group, first_pair, end_pair;
+  };
+  Task task(std::int64_t t) const {
+    const std::int64_t p0 = (t % row_tasks) * per_task;
+    return {t / row_tasks, p0, std::min(pairs, p0 + per_task)};
+  }
+};
 
 // Configures this thread's tiles (full_tiles()) and releases them: a task body's first and last
 // calls.

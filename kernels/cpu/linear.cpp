@@ -606,16 +606,20 @@ void gemm_outer(const Half* x, const Half* weight, std::int64_t m, std::int64_t 
   // x as k-major panels of 8 rows, zero past m: xp[p·kw·8 + t·8 + i] = word t of x[p·8 + i].
   thread_local AlignedBuffer<Word> x_buffer;
   Word* const xp = x_buffer.get(static_cast<std::size_t>(panels * kw * kOuterMr));
-  // Row blocks of about 1 MiB of x panels (at least 4 panels), passed over each group's panel
-  // of W in L1-sized chunks of k. Tasks of (column group of 48 × a run of row blocks): each packs
-  // its group's panel once (up to 576 KiB at k = 3072, held in L2) and takes every row block
-  // unless the tasks would be fewer than wanted. (Tasks of one row block each repacked every
-  // group once per row block: a sixth of the GEMM's time at k = 3072.)
+  // Tasks of (row block × column group of 48), row-block-major: consecutive tasks share a row
+  // block, so a thread's run of tasks reads its x panels from memory once, and each task packs
+  // its group's panel of W (up to 576 KiB at k = 3072) and passes the block's panels over it in
+  // L1-sized chunks of k. Row blocks hold up to 4 MiB of x panels (at least 4 panels; fewer only
+  // while the tasks are fewer than wanted), read from L2 and L3 at a few GB/s: the packing is
+  // paid once per block, and at 1 MiB (a block in L2) it was a sixth of the GEMM's time at
+  // k = 3072. (Group-major tasks, packing each group once, stream the whole of x once per group:
+  // from memory at 32 × 512 rows: a prefill 15–20% slower.)
   const std::int64_t groups = ceil_div(n, std::int64_t{kOuterNr});
   const std::int64_t panel_bytes = kw * kOuterMr * static_cast<std::int64_t>(sizeof(Word));
-  const std::int64_t pb =
-      std::min(panels, std::max<std::int64_t>(4, (std::int64_t{1} << 20) / panel_bytes));
-  const GroupTasks split(groups, ceil_div(panels, pb), task_target());
+  std::int64_t pb = std::max<std::int64_t>(4, (std::int64_t{4} << 20) / panel_bytes);
+  pb = std::min(pb, std::max<std::int64_t>(4, ceil_div(panels, ceil_div(task_target(), groups))));
+  pb = std::min(pb, panels);  // panels per row block
+  const std::int64_t row_blocks = ceil_div(panels, pb);
   // Words of k per chunk: panel rows of 24 KiB, which stay in L1 (128 values of k in fp32, 256
   // in bf16 pairs).
   const std::int64_t chunk = kOuterKc;
@@ -627,35 +631,31 @@ void gemm_outer(const Half* x, const Half* weight, std::int64_t m, std::int64_t 
         Words::row_panel(x + p * kOuterMr * k, k, rows, xp + p * kw * kOuterMr);
       }
     });
-    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, split.count(groups)), [&](const auto& r) {
+    tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, groups * row_blocks), [&](const auto& r) {
       thread_local AlignedBuffer<Word> w_buffer;
       thread_local AlignedFloats c_buffer;
       constexpr std::int64_t kTile = kOuterMr * kOuterNr;
       Word* const panel = w_buffer.get(static_cast<std::size_t>(kw * kOuterNr));
       for (std::int64_t t = r.begin(); t != r.end(); ++t) {
-        const auto [g, b0, b1] = split.task(t);
+        const std::int64_t g = t % groups;
         const std::int64_t j0 = g * kOuterNr;
         const std::int64_t count = std::min<std::int64_t>(kOuterNr, n - j0);
-        if (t == r.begin() || b0 == 0) {  // a new group: pack its panel
-          Words::panel(weight + j0 * k, k, static_cast<int>(count), panel);
-        }
-        for (std::int64_t blk = b0; blk < b1; ++blk) {
-          const std::int64_t p0 = blk * pb;
-          const std::int64_t p1 = std::min(panels, p0 + pb);
-          float* const c = c_buffer.get(static_cast<std::size_t>((p1 - p0) * kTile));
-          // k in chunks whose panel rows stay in L1 while every row panel passes over them.
-          for (std::int64_t k0 = 0; k0 < kw; k0 += chunk) {
-            const std::int64_t len = std::min<std::int64_t>(chunk, kw - k0);
-            for (std::int64_t p = p0; p < p1; ++p) {
-              Words::tile(xp + (p * kw + k0) * kOuterMr, panel + k0 * kOuterNr, len, k0 > 0,
-                          c + (p - p0) * kTile);
-            }
-          }
+        Words::panel(weight + j0 * k, k, static_cast<int>(count), panel);
+        const std::int64_t p0 = (t / groups) * pb;
+        const std::int64_t p1 = std::min(panels, p0 + pb);
+        float* const c = c_buffer.get(static_cast<std::size_t>((p1 - p0) * kTile));
+        // k in chunks whose panel rows stay in L1 while every row panel passes over them.
+        for (std::int64_t k0 = 0; k0 < kw; k0 += chunk) {
+          const std::int64_t len = std::min<std::int64_t>(chunk, kw - k0);
           for (std::int64_t p = p0; p < p1; ++p) {
-            const std::int64_t rows = std::min<std::int64_t>(kOuterMr, m - p * kOuterMr);
-            for (std::int64_t i = 0; i < rows; ++i) {
-              store(p * kOuterMr + i, j0, count, c + (p - p0) * kTile + i * kOuterNr);
-            }
+            Words::tile(xp + (p * kw + k0) * kOuterMr, panel + k0 * kOuterNr, len, k0 > 0,
+                        c + (p - p0) * kTile);
+          }
+        }
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const std::int64_t rows = std::min<std::int64_t>(kOuterMr, m - p * kOuterMr);
+          for (std::int64_t i = 0; i < rows; ++i) {
+            store(p * kOuterMr + i, j0, count, c + (p - p0) * kTile + i * kOuterNr);
           }
         }
       }

@@ -48,7 +48,7 @@ void gemm_amx_bf16(const Half* x, const Half* weight, std::int64_t m, std::int64
       x_buffer.get(static_cast<std::size_t>(blocks * kBlockRows * padded_words));
   const std::int64_t groups = ceil_div(n, kGroupColumns);
   // A group's two panels: up to 576 KiB at k = 3072, held in L2 while its row pairs pass.
-  const GroupTasks split(groups, pairs, task_target());
+  const amx::GroupTasks split(groups, pairs, task_target());
   const TileConfig config = full_tiles();  // all 16 x 64 bytes
   const std::int64_t panel_words = padded_words * kBf16PanelColumns;
 

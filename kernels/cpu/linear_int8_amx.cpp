@@ -76,7 +76,7 @@ void linear_int8_amx(const LinearArgs& args, const Epilogue& store) {
   const bool whole_steps = kw == words;  // the panels are B tiles as they lie
 
   const std::int64_t groups = ceil_div(n, kGroupColumns);
-  const GroupTasks split(groups, pairs, task_target());
+  const amx::GroupTasks split(groups, pairs, task_target());
   const TileConfig config = full_tiles();
 
   tbb::this_task_arena::isolate([&] {
