@@ -38,33 +38,6 @@ inline float vmax(float a, float b) {
   return pick(b > a, b, a);
 }
 
-// exp() for fp32 softmax loops: plain branch-free C++ so `#pragma omp simd` loops vectorise it
-// (std::exp is a libm call that never vectorises without -ffast-math).
-// Accuracy: within 2 ulp of std::exp on [-87.3, 88.7]; 0 below (including -inf), +inf above,
-// NaN in -> NaN out.
-inline float fast_exp(float x) {
-  // exp(x) = 2^n · exp(r), n = round(x·log2 e), r = x − n·ln 2 with ln 2 split in two so n·ln2_hi
-  // is exact (Cody–Waite); |r| <= ln2 / 2 when n is not clamped.
-  const float t = x * 1.44269504088896341f;
-  const float clamped = pick(t < -126.0f, -126.0f, pick(t > 127.0f, 127.0f, t));
-  const float n = (clamped + 12582912.0f) - 12582912.0f;  // round to nearest via 1.5·2^23
-  const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
-  // Taylor series to r^7: truncation error < |r|^8 / 8! = 5e-9 relative for |r| <= 0.35.
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
-  float result = p * scale;
-  result = pick(x < -87.3f, 0.0f, result);  // exp(-87.3) ≈ 1.2e-38: flush; exp(-inf) = 0
-  result = pick(x > 88.7f, std::numeric_limits<float>::infinity(), result);
-  return pick(x != x, x, result);  // NaN stays NaN
-}
-
 // 16 floats as one value: GCC lowers it to one zmm, two ymm or four xmm per target clone, and
 // keeps a handful of them in registers where float arrays would round-trip through memory.
 using Vec = float __attribute__((vector_size(64)));
@@ -78,15 +51,42 @@ using IVec = std::int32_t __attribute__((vector_size(64)));
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"
 
-[[gnu::always_inline]] inline Vec splat(float x) {
-  return Vec{} + x;
+// exp(x) = 2^n · exp(r) for a float or a Vec of them, n = round(x·log2 e) (as clamped by the
+// caller), r = x − n·ln 2 with ln 2 split in two so n·ln2_hi is exact (Cody–Waite): |r| <= ln2 / 2
+// when n is not clamped. Returns exp(r) by its Taylor series to r^7: truncation error < |r|^8 / 8!
+// = 5e-9 relative for |r| <= 0.35.
+template <typename T>
+[[gnu::always_inline]] inline T exp_of_remainder(T x, T n) {
+  const T r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
+  T p = T{} + 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return p;
 }
 
-// Lanes [0, n) of p (n <= 16), zero past them.
-[[gnu::always_inline]] inline Vec load_first(const float* p, int n) {
-  Vec v = {};
-  std::memcpy(&v, p, sizeof(float) * static_cast<std::size_t>(n));
-  return v;
+// exp() for fp32 softmax loops: plain branch-free C++ so `#pragma omp simd` loops vectorise it
+// (std::exp is a libm call that never vectorises without -ffast-math).
+// Accuracy: within 2 ulp of std::exp on [-87.3, 88.7]; 0 below (including -inf), +inf above,
+// NaN in -> NaN out.
+inline float fast_exp(float x) {
+  const float t = x * 1.44269504088896341f;
+  const float clamped = pick(t < -126.0f, -126.0f, pick(t > 127.0f, 127.0f, t));
+  const float n = (clamped + 12582912.0f) - 12582912.0f;  // round to nearest via 1.5·2^23
+  const float p = exp_of_remainder(x, n);
+  const float scale = std::bit_cast<float>((static_cast<std::int32_t>(n) + 127) << 23);
+  float result = p * scale;
+  result = pick(x < -87.3f, 0.0f, result);  // exp(-87.3) ≈ 1.2e-38: flush; exp(-inf) = 0
+  result = pick(x > 88.7f, std::numeric_limits<float>::infinity(), result);
+  return pick(x != x, x, result);  // NaN stays NaN
+}
+
+[[gnu::always_inline]] inline Vec splat(float x) {
+  return Vec{} + x;
 }
 
 // Whether lane l < n, per lane.
@@ -100,15 +100,7 @@ using IVec = std::int32_t __attribute__((vector_size(64)));
   const Vec t = x * 1.44269504088896341f;
   const Vec clamped = t < -126.0f ? splat(-126.0f) : (t > 127.0f ? splat(127.0f) : t);
   const Vec n = (clamped + 12582912.0f) - 12582912.0f;
-  const Vec r = (x - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
-  Vec p = splat(1.0f / 5040.0f);
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  const Vec p = exp_of_remainder(x, n);
   const IVec bits = (__builtin_convertvector(n, IVec) + 127) << 23;
   Vec result = p * std::bit_cast<Vec>(bits);
   result = x < -87.3f ? Vec{} : result;
