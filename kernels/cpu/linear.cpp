@@ -280,24 +280,16 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_weight_panel(cons
                                                                             std::int64_t k,
                                                                             int rows,
                                                                             float* panel) {
-  // Sixteen rows of W at a time along the whole of k: sixteen read streams, which the hardware
-  // prefetchers follow (all 48 rows at once outran them, and packing took a sixth of the GEMM's
-  // time at k = 3072), with the lines four ahead asked for as well.
-  for (int b = 0; b < kOuterNr / 16; ++b) {
-    for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
-      const auto len = static_cast<int>(std::min<std::int64_t>(16, k - k0));
-      const auto mask = static_cast<__mmask16>((1u << len) - 1u);
+  for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
+    const auto len = static_cast<int>(std::min<std::int64_t>(16, k - k0));
+    const auto mask = static_cast<__mmask16>((1u << len) - 1u);
+    for (int b = 0; b < kOuterNr / 16; ++b) {
       __m512 r[16];
       for (int i = 0; i < 16; ++i) {
         const int row = b * 16 + i;
-        if (row >= rows) {
-          r[i] = _mm512_setzero_ps();
-          continue;
-        }
-        const Half* const at = w + row * k + k0;
-        if ((k0 & 31) == 0 && k0 + 128 < k)
-          _mm_prefetch(reinterpret_cast<const char*>(at + 128), _MM_HINT_T0);
-        r[i] = _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, at));
+        r[i] = row < rows
+                   ? _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, w + row * k + k0))
+                   : _mm512_setzero_ps();
       }
       transpose16(r);
       for (int t = 0; t < len; ++t) _mm512_store_ps(panel + (k0 + t) * kOuterNr + b * 16, r[t]);
