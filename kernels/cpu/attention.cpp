@@ -165,16 +165,25 @@ template <typename F>
   }
 }
 
-// The register tiles of the fp32 prefill kernel, per target (a Vec is one zmm, two ymm or four
-// xmm): scores come kQueries queries × kKeyVecs·16 keys at a time, p·v kPvQueries queries ×
-// kPvVecs·16 dims at a time, each with kQueries·kKeyVecs (kPvQueries·kPvVecs) accumulators
-// that cover the FMA latency and leave registers for the operands.
-template <int Queries, int KeyVecs, int PvQueries, int PvVecs, typename Rows>
+// Vectors of the target's own width: zmm, ymm, xmm. (GCC lowers a wider one through memory
+// wherever a scalar meets it: the AVX2 clone of this kernel, written over 16-float vectors, ran
+// 3x slower than the portable one.)
+using Floats16 = Vec;
+using Floats8 = float __attribute__((vector_size(32)));
+using Floats4 = float __attribute__((vector_size(16)));
+
+// The register tiles of the fp32 prefill kernel, per target (V: its vector of L floats): scores
+// come kQueries queries × kKeyVecs·L keys at a time, p·v kPvQueries queries × kPvVecs·L dims at
+// a time, each with kQueries·kKeyVecs (kPvQueries·kPvVecs) accumulators that cover the FMA
+// latency and leave registers for the operands.
+template <int Queries, int KeyVecs, int PvQueries, int PvVecs, typename Rows, typename V>
 struct PrefillTile {
   using Convert = Rows;  // fp16 <-> fp32 of a row of head_dim values
+  using Vector = V;
+  static constexpr int kLanes = cpu::kLanes<V>;
   static constexpr int kQueries = Queries;
   static constexpr int kKeyVecs = KeyVecs;
-  static constexpr int kKeys = 16 * KeyVecs;  // keys per score step: a K panel's width
+  static constexpr int kKeys = kLanes * KeyVecs;  // keys per score step: a K panel's width
   static constexpr int kPvQueries = PvQueries;
   static constexpr int kPvVecs = PvVecs;
   static_assert(Queries % PvQueries == 0);
@@ -210,23 +219,25 @@ struct Avx512Rows {
     }
   }
 };
-using PrefillTileAvx512 = PrefillTile<8, 2, 8, 2, Avx512Rows>;  // 16 + 16 of 32 zmm
+using PrefillTileAvx512 = PrefillTile<8, 2, 8, 2, Avx512Rows, Floats16>;  // 16 + 16 of 32 zmm
 #endif
-using PrefillTileAvx2 = PrefillTile<4, 1, 2, 2, BulkRows>;  // 8 + 8 of 16 ymm
+using PrefillTileAvx2 = PrefillTile<4, 2, 4, 2, BulkRows, Floats8>;      // 8 + 8 of 16 ymm
+using PrefillTilePortable = PrefillTile<4, 2, 4, 2, BulkRows, Floats4>;  // 8 + 8 of 16 xmm
 
-// acc[r][c] (r < PQ, c < NV) = Σ_{j in [j0, j1)} p[r·ldp + j] · v[j·ldv + 16c .. +16], j in order:
-// the output of PQ queries over NV·16 dims, summed sequentially along the keys.
-template <int PQ, int NV>
+// acc[r][c] (r < PQ, c < NV) = Σ_{j in [j0, j1)} p[r·ldp + j] · v[j·ldv + L·c .. + L], j in
+// order: the output of PQ queries over NV·L dims, summed sequentially along the keys.
+template <int PQ, int NV, typename V>
 [[gnu::always_inline]] inline void weigh_values(const float* p, std::int64_t ldp, const float* v,
                                                 std::int64_t ldv, int j0, int j1,
-                                                Vec (&acc)[PQ][NV]) {
+                                                V (&acc)[PQ][NV]) {
+  constexpr int L = kLanes<V>;
   for (int r = 0; r < PQ; ++r) {
-    for (int c = 0; c < NV; ++c) acc[r][c] = Vec{};
+    for (int c = 0; c < NV; ++c) acc[r][c] = V{};
   }
   for (int j = j0; j < j1; ++j) {
     const float* row = v + std::int64_t{j} * ldv;
-    Vec vv[NV];
-    for (int c = 0; c < NV; ++c) std::memcpy(&vv[c], row + 16 * c, sizeof(Vec));
+    V vv[NV];
+    for (int c = 0; c < NV; ++c) std::memcpy(&vv[c], row + L * c, sizeof(V));
     for (int r = 0; r < PQ; ++r) {
       const float pj = p[r * ldp + j];
       for (int c = 0; c < NV; ++c) acc[r][c] += pj * vv[c];
@@ -251,51 +262,53 @@ template <int Max, typename F>
 }
 
 // Row r of R score rows (p[r], with its mask) as unnormalised probabilities: p[r][j] =
-// exp(p[r][j] + mask[j] - max[r]) for j < len[r], in blocks of 16 from p[r][0], and lanes past
-// len[r] written as zeros (a row needs round_up(len[r], 16) floats); inv[r] = 1 / Σ_j p[r][j],
-// the sum in ordered_sum's order (so the same bits whatever padding precedes the row). Rows with
-// len[r] = 0 are left alone. max_lanes[r]: sixteen partial maxima of row r's masked scores.
+// exp(p[r][j] + mask[j] - max[r]) for j < len[r], in blocks of L (V's lanes) from p[r][0], and
+// lanes past len[r] written as zeros (a row needs round_up(len[r], L) floats); inv[r] = 1 / Σ_j
+// p[r][j], the sum in L running lanes over those blocks, then the lanes in order (ordered_sum's
+// order where L = 16), so the same bits whatever padding precedes the row. Rows with
+// len[r] = 0 are left alone. max_lanes[r]: L partial maxima of row r's masked scores.
 // key_sums[r]: where row r's probabilities p[r][j]·inv[r] are added, or null. The rows go
 // through each step together, so one row's lane reductions overlap the others' instead of
 // waiting on their own latency.
-template <int R>
+template <int R, typename V>
 [[gnu::always_inline]] inline void exponentiate_rows(float* const (&p)[R], const float* mask,
                                                      const int (&len)[R],
-                                                     const float (&max_lanes)[R][16],
+                                                     const float (&max_lanes)[R][kLanes<V>],
                                                      float* const (&key_sums)[R], float (&inv)[R]) {
+  constexpr int L = kLanes<V>;
   float max[R], sum[R];
   for (int r = 0; r < R; ++r) max[r] = kMinusInf;
-  for (int l = 0; l < 16; ++l) {
+  for (int l = 0; l < L; ++l) {
     for (int r = 0; r < R; ++r) max[r] = vmax(max[r], max_lanes[r][l]);
   }
-  alignas(64) float part[R][16] = {};  // each row's sixteen lane sums
+  alignas(64) float part[R][L] = {};  // each row's lane sums
   for (int r = 0; r < R; ++r) {
-    const int tail = len[r] % 16, whole = len[r] - tail;
-    Vec lanes = {}, v, masks;
-    for (int j = 0; j < len[r]; j += 16) {
+    const int tail = len[r] % L, whole = len[r] - tail;
+    V lanes = {}, v, masks;
+    for (int j = 0; j < len[r]; j += L) {
       std::memcpy(&v, p[r] + j, sizeof v);
       std::memcpy(&masks, mask + j, sizeof masks);
-      Vec e = fast_exp(v + masks - max[r]);
-      if (j == whole) e = lanes_below(tail) ? e : Vec{};
+      V e = fast_exp_lanes(v + masks - max[r]);
+      if (j == whole) e = lanes_below<V>(tail) ? e : V{};
       std::memcpy(p[r] + j, &e, sizeof e);
       lanes += e;
     }
     std::memcpy(part[r], &lanes, sizeof lanes);
   }
   for (int r = 0; r < R; ++r) sum[r] = 0.0f;
-  for (int l = 0; l < 16; ++l) {  // ordered_sum's order: lane after lane
+  for (int l = 0; l < L; ++l) {  // lane after lane
     for (int r = 0; r < R; ++r) sum[r] += part[r][l];
   }
   for (int r = 0; r < R; ++r) {
     inv[r] = 1.0f / sum[r];
     if (key_sums[r] == nullptr) continue;
-    const int tail = len[r] % 16, whole = len[r] - tail;
-    for (int j = 0; j < len[r]; j += 16) {
-      Vec e;
+    const int tail = len[r] % L, whole = len[r] - tail;
+    for (int j = 0; j < len[r]; j += L) {
+      V e;
       std::memcpy(&e, p[r] + j, sizeof e);
       e *= inv[r];
       if (j < whole) {
-        Vec k;
+        V k;
         std::memcpy(&k, key_sums[r] + j, sizeof k);
         k += e;
         std::memcpy(key_sums[r] + j, &k, sizeof k);
@@ -321,6 +334,8 @@ template <typename Tile>
   constexpr int kKeys = Tile::kKeys;
   constexpr int kPq = Tile::kPvQueries;
   constexpr int kPv = Tile::kPvVecs;
+  constexpr int L = Tile::kLanes;
+  using V = typename Tile::Vector;
   const int dim = a.head_dim;
   const int kv_heads = a.kv_head_count();
   const int kv_head = h / (a.heads / kv_heads);
@@ -343,7 +358,7 @@ template <typename Tile>
   const int panel0 = first / kKeys;  // the first panel holding a real key
   const int panels = ceil_div(keys, kKeys);
   const std::int64_t panel_size = std::int64_t{dim} * kKeys;
-  const int ldv = round_up(dim, 16);  // v row stride; dims past `dim` are zero
+  const int ldv = round_up(dim, L);  // v row stride; dims past `dim` are zero
   // Score rows' stride: whole panels, and sixteen more, so that rows of a power-of-two length do
   // not fall into the same L1 sets.
   const int lds = panels * kKeys + 16;
@@ -389,15 +404,15 @@ template <typename Tile>
     }
     // Scores, a panel of keys × kQ queries per step: each K vector feeds kQ FMAs (broadcast q);
     // with each row's running maximum of its masked scores over the keys it sees, lane by lane.
-    Vec row_max[kQ];
-    for (int r = 0; r < kQ; ++r) row_max[r] = splat(kMinusInf);
+    V row_max[kQ];
+    for (int r = 0; r < kQ; ++r) row_max[r] = splat<V>(kMinusInf);
     for (int pn = panel0; pn * kKeys < n; ++pn) {
       const float* const panel = kp + pn * panel_size;
-      Vec acc[kQ][Tile::kKeyVecs] = {};
+      V acc[kQ][Tile::kKeyVecs] = {};
       for (int d = 0; d < dim; ++d) {
-        Vec k[Tile::kKeyVecs];
+        V k[Tile::kKeyVecs];
         for (int c = 0; c < Tile::kKeyVecs; ++c) {
-          std::memcpy(&k[c], panel + std::int64_t{d} * kKeys + 16 * c, sizeof(Vec));
+          std::memcpy(&k[c], panel + std::int64_t{d} * kKeys + L * c, sizeof(V));
         }
         for (int r = 0; r < kQ; ++r) {
           const float qd = q[r * dim + d];
@@ -408,13 +423,13 @@ template <typename Tile>
         std::memcpy(s + r * lds + pn * kKeys, acc[r], sizeof acc[r]);
       }
       for (int c = 0; c < Tile::kKeyVecs; ++c) {
-        const int j0 = pn * kKeys + 16 * c;
-        Vec masks;
+        const int j0 = pn * kKeys + L * c;
+        V masks;
         std::memcpy(&masks, mask + j0, sizeof masks);
         for (int r = 0; r < kQ; ++r) {
-          Vec scores = acc[r][c] + masks;
+          V scores = acc[r][c] + masks;
           const int seen = i0 + r + 1 - j0;  // lanes at or before query i0 + r
-          if (seen < 16) scores = lanes_below(seen) ? scores : splat(kMinusInf);
+          if (seen < L) scores = lanes_below<V>(seen) ? scores : splat<V>(kMinusInf);
           row_max[r] = scores > row_max[r] ? scores : row_max[r];  // a NaN is skipped; exp keeps it
         }
       }
@@ -424,7 +439,7 @@ template <typename Tile>
     float* rows_p[kQ];
     int lengths[kQ];
     float* sums[kQ];
-    alignas(64) float max_lanes[kQ][16];
+    alignas(64) float max_lanes[kQ][L];
     float inv[kQ];
     for (int r = 0; r < kQ; ++r) {
       const int i = i0 + r;
@@ -437,17 +452,17 @@ template <typename Tile>
               : nullptr;
       std::memcpy(max_lanes[r], &row_max[r], sizeof row_max[r]);
     }
-    exponentiate_rows<kQ>(rows_p, mask + first, lengths, max_lanes, sums, inv);
+    exponentiate_rows<kQ, V>(rows_p, mask + first, lengths, max_lanes, sums, inv);
     for (int r = 0; r < kQ; ++r) {  // zeros past each row's last key, up to the group's
       std::fill(rows_p[r] + lengths[r], s + r * lds + n, 0.0f);
     }
-    // p·V, kPq queries × kPv·16 dims per pass: each V vector feeds kPq FMAs (broadcast p).
+    // p·V, kPq queries × kPv·L dims per pass: each V vector feeds kPq FMAs (broadcast p).
     for (int r0 = 0; r0 < rows; r0 += kPq) {
-      for (int d0 = 0; d0 < dim; d0 += 16 * kPv) {
+      for (int d0 = 0; d0 < dim; d0 += L * kPv) {
         with_count<kPv>(
-            std::min(kPv, ceil_div(dim - d0, 16)), [&]<int NV>() __attribute__((always_inline)) {
-              Vec acc[kPq][NV];
-              weigh_values<kPq, NV>(s + r0 * lds, lds, v + d0, ldv, first, n, acc);
+            std::min(kPv, ceil_div(dim - d0, L)), [&]<int NV>() __attribute__((always_inline)) {
+              V acc[kPq][NV];
+              weigh_values<kPq, NV, V>(s + r0 * lds, lds, v + d0, ldv, first, n, acc);
               for (int r = 0; r < kPq; ++r) {
                 for (int c = 0; c < NV; ++c) acc[r][c] *= inv[r0 + r];
                 std::memcpy(o + (r0 + r) * ldv + d0, acc[r], sizeof acc[r]);
@@ -496,7 +511,7 @@ void prefill_block(Isa isa, const PrefillAttentionArgs& a, int b, int h, int q0,
   if (isa == Isa::avx2) return prefill_block_avx2(a, b, h, q0, q1, key_sums);
 #endif
   (void)isa;
-  prefill_block_impl<PrefillTileAvx2>(a, b, h, q0, q1, key_sums);
+  prefill_block_impl<PrefillTilePortable>(a, b, h, q0, q1, key_sums);
 }
 
 // The K / V rows one (sequence, kv head) attends over, in slot order: its cache's first `count`

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 // Compiles a function three times (AVX-512, AVX2+FMA, baseline) and picks one at load time. The
 // build is plain -O3 (SSE2), so compute-heavy loops written in plain C++ (attention, softmax)
@@ -41,9 +42,6 @@ inline float vmax(float a, float b) {
 // 16 floats as one value: GCC lowers it to one zmm, two ymm or four xmm per target clone, and
 // keeps a handful of them in registers where float arrays would round-trip through memory.
 using Vec = float __attribute__((vector_size(64)));
-
-// Sixteen int32 lanes: what a comparison of two Vecs gives (each lane 0 or -1).
-using IVec = std::int32_t __attribute__((vector_size(64)));
 
 // Vec helpers pass and return Vecs by value. GCC warns that the ABI of such calls differs with and
 // without AVX-512; they are always inlined into the target clone that calls them, so no call
@@ -85,26 +83,43 @@ inline float fast_exp(float x) {
   return pick(x != x, x, result);  // NaN stays NaN
 }
 
-[[gnu::always_inline]] inline Vec splat(float x) {
-  return Vec{} + x;
+// Helpers over a vector of floats V of any width (Vec, or the target's own width: GCC lowers a
+// vector wider than the target's registers through memory wherever a scalar meets it).
+template <typename V>
+inline constexpr int kLanes = static_cast<int>(sizeof(V) / sizeof(float));
+template <typename V>
+using LaneMask = decltype(V{} < V{});  // int32 lanes, each 0 or -1
+
+template <typename V = Vec>
+[[gnu::always_inline]] inline V splat(float x) {
+  return V{} + x;
+}
+
+// Lane l holds l: {0, 1, ..., L - 1}, a constant.
+template <typename M, int... I>
+constexpr M lane_indices(std::integer_sequence<int, I...>) {
+  return M{I...};
 }
 
 // Whether lane l < n, per lane.
-[[gnu::always_inline]] inline IVec lanes_below(int n) {
-  constexpr IVec kLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  return kLane < n;
+template <typename V = Vec>
+[[gnu::always_inline]] inline LaneMask<V> lanes_below(int n) {
+  constexpr LaneMask<V> kIndex =
+      lane_indices<LaneMask<V>>(std::make_integer_sequence<int, kLanes<V>>{});
+  return kIndex < n;
 }
 
 // fast_exp lane by lane, with the same steps (so the same bits where both contract alike).
-[[gnu::always_inline]] inline Vec fast_exp(Vec x) {
-  const Vec t = x * 1.44269504088896341f;
-  const Vec clamped = t < -126.0f ? splat(-126.0f) : (t > 127.0f ? splat(127.0f) : t);
-  const Vec n = (clamped + 12582912.0f) - 12582912.0f;
-  const Vec p = exp_of_remainder(x, n);
-  const IVec bits = (__builtin_convertvector(n, IVec) + 127) << 23;
-  Vec result = p * std::bit_cast<Vec>(bits);
-  result = x < -87.3f ? Vec{} : result;
-  result = x > 88.7f ? splat(std::numeric_limits<float>::infinity()) : result;
+template <typename V>
+[[gnu::always_inline]] inline V fast_exp_lanes(V x) {
+  const V t = x * 1.44269504088896341f;
+  const V clamped = t < -126.0f ? splat<V>(-126.0f) : (t > 127.0f ? splat<V>(127.0f) : t);
+  const V n = (clamped + 12582912.0f) - 12582912.0f;
+  const V p = exp_of_remainder(x, n);
+  const LaneMask<V> bits = (__builtin_convertvector(n, LaneMask<V>) + 127) << 23;
+  V result = p * std::bit_cast<V>(bits);
+  result = x < -87.3f ? V{} : result;
+  result = x > 88.7f ? splat<V>(std::numeric_limits<float>::infinity()) : result;
   return x != x ? x : result;
 }
 #pragma GCC diagnostic pop
