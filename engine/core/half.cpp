@@ -1,5 +1,7 @@
 #include "engine/core/half.h"
 
+#include "engine/core/half_avx512.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -25,37 +27,6 @@ __attribute__((target("f16c,avx"))) void float_to_half_f16c(const float* in, Hal
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
-  }
-  for (; i < n; ++i) out[i] = float_to_half(in[i]);
-}
-
-// AVX-512: 16 values per instruction, two at a time (the conversions are exact, or round to
-// nearest even as F16C does, so every path gives the same bits). The masked forms with every lane
-// set, because GCC 12's unmasked ones warn of an uninitialised source. The GEMMs convert each
-// weight tile and decode attention each cache chunk through these, so their speed is the kernels'.
-__attribute__((target("avx512f"))) void half_to_float_avx512(const Half* in, float* out,
-                                                             std::size_t n) {
-  std::size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
-    const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 16));
-    _mm512_storeu_ps(out + i, _mm512_mask_cvtph_ps(_mm512_setzero_ps(), 0xffff, h0));
-    _mm512_storeu_ps(out + i + 16, _mm512_mask_cvtph_ps(_mm512_setzero_ps(), 0xffff, h1));
-  }
-  for (; i + 16 <= n; i += 16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
-    _mm512_storeu_ps(out + i, _mm512_mask_cvtph_ps(_mm512_setzero_ps(), 0xffff, h));
-  }
-  for (; i < n; ++i) out[i] = half_to_float(in[i]);
-}
-
-__attribute__((target("avx512f"))) void float_to_half_avx512(const float* in, Half* out,
-                                                             std::size_t n) {
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256i h = _mm512_mask_cvtps_ph(_mm256_setzero_si256(), 0xffff, _mm512_loadu_ps(in + i),
-                                           _MM_FROUND_TO_NEAREST_INT);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), h);
   }
   for (; i < n; ++i) out[i] = float_to_half(in[i]);
 }
