@@ -1,8 +1,8 @@
 // Linear over int8 weights (kernels/int8_matrix.h): x quantized per row into unsigned bytes
 // (q + 128), packed into k-major panels of 8 rows of 4-byte words; the weights' column panels
 // are read where the image keeps them, already in the layout the tile wants. An R × 48 tile
-// (R <= 4 rows: decode steps of one sequence do not pay for more) broadcasts a row's word and
-// multiplies it into three zmm of a panel's quad with vpdpbusd, int32 accumulators kept in
+// (R <= 8 rows, a whole x panel: a decode step of a few rows pays for no more) broadcasts a row's
+// word and multiplies it into three zmm of a panel's quad with vpdpbusd, int32 accumulators kept in
 // registers across an activation group of k, then takes the zero point back out and adds the
 // group's scaled sum to the row's fp32 sums while they are still in registers. Without
 // AVX512-VNNI (or under OFFGEN_CPU_ISA) a portable tile computes the same values. Every path sums
@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -129,45 +130,61 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) float x_group_avx512(const 
 
 namespace {
 
-// tile_portable's group with vpdpbusd: 24 int32 accumulators in registers across the group,
-// the fix-up folded in while they are live. (maskz forms: GCC 12's plain shift and convert trip
-// -Wuninitialized, as above.)
+// acc[v] += Σ over each lane's quad of a's unsigned bytes times b[v]'s signed ones (vpdpbusd), for
+// a row's three vectors of columns. Written out because GCC 12 gives the intrinsic's accumulator
+// a register apart from the loop's and copies it in and out around the product: the 4-row tile
+// ran 24 register moves beside its 12 products (0.58 of the int8 peak). One asm statement per
+// row, not per product: with twelve or more single-product statements GCC still copied some.
+[[gnu::always_inline]] inline __attribute__((target("avx512f,avx512vnni"))) void dot_row(
+    __m512i* acc, __m512i a, const __m512i* b) {
+  asm("vpdpbusd %4, %3, %0\n\tvpdpbusd %5, %3, %1\n\tvpdpbusd %6, %3, %2"
+      : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2])
+      : "v"(a), "v"(b[0]), "v"(b[1]), "v"(b[2]));
+}
+
+// out[0..16) += float(sum) · scale.
+[[gnu::always_inline]] inline __attribute__((target("avx512f"))) void add_scaled(__m512i sum,
+                                                                                 float scale,
+                                                                                 float* out) {
+  const __m512 group = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, sum), _mm512_set1_ps(scale));
+  _mm512_storeu_ps(out, _mm512_add_ps(_mm512_loadu_ps(out), group));
+}
+
+// tile_portable's group with vpdpbusd: R · 3 int32 accumulators in registers across the group,
+// acc[3i + v] for row i and columns 16v..16v+15 (spelled as packs over I < 3R, since GCC keeps
+// an array indexed in a loop in memory once asm touches it), the fix-up folded in while they are
+// live. (maskz forms: GCC 12's plain shift and convert trip -Wuninitialized, as above.)
+template <int R, std::size_t... I>
+[[gnu::always_inline]] inline __attribute__((target("avx512f,avx512vnni"))) void tile_vnni_packs(
+    const std::uint32_t* x, const std::uint32_t* panel, std::int64_t len, const std::int32_t* wsum,
+    const float* sx, std::int64_t ng, float* s, std::index_sequence<I...>) {
+  // The sums start at minus the zero point, 128 · Σ qw (integers: the same result as taking it
+  // off at the end, and one subtraction fewer per accumulator).
+  __m512i start[3];
+  for (int v = 0; v < 3; ++v) {
+    start[v] =
+        _mm512_sub_epi32(_mm512_setzero_si512(),
+                         _mm512_maskz_slli_epi32(0xFFFF, _mm512_loadu_si512(wsum + 16 * v), 7));
+  }
+  __m512i acc[3 * R];
+  ((acc[I] = start[I % 3]), ...);
+  for (std::int64_t t = 0; t < len; ++t) {
+    const std::uint32_t* p = panel + t * kNr;
+    const __m512i b[3] = {_mm512_loadu_si512(p), _mm512_loadu_si512(p + 16),
+                          _mm512_loadu_si512(p + 32)};
+    const std::uint32_t* a = x + t * kMr;
+    ((I % 3 == 0 ? dot_row(acc + I, _mm512_set1_epi32(static_cast<int>(a[I / 3])), b) : void()),
+     ...);
+  }
+  (add_scaled(acc[I], sx[std::int64_t{I / 3} * ng], s + std::int64_t{I / 3} * kNr + 16 * (I % 3)),
+   ...);
+}
+
 template <int R>
 __attribute__((target("avx512f,avx512vnni"))) void tile_vnni(
     const std::uint32_t* x, const std::uint32_t* panel, std::int64_t len, const std::int32_t* wsum,
     const float* sx, std::int64_t ng, float* s) {
-  // The sums start at minus the zero point, 128 · Σ qw (integers: the same result as taking it
-  // off at the end, and one subtraction fewer per accumulator).
-  __m512i acc[R][3];
-  for (int v = 0; v < 3; ++v) {
-    const __m512i zero_point =
-        _mm512_maskz_slli_epi32(0xFFFF, _mm512_loadu_si512(wsum + 16 * v), 7);
-    const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), zero_point);
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) acc[i][v] = start;
-  }
-  for (std::int64_t t = 0; t < len; ++t) {
-    const std::uint32_t* p = panel + t * kNr;
-    const __m512i b0 = _mm512_loadu_si512(p);
-    const __m512i b1 = _mm512_loadu_si512(p + 16);
-    const __m512i b2 = _mm512_loadu_si512(p + 32);
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i) {
-      const __m512i a = _mm512_set1_epi32(static_cast<int>(x[t * kMr + i]));
-      acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], a, b0);
-      acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], a, b1);
-      acc[i][2] = _mm512_dpbusd_epi32(acc[i][2], a, b2);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < R; ++i) {
-    const __m512 scale = _mm512_set1_ps(sx[i * ng]);
-    for (int v = 0; v < 3; ++v) {
-      float* const out = s + i * kNr + 16 * v;
-      const __m512 group = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, acc[i][v]), scale);
-      _mm512_storeu_ps(out, _mm512_add_ps(_mm512_loadu_ps(out), group));
-    }
-  }
+  tile_vnni_packs<R>(x, panel, len, wsum, sx, ng, s, std::make_index_sequence<3 * R>());
 }
 #endif
 
@@ -175,17 +192,17 @@ using Tile = void (*)(const std::uint32_t*, const std::uint32_t*, std::int64_t, 
                       const float*, std::int64_t, float*);
 using XGroup = float (*)(const Half*, std::int64_t, std::uint8_t*);
 
-constexpr std::int64_t kTileRows = 4;   // rows per tile call
 constexpr std::int64_t kMaxPanels = 8;  // x panels per row block
 
 struct Kernels {
-  Tile tile[kTileRows + 1] = {};  // tile[r]: r rows of a panel
+  Tile tile[kMr + 1] = {};  // tile[r]: r rows of a panel
   XGroup x_group = x_group_portable;
 };
 
 template <template <int> class Make>
 constexpr Kernels table() {
-  return {{nullptr, Make<1>::f, Make<2>::f, Make<3>::f, Make<4>::f}};
+  return {{nullptr, Make<1>::f, Make<2>::f, Make<3>::f, Make<4>::f, Make<5>::f, Make<6>::f,
+           Make<7>::f, Make<8>::f}};
 }
 template <int R>
 struct PortableTile {
@@ -317,14 +334,10 @@ void linear_int8(const LinearArgs& args, const Epilogue& store) {
                 const std::int32_t* const wsum = w.sums + a * rows_padded + j0;
                 for (std::int64_t p = p0; p < p1; ++p) {
                   const std::int64_t rows = std::min<std::int64_t>(kMr, m - p * kMr);
-                  // Four rows at a time: 12 int32 accumulators and the fix-up fit the 32 zmm
-                  // (eight rows spill).
-                  for (std::int64_t h = 0; h < rows; h += kTileRows) {
-                    const auto tile_rows = static_cast<int>(std::min(kTileRows, rows - h));
-                    kernels.tile[tile_rows](xp + (p * kw + k0) * kMr + h, panel + k0 * kNr, len,
-                                            wsum, sx + (p * kMr + h) * ng + a, ng,
-                                            sums + (p - p0) * kTile + h * kNr);
-                  }
+                  // A whole panel per call: 24 int32 accumulators, a panel's quad and the
+                  // broadcast row fit the 32 zmm.
+                  kernels.tile[rows](xp + (p * kw + k0) * kMr, panel + k0 * kNr, len, wsum,
+                                     sx + p * kMr * ng + a, ng, sums + (p - p0) * kTile);
                 }
               }
               for (std::int64_t p = p0; p < p1; ++p) {

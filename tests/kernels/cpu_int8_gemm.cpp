@@ -34,14 +34,14 @@ std::string describe_int8(const Int8Case& s) {
   return "m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
 }
 
-// m: one row (a decode step), every tile height, several panels and row blocks; n: tails of the
-// 48-row panels and of AMX's 96-column groups; k: not a multiple of the 4-byte quads, across the
-// 512-value chunks, and whole 64-byte tile steps (AMX reads the panels as they lie) or not (it
-// reads a padded copy).
+// m: one row (a decode step), every tile height (1 to 8 rows left in a panel), several panels and
+// row blocks; n: tails of the 48-row panels and of AMX's 96-column groups; k: not a multiple of the
+// 4-byte quads, across the 512-value chunks, and whole 64-byte tile steps (AMX reads the panels as
+// they lie) or not (it reads a padded copy).
 const Int8Case kInt8Cases[] = {{1, 1, 1},      {1, 7, 13},      {3, 20, 64},    {8, 48, 32},
                                {17, 33, 100},  {5, 13, 1100},   {40, 37, 33},   {64, 97, 255},
                                {70, 100, 600}, {129, 19, 2051}, {300, 300, 70}, {48, 200, 768},
-                               {33, 96, 256}};
+                               {33, 96, 256},  {10, 49, 130},   {15, 50, 257}};
 
 // The blob of a packed matrix, 64-byte aligned as the weight image keeps it.
 struct Blob {
