@@ -14,10 +14,12 @@
 //
 // Decode is memory-bound (each cached key / value is read once): one task per (sequence, kv head),
 // K and V converted in slot chunks with F16C once for all the query heads of the group, while the
-// next chunk is prefetched. For a head_dim that is a multiple of 16 the query and the output row
-// stay in registers: scores come sixteen keys at a time (16 register dot products reduced by one
-// transposing tree), and p·v accumulates without touching memory. Each query head's probabilities
-// are computed exactly as they would be alone, and the group's rows are added in head order.
+// next chunk is prefetched. For a head_dim that is a multiple of 16 the scores come L keys at a
+// time over vectors of the target's own width L (16, 8, 4 floats: L register dot products reduced
+// by one transposing tree) and p·v accumulates the output row in registers; AVX-512, AVX2 and the
+// portable build each run their own instantiation (OFFGEN_CPU_ISA caps the choice, as for the
+// prefill). Each query head's probabilities are computed exactly as they would be alone, and the
+// group's rows are added in head order.
 #include "kernels/cpu/attention.h"
 
 #include <tbb/blocked_range.h>
@@ -62,78 +64,154 @@ inline void prefetch_halves(const Half* p, std::int64_t n) {
   for (std::int64_t i = 0; i < n * 2; i += 64) __builtin_prefetch(bytes + i);
 }
 
-// The lane sums of 16 vectors as one vector (sums[t]: the sum of v[t]'s lanes), by a transposing
-// tree: each level adds neighbouring partial sums of every vector at once, so 16 reductions cost
-// 15 adds and 30 shuffles instead of 16 horizontal reductions. Every lane is summed in the same
-// balanced-tree order.
-[[gnu::always_inline]] inline void lane_sums(const Vec v[16], Vec& sums) {
-  Vec t[8];
+// Vectors of the target's own width: zmm, ymm, xmm. (GCC lowers a wider one through memory
+// wherever a scalar meets it: the AVX2 clones of these kernels, written over 16-float vectors,
+// ran 3x (decode) and 1.4x (prefill) slower than the portable ones.)
+using Floats16 = Vec;
+using Floats8 = float __attribute__((vector_size(32)));
+using Floats4 = float __attribute__((vector_size(16)));
+
+// The lane sums of L vectors of L lanes as one vector (sums[t]: the sum of v[t]'s lanes), by a
+// transposing tree: each level adds neighbouring partial sums of every vector at once, so L
+// reductions cost L - 1 adds and 2(L - 1) shuffles instead of L horizontal reductions. Every lane
+// is summed in the same balanced-tree order: ((l0 + l1) + (l2 + l3)) + ... .
+[[gnu::always_inline]] inline Floats4 lane_tree(const Floats4 v[4]) {
+  Floats4 t[2];
+  for (int i = 0; i < 2; ++i) {  // [a0+a1, b0+b1, a2+a3, b2+b3]
+    t[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 4, 2, 6) +
+           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 1, 5, 3, 7);
+  }
+  return __builtin_shufflevector(t[0], t[1], 0, 1, 4, 5) +
+         __builtin_shufflevector(t[0], t[1], 2, 3, 6, 7);
+}
+
+[[gnu::always_inline]] inline Floats8 lane_tree(const Floats8 v[8]) {
+  Floats8 t[4];
+  for (int i = 0; i < 4; ++i) {  // [a0+a1, b0+b1, a2+a3, b2+b3, ...]
+    t[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 8, 2, 10, 4, 12, 6, 14) +
+           __builtin_shufflevector(v[2 * i], v[2 * i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+  }
+  Floats8 u[2];
+  for (int i = 0; i < 2; ++i) {  // four vectors' partials side by side, two per vector
+    u[i] = __builtin_shufflevector(t[2 * i], t[2 * i + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+           __builtin_shufflevector(t[2 * i], t[2 * i + 1], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  return __builtin_shufflevector(u[0], u[1], 0, 1, 2, 3, 8, 9, 10, 11) +
+         __builtin_shufflevector(u[0], u[1], 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
+[[gnu::always_inline]] inline Floats16 lane_tree(const Floats16 v[16]) {
+  Floats16 t[8];
   for (int i = 0; i < 8; ++i) {  // [a0+a1, b0+b1, a2+a3, b2+b3, ...]
     t[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10,
                                    26, 12, 28, 14, 30) +
            __builtin_shufflevector(v[2 * i], v[2 * i + 1], 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11,
                                    27, 13, 29, 15, 31);
   }
-  Vec u[4];
+  Floats16 u[4];
   for (int i = 0; i < 4; ++i) {  // four vectors' partials side by side, four per vector
     u[i] = __builtin_shufflevector(t[2 * i], t[2 * i + 1], 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25,
                                    12, 13, 28, 29) +
            __builtin_shufflevector(t[2 * i], t[2 * i + 1], 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26,
                                    27, 14, 15, 30, 31);
   }
-  Vec w[2];
+  Floats16 w[2];
   for (int i = 0; i < 2; ++i) {  // eight vectors' partials, two per vector
     w[i] = __builtin_shufflevector(u[2 * i], u[2 * i + 1], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11,
                                    24, 25, 26, 27) +
            __builtin_shufflevector(u[2 * i], u[2 * i + 1], 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14,
                                    15, 28, 29, 30, 31);
   }
-  sums =
-      __builtin_shufflevector(w[0], w[1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-      __builtin_shufflevector(w[0], w[1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30,
-                              31);
+  return __builtin_shufflevector(w[0], w[1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22,
+                                 23) +
+         __builtin_shufflevector(w[0], w[1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29,
+                                 30, 31);
 }
 
-// Decode's inner loops for a head_dim of 16·DV, with the query and the output row in registers:
-// scores[j] = q · rows[j] for n rows, sixteen at a time; and acc += Σ_j p[j] · rows[j].
-template <int DV>
+// Decode sums a score in 16 running lanes, then the lanes by the 16-lane tree, whatever the
+// target's width: a narrower target keeps a 16-lane vector in P = 16 / L parts and finishes the
+// tree over the parts' own trees. (The same order on every target; the bits still differ where a
+// target contracts a product and its sum into an FMA and another has none.)
+template <int P, typename V>
+[[gnu::always_inline]] inline V join_parts(const V part[P]) {
+  static_assert(P == 1 || P == 2 || P == 4);
+  if constexpr (P == 1) return part[0];
+  if constexpr (P == 2) return part[0] + part[1];
+  if constexpr (P == 4) return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+// Decode's inner loops for a head_dim of 16·DV over vectors V of L lanes: scores[j] = q · rows[j]
+// for n rows, L at a time (the 16 lanes of q · k summed in order of d within each lane, then the
+// lanes by the tree); and acc += Σ_j p[j] · rows[j], in order of j per lane.
+template <int DV, typename V>
 [[gnu::always_inline]] inline void dot_rows(const float* q, const float* rows, int n,
                                             float* scores) {
-  Vec qv[DV];
-  for (int v = 0; v < DV; ++v) std::memcpy(&qv[v], q + 16 * v, sizeof(Vec));
-  for (int j0 = 0; j0 < n; j0 += 16) {
-    const int m = std::min(16, n - j0);
-    Vec prod[16];
-    for (int t = 0; t < 16; ++t) {
-      prod[t] = Vec{};
-      if (t >= m) continue;
-      const float* r = rows + std::int64_t{j0 + t} * 16 * DV;
-      for (int v = 0; v < DV; ++v) {
-        Vec rv;
-        std::memcpy(&rv, r + 16 * v, sizeof(Vec));
-        prod[t] += qv[v] * rv;
+  constexpr int L = kLanes<V>;
+  constexpr int P = 16 / L;
+  // q stays in registers where it fits beside the L products (AVX-512's 32 zmm); elsewhere each
+  // product reads its q vector from L1.
+  constexpr bool kHoist = L == 16;
+  V qv[kHoist ? DV : 1];
+  if constexpr (kHoist) {
+    for (int v = 0; v < DV; ++v) std::memcpy(&qv[v], q + 16 * v, sizeof(V));
+  }
+  for (int j0 = 0; j0 < n; j0 += L) {
+    const int m = std::min(L, n - j0);
+    V part[P];
+    for (int c = 0; c < P; ++c) {  // lanes c·L .. c·L + L of the 16
+      V prod[L];
+      for (int t = 0; t < L; ++t) {
+        prod[t] = V{};
+        if (t >= m) continue;
+        const float* r = rows + std::int64_t{j0 + t} * 16 * DV + L * c;
+        for (int v = 0; v < DV; ++v) {
+          V qc, rv;
+          if constexpr (kHoist) {
+            qc = qv[v];
+          } else {
+            std::memcpy(&qc, q + 16 * v + L * c, sizeof(V));
+          }
+          std::memcpy(&rv, r + 16 * v, sizeof(V));
+          prod[t] += qc * rv;
+        }
       }
+      part[c] = lane_tree(prod);
     }
-    Vec sums;
-    lane_sums(prod, sums);
+    const V sums = join_parts<P>(part);
     std::memcpy(scores + j0, &sums, sizeof(float) * static_cast<std::size_t>(m));
   }
 }
 
-template <int DV>
-[[gnu::always_inline]] inline void weigh_rows(const float* p, const float* rows, int n,
-                                              float* acc) {
-  Vec a[DV];
-  for (int v = 0; v < DV; ++v) std::memcpy(&a[v], acc + 16 * v, sizeof(Vec));
+// acc[0, NV·L) += Σ_j p[j] · row j of `rows` (rows `stride` floats apart), NV vectors in registers.
+template <int NV, typename V>
+[[gnu::always_inline]] inline void weigh_block(const float* p, const float* rows,
+                                               std::int64_t stride, int n, float* acc) {
+  constexpr int L = kLanes<V>;
+  V a[NV];
+  for (int v = 0; v < NV; ++v) std::memcpy(&a[v], acc + L * v, sizeof(V));
   for (int j = 0; j < n; ++j) {
-    const float* r = rows + std::int64_t{j} * 16 * DV;
-    for (int v = 0; v < DV; ++v) {
-      Vec rv;
-      std::memcpy(&rv, r + 16 * v, sizeof(Vec));
+    const float* r = rows + j * stride;
+    for (int v = 0; v < NV; ++v) {
+      V rv;
+      std::memcpy(&rv, r + L * v, sizeof(V));
       a[v] += p[j] * rv;
     }
   }
-  for (int v = 0; v < DV; ++v) std::memcpy(acc + 16 * v, &a[v], sizeof(Vec));
+  for (int v = 0; v < NV; ++v) std::memcpy(acc + L * v, &a[v], sizeof(V));
+}
+
+// The output row in blocks of at most 8 vectors (a 128-dim row is 16 ymm: all of AVX2's).
+template <int DV, typename V>
+[[gnu::always_inline]] inline void weigh_rows(const float* p, const float* rows, int n,
+                                              float* acc) {
+  constexpr int L = kLanes<V>;
+  constexpr int W = 16 * DV / L;  // vectors per row
+  constexpr int B = 8;
+  for (int b = 0; b + B <= W; b += B) weigh_block<B, V>(p, rows + L * b, 16 * DV, n, acc + L * b);
+  if constexpr (W % B != 0) {
+    constexpr int b = W - W % B;
+    weigh_block<W % B, V>(p, rows + L * b, 16 * DV, n, acc + L * b);
+  }
 }
 
 // Calls f.template operator()<DV>() for dim = 16·DV (DV 1..8), else f.template operator()<0>().
@@ -161,13 +239,6 @@ template <typename F>
       return f.template operator()<0>();
   }
 }
-
-// Vectors of the target's own width: zmm, ymm, xmm. (GCC lowers a wider one through memory
-// wherever a scalar meets it: the AVX2 clone of this kernel, written over 16-float vectors, ran
-// 1.4x slower than the portable one.)
-using Floats16 = Vec;
-using Floats8 = float __attribute__((vector_size(32)));
-using Floats4 = float __attribute__((vector_size(16)));
 
 // The register tiles of the fp32 prefill kernel, per target (V: its vector of L floats): scores
 // come kQueries queries × kKeyVecs·L keys at a time, p·v kPvQueries queries × kPvVecs·L dims at
@@ -511,8 +582,9 @@ struct AttendedRows {
 
 // The query heads of kv head c of sequence b over `rows`: each one's scores, softmax and p·v
 // exactly as a head of its own, with every K / V chunk converted once for the whole group.
-OFFGEN_SIMD_CLONES void attend_kv_head(const DecodeAttentionArgs& a, int b, int c,
-                                       const AttendedRows& attended) {
+template <typename V>
+[[gnu::always_inline]] inline void attend_kv_head_impl(const DecodeAttentionArgs& a, int b, int c,
+                                                       const AttendedRows& attended) {
   const int dim = a.head_dim;
   const int kv_heads = a.kv_head_count();
   const int group = a.heads / kv_heads;
@@ -551,7 +623,7 @@ OFFGEN_SIMD_CLONES void attend_kv_head(const DecodeAttentionArgs& a, int b, int 
       with_vecs_per_row(
           dim, [&]<int DV>() __attribute__((always_inline)) {
             if constexpr (DV > 0) {
-              dot_rows<DV>(qg, rows, n, pg + j0);
+              dot_rows<DV, V>(qg, rows, n, pg + j0);
             } else {
               for (int j = 0; j < n; ++j) {
                 const float* kr = rows + std::int64_t{j} * dim;
@@ -590,7 +662,7 @@ OFFGEN_SIMD_CLONES void attend_kv_head(const DecodeAttentionArgs& a, int b, int 
       with_vecs_per_row(
           dim, [&]<int DV>() __attribute__((always_inline)) {
             if constexpr (DV > 0) {
-              weigh_rows<DV>(pg + j0, rows, n, ag);
+              weigh_rows<DV, V>(pg + j0, rows, n, ag);
             } else {
               for (int j = 0; j < n; ++j) {
                 const float* vr = rows + std::int64_t{j} * dim;
@@ -614,9 +686,30 @@ OFFGEN_SIMD_CLONES void attend_kv_head(const DecodeAttentionArgs& a, int b, int 
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f,avx2,fma"))) void attend_kv_head_avx512(
+    const DecodeAttentionArgs& a, int b, int c, const AttendedRows& attended) {
+  attend_kv_head_impl<Floats16>(a, b, c, attended);
+}
+__attribute__((target("avx2,fma"))) void attend_kv_head_avx2(const DecodeAttentionArgs& a, int b,
+                                                             int c, const AttendedRows& attended) {
+  attend_kv_head_impl<Floats8>(a, b, c, attended);
+}
+#endif
+
+void attend_kv_head(Isa isa, const DecodeAttentionArgs& a, int b, int c,
+                    const AttendedRows& attended) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (isa == Isa::avx512) return attend_kv_head_avx512(a, b, c, attended);
+  if (isa == Isa::avx2) return attend_kv_head_avx2(a, b, c, attended);
+#endif
+  (void)isa;
+  attend_kv_head_impl<Floats4>(a, b, c, attended);
+}
+
 // Kv head c of sequence b: its cache's first slot_count[b] slots, or (page selection) the chosen
 // pages' slots, gathered page by page in slot order, with their probabilities scattered back.
-void decode_kv_head(const DecodeAttentionArgs& a, int b, int c) {
+void decode_kv_head(Isa isa, const DecodeAttentionArgs& a, int b, int c) {
   const int dim = a.head_dim;
   const int kv_heads = a.kv_head_count();
   const int count = a.slot_count[b];
@@ -624,7 +717,8 @@ void decode_kv_head(const DecodeAttentionArgs& a, int b, int c) {
   float* const probs_row = a.probs != nullptr ? a.probs + cache : nullptr;
   if (a.pages == nullptr) {
     if (probs_row != nullptr) std::fill(probs_row + count, probs_row + a.capacity, 0.0f);
-    attend_kv_head(a, b, c, {a.k_cache + cache * dim, a.v_cache + cache * dim, count, probs_row});
+    attend_kv_head(isa, a, b, c,
+                   {a.k_cache + cache * dim, a.v_cache + cache * dim, count, probs_row});
     return;
   }
   thread_local std::vector<Half> k_buf, v_buf;
@@ -653,7 +747,7 @@ void decode_kv_head(const DecodeAttentionArgs& a, int b, int c) {
     p_buf.resize(static_cast<std::size_t>(n));
     p = p_buf.data();
   }
-  attend_kv_head(a, b, c, {k_buf.data(), v_buf.data(), n, p});
+  attend_kv_head(isa, a, b, c, {k_buf.data(), v_buf.data(), n, p});
   if (probs_row != nullptr) {
     std::fill(probs_row, probs_row + a.capacity, 0.0f);
     for (int i = 0, at = 0; i < chosen; ++i) {
@@ -757,9 +851,10 @@ void decode_attention(const DecodeAttentionArgs& args) {
     }
   }
   const std::int64_t tasks = std::int64_t{args.batch} * kv_heads;
+  const Isa isa = select_isa();
   tbb::parallel_for(tbb::blocked_range<std::int64_t>(0, tasks, 1), [&](const auto& r) {
     for (std::int64_t t = r.begin(); t != r.end(); ++t) {
-      decode_kv_head(args, static_cast<int>(t / kv_heads), static_cast<int>(t % kv_heads));
+      decode_kv_head(isa, args, static_cast<int>(t / kv_heads), static_cast<int>(t % kv_heads));
     }
   });
 }
