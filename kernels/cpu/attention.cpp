@@ -58,10 +58,9 @@ void zero_half(Half* p, int n) {
   std::fill(p, p + n, Half{});
 }
 
-// Asks for n halves from p into the caches, one request per 64-byte line.
+// Asks for n halves from p into the caches.
 inline void prefetch_halves(const Half* p, std::int64_t n) {
-  const auto* bytes = reinterpret_cast<const char*>(p);
-  for (std::int64_t i = 0; i < n * 2; i += 64) __builtin_prefetch(bytes + i);
+  prefetch_bytes(p, n * static_cast<std::int64_t>(sizeof(Half)));
 }
 
 // Vectors of the target's own width: zmm, ymm, xmm. (GCC lowers a wider one through memory

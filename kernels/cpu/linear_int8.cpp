@@ -30,6 +30,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_parts.h"
 #include "kernels/cpu/linear_int8_amx.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace offgen::kernels::cpu {
 namespace {
@@ -302,6 +303,9 @@ void linear_int8(const LinearArgs& args, const Epilogue& store) {
         std::uint32_t* const panel = xp + p * kw * kMr;
         for (std::int64_t i = 0; i < kMr; ++i) {
           const std::int64_t xi = p * kMr + i;
+          // x was just written by the op before, and is read from memory at 32 × 512 rows:
+          // without asking two rows ahead, quantizing it took 9% of an int8 prefill.
+          if (xi + 2 < m) prefetch_bytes(args.x + (xi + 2) * k, k * std::int64_t{sizeof(Half)});
           // Zero-point bytes (q = 0) past k and in the rows past m.
           std::fill(row, row + kw, 0x80808080u);
           for (std::int64_t g = 0; xi < m && g < ng; ++g) {

@@ -22,6 +22,14 @@
 
 namespace offgen::kernels::cpu {
 
+// Asks for `bytes` bytes from p into the caches, one request per 64-byte line: for rows a kernel
+// reads next that are too short, or too interleaved with others, for the hardware prefetcher to
+// find in time.
+inline void prefetch_bytes(const void* p, std::int64_t bytes) {
+  const auto* b = static_cast<const char*>(p);
+  for (std::int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(b + i);
+}
+
 // The start of a running maximum, and the score of a masked position.
 inline constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 
