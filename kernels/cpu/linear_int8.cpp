@@ -5,7 +5,8 @@
 // word and multiplies it into three zmm of a panel's quad with vpdpbusd, int32 accumulators kept in
 // registers across an activation group of k, then takes the zero point back out and adds the
 // group's scaled sum to the row's fp32 sums while they are still in registers. Without
-// AVX512-VNNI (or under OFFGEN_CPU_ISA) a portable tile computes the same values. Every path sums
+// AVX512-VNNI (or under OFFGEN_CPU_ISA) an AVX2 tile (vpmaddubsw on x's signed values) or a
+// portable one computes the same values. Every path sums
 // integers exactly and the groups in one order, so results are bit-identical to the reference
 // and independent of the rows beside them.
 #include "kernels/cpu/linear_int8.h"
@@ -215,6 +216,39 @@ __attribute__((target("avx512f,avx512vnni"))) void tile_vnni(
     const float* sx, std::int64_t ng, float* s) {
   tile_vnni_packs<R>(x, panel, len, wsum, sx, ng, s, std::make_index_sequence<3 * R>());
 }
+// tile_portable's group on AVX2 without VNNI, one row at a time (6 ymm accumulators of 8 columns).
+// vpmaddubsw multiplies unsigned bytes by signed ones and adds pairs into int16 with saturation,
+// so x goes in as its signed q (the stored q + 128 with its top bit flipped): |q| as the unsigned
+// operand, w with q's sign moved onto it (vpsignb) as the signed one. Each product is q·w, a
+// pair's sum at most 2 · 127 · 127 < 2^15, and vpmaddwd by ones adds pairs into int32: Σ q·w
+// over the group exactly, the same integer as the zero-point path, so the same bits.
+template <int R>
+__attribute__((target("avx2"))) void tile_avx2(const std::uint32_t* x, const std::uint32_t* panel,
+                                               std::int64_t len, const std::int32_t*,
+                                               const float* sx, std::int64_t ng, float* s) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int i = 0; i < R; ++i) {
+    __m256i acc[6] = {};
+    for (std::int64_t t = 0; t < len; ++t) {
+      const __m256i q = _mm256_xor_si256(_mm256_set1_epi32(static_cast<int>(x[t * kMr + i])), flip);
+      const __m256i magnitude = _mm256_abs_epi8(q);
+      const std::uint32_t* p = panel + t * kNr;
+      for (int v = 0; v < 6; ++v) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * v));
+        const __m256i pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w, q));
+        acc[v] = _mm256_add_epi32(acc[v], _mm256_madd_epi16(pairs, ones));
+      }
+    }
+    const __m256 scale = _mm256_set1_ps(sx[i * ng]);
+    for (int v = 0; v < 6; ++v) {
+      float* const out = s + i * kNr + 8 * v;
+      const __m256 group = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[v]), scale);
+      _mm256_storeu_ps(out, _mm256_add_ps(_mm256_loadu_ps(out), group));
+    }
+  }
+}
+
 #endif
 
 using Tile = void (*)(const std::uint32_t*, const std::uint32_t*, std::int64_t, const std::int32_t*,
@@ -244,16 +278,23 @@ template <int R>
 struct VnniTile {
   static constexpr Tile f = tile_vnni<R>;
 };
+template <int R>
+struct Avx2Tile {
+  static constexpr Tile f = tile_avx2<R>;
+};
 #endif
 
-// The best this CPU runs, capped by OFFGEN_CPU_ISA (avx2 or portable take the portable tile).
+// The best this CPU runs, capped by OFFGEN_CPU_ISA: AVX-512 with VNNI, AVX2, or the portable tile
+// (the AVX-512 quantizer and panel transpose only with AVX-512).
 Kernels select() {
   const IsaCap cap = cpu_isa_cap();
-  const bool capped = cap == IsaCap::avx2 || cap == IsaCap::portable;
   Kernels k = table<PortableTile>();
+  if (cap == IsaCap::portable) return k;
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
-  if (!capped && f.avx512f && f.avx512bw_vl) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) k = table<Avx2Tile>();
+  if (cap != IsaCap::avx2 && f.avx512f && f.avx512bw_vl) {
     if (f.avx512_vnni) k = table<VnniTile>();
     k.x_group = x_group_avx512;
     k.x_panel = x_panel_avx512;
