@@ -28,6 +28,7 @@
 #endif
 
 #include "engine/core/error.h"
+#include "engine/core/half.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_parts.h"
 #include "kernels/cpu/linear_int8_amx.h"
@@ -216,6 +217,46 @@ __attribute__((target("avx512f,avx512vnni"))) void tile_vnni(
     const float* sx, std::int64_t ng, float* s) {
   tile_vnni_packs<R>(x, panel, len, wsum, sx, ng, s, std::make_index_sequence<3 * R>());
 }
+// x_group_portable's steps on AVX2, the row converted by the bulk converter first (F16C where
+// the CPU has it): the scalar loop, with a libm call per value to round, took a quarter of an
+// int8 prefill under the AVX2 tile.
+__attribute__((target("avx2"))) float x_group_avx2(const Half* x, std::int64_t len,
+                                                   std::uint8_t* out) {
+  alignas(32) float v[kGroup];
+  half_to_float(x, v, static_cast<std::size_t>(len));
+  const auto vectors = static_cast<int>(ceil_div(len, std::int64_t{8}));
+  std::fill(v + len, v + 8 * vectors, 0.0f);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 vmax = _mm256_setzero_ps();
+  for (int b = 0; b < vectors; ++b) {
+    vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_load_ps(v + 8 * b), abs_mask));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax);
+  float amax = 0.0f;
+  for (const float lane : lanes) amax = std::max(amax, lane);
+  if (amax == 0.0f) {
+    std::memset(out, 128, static_cast<std::size_t>(len));
+    return 0.0f;
+  }
+  const __m256 inv = _mm256_set1_ps(127.0f / amax);
+  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+  const __m256i shift = _mm256_set1_epi32(128);
+  for (int b = 0; b < vectors; ++b) {
+    // cvtps rounds half to even under the default MXCSR, as nearbyint does.
+    __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_load_ps(v + 8 * b), inv));
+    q = _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(q, lo), hi), shift);  // 1..255
+    // Eight int32 lanes to bytes: each 128-bit half packs its four into its low dword.
+    const __m256i bytes = _mm256_packus_epi16(_mm256_packus_epi32(q, q), _mm256_setzero_si256());
+    const std::uint64_t word =
+        static_cast<std::uint32_t>(_mm256_extract_epi32(bytes, 0)) |
+        std::uint64_t{static_cast<std::uint32_t>(_mm256_extract_epi32(bytes, 4))} << 32;
+    std::memcpy(out + 8 * b, &word,
+                static_cast<std::size_t>(std::min<std::int64_t>(8, len - 8 * b)));
+  }
+  return amax / 127.0f;
+}
+
 // tile_portable's group on AVX2 without VNNI, one row at a time (6 ymm accumulators of 8 columns).
 // vpmaddubsw multiplies unsigned bytes by signed ones and adds pairs into int16 with saturation,
 // so x goes in as its signed q (the stored q + 128 with its top bit flipped): |q| as the unsigned
@@ -293,7 +334,10 @@ Kernels select() {
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) k = table<Avx2Tile>();
+  if (avx2) {
+    k = table<Avx2Tile>();
+    k.x_group = x_group_avx2;
+  }
   if (cap != IsaCap::avx2 && f.avx512f && f.avx512bw_vl) {
     if (f.avx512_vnni) k = table<VnniTile>();
     k.x_group = x_group_avx512;
