@@ -614,8 +614,10 @@ template <typename V>
     const int n = std::min(kChunk, count - j0);
     half_to_float(attended.k + std::int64_t{j0} * dim, rows, static_cast<std::size_t>(n) * dim);
     // The next chunk's keys (or the first values) start arriving while this one is computed.
-    prefetch_halves(j0 + kChunk < count ? attended.k + std::int64_t{j0 + kChunk} * dim : attended.v,
-                    std::int64_t{std::min(kChunk, std::max(count - j0 - kChunk, kChunk))} * dim);
+    // (No further than the rows there are: page selection's gathered rows end at `count`.)
+    const bool more_keys = j0 + kChunk < count;
+    prefetch_halves(more_keys ? attended.k + std::int64_t{j0 + kChunk} * dim : attended.v,
+                    std::int64_t{std::min(kChunk, more_keys ? count - j0 - kChunk : count)} * dim);
     for (int g = 0; g < group; ++g) {
       const float* qg = q + std::int64_t{g} * dim;
       float* const pg = p + std::int64_t{g} * count;

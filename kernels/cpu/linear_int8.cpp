@@ -168,8 +168,9 @@ namespace {
 // row, not per product: with twelve or more single-product statements GCC still copied some.
 [[gnu::always_inline]] inline __attribute__((target("avx512f,avx512vnni"))) void dot_row(
     __m512i* acc, __m512i a, const __m512i* b) {
+  // Early-clobber: acc[0] is written before b[1] and b[2] are read.
   asm("vpdpbusd %4, %3, %0\n\tvpdpbusd %5, %3, %1\n\tvpdpbusd %6, %3, %2"
-      : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2])
+      : "+&v"(acc[0]), "+&v"(acc[1]), "+&v"(acc[2])
       : "v"(a), "v"(b[0]), "v"(b[1]), "v"(b[2]));
 }
 
@@ -262,7 +263,8 @@ __attribute__((target("avx2"))) float x_group_avx2(const Half* x, std::int64_t l
 // so x goes in as its signed q (the stored q + 128 with its top bit flipped): |q| as the unsigned
 // operand, w with q's sign moved onto it (vpsignb) as the signed one. Each product is q·w, a
 // pair's sum at most 2 · 127 · 127 < 2^15, and vpmaddwd by ones adds pairs into int32: Σ q·w
-// over the group exactly, the same integer as the zero-point path, so the same bits.
+// over the group exactly, the same integer as the zero-point path, so the same bits. (Codes are
+// in [-127, 127] by the packer's clamp; vpsignb would wrap a -128.)
 template <int R>
 __attribute__((target("avx2"))) void tile_avx2(const std::uint32_t* x, const std::uint32_t* panel,
                                                std::int64_t len, const std::int32_t*,
