@@ -552,10 +552,9 @@ Isa select_isa() {
   const IsaCap cap = cpu_isa_cap();
   if (cap == IsaCap::portable) return Isa::baseline;
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (avx512 && cap != IsaCap::avx2) return Isa::avx512;
-  if (avx2) return Isa::avx2;
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f && cap != IsaCap::avx2) return Isa::avx512;
+  if (f.avx2_fma) return Isa::avx2;
 #endif
   return Isa::baseline;
 }

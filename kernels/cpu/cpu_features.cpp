@@ -24,6 +24,8 @@ bool tile_state_granted() {
 CpuFeatures read_features() {
   CpuFeatures f;
 #if defined(__x86_64__)
+  // libgcc's check includes the OS's XSAVE of the ymm state.
+  f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   // CPUID leaf 7 directly: clang before 16 does not know the AMX names in
   // __builtin_cpu_supports, and avx512bf16 is in sub-leaf 1.
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;

@@ -9,6 +9,7 @@
 namespace offgen::kernels::cpu {
 
 struct CpuFeatures {
+  bool avx2_fma = false;  // the AVX2 kernels (AVX2 with FMA, the OS saving the ymm state)
   bool avx512f = false;
   bool avx512bw_vl = false;  // 16-bit element masks and 256-bit EVEX forms (every core but KNL)
   bool avx512_bf16 = false;  // vdpbf16ps, vcvtne2ps2bf16

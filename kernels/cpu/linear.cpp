@@ -244,6 +244,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void dot_avx512_f16(
 
 // ---- AVX-512 outer products: 8 rows × 48 columns = 24 zmm accumulators + 3 panel + 1 x -------
 constexpr int kOuterMr = 8;
+static_assert(kOuterMr == 8, "x panels are packed by store_panel8 / pack_words_panel8");
 constexpr int kOuterNr = 48;
 constexpr std::int64_t kOuterKc = 128;  // words of k per chunk: 24 KiB of panel rows, held in L1
 
@@ -286,11 +287,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_row_panel(const H
                  ? _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, x + i * k + k0))
                  : _mm512_setzero_ps();
     }
-    transpose16(r);
-    for (int t = 0; t < len; ++t) {
-      _mm256_storeu_ps(panel + (k0 + t) * kOuterMr, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(
-                                                        0xFF, _mm512_castps_pd(r[t]), 0)));
-    }
+    store_panel8(r, len, panel + k0 * kOuterMr);
   }
 }
 
@@ -437,15 +434,16 @@ struct Bf16Words {
   static void row_panel(const Half* x, std::int64_t k, int rows, Word* panel) {
     const std::int64_t kw = ceil_div(k, kPerWord);
     thread_local AlignedBuffer<Word> row_buffer;
-    Word* const row = row_buffer.get(static_cast<std::size_t>(kw));
+    Word* const row_words = row_buffer.get(static_cast<std::size_t>(kOuterMr * kw));
     for (int i = 0; i < kOuterMr; ++i) {
+      Word* const row = row_words + i * kw;
       if (i < rows) {
         bf16_row(x + i * k, k, row);
       } else {
         std::fill(row, row + kw, Word{});
       }
-      for (std::int64_t t = 0; t < kw; ++t) panel[t * kOuterMr + i] = row[t];
     }
+    pack_words_panel8(row_words, kw, panel);
   }
   static void panel(const Half* w, std::int64_t k, int rows, Word* out) {
     pack_weight_panel_bf16(w, k, rows, out);
@@ -465,7 +463,6 @@ DotIsa select_kernels() {
   if (cap == IsaCap::portable) return portable;
 #if defined(__x86_64__)
   const CpuFeatures& features = cpu_features();
-  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (features.avx512f && cap != IsaCap::avx2) {
     DotIsa isa = {4,
                   6,
@@ -479,7 +476,7 @@ DotIsa select_kernels() {
     }
     return isa;
   }
-  if (has_avx2) return {3, 4, {nullptr, dot_avx2<1>, dot_avx2<2>, dot_avx2<3>}};
+  if (features.avx2_fma) return {3, 4, {nullptr, dot_avx2<1>, dot_avx2<2>, dot_avx2<3>}};
 #endif
   return portable;
 }

@@ -38,7 +38,8 @@
 namespace offgen::kernels::cpu {
 namespace {
 
-constexpr std::int64_t kMr = 8;                             // rows per x panel
+constexpr std::int64_t kMr = 8;  // rows per x panel
+static_assert(kMr == 8, "x panels are packed by pack_words_panel8");
 constexpr std::int64_t kNr = Int8Shape::kPanelRows;         // columns per weight panel
 constexpr std::int64_t kGroup = Int8Shape::kGroup;          // values of k per activation scale
 constexpr std::int64_t kChunk = kGroup / Int8Shape::kQuad;  // words per tile call: one group
@@ -98,26 +99,6 @@ void x_panel_portable(const std::uint32_t* rows, std::int64_t kw, std::uint32_t*
 }
 
 #if defined(__x86_64__)
-// The same, sixteen words of the 8 rows at a time through one 16 × 16 transpose (its other eight
-// rows zero), where a word-by-word scatter took 3% of an int8 prefill.
-__attribute__((target("avx512f,avx512vl"))) void x_panel_avx512(const std::uint32_t* rows,
-                                                                std::int64_t kw,
-                                                                std::uint32_t* panel) {
-  for (std::int64_t t0 = 0; t0 < kw; t0 += 16) {
-    const auto len = static_cast<int>(std::min<std::int64_t>(16, kw - t0));
-    const auto mask = static_cast<__mmask16>(len >= 16 ? 0xFFFFu : (1u << len) - 1u);
-    __m512 r[16];
-    for (int i = 0; i < 16; ++i) {
-      r[i] = i < kMr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(mask, rows + i * kw + t0))
-                     : _mm512_setzero_ps();
-    }
-    transpose16(r);
-    for (int t = 0; t < len; ++t) {
-      _mm256_storeu_pd(reinterpret_cast<double*>(panel + (t0 + t) * kMr),
-                       _mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(r[t]), 0));
-    }
-  }
-}
 }  // namespace
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) float x_group_avx512(const Half* x,
@@ -335,15 +316,14 @@ Kernels select() {
   if (cap == IsaCap::portable) return k;
 #if defined(__x86_64__)
   const CpuFeatures& f = cpu_features();
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) {
+  if (f.avx2_fma) {
     k = table<Avx2Tile>();
     k.x_group = x_group_avx2;
   }
   if (cap != IsaCap::avx2 && f.avx512f && f.avx512bw_vl) {
     if (f.avx512_vnni) k = table<VnniTile>();
     k.x_group = x_group_avx512;
-    k.x_panel = x_panel_avx512;
+    k.x_panel = pack_words_panel8;
   }
 #endif
   return k;

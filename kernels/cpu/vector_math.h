@@ -98,7 +98,7 @@ inline constexpr int kLanes = static_cast<int>(sizeof(V) / sizeof(float));
 template <typename V>
 using LaneMask = decltype(V{} < V{});  // int32 lanes, each 0 or -1
 
-template <typename V = Vec>
+template <typename V>
 [[gnu::always_inline]] inline V splat(float x) {
   return V{} + x;
 }
@@ -110,7 +110,7 @@ constexpr M lane_indices(std::integer_sequence<int, I...>) {
 }
 
 // Whether lane l < n, per lane.
-template <typename V = Vec>
+template <typename V>
 [[gnu::always_inline]] inline LaneMask<V> lanes_below(int n) {
   constexpr LaneMask<V> kIndex =
       lane_indices<LaneMask<V>>(std::make_integer_sequence<int, kLanes<V>>{});
