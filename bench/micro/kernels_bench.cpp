@@ -12,7 +12,7 @@
 #include "bench/micro/cpu_ceilings.h"
 #include "engine/core/half.h"
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/attention_bf16.h"
 #include "kernels/cpu/gated_mlp.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/linear_amx.h"
@@ -209,7 +209,8 @@ BENCHMARK(LinearInt8)
     ->UseRealTime();
 
 // Causal prefill attention of one batch of prompts: args batch, prompt tokens, math (0 fp32,
-// 1 bf16: AMX where the CPU has it) with opt-125m heads. FLOP/s counts q·k and p·v over the
+// 1 bf16: AMX where the CPU has it, else the AVX512-BF16 dot product; OFFGEN_CPU_ISA=avx512
+// measures the dot product on an AMX CPU) with opt-125m heads. FLOP/s counts q·k and p·v over the
 // causal half, as the cost model does; the share is of the ceiling of the math's unit.
 void PrefillAttention(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
@@ -232,15 +233,20 @@ void PrefillAttention(benchmark::State& state) {
   args.scale = 0.125f;
   args.prefill_math =
       bf16 ? offgen::kernels::PrefillMath::bf16 : offgen::kernels::PrefillMath::fp32;
-  const bool amx = offgen::kernels::cpu::use_amx_prefill_attention(args);
-  const double ceiling = amx ? offgen::bench::cpu_ceilings().amx_bf16_flops
-                             : offgen::bench::cpu_ceilings().fp32_fma_flops;
+  const bool on_bf16 = offgen::kernels::cpu::use_bf16_prefill_attention(args);
+  const bool amx = on_bf16 && offgen::kernels::cpu::use_amx_bf16();
+  const double ceiling = amx       ? offgen::bench::cpu_ceilings().amx_bf16_flops
+                         : on_bf16 ? offgen::bench::cpu_ceilings().bf16_dot_flops
+                                   : offgen::bench::cpu_ceilings().fp32_fma_flops;
   const auto start = Clock::now();
   for (auto _ : state) {
     offgen::kernels::cpu::prefill_attention(args);
     benchmark::DoNotOptimize(out.data());
   }
-  report_share(state, amx ? "of AMX bf16 peak" : "of fp32 FMA peak",
+  report_share(state,
+               amx       ? "of AMX bf16 peak"
+               : on_bf16 ? "of bf16 dot peak"
+                         : "of fp32 FMA peak",
                2.0 * batch * heads * static_cast<double>(seq) * seq * head_dim,
                seconds_since(start), ceiling);
   state.counters["GFLOP/s"] = benchmark::Counter(

@@ -1,5 +1,5 @@
 // The AMX tile multiply the tile kernels use (bf16: kernels/cpu/linear_amx.cpp,
-// kernels/cpu/attention_amx.cpp; int8: kernels/cpu/linear_int8_amx.cpp), with every tile at 16
+// kernels/cpu/attention_bf16.cpp; int8: kernels/cpu/linear_int8_amx.cpp), with every tile at 16
 // rows of 64 bytes (full_tiles()).
 //
 // Tiles: C 0-3 (16 × 16 fp32 or int32 each), A 4-5 (16 rows × 16 words: bf16 pairs, or quads of

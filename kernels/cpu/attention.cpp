@@ -35,7 +35,7 @@
 #include "engine/core/error.h"
 #include "engine/core/half_avx512.h"
 #include "engine/core/int_math.h"
-#include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/attention_bf16.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/vector_math.h"
 
@@ -778,7 +778,7 @@ void prefill_attention(const PrefillAttentionArgs& args) {
                          4 * std::int64_t{tbb::this_task_arena::max_concurrency()};
   const int block = whole ? args.seq : kQueryBlock;
   const Isa isa = select_isa();
-  [[maybe_unused]] const bool amx = use_amx_prefill_attention(args);
+  [[maybe_unused]] const bool bf16 = use_bf16_prefill_attention(args);
   const std::int64_t blocks = (args.seq + block - 1) / block;
   const std::int64_t tasks = std::int64_t{args.batch} * args.heads * blocks;
   // Each query head's key sums: the output row itself without GQA, else a row of its own that the
@@ -803,8 +803,8 @@ void prefill_attention(const PrefillAttentionArgs& args) {
         std::fill(key_sums, key_sums + args.seq, 0.0f);
       }
 #if defined(__x86_64__)
-      if (amx) {
-        prefill_block_amx(args, b, h, q0, std::min(args.seq, q0 + block), key_sums);
+      if (bf16) {
+        prefill_block_bf16(args, b, h, q0, std::min(args.seq, q0 + block), key_sums);
         continue;
       }
 #endif

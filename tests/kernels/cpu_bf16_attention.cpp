@@ -1,8 +1,9 @@
-// bf16 prefill attention on AMX (PrefillAttentionArgs::prefill_math bf16,
-// kernels/cpu/attention_amx.h): its outputs and key sums against the exact attention of the same
-// bf16 operands, within what bf16 probabilities allow; a sequence's bits do not depend on its
-// batch-mates' padding nor on how its queries are split into tasks; and without AMX, or on the
-// reference, bf16 asks for nothing but the exact kernel.
+// bf16 prefill attention (PrefillAttentionArgs::prefill_math bf16, kernels/cpu/attention_bf16.h),
+// on AMX where the CPU has it and on the AVX512-BF16 dot product (OFFGEN_CPU_ISA=avx512 leaves
+// AMX out): its outputs and key sums against the exact attention of the same bf16 operands,
+// within what bf16 probabilities allow; a sequence's bits do not depend on its batch-mates'
+// padding nor on how its queries are split into tasks; and without AVX512-BF16 (the avx2 cap
+// here), or on the reference, bf16 asks for nothing but the exact kernel.
 // (Not a parity suite of the CUDA kernels: the cuda device refuses bf16 prefill.)
 #include <gtest/gtest.h>
 
@@ -14,8 +15,9 @@
 #include <vector>
 
 #include "kernels/cpu/attention.h"
-#include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/attention_bf16.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/linear_amx.h"
 #include "kernels/reference/reference.h"
 #include "tests/kernels/attention_cases.h"
 
@@ -131,44 +133,74 @@ Exact exact_attention(const PrefillCase& c, const std::vector<Half>& qkv,
   return e;
 }
 
+// The engines this CPU runs: AMX (no cap) where it has AMX-BF16, and the dot product (the avx512
+// cap) wherever it has AVX512-BF16. Each test runs its body once per engine.
+struct Engine {
+  const char* name;
+  const char* cap;  // OFFGEN_CPU_ISA, or null for none
+};
+
+std::vector<Engine> engines() {
+  std::vector<Engine> found;
+  if (cpu::use_amx_bf16()) found.push_back({"AMX", nullptr});
+  if (cpu::cpu_features().bf16_gemm()) found.push_back({"AVX512-BF16", "avx512"});
+  return found;
+}
+
+// Sets OFFGEN_CPU_ISA for one engine's run, and clears it after.
+class EngineCap {
+ public:
+  explicit EngineCap(const Engine& e) {
+    if (e.cap != nullptr) setenv("OFFGEN_CPU_ISA", e.cap, 1);
+  }
+  ~EngineCap() { unsetenv("OFFGEN_CPU_ISA"); }
+  EngineCap(const EngineCap&) = delete;
+  EngineCap& operator=(const EngineCap&) = delete;
+};
+
 class Bf16PrefillAttention : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cpu::use_amx_prefill_attention(PrefillAttentionArgs{.prefill_math = PrefillMath::bf16})) {
-      GTEST_SKIP() << "this CPU (or process) has no AMX-BF16";
-    }
+    if (engines().empty()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
   }
 };
 
 TEST_F(Bf16PrefillAttention, IsWithinBf16sBoundOfTheExactAttention) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const PrefillCase& c : bf16_cases()) {
-    for (const int sum_queries : {-1, 0, 3}) {
-      const bool with_sums = sum_queries >= 0;
-      SCOPED_TRACE(describe(c) +
-                   (with_sums ? " key sums over " + std::to_string(sum_queries) : ""));
-      const std::size_t tokens = std::size_t(c.batch) * c.seq;
-      // Wide q and k: scores of a few units, so the probabilities are far from uniform.
-      const auto qkv = rng.halves(tokens * c.qkv_width(), -2, 2);
-      const auto valid = left_padding(c.seq, c.pads);
-      Guarded<Half> out(tokens * c.heads * c.head_dim, half_nan());
-      Guarded<float> sums(std::size_t(c.batch) * c.kv() * c.seq, float_nan());
-      cpu::prefill_attention(bf16_args(c, qkv, valid, out.data(), with_sums ? sums.data() : nullptr,
-                                       std::max(0, sum_queries)));
-      EXPECT_TRUE(out.guards_intact());
-      EXPECT_TRUE(sums.guards_intact());
-      const Exact e = exact_attention(c, qkv, valid, std::max(0, sum_queries));
-      const std::vector<Half> got_out = out.values();
-      const std::vector<float> got_sums = sums.values();
-      for (std::size_t n = 0; n < e.out.size(); ++n) {
-        const double got = half_to_float(got_out[n]);
-        ASSERT_LE(std::abs(got - e.out[n]), e.bound[n])
-            << "token " << n / (c.heads * c.head_dim) << " column " << n % (c.heads * c.head_dim);
-      }
-      if (!with_sums) continue;
-      for (std::size_t n = 0; n < e.key_sums.size(); ++n) {
-        ASSERT_LE(std::abs(got_sums[n] - e.key_sums[n]), e.sums_bound[n]) << "key sum " << n;
+  for (const Engine& engine : engines()) {
+    SCOPED_TRACE(engine.name);
+    const EngineCap capped(engine);
+    ASSERT_TRUE(
+        cpu::use_bf16_prefill_attention(PrefillAttentionArgs{.prefill_math = PrefillMath::bf16}));
+    for (const PrefillCase& c : bf16_cases()) {
+      for (const int sum_queries : {-1, 0, 3}) {
+        const bool with_sums = sum_queries >= 0;
+        SCOPED_TRACE(describe(c) +
+                     (with_sums ? " key sums over " + std::to_string(sum_queries) : ""));
+        const std::size_t tokens = std::size_t(c.batch) * c.seq;
+        // Wide q and k: scores of a few units, so the probabilities are far from uniform.
+        const auto qkv = rng.halves(tokens * c.qkv_width(), -2, 2);
+        const auto valid = left_padding(c.seq, c.pads);
+        Guarded<Half> out(tokens * c.heads * c.head_dim, half_nan());
+        Guarded<float> sums(std::size_t(c.batch) * c.kv() * c.seq, float_nan());
+        cpu::prefill_attention(bf16_args(c, qkv, valid, out.data(),
+                                         with_sums ? sums.data() : nullptr,
+                                         std::max(0, sum_queries)));
+        EXPECT_TRUE(out.guards_intact());
+        EXPECT_TRUE(sums.guards_intact());
+        const Exact e = exact_attention(c, qkv, valid, std::max(0, sum_queries));
+        const std::vector<Half> got_out = out.values();
+        const std::vector<float> got_sums = sums.values();
+        for (std::size_t n = 0; n < e.out.size(); ++n) {
+          const double got = half_to_float(got_out[n]);
+          ASSERT_LE(std::abs(got - e.out[n]), e.bound[n])
+              << "token " << n / (c.heads * c.head_dim) << " column " << n % (c.heads * c.head_dim);
+        }
+        if (!with_sums) continue;
+        for (std::size_t n = 0; n < e.key_sums.size(); ++n) {
+          ASSERT_LE(std::abs(got_sums[n] - e.key_sums[n]), e.sums_bound[n]) << "key sum " << n;
+        }
       }
     }
   }
@@ -180,48 +212,52 @@ TEST_F(Bf16PrefillAttention, IsWithinBf16sBoundOfTheExactAttention) {
 TEST_F(Bf16PrefillAttention, ASequencesBitsDependOnItselfAlone) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (const PrefillCase& c : bf16_cases()) {
-    SCOPED_TRACE(describe(c));
-    const std::size_t tokens = std::size_t(c.batch) * c.seq;
-    const int hd = c.heads * c.head_dim;
-    const auto qkv = rng.halves(tokens * c.qkv_width(), -2, 2);
-    const auto valid = left_padding(c.seq, c.pads);
-    std::vector<Half> together(tokens * hd), with_sums(tokens * hd);
-    std::vector<float> sums(std::size_t(c.batch) * c.kv() * c.seq);
-    cpu::prefill_attention(bf16_args(c, qkv, valid, together.data(), nullptr, 0));
-    cpu::prefill_attention(bf16_args(c, qkv, valid, with_sums.data(), sums.data(), 0));
-    EXPECT_TRUE(bitwise_equal(with_sums, together));
-    for (int b = 0; b < c.batch; ++b) {
-      const int pad = c.pads[b];
-      const int len = c.seq - pad;
-      if (len == 0) continue;
-      SCOPED_TRACE("sequence " + std::to_string(b));
-      PrefillCase alone = c;
-      alone.batch = 1;
-      alone.seq = len;
-      alone.pads = {0};
-      const auto first = qkv.begin() + (std::size_t(b) * c.seq + pad) * c.qkv_width();
-      const std::vector<Half> own(first, first + std::size_t(len) * c.qkv_width());
-      const std::vector<std::uint8_t> own_valid(len, 1);
-      std::vector<Half> out(std::size_t(len) * hd);
-      std::vector<float> own_sums(std::size_t(c.kv()) * len);
-      cpu::prefill_attention(bf16_args(alone, own, own_valid, out.data(), own_sums.data(), 0));
-      const auto rows = together.begin() + (std::size_t(b) * c.seq + pad) * hd;
-      EXPECT_TRUE(bitwise_equal(out, std::vector<Half>(rows, rows + std::size_t(len) * hd)));
-      for (int kv = 0; kv < c.kv(); ++kv) {
-        for (int j = 0; j < len; ++j) {
-          ASSERT_EQ(own_sums[std::size_t(kv) * len + j],
-                    sums[(std::size_t(b) * c.kv() + kv) * c.seq + pad + j])
-              << "kv head " << kv << " key " << j;
+  for (const Engine& engine : engines()) {
+    SCOPED_TRACE(engine.name);
+    const EngineCap capped(engine);
+    for (const PrefillCase& c : bf16_cases()) {
+      SCOPED_TRACE(describe(c));
+      const std::size_t tokens = std::size_t(c.batch) * c.seq;
+      const int hd = c.heads * c.head_dim;
+      const auto qkv = rng.halves(tokens * c.qkv_width(), -2, 2);
+      const auto valid = left_padding(c.seq, c.pads);
+      std::vector<Half> together(tokens * hd), with_sums(tokens * hd);
+      std::vector<float> sums(std::size_t(c.batch) * c.kv() * c.seq);
+      cpu::prefill_attention(bf16_args(c, qkv, valid, together.data(), nullptr, 0));
+      cpu::prefill_attention(bf16_args(c, qkv, valid, with_sums.data(), sums.data(), 0));
+      EXPECT_TRUE(bitwise_equal(with_sums, together));
+      for (int b = 0; b < c.batch; ++b) {
+        const int pad = c.pads[b];
+        const int len = c.seq - pad;
+        if (len == 0) continue;
+        SCOPED_TRACE("sequence " + std::to_string(b));
+        PrefillCase alone = c;
+        alone.batch = 1;
+        alone.seq = len;
+        alone.pads = {0};
+        const auto first = qkv.begin() + (std::size_t(b) * c.seq + pad) * c.qkv_width();
+        const std::vector<Half> own(first, first + std::size_t(len) * c.qkv_width());
+        const std::vector<std::uint8_t> own_valid(len, 1);
+        std::vector<Half> out(std::size_t(len) * hd);
+        std::vector<float> own_sums(std::size_t(c.kv()) * len);
+        cpu::prefill_attention(bf16_args(alone, own, own_valid, out.data(), own_sums.data(), 0));
+        const auto rows = together.begin() + (std::size_t(b) * c.seq + pad) * hd;
+        EXPECT_TRUE(bitwise_equal(out, std::vector<Half>(rows, rows + std::size_t(len) * hd)));
+        for (int kv = 0; kv < c.kv(); ++kv) {
+          for (int j = 0; j < len; ++j) {
+            ASSERT_EQ(own_sums[std::size_t(kv) * len + j],
+                      sums[(std::size_t(b) * c.kv() + kv) * c.seq + pad + j])
+                << "kv head " << kv << " key " << j;
+          }
         }
       }
     }
   }
 }
 
-// Where AMX is not used (OFFGEN_CPU_ISA=avx512 here, or the reference), bf16 attention is the
-// exact kernel's, bit for bit.
-TEST(Bf16PrefillAttentionFallback, IsTheExactKernelWithoutAmx) {
+// Where AVX512-BF16 is not used (OFFGEN_CPU_ISA=avx2 here, or the reference), bf16 attention is
+// the exact kernel's, bit for bit.
+TEST(Bf16PrefillAttentionFallback, IsTheExactKernelWithoutAvx512Bf16) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
   const PrefillCase c{2, 70, 2, 80, {5, 69}, 1};
@@ -232,11 +268,11 @@ TEST(Bf16PrefillAttentionFallback, IsTheExactKernelWithoutAmx) {
   std::vector<float> exact_sums(std::size_t(c.batch) * c.kv() * c.seq),
       bf16_sums(exact_sums.size());
   for (const bool reference : {false, true}) {
-    SCOPED_TRACE(reference ? "reference" : "cpu kernel capped at avx512");
+    SCOPED_TRACE(reference ? "reference" : "cpu kernel capped at avx2");
     const auto run = reference ? ref::prefill_attention : cpu::prefill_attention;
-    if (!reference) setenv("OFFGEN_CPU_ISA", "avx512", 1);
+    if (!reference) setenv("OFFGEN_CPU_ISA", "avx2", 1);
     PrefillAttentionArgs args = bf16_args(c, qkv, valid, bf16_out.data(), bf16_sums.data(), 0);
-    EXPECT_FALSE(!reference && cpu::use_amx_prefill_attention(args));
+    EXPECT_FALSE(!reference && cpu::use_bf16_prefill_attention(args));
     run(args);
     args.prefill_math = PrefillMath::fp32;
     args.out = exact.data();

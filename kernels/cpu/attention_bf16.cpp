@@ -1,4 +1,4 @@
-#include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/attention_bf16.h"
 
 #include <algorithm>
 #include <bit>
@@ -12,14 +12,17 @@
 #include "engine/core/int_math.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/bf16_operands.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_parts.h"
 #include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace offgen::kernels::cpu {
 
-bool use_amx_prefill_attention(const PrefillAttentionArgs& args) {
-  return args.prefill_math == PrefillMath::bf16 && use_amx_bf16();
+bool use_bf16_prefill_attention(const PrefillAttentionArgs& args) {
+  const IsaCap cap = cpu_isa_cap();
+  return args.prefill_math == PrefillMath::bf16 && cpu_features().bf16_gemm() &&
+         (cap == IsaCap::none || cap == IsaCap::avx512);
 }
 
 #if defined(__x86_64__)
@@ -143,6 +146,60 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void scale_to_half(const fl
   }
 }
 
+// The dot product's register tiles: scores 8 queries × 3 key blocks (a K panel), p·v 4 queries
+// × 4 dim blocks (a 64-dim head), each accumulator 16 fp32 lanes.
+constexpr int kScoreRows = 8;
+constexpr int kScoreBlocks = 3;
+constexpr int kPvRows = 4;
+constexpr int kPvBlocks = 4;
+
+// out[r·ldc + 16c + l] = Σ_t a[r·lda + t] ⊙ b[c·b_block + t·ldb + l] for r < R, c < C, l < 16:
+// the bf16 pair words of A's rows against C blocks of 16 pair-word columns, by vdpbf16ps in
+// order of t (each word of a row broadcast to the C blocks).
+template <int R, int C>
+__attribute__((target("avx512f,avx512bf16"))) inline void dot_tile(
+    const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t b_block,
+    std::int64_t ldb, std::int64_t words, float* out, std::int64_t ldc) {
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  for (std::int64_t t = 0; t < words; ++t) {
+    __m512bh bv[C];
+    for (int c = 0; c < C; ++c) {
+      bv[c] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + c * b_block + t * ldb));
+    }
+    for (int r = 0; r < R; ++r) {
+      const auto av =
+          reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r * lda + t])));
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], av, bv[c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + r * ldc + 16 * c, acc[r][c]);
+  }
+}
+
+// dot_tile over `blocks` column blocks, R rows, up to C blocks per call.
+template <int R, int C>
+__attribute__((target("avx512f,avx512bf16"))) void dot_rows(
+    const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t b_block,
+    std::int64_t ldb, std::int64_t words, std::int64_t blocks, float* out, std::int64_t ldc) {
+  std::int64_t c = 0;
+  for (; c + C <= blocks; c += C) {
+    dot_tile<R, C>(a, lda, b + c * b_block, b_block, ldb, words, out + 16 * c, ldc);
+  }
+  const std::int64_t rest = blocks - c;
+  const std::uint32_t* const bc = b + c * b_block;
+  if constexpr (C > 3) {
+    if (rest == 3) return dot_tile<R, 3>(a, lda, bc, b_block, ldb, words, out + 16 * c, ldc);
+  }
+  if constexpr (C > 2) {
+    if (rest == 2) return dot_tile<R, 2>(a, lda, bc, b_block, ldb, words, out + 16 * c, ldc);
+  }
+  if (rest == 1) dot_tile<R, 1>(a, lda, bc, b_block, ldb, words, out + 16 * c, ldc);
+}
+
 // One thread's scratch, reused across tasks.
 struct Scratch {
   AlignedBuffer<Half> k_rows;           // [keys, dim] fp16, contiguous for the panel packer
@@ -157,8 +214,9 @@ struct Scratch {
 
 }  // namespace
 
-void prefill_block_amx(const PrefillAttentionArgs& a, int b, int h, int q0, int q1,
-                       float* key_sums) {
+void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int q1,
+                        float* key_sums) {
+  const bool amx = use_amx_bf16();
   const int dim = a.head_dim;
   const int kv_heads = a.kv_head_count();
   const int kv_head = h / (a.heads / kv_heads);
@@ -234,7 +292,7 @@ void prefill_block_amx(const PrefillAttentionArgs& a, int b, int h, int q0, int 
   // Key block c's first pair: panel c / 3, its (c % 3)-th 16 keys.
   auto key_block = [&](std::int64_t c) { return panels + (c / 3) * panel_words + (c % 3) * 16; };
 
-  amx::load_tiles(full_tiles());
+  if (amx) amx::load_tiles(full_tiles());
   const int start = std::max(q0, first) - first;  // the block's queries, counted from first
   for (int t0 = start; t0 < keys; t0 += kTileRows) {
     const int rows = std::min(kTileRows, keys - t0);
@@ -249,14 +307,25 @@ void prefill_block_amx(const PrefillAttentionArgs& a, int b, int h, int q0, int 
       }
       std::fill(row + written, row + padded_words, 0u);
     }
-    const std::uint32_t* a_rows[2] = {qa, qa + amx::kRows * padded_words};
-    const std::int64_t key_blocks = ceil_div(seen, 16);
-    for (std::int64_t c = 0; c < key_blocks; c += 2) {
-      const std::uint32_t* bt[2] = {key_block(c), key_block(std::min(c + 1, key_blocks - 1))};
-      float* const tile_out[4] = {s + 16 * c, s + 16 * (c + 1), s + 16 * width + 16 * c,
-                                  s + 16 * width + 16 * (c + 1)};
-      amx::tile_pass(tiles, c + 1 < key_blocks ? 2 : 1, a_rows, padded_words * 4, bt,
-                     kBf16PanelColumns * 4, padded_words / amx::kStepWords, tile_out, width * 4);
+    if (amx) {  // 2 × 2 tile passes over pairs of 16-key blocks
+      const std::uint32_t* a_rows[2] = {qa, qa + amx::kRows * padded_words};
+      const std::int64_t key_blocks = ceil_div(seen, 16);
+      for (std::int64_t c = 0; c < key_blocks; c += 2) {
+        const std::uint32_t* bt[2] = {key_block(c), key_block(std::min(c + 1, key_blocks - 1))};
+        float* const tile_out[4] = {s + 16 * c, s + 16 * (c + 1), s + 16 * width + 16 * c,
+                                    s + 16 * width + 16 * (c + 1)};
+        amx::tile_pass(tiles, c + 1 < key_blocks ? 2 : 1, a_rows, padded_words * 4, bt,
+                       kBf16PanelColumns * 4, padded_words / amx::kStepWords, tile_out, width * 4);
+      }
+    } else {  // 8 queries at a time, over the key blocks they see, a panel per tile
+      for (int g = 0; g < rows; g += kScoreRows) {
+        const std::int64_t blocks = ceil_div(t0 + std::min(rows, g + kScoreRows), 16);
+        for (std::int64_t c = 0; c < blocks; c += kScoreBlocks) {
+          dot_rows<kScoreRows, kScoreBlocks>(
+              qa + g * padded_words, padded_words, key_block(c), 16, kBf16PanelColumns, words,
+              std::min<std::int64_t>(kScoreBlocks, blocks - c), s + g * width + 16 * c, width);
+        }
+      }
     }
     const int step_keys = round_up(seen, kTileRows);  // p·v runs over whole 32-key steps
     float inv[kTileRows] = {};
@@ -277,21 +346,29 @@ void prefill_block_amx(const PrefillAttentionArgs& a, int b, int h, int q0, int 
         for (int j = 0; j < seen_by_row; ++j) sums[j] += s_row[j] * inv[r];
       }
     }
-    const std::uint32_t* p_rows[2] = {pa, pa + amx::kRows * key_pairs};
-    for (int c = 0; c < dim_blocks; c += 2) {
-      const std::uint32_t* bt[2] = {vp + c * key_pairs * 16,
-                                    vp + std::min(c + 1, dim_blocks - 1) * key_pairs * 16};
-      float* const tile_out[4] = {o + 16 * c, o + 16 * (c + 1), o + 16 * ldo + 16 * c,
-                                  o + 16 * ldo + 16 * (c + 1)};
-      amx::tile_pass(tiles, c + 1 < dim_blocks ? 2 : 1, p_rows, key_pairs * 4, bt, 64,
-                     step_keys / kTileRows, tile_out, ldo * 4);
+    if (amx) {  // 2 × 2 tile passes over pairs of 16-dim blocks, 32 keys a step
+      const std::uint32_t* p_rows[2] = {pa, pa + amx::kRows * key_pairs};
+      for (int c = 0; c < dim_blocks; c += 2) {
+        const std::uint32_t* bt[2] = {vp + c * key_pairs * 16,
+                                      vp + std::min(c + 1, dim_blocks - 1) * key_pairs * 16};
+        float* const tile_out[4] = {o + 16 * c, o + 16 * (c + 1), o + 16 * ldo + 16 * c,
+                                    o + 16 * ldo + 16 * (c + 1)};
+        amx::tile_pass(tiles, c + 1 < dim_blocks ? 2 : 1, p_rows, key_pairs * 4, bt, 64,
+                       step_keys / kTileRows, tile_out, ldo * 4);
+      }
+    } else {  // 4 queries at a time, over the key pairs they see
+      for (int g = 0; g < rows; g += kPvRows) {
+        dot_rows<kPvRows, kPvBlocks>(pa + g * key_pairs, key_pairs, vp, key_pairs * 16, 16,
+                                     ceil_div(t0 + std::min(rows, g + kPvRows), 2), dim_blocks,
+                                     o + g * ldo, ldo);
+      }
     }
     for (int r = 0; r < rows; ++r) {
       const int i = first + t0 + r;
       if (valid[i] != 0) scale_to_half(o + r * ldo, inv[r], dim, out + i * hd);
     }
   }
-  amx::release_tiles();
+  if (amx) amx::release_tiles();
 }
 #endif
 
