@@ -51,61 +51,98 @@ __attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
   return _mm512_mask_scalef_ps(p, 0xFFFF, p, n);
 }
 
-// Row r of a score tile: s[j] = exp(scale·s[j] + mask[j] − their max), rounded to bf16 (kept as
-// fp32), for j < keys; 0 for j in [keys, width); returns the reciprocal of their sum in
-// ordered_sum's order (16 lanes over consecutive blocks of 16 from j = 0, then the lanes in
-// order), accumulated as they are made. holes: whether any mask entry is -inf (else it is not
-// read).
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) float softmax_row(
-    float* s, const float* mask, bool holes, float scale, int keys, int width) {
-  const __m512 scales = _mm512_set1_ps(scale);
-  __m512 top = _mm512_set1_ps(kMinusInf);
-  int j = 0;
-  for (; j + 16 <= keys; j += 16) {
-    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(s + j), scales);
-    if (holes) v = _mm512_add_ps(v, _mm512_loadu_ps(mask + j));
-    top = _mm512_mask_max_ps(top, 0xFFFF, top, v);
-  }
-  if (j < keys) {
-    const auto lanes = static_cast<__mmask16>((1u << (keys - j)) - 1u);
-    __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, s + j), scales);
-    if (holes) v = _mm512_maskz_add_ps(lanes, v, _mm512_maskz_loadu_ps(lanes, mask + j));
-    top = _mm512_mask_max_ps(top, lanes, top, v);
-  }
-  // The query's own key is real, so the max is finite (or NaN, which the exponentials carry).
-  alignas(64) float parts[16];
-  _mm512_store_ps(parts, top);
-  float max = parts[0];
-  for (const float part : parts) max = part > max ? part : max;
-  const __m512 shift = _mm512_set1_ps(-max);
-  __m512 lanes_sum = _mm512_setzero_ps();
-  for (j = 0; j < keys; j += 16) {
-    const auto lanes = static_cast<__mmask16>(keys - j >= 16 ? 0xFFFFu : (1u << (keys - j)) - 1u);
-    __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, s + j), scales, shift);
-    if (holes) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(lanes, mask + j));
-    const __m256bh rounded = _mm512_cvtneps_pbh(exp16(x));
-    const __m512 e = _mm512_maskz_mov_ps(
-        lanes,
-        _mm512_castsi512_ps(_mm512_maskz_slli_epi32(
-            0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, reinterpret_cast<__m256i>(rounded)), 16)));
-    _mm512_storeu_ps(s + j, e);  // zeros past keys, inside the row's width
-    lanes_sum = _mm512_add_ps(lanes_sum, e);
-  }
-  std::fill(s + j, s + width, 0.0f);
-  _mm512_store_ps(parts, lanes_sum);
-  float sum = 0.0f;
-  for (const float part : parts) sum += part;
-  return 1.0f / sum;
+// Lanes [0, n) of 16 (n may be <= 0 or > 16).
+__attribute__((target("avx512f"))) inline __mmask16 first_lanes(int n) {
+  return n >= 16  ? __mmask16{0xFFFF}
+         : n <= 0 ? __mmask16{0}
+                  : static_cast<__mmask16>((1u << n) - 1u);
 }
 
-// 32 fp32 values (exactly bf16 already) as 16 bf16 pair words: word t is (p[2t], p[2t + 1]).
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_pairs(
-    const float* p, int words, std::uint32_t* out) {
-  for (int t = 0; t < words; t += 16) {
-    const __m512 lo = _mm512_loadu_ps(p + 2 * t);
-    const __m512 hi = _mm512_loadu_ps(p + 2 * t + 16);
-    // cvtne2ps2bf16 puts its second operand in the low half: p[2t..2t+15], then the next 16.
-    _mm512_storeu_si512(out + t, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+// 16 bf16 values as fp32 (exactly). The masked forms with every lane set, as in exp16.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline __m512 widen(__m256bh v) {
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(
+      0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, reinterpret_cast<__m256i>(v)), 16));
+}
+
+// The largest of 16 lanes, by a tree (max is exact in any order; a NaN lane may or may not win,
+// and the exponentials carry a NaN score either way).
+__attribute__((target("avx512f"))) inline float lane_max(__m512 v) {
+  alignas(64) float l[16];
+  _mm512_store_ps(l, v);
+  for (int w = 8; w >= 1; w /= 2) {
+    for (int i = 0; i < w; ++i) l[i] = l[i] > l[i + w] ? l[i] : l[i + w];
+  }
+  return l[0];
+}
+
+// The probabilities of kSoftmaxRows score rows at once (their lane reductions and the exps'
+// chains interleave, where one row alone waits on its own): for row r, p[r][j] = bf16(exp(
+// scale·s[r][j] + mask[j] − the row's max)) for j < keys[r], zero up to `width`, stored as bf16
+// (the pair words of p·v: an even key in a word's low half); inv[r] = 1 / the sum of those rounded
+// values in ordered_sum's order (16 lanes over consecutive blocks of 16 from j = 0, then the lanes
+// in order). keys[r] = 0: a row of zeros, inv 0. holes: whether any mask entry is -inf (else it
+// is not read).
+constexpr int kSoftmaxRows = 4;
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void softmax_rows(
+    const float* s, std::int64_t lds, const float* mask, bool holes, float scale,
+    const int (&keys)[kSoftmaxRows], int width, std::uint16_t* p, std::int64_t ldp,
+    float (&inv)[kSoftmaxRows]) {
+  constexpr int R = kSoftmaxRows;
+  const __m512 scales = _mm512_set1_ps(scale);
+  const int most = *std::max_element(keys, keys + R);
+  __m512 top[R];
+  for (int r = 0; r < R; ++r) top[r] = _mm512_set1_ps(kMinusInf);
+  for (int j = 0; j < most; j += 16) {
+    const __m512 m = holes ? _mm512_loadu_ps(mask + j) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __mmask16 lanes = first_lanes(keys[r] - j);
+      const __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, s + r * lds + j), scales, m);
+      top[r] = _mm512_mask_max_ps(top[r], lanes, top[r], v);
+    }
+  }
+  // A live row's own key is real, so its max is finite (or NaN, which the exponentials carry).
+  __m512 shift[R], lanes_sum[R];
+  for (int r = 0; r < R; ++r) {
+    shift[r] = _mm512_set1_ps(keys[r] > 0 ? -lane_max(top[r]) : 0.0f);
+    lanes_sum[r] = _mm512_setzero_ps();
+  }
+  // Every row through every block up to the longest (a shorter row's extra blocks store zeros).
+  for (int j = 0; j < most; j += 16) {
+    const __m512 m = holes ? _mm512_loadu_ps(mask + j) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __mmask16 lanes = first_lanes(keys[r] - j);
+      __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, s + r * lds + j), scales, shift[r]);
+      x = _mm512_add_ps(x, m);
+      const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_maskz_mov_ps(lanes, exp16(x)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + r * ldp + j),
+                          reinterpret_cast<__m256i>(rounded));
+      lanes_sum[r] = _mm512_add_ps(lanes_sum[r], widen(rounded));
+    }
+  }
+  alignas(64) float parts[R][16];
+  for (int r = 0; r < R; ++r) {
+    std::fill(p + r * ldp + round_up(most, 16), p + r * ldp + width, std::uint16_t{0});
+    _mm512_store_ps(parts[r], lanes_sum[r]);
+  }
+  float sum[R] = {};
+  for (int l = 0; l < 16; ++l) {  // lane after lane
+    for (int r = 0; r < R; ++r) sum[r] += parts[r][l];
+  }
+  for (int r = 0; r < R; ++r) inv[r] = keys[r] > 0 ? 1.0f / sum[r] : 0.0f;
+}
+
+// sums[j] += p[j] · inv for j < n (p: bf16 probabilities as softmax_rows stores them).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void add_probabilities(const std::uint16_t* p,
+                                                                            int n, float inv,
+                                                                            float* sums) {
+  const __m512 scale = _mm512_set1_ps(inv);
+  for (int j = 0; j < n; j += 16) {
+    const __mmask16 lanes = first_lanes(n - j);
+    const __m512 e = widen(reinterpret_cast<__m256bh>(_mm256_maskz_loadu_epi16(lanes, p + j)));
+    _mm512_mask_storeu_ps(sums + j, lanes,
+                          _mm512_fmadd_ps(e, scale, _mm512_maskz_loadu_ps(lanes, sums + j)));
   }
 }
 
@@ -205,7 +242,7 @@ struct Scratch {
   AlignedBuffer<Half> k_rows;           // [keys, dim] fp16, contiguous for the panel packer
   AlignedBuffer<std::uint32_t> panels;  // K: 48-key panels of padded_words pairs
   AlignedBuffer<std::uint32_t> v;       // V: [dim blocks][padded pairs of keys][16]
-  AlignedBuffer<std::uint32_t> q;       // [32][padded_words]
+  AlignedBuffer<std::uint32_t> q;       // [the block's queries, whole passes][padded_words]
   AlignedBuffer<std::uint32_t> p;       // [32][padded pairs of keys]
   AlignedFloats s;                      // [32][score width]
   AlignedFloats o;                      // [32][dim blocks · 16]
@@ -251,27 +288,59 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
   std::uint32_t* const panels =
       scratch.panels.get(static_cast<std::size_t>(panel_count * panel_words));
   std::uint32_t* const vp = scratch.v.get(static_cast<std::size_t>(dim_blocks * key_pairs * 16));
-  std::uint32_t* const qa = scratch.q.get(static_cast<std::size_t>(kTileRows * padded_words));
+  const int start = std::max(q0, first) - first;  // the block's queries, counted from first
+  const int queries = keys - start;
+  const std::int64_t q_rows = round_up(queries, kTileRows);  // whole passes; zero rows past
+  std::uint32_t* const qa = scratch.q.get(static_cast<std::size_t>(q_rows * padded_words));
   std::uint32_t* const pa = scratch.p.get(static_cast<std::size_t>(kTileRows * key_pairs));
   float* const s = scratch.s.get(static_cast<std::size_t>(kTileRows) * width);
   float* const o = scratch.o.get(static_cast<std::size_t>(kTileRows * ldo));
   float* const mask = scratch.mask.get(static_cast<std::size_t>(width));
 
   // Keys and values from the first real token; a padding key inside (none today: padding is on
-  // the left) is zeros under a -inf mask.
+  // the left) is zeros under a -inf mask. One pass over the task's tokens: a token's q, k and v
+  // sit in one row of qkv, a page or more apart (opt-125m: 4.6 KB), so each row is fetched once,
+  // a few tokens ahead of its use, rather than once per operand (three passes took a sixth of
+  // the kernel's time, mostly waiting on those rows).
   auto k_row = [&](int j) {
     return tokens + (first + j) * stride + hd + std::int64_t{kv_head} * dim;
   };
+  auto v_row = [&](int j) -> const Half* {
+    return j < keys && valid[first + j] != 0 ? k_row(j) + kvd : nullptr;
+  };
+  auto q_row = [&](int j) { return tokens + (first + j) * stride + std::int64_t{h} * dim; };
+  constexpr int kAhead = 4;  // tokens
+  const std::int64_t row_bytes = std::int64_t{dim} * static_cast<std::int64_t>(sizeof(Half));
   for (int j = 0; j < keys; ++j) {
+    if (j + kAhead < keys) {
+      prefetch_bytes(k_row(j + kAhead), row_bytes);
+      prefetch_bytes(k_row(j + kAhead) + kvd, row_bytes);
+      if (j + kAhead >= start) prefetch_bytes(q_row(j + kAhead), row_bytes);
+    }
+    const bool real = valid[first + j] != 0;
     Half* const row = k_rows + std::int64_t{j} * dim;
-    if (valid[first + j] != 0) {
+    if (real) {
       std::copy(k_row(j), k_row(j) + dim, row);
-      mask[j] = 0.0f;
     } else {
       std::fill(row, row + dim, Half{});
-      mask[j] = kMinusInf;
+    }
+    mask[j] = real ? 0.0f : kMinusInf;
+    if (j % 2 == 1) pack_v_pair(v_row(j - 1), v_row(j), dim, key_pairs * 16, vp + j / 2 * 16);
+    if (j >= start) {
+      std::uint32_t* const q = qa + (j - start) * padded_words;
+      std::int64_t written = 0;
+      if (real) {
+        bf16_row(q_row(j), dim, q);
+        written = words;
+      }
+      std::fill(q + written, q + padded_words, 0u);
     }
   }
+  for (std::int64_t u = keys / 2; u < key_pairs; ++u) {  // an odd last key, then zero pairs
+    pack_v_pair(v_row(static_cast<int>(2 * u)), v_row(static_cast<int>(2 * u + 1)), dim,
+                key_pairs * 16, vp + u * 16);
+  }
+  std::fill(qa + queries * padded_words, qa + q_rows * padded_words, 0u);
   std::fill(mask + keys, mask + width, kMinusInf);
   const bool holes = std::any_of(mask, mask + keys, [](float m) { return m != 0.0f; });
   for (std::int64_t p = 0; p < panel_count; ++p) {
@@ -282,33 +351,17 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
         panel);
     std::fill(panel + words * kBf16PanelColumns, panel + panel_words, 0u);
   }
-  auto v_row = [&](int j) -> const Half* {
-    return j < keys && valid[first + j] != 0 ? k_row(j) + kvd : nullptr;
-  };
-  for (std::int64_t u = 0; u < key_pairs; ++u) {
-    pack_v_pair(v_row(static_cast<int>(2 * u)), v_row(static_cast<int>(2 * u + 1)), dim,
-                key_pairs * 16, vp + u * 16);
-  }
   // Key block c's first pair: panel c / 3, its (c % 3)-th 16 keys.
   auto key_block = [&](std::int64_t c) { return panels + (c / 3) * panel_words + (c % 3) * 16; };
 
   if (amx) amx::load_tiles(full_tiles());
-  const int start = std::max(q0, first) - first;  // the block's queries, counted from first
   for (int t0 = start; t0 < keys; t0 += kTileRows) {
     const int rows = std::min(kTileRows, keys - t0);
     const int seen = t0 + rows;  // keys any query of the pass sees
     const int tiles = rows > amx::kRows ? 2 : 1;
-    for (int r = 0; r < kTileRows; ++r) {
-      std::uint32_t* const row = qa + r * padded_words;
-      std::int64_t written = 0;
-      if (r < rows && valid[first + t0 + r] != 0) {
-        bf16_row(tokens + (first + t0 + r) * stride + std::int64_t{h} * dim, dim, row);
-        written = words;
-      }
-      std::fill(row + written, row + padded_words, 0u);
-    }
+    const std::uint32_t* const qp = qa + (t0 - start) * padded_words;  // the pass's 32 rows
     if (amx) {  // 2 × 2 tile passes over pairs of 16-key blocks
-      const std::uint32_t* a_rows[2] = {qa, qa + amx::kRows * padded_words};
+      const std::uint32_t* a_rows[2] = {qp, qp + amx::kRows * padded_words};
       const std::int64_t key_blocks = ceil_div(seen, 16);
       for (std::int64_t c = 0; c < key_blocks; c += 2) {
         const std::uint32_t* bt[2] = {key_block(c), key_block(std::min(c + 1, key_blocks - 1))};
@@ -322,28 +375,31 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
         const std::int64_t blocks = ceil_div(t0 + std::min(rows, g + kScoreRows), 16);
         for (std::int64_t c = 0; c < blocks; c += kScoreBlocks) {
           dot_rows<kScoreRows, kScoreBlocks>(
-              qa + g * padded_words, padded_words, key_block(c), 16, kBf16PanelColumns, words,
+              qp + g * padded_words, padded_words, key_block(c), 16, kBf16PanelColumns, words,
               std::min<std::int64_t>(kScoreBlocks, blocks - c), s + g * width + 16 * c, width);
         }
       }
     }
     const int step_keys = round_up(seen, kTileRows);  // p·v runs over whole 32-key steps
     float inv[kTileRows] = {};
-    for (int r = 0; r < kTileRows; ++r) {
-      std::uint32_t* const p_row = pa + r * key_pairs;
-      float* const s_row = s + std::int64_t{r} * width;
-      const int i = first + t0 + r;  // the query's position
-      if (r >= rows || valid[i] == 0) {
-        std::fill(p_row, p_row + step_keys / 2, 0u);
-        continue;
+    auto* const p16 = reinterpret_cast<std::uint16_t*>(pa);  // key j of row r: r·2·key_pairs + j
+    for (int r0 = 0; r0 < kTileRows; r0 += kSoftmaxRows) {
+      int seen_by_row[kSoftmaxRows];
+      for (int r = 0; r < kSoftmaxRows; ++r) {
+        const bool live = r0 + r < rows && valid[first + t0 + r0 + r] != 0;
+        seen_by_row[r] = live ? t0 + r0 + r + 1 : 0;
       }
-      const int seen_by_row = t0 + r + 1;
-      inv[r] = softmax_row(s_row, mask, holes, a.scale, seen_by_row, step_keys);
-      pack_pairs(s_row, step_keys / 2, p_row);
-      if (key_sums != nullptr && (a.key_sum_queries == 0 || i >= a.seq - a.key_sum_queries)) {
-        float* const sums = key_sums + first;
-#pragma omp simd
-        for (int j = 0; j < seen_by_row; ++j) sums[j] += s_row[j] * inv[r];
+      float group_inv[kSoftmaxRows];
+      softmax_rows(s + std::int64_t{r0} * width, width, mask, holes, a.scale, seen_by_row,
+                   step_keys, p16 + r0 * 2 * key_pairs, 2 * key_pairs, group_inv);
+      for (int r = 0; r < kSoftmaxRows; ++r) {
+        const int i = first + t0 + r0 + r;  // the query's position
+        inv[r0 + r] = group_inv[r];
+        if (seen_by_row[r] > 0 && key_sums != nullptr &&
+            (a.key_sum_queries == 0 || i >= a.seq - a.key_sum_queries)) {
+          add_probabilities(p16 + (r0 + r) * 2 * key_pairs, seen_by_row[r], group_inv[r],
+                            key_sums + first);
+        }
       }
     }
     if (amx) {  // 2 × 2 tile passes over pairs of 16-dim blocks, 32 keys a step
