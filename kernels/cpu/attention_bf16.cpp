@@ -64,24 +64,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline __m512 wi
       0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, reinterpret_cast<__m256i>(v)), 16));
 }
 
-// The largest of 16 lanes, by a tree (max is exact in any order; a NaN lane may or may not win,
-// and the exponentials carry a NaN score either way).
+// The largest of 16 lanes, by a tree of swaps (max is exact in any order; a NaN lane may or may
+// not win, and the exponentials carry a NaN score either way). Masked forms, as in exp16.
 __attribute__((target("avx512f"))) inline float lane_max(__m512 v) {
-  alignas(64) float l[16];
-  _mm512_store_ps(l, v);
-  for (int w = 8; w >= 1; w /= 2) {
-    for (int i = 0; i < w; ++i) l[i] = l[i] > l[i + w] ? l[i] : l[i + w];
-  }
-  return l[0];
+  v = _mm512_mask_max_ps(v, 0xFFFF, v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, 0x4E));
+  v = _mm512_mask_max_ps(v, 0xFFFF, v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, 0xB1));
+  v = _mm512_mask_max_ps(v, 0xFFFF, v, _mm512_mask_permute_ps(v, 0xFFFF, v, 0x4E));
+  v = _mm512_mask_max_ps(v, 0xFFFF, v, _mm512_mask_permute_ps(v, 0xFFFF, v, 0xB1));
+  return _mm512_cvtss_f32(v);
 }
 
 // The probabilities of kSoftmaxRows score rows at once (their lane reductions and the exps'
 // chains interleave, where one row alone waits on its own): for row r, p[r][j] = bf16(exp(
 // scale·s[r][j] + mask[j] − the row's max)) for j < keys[r], zero up to `width`, stored as bf16
 // (the pair words of p·v: an even key in a word's low half); inv[r] = 1 / the sum of those rounded
-// values in ordered_sum's order (16 lanes over consecutive blocks of 16 from j = 0, then the lanes
-// in order). keys[r] = 0: a row of zeros, inv 0. holes: whether any mask entry is -inf (else it
-// is not read).
+// values in one fixed order that depends on keys[r] alone (below). keys[r] = 0: a row of zeros, inv
+// 0. holes: whether any mask entry is -inf (else it is not read).
 constexpr int kSoftmaxRows = 4;
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void softmax_rows(
     const float* s, std::int64_t lds, const float* mask, bool holes, float scale,
@@ -102,33 +100,44 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void softmax_row
     }
   }
   // A live row's own key is real, so its max is finite (or NaN, which the exponentials carry).
-  __m512 shift[R], lanes_sum[R];
-  for (int r = 0; r < R; ++r) {
-    shift[r] = _mm512_set1_ps(keys[r] > 0 ? -lane_max(top[r]) : 0.0f);
-    lanes_sum[r] = _mm512_setzero_ps();
-  }
-  // Every row through every block up to the longest (a shorter row's extra blocks store zeros).
-  for (int j = 0; j < most; j += 16) {
-    const __m512 m = holes ? _mm512_loadu_ps(mask + j) : _mm512_setzero_ps();
+  __m512 shift[R];
+  for (int r = 0; r < R; ++r) shift[r] = _mm512_set1_ps(keys[r] > 0 ? -lane_max(top[r]) : 0.0f);
+  // Every row through every 32 keys up to the longest (a shorter row's extra keys store zeros):
+  // two vectors' exponentials rounded by one vcvtne2ps2bf16 into 16 pair words, whose low halves
+  // (the even keys) and high halves (the odd ones) are already the rounded values as fp32 once
+  // shifted or masked, and go into two running sums: lane t of `even` adds key 32b + 2t, of `odd`
+  // key 32b + 2t + 1.
+  __m512 even[R], odd[R];
+  for (int r = 0; r < R; ++r) even[r] = odd[r] = _mm512_setzero_ps();
+  const __m512i high_halves = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int j = 0; j < most; j += 32) {
+    const __m512 m0 = holes ? _mm512_loadu_ps(mask + j) : _mm512_setzero_ps();
+    const __m512 m1 = holes ? _mm512_loadu_ps(mask + j + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const __mmask16 lanes = first_lanes(keys[r] - j);
-      __m512 x = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, s + r * lds + j), scales, shift[r]);
-      x = _mm512_add_ps(x, m);
-      const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_maskz_mov_ps(lanes, exp16(x)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + r * ldp + j),
-                          reinterpret_cast<__m256i>(rounded));
-      lanes_sum[r] = _mm512_add_ps(lanes_sum[r], widen(rounded));
+      const __mmask16 lo = first_lanes(keys[r] - j), hi = first_lanes(keys[r] - j - 16);
+      const float* const row = s + r * lds + j;
+      const __m512 x0 =
+          _mm512_add_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(lo, row), scales, shift[r]), m0);
+      const __m512 x1 =
+          _mm512_add_ps(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(hi, row + 16), scales, shift[r]), m1);
+      const __m512i words = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(
+          _mm512_maskz_mov_ps(hi, exp16(x1)), _mm512_maskz_mov_ps(lo, exp16(x0))));
+      _mm512_storeu_si512(p + r * ldp + j, words);
+      even[r] =
+          _mm512_add_ps(even[r], _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, words, 16)));
+      odd[r] = _mm512_add_ps(odd[r], _mm512_castsi512_ps(_mm512_and_si512(words, high_halves)));
     }
   }
-  alignas(64) float parts[R][16];
+  alignas(64) float parts[R][2][16];
   for (int r = 0; r < R; ++r) {
-    std::fill(p + r * ldp + round_up(most, 16), p + r * ldp + width, std::uint16_t{0});
-    _mm512_store_ps(parts[r], lanes_sum[r]);
+    std::fill(p + r * ldp + round_up(most, 32), p + r * ldp + width, std::uint16_t{0});
+    _mm512_store_ps(parts[r][0], even[r]);
+    _mm512_store_ps(parts[r][1], odd[r]);
   }
   float sum[R] = {};
-  for (int l = 0; l < 16; ++l) {  // lane after lane
-    for (int r = 0; r < R; ++r) sum[r] += parts[r][l];
+  for (int l = 0; l < 16; ++l) {  // lane after lane, even before odd
+    for (int r = 0; r < R; ++r) sum[r] += parts[r][0][l] + parts[r][1][l];
   }
   for (int r = 0; r < R; ++r) inv[r] = keys[r] > 0 ? 1.0f / sum[r] : 0.0f;
 }
@@ -309,7 +318,7 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
     return j < keys && valid[first + j] != 0 ? k_row(j) + kvd : nullptr;
   };
   auto q_row = [&](int j) { return tokens + (first + j) * stride + std::int64_t{h} * dim; };
-  constexpr int kAhead = 4;  // tokens
+  constexpr int kAhead = 8;  // tokens
   const std::int64_t row_bytes = std::int64_t{dim} * static_cast<std::int64_t>(sizeof(Half));
   for (int j = 0; j < keys; ++j) {
     if (j + kAhead < keys) {
