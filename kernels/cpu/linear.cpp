@@ -248,6 +248,8 @@ static_assert(kOuterMr == 8, "x panels are packed by store_panel8 / pack_words_p
 constexpr int kOuterNr = 48;
 constexpr std::int64_t kOuterKc = 128;  // words of k per chunk: 24 KiB of panel rows, held in L1
 
+constexpr std::int64_t kPackAhead = 256;  // values of k a panel's packer prefetches ahead
+
 // panel[kk·48 + j] = W[j, kk] in fp32 for the `rows` (<= 48) rows of W at w (row stride k), zero
 // past them; kk < k.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_weight_panel(const Half* w,
@@ -257,6 +259,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_weight_panel(cons
   for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
     const auto len = static_cast<int>(std::min<std::int64_t>(16, k - k0));
     const auto mask = static_cast<__mmask16>((1u << len) - 1u);
+    // The rows' next lines, ahead of need: 48 rows a row apart are more streams than the
+    // hardware prefetcher follows.
+    if (k0 % 32 == 0 && k0 + kPackAhead < k) {
+      for (int row = 0; row < rows; ++row) __builtin_prefetch(w + row * k + k0 + kPackAhead);
+    }
     for (int b = 0; b < kOuterNr / 16; ++b) {
       __m512 r[16];
       for (int i = 0; i < 16; ++i) {
