@@ -178,6 +178,8 @@ BENCHMARK(LinearBf16)
     ->Args({512, 768, 768})
     ->Args({512, 3072, 768})
     ->Args({512, 768, 3072})
+    ->Args({4096, 3072, 768})
+    ->Args({4096, 768, 3072})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

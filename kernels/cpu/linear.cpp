@@ -250,6 +250,14 @@ constexpr std::int64_t kOuterKc = 128;  // words of k per chunk: 24 KiB of panel
 
 constexpr std::int64_t kPackAhead = 256;  // values of k a panel's packer prefetches ahead
 
+// The line at column `at` of each of the `rows` rows of W at w (row stride k), ahead of the
+// packer's need: a panel's 48 rows, a row apart, are more streams than the hardware prefetcher
+// follows (the fp32 packer waited on them at k = 3072).
+inline void prefetch_panel_rows(const Half* w, std::int64_t k, int rows, std::int64_t at) {
+  if (at >= k) return;
+  for (int row = 0; row < rows; ++row) __builtin_prefetch(w + row * k + at);
+}
+
 // panel[kk·48 + j] = W[j, kk] in fp32 for the `rows` (<= 48) rows of W at w (row stride k), zero
 // past them; kk < k.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_weight_panel(const Half* w,
@@ -259,11 +267,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_weight_panel(cons
   for (std::int64_t k0 = 0; k0 < k; k0 += 16) {
     const auto len = static_cast<int>(std::min<std::int64_t>(16, k - k0));
     const auto mask = static_cast<__mmask16>((1u << len) - 1u);
-    // The rows' next lines, ahead of need: 48 rows a row apart are more streams than the
-    // hardware prefetcher follows.
-    if (k0 % 32 == 0 && k0 + kPackAhead < k) {
-      for (int row = 0; row < rows; ++row) __builtin_prefetch(w + row * k + k0 + kPackAhead);
-    }
+    if (k0 % 32 == 0) prefetch_panel_rows(w, k, rows, k0 + kPackAhead);
     for (int b = 0; b < kOuterNr / 16; ++b) {
       __m512 r[16];
       for (int i = 0; i < 16; ++i) {
