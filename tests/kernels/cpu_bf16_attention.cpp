@@ -56,10 +56,12 @@ PrefillAttentionArgs bf16_args(const PrefillCase& c, const std::vector<Half>& qk
 }
 
 // The exact attention of bf16 q, k and v, in double, and each output's error bound: a rounded
-// exponential is within 2^-9 of itself, so each normalised probability is within about 2^-8 of
-// the exact one (relative); the scores' fp32 sums move the exponentials by at most their error
-// bound (dim·2^-24 of Σ|q·k|, times scale); fp32 sums of the keys add keys·2^-23; fp16's rounding
-// of the output half an ulp. Key sums: the same relative bound on each probability added.
+// exponential is within bf16's unit roundoff 2^-8 of itself (relative: 8 bits of precision), and
+// their sum within 2^-8 too (a weighted mean of those errors), so each normalised probability is
+// within 2·2^-8/(1 − 2^-8) of the exact one (relative; short rows come near it: the sum's errors
+// do not average out over a few keys); the scores' fp32 sums move the exponentials by at most their
+// error bound (dim·2^-24 of Σ|q·k|, times scale); fp32 sums of the keys add keys·2^-23; fp16's
+// rounding of the output half an ulp. Key sums: the same relative bound on each probability added.
 struct Exact {
   std::vector<double> out, bound;            // [tokens, heads · dim]
   std::vector<double> key_sums, sums_bound;  // [batch, kv_heads, seq]
@@ -108,7 +110,7 @@ Exact exact_attention(const PrefillCase& c, const std::vector<Half>& qkv,
           total += s[j];
         }
         const double relative =
-            std::ldexp(1.0, -8) * 1.01 + 4 * score_error + (keys + 4) * std::ldexp(1.0, -23);
+            std::ldexp(1.0, -7) * 1.01 + 4 * score_error + (keys + 4) * std::ldexp(1.0, -23);
         const std::size_t row = (std::size_t(b) * c.seq + i) * c.heads * dim + std::size_t(h) * dim;
         for (int d = 0; d < dim; ++d) {
           double sum = 0, weight = 0;
