@@ -9,6 +9,8 @@ namespace offgen::kernels {
 // over pairs of k in order, acc += x[2t+1]·w[2t+1], then acc += x[2t]·w[2t] (each product is
 // exact in fp32, each add rounded once: vdpbf16ps's order), k padded with a zero to even.
 // Decode rows are always exact: they are memory bound, and bf16 would read the same fp16 bytes.
+// int8 weights (LinearArgs::weight_int8) are multiplied in int8 whatever the math; bf16 then
+// applies to the prefill's attention alone.
 // Prefill attention (PrefillAttentionArgs::prefill_math) under bf16: q·k over bf16 q and k and
 // p·v over bf16 probabilities and v, both summed in fp32 by tdpbf16ps on AMX or else vdpbf16ps,
 // with the softmax in fp32 (kernels/cpu/attention_bf16.h).

@@ -417,10 +417,11 @@ void add_common_options(CLI::App& app, CommonOptions& options) {
       "along head_dim: 0.28x the bytes for a head_dim of 64 or 128, 0.45x for 80); a new token "
       "attends in fp16 at its own step");
   app.add_option("--prefill-math", options.prefill_math,
-                 "how the cpu device multiplies a prefill's GEMMs: fp32 (exact), or bf16 "
-                 "(operands rounded to bf16, fp32 sums: twice the rate on a CPU with AVX512-BF16, "
-                 "AMX's tile unit where it has AMX-BF16, which also runs the prefill's attention "
-                 "in bf16); decode steps are exact either way")
+                 "how the cpu device multiplies a prefill: fp32 (exact), or bf16 (operands "
+                 "rounded to bf16, fp32 sums: twice the rate on a CPU with AVX512-BF16, AMX's "
+                 "tile unit where it has AMX-BF16), for the GEMMs of fp16 weights and the "
+                 "prefill's attention (with --int8-weights the GEMMs stay int8 and the attention "
+                 "runs in bf16); decode steps are exact either way")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->capture_default_str();
   app.add_option("--plan", options.plan,

@@ -74,14 +74,6 @@ Engine::Engine(const EngineOptions& options) : options_(options) {
       break;
   }
 
-  OFFGEN_CHECK_NAMING(options.compression.weights != Storage::int8 ||
-                          options.prefill_math == kernels::PrefillMath::fp32,
-                      [](ParameterNamer name_of) {
-                        return fmt::format(
-                            "{} bf16 rounds fp16 weights to bf16, and {} multiplies int8 weights "
-                            "in int8 at every step: give one of them",
-                            name_of(Parameter::prefill_math), name_of(Parameter::int8_weights));
-                      });
   OpenedDevice opened =
       open_device(options.device, options.budgets, options.cpu_kernels, options.gpu_slot,
                   options.prefill_math, options.compression.weights);
