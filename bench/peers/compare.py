@@ -13,7 +13,8 @@ Two grids, each over batch x prompt length with GEN_LEN new tokens per sequence:
 Every repetition runs every engine once, in a fixed order, each as its own process timing a whole
 grid; the median of the repetitions is reported. Each offgen mode is set against the peers of
 the matching precision: fp16-exact against fp32 (and llama.cpp's F16), bf16 prefill against
-bf16, int8 weights against int8 (and Q8_0).
+bf16, int8 weights against int8 (and Q8_0), alone and with the prefill's attention in bf16
+(--prefill-math bf16).
 
 Total throughput is generated tokens / (prefill + decode) seconds, as `offgen bench` reports it.
 The "prefill" ratio is peer prefill seconds / offgen prefill seconds, so above 1 offgen is faster.
@@ -95,6 +96,8 @@ def engines(args):
         ("opt", "offgen fp16-exact", "fp32", lambda: offgen_grid(args, opt, [])),
         ("opt", "offgen bf16", "bf16", lambda: offgen_grid(args, opt, ["--prefill-math", "bf16"])),
         ("opt", "offgen int8", "int8", lambda: offgen_grid(args, opt, ["--int8-weights"])),
+        ("opt", "offgen int8 bf16-attention", "int8",
+         lambda: offgen_grid(args, opt, ["--int8-weights", "--prefill-math", "bf16"])),
         ("opt", "transformers fp32", "fp32",
          lambda: python_grid(args, "run_transformers.py", ["--model", opt, "--dtype", "fp32"])),
         ("opt", "transformers bf16", "bf16",
@@ -113,6 +116,8 @@ def engines(args):
             ("llama", "offgen bf16", "bf16",
              lambda: offgen_grid(args, f16, ["--prefill-math", "bf16"])),
             ("llama", "offgen int8", "int8", lambda: offgen_grid(args, f16, ["--int8-weights"])),
+            ("llama", "offgen int8 bf16-attention", "int8",
+             lambda: offgen_grid(args, f16, ["--int8-weights", "--prefill-math", "bf16"])),
             ("llama", "llama.cpp F16", "fp32", lambda: llama_grid(args, f16)),
             ("llama", "llama.cpp Q8_0", "int8", lambda: llama_grid(args, q8)),
         ]
