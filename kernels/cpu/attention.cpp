@@ -1,16 +1,18 @@
 // CPU attention: prefill (causal + padding mask) and decode over the KV cache, with grouped-query
 // attention (query head h reads kv head h / (heads / kv_heads); kernels/attention_args.h).
 //
-// Prefill runs one task per (sequence, query head, block of queries). A task converts the keys its
-// queries can see into fp32 K panels (a panel: 32 keys' values, dim-major) and V into fp32 rows,
-// then handles its queries eight at a time: scores s[r][j] += q[r][d]·k[j][d] with the keys in
-// lanes (8 queries × 32 keys of register accumulators, each K vector feeding eight FMAs), and
-// out[r][d] += p[r][j]·v[j][d] with the dims in lanes (8 queries × 32 dims), no horizontal
-// reductions either way. Query blocks only split a (sequence, head) when there are too few of
-// those to keep the workers busy (each block re-converts its keys). When key_prob_sums is wanted
-// a task covers all of a (sequence, head)'s queries, so the sums are accumulated by one thread in
-// a fixed order (deterministic, no atomics). Under GQA each query head's sums go to a row of its
-// own first, and a second pass adds a group's rows in head order into its kv head's entry.
+// Prefill runs one task per (sequence, query head, block of queries). A task converts, in one pass
+// over its tokens, the keys its queries can see into fp32 K panels (a panel: 32 keys' values,
+// dim-major), V into fp32 rows and its queries (scaled) into rows, then handles its queries eight
+// at a time, each eight only over the 16-key vectors of keys they can see: scores s[r][j] +=
+// q[r][d]·k[j][d] with the keys in lanes (8 queries × 32 keys of register accumulators, each K
+// vector feeding eight FMAs), and out[r][d] += p[r][j]·v[j][d] with the dims in lanes (8 queries ×
+// 32 dims), no horizontal reductions either way. Query blocks only split a (sequence, head) when
+// there are too few of those to keep the workers busy (each block re-converts its keys). When
+// key_prob_sums is wanted a task covers all of a (sequence, head)'s queries, so the sums are
+// accumulated by one thread in a fixed order (deterministic, no atomics). Under GQA each query
+// head's sums go to a row of its own first, and a second pass adds a group's rows in head order
+// into its kv head's entry.
 //
 // Decode is memory-bound (each cached key / value is read once): one task per (sequence, kv head),
 // K and V converted in slot chunks with F16C once for all the query heads of the group, while the
@@ -137,6 +139,28 @@ template <int P, typename V>
   if constexpr (P == 1) return part[0];
   if constexpr (P == 2) return part[0] + part[1];
   if constexpr (P == 4) return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+// The largest lane of v, by a tree of swaps (log2 L shuffles and selects, where a scalar walk
+// over the lanes was a chain of L compares). Exact in any order; the lanes hold no NaN (the running
+// maxima they come from skip one).
+[[gnu::always_inline]] inline Floats4 max_lanes_step(Floats4 v, Floats4 w) {
+  return w > v ? w : v;
+}
+[[gnu::always_inline]] inline float lane_max(Floats4 v) {
+  v = max_lanes_step(v, __builtin_shufflevector(v, v, 2, 3, 0, 1));
+  v = max_lanes_step(v, __builtin_shufflevector(v, v, 1, 0, 3, 2));
+  return v[0];
+}
+[[gnu::always_inline]] inline float lane_max(Floats8 v) {
+  const Floats4 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3);
+  const Floats4 hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  return lane_max(max_lanes_step(lo, hi));
+}
+[[gnu::always_inline]] inline float lane_max(Floats16 v) {
+  const Floats8 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+  const Floats8 hi = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  return lane_max(Floats8{hi > lo ? hi : lo});
 }
 
 // Decode's inner loops for a head_dim of 16·DV over vectors V of L lanes: scores[j] = q · rows[j]
@@ -322,21 +346,17 @@ template <int Max, typename F>
 // lanes past len[r] written as zeros (a row needs round_up(len[r], L) floats); inv[r] = 1 / Σ_j
 // p[r][j], the sum in L running lanes over those blocks, then the lanes in order (ordered_sum's
 // order where L = 16), so the same bits whatever padding precedes the row. Rows with
-// len[r] = 0 are left alone. max_lanes[r]: L partial maxima of row r's masked scores.
+// len[r] = 0 are left alone. row_max[r]: L partial maxima of row r's masked scores.
 // key_sums[r]: where row r's probabilities p[r][j]·inv[r] are added, or null. The rows go
 // through each step together, so one row's lane reductions overlap the others' instead of
 // waiting on their own latency.
 template <int R, typename V>
 [[gnu::always_inline]] inline void exponentiate_rows(float* const (&p)[R], const float* mask,
-                                                     const int (&len)[R],
-                                                     const float (&max_lanes)[R][kLanes<V>],
+                                                     const int (&len)[R], const V (&row_max)[R],
                                                      float* const (&key_sums)[R], float (&inv)[R]) {
   constexpr int L = kLanes<V>;
   float max[R], sum[R];
-  for (int r = 0; r < R; ++r) max[r] = kMinusInf;
-  for (int l = 0; l < L; ++l) {
-    for (int r = 0; r < R; ++r) max[r] = vmax(max[r], max_lanes[r][l]);
-  }
+  for (int r = 0; r < R; ++r) max[r] = lane_max(row_max[r]);
   alignas(64) float part[R][L] = {};  // each row's lane sums
   for (int r = 0; r < R; ++r) {
     const int tail = len[r] % L, whole = len[r] - tail;
@@ -424,78 +444,101 @@ template <typename Tile>
   float* const v = grow(v_buf, std::int64_t{keys} * ldv);
   float* const mask = grow(mask_buf, lds);  // 0 for real keys, -inf for padding
   float* const s = grow(s_buf, std::int64_t{kQ} * lds);
-  float* const q = grow(q_buf, std::int64_t{kQ} * dim);
+  const int g0 = q0 + std::max(0, first - q0) / kQ * kQ;  // the first group's first query
+  const int q_rows = round_up(last + 1 - g0, kQ);         // the groups' queries, scaled
+  float* const q_all = grow(q_buf, std::int64_t{q_rows} * dim);
   float* const o = grow(o_buf, std::int64_t{kQ} * ldv);  // the group's outputs
   float* const row = grow(row_buf, dim);
 
+  // One pass over the task's tokens for K, V and the queries: a token's q, k and v sit in one
+  // row of qkv, a page or more apart (opt-125m: 4.6 KB), so each row is fetched once, a few
+  // tokens ahead of its use (the queries were converted group by group, each waiting on its rows).
+  constexpr int kAhead = 8;  // tokens
+  const std::int64_t row_bytes = std::int64_t{dim} * static_cast<std::int64_t>(sizeof(Half));
+  auto q_row = [&](int i) { return tokens + i * stride + std::int64_t{h} * dim; };
+  auto k_row = [&](int j) { return tokens + j * stride + hd + std::int64_t{kv_head} * dim; };
+  auto q_at = [&](int i) { return q_all + std::int64_t{i - g0} * dim; };
   for (int j = panel0 * kKeys; j < panels * kKeys; ++j) {
+    const int ahead = j + kAhead;
+    if (ahead < keys) {
+      prefetch_bytes(k_row(ahead), row_bytes);
+      prefetch_bytes(k_row(ahead) + kvd, row_bytes);
+      if (ahead >= g0) prefetch_bytes(q_row(ahead), row_bytes);
+    }
     float* const panel = kp + (j / kKeys) * panel_size + j % kKeys;
     const bool real = j < keys && valid[j] != 0;
+    if (j >= g0 && j < keys) {
+      float* const qj = q_at(j);
+      if (real) {
+        Tile::Convert::to_floats(q_row(j), qj, dim);
+        for (int d = 0; d < dim; ++d) qj[d] *= a.scale;
+      } else {
+        std::fill(qj, qj + dim, 0.0f);
+      }
+    }
     mask[j] = real ? 0.0f : kMinusInf;
     if (!real) {  // finite zeros: the mask, not the data, removes padding keys
       for (int d = 0; d < dim; ++d) panel[std::int64_t{d} * kKeys] = 0.0f;
       if (j < keys) std::fill(v + std::int64_t{j} * ldv, v + std::int64_t{j + 1} * ldv, 0.0f);
       continue;
     }
-    const Half* k_row = tokens + j * stride + hd + std::int64_t{kv_head} * dim;
-    Tile::Convert::to_floats(k_row, row, dim);
+    Tile::Convert::to_floats(k_row(j), row, dim);
     for (int d = 0; d < dim; ++d) panel[std::int64_t{d} * kKeys] = row[d];
     float* const v_row = v + std::int64_t{j} * ldv;
-    Tile::Convert::to_floats(k_row + kvd, v_row, dim);
+    Tile::Convert::to_floats(k_row(j) + kvd, v_row, dim);
     std::fill(v_row + dim, v_row + ldv, 0.0f);
   }
+  std::fill(q_at(keys), q_at(g0 + q_rows), 0.0f);  // the last group's rows past the block
 
   // Groups from the one holding the first real query (the padding's rows are zero already).
-  for (int i0 = q0 + std::max(0, first - q0) / kQ * kQ; i0 <= last; i0 += kQ) {
+  for (int i0 = g0; i0 <= last; i0 += kQ) {
     const int rows = std::min(kQ, last + 1 - i0);
     const int n = i0 + rows;  // keys any query of the group can see
-    for (int r = 0; r < kQ; ++r) {
-      float* const qr = q + r * dim;
-      if (r < rows && valid[i0 + r] != 0) {
-        Tile::Convert::to_floats(tokens + (i0 + r) * stride + std::int64_t{h} * dim, qr, dim);
-        for (int d = 0; d < dim; ++d) qr[d] *= a.scale;
-      } else {
-        std::fill(qr, qr + dim, 0.0f);
-      }
-    }
+    const float* const q = q_at(i0);
     // Scores, a panel of keys × kQ queries per step: each K vector feeds kQ FMAs (broadcast q);
     // with each row's running maximum of its masked scores over the keys it sees, lane by lane.
     V row_max[kQ];
     for (int r = 0; r < kQ; ++r) row_max[r] = splat<V>(kMinusInf);
     for (int pn = panel0; pn * kKeys < n; ++pn) {
       const float* const panel = kp + pn * panel_size;
-      V acc[kQ][Tile::kKeyVecs] = {};
-      for (int d = 0; d < dim; ++d) {
-        V k[Tile::kKeyVecs];
-        for (int c = 0; c < Tile::kKeyVecs; ++c) {
-          std::memcpy(&k[c], panel + std::int64_t{d} * kKeys + L * c, sizeof(V));
-        }
-        for (int r = 0; r < kQ; ++r) {
-          const float qd = q[r * dim + d];
-          for (int c = 0; c < Tile::kKeyVecs; ++c) acc[r][c] += qd * k[c];
-        }
-      }
-      for (int r = 0; r < kQ; ++r) {
-        std::memcpy(s + r * lds + pn * kKeys, acc[r], sizeof acc[r]);
-      }
-      for (int c = 0; c < Tile::kKeyVecs; ++c) {
-        const int j0 = pn * kKeys + L * c;
-        V masks;
-        std::memcpy(&masks, mask + j0, sizeof masks);
-        for (int r = 0; r < kQ; ++r) {
-          V scores = acc[r][c] + masks;
-          const int seen = i0 + r + 1 - j0;  // lanes at or before query i0 + r
-          if (seen < L) scores = lanes_below<V>(seen) ? scores : splat<V>(kMinusInf);
-          row_max[r] = scores > row_max[r] ? scores : row_max[r];  // a NaN is skipped; exp keeps it
-        }
-      }
+      // The group's last panel only as far as its keys: the vectors past them hold no key the
+      // group sees (a 32-key panel at a 16-key diagonal was half waste).
+      const int vecs = std::min(Tile::kKeyVecs, ceil_div(n - pn * kKeys, L));
+      with_count<Tile::kKeyVecs>(
+          vecs, [&]<int NV>() __attribute__((always_inline)) {
+            V acc[kQ][NV] = {};
+            for (int d = 0; d < dim; ++d) {
+              V k[NV];
+              for (int c = 0; c < NV; ++c) {
+                std::memcpy(&k[c], panel + std::int64_t{d} * kKeys + L * c, sizeof(V));
+              }
+              for (int r = 0; r < kQ; ++r) {
+                const float qd = q[r * dim + d];
+                for (int c = 0; c < NV; ++c) acc[r][c] += qd * k[c];
+              }
+            }
+            for (int r = 0; r < kQ; ++r) {
+              std::memcpy(s + r * lds + pn * kKeys, acc[r], sizeof acc[r]);
+            }
+            for (int c = 0; c < NV; ++c) {
+              const int j0 = pn * kKeys + L * c;
+              V masks;
+              std::memcpy(&masks, mask + j0, sizeof masks);
+              for (int r = 0; r < kQ; ++r) {
+                V scores = acc[r][c] + masks;
+                const int seen = i0 + r + 1 - j0;  // lanes at or before query i0 + r
+                if (seen < L) scores = lanes_below<V>(seen) ? scores : splat<V>(kMinusInf);
+                // a NaN is skipped; exp keeps it
+                row_max[r] = scores > row_max[r] ? scores : row_max[r];
+              }
+            }
+          });
     }
     // Softmax per row over keys [first, i] (masked): exponentials overwrite s, zero past i and for
     // padding; each row's 1 / Σ scales its output after p·V.
     float* rows_p[kQ];
     int lengths[kQ];
     float* sums[kQ];
-    alignas(64) float max_lanes[kQ][L];
     float inv[kQ];
     for (int r = 0; r < kQ; ++r) {
       const int i = i0 + r;
@@ -506,9 +549,8 @@ template <typename Tile>
           live && key_sums != nullptr && (a.key_sum_queries == 0 || i >= a.seq - a.key_sum_queries)
               ? key_sums + first
               : nullptr;
-      std::memcpy(max_lanes[r], &row_max[r], sizeof row_max[r]);
     }
-    exponentiate_rows<kQ, V>(rows_p, mask + first, lengths, max_lanes, sums, inv);
+    exponentiate_rows<kQ, V>(rows_p, mask + first, lengths, row_max, sums, inv);
     for (int r = 0; r < kQ; ++r) {  // zeros past each row's last key, up to the group's
       std::fill(rows_p[r] + lengths[r], s + r * lds + n, 0.0f);
     }
