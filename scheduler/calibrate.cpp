@@ -362,15 +362,24 @@ void measure_prefill_attention(Device& device, Ops& ops, const ModelConfig& m,
   args.head_dim = m.head_dim();
   args.kv_heads = m.kv_heads();
   args.scale = 1.0f / std::sqrt(static_cast<float>(m.head_dim()));
-  const double seconds = best_seconds(o.repeats, [&] {
-    ops.prefill_attention(args);
-    compute.synchronize();
-  });
   const double flops = 2.0 * m.num_heads * double(seq) * seq * m.head_dim();
-  out.push_back({"prefill_attention", flops / seconds / 1e12, "TFLOP/s",
+  const auto rate = [&] {
+    return flops /
+           best_seconds(o.repeats,
+                        [&] {
+                          ops.prefill_attention(args);
+                          compute.synchronize();
+                        }) /
+           1e12;
+  };
+  out.push_back({"prefill_attention", rate(), "TFLOP/s",
                  fmt::format("causal attention of one {}-token prompt, {} heads x {} (q.k and p.v "
                              "over half the scores)",
                              seq, m.num_heads, m.head_dim())});
+  if (!measures_bf16(device)) return;
+  args.prefill_math = kernels::PrefillMath::bf16;
+  out.push_back(
+      {"prefill_attention_bf16", rate(), "TFLOP/s", "the same in bf16 (--prefill-math bf16)"});
 }
 
 // A pinned -> gpu copy and `run` (one piece of other work, repeated to about the copy's length)

@@ -117,6 +117,7 @@ MachineProfile MachineProfile::from_json(const nlohmann::json& json,
     p.gemm_int8_mid = measurement(json, path, "gemm_layer_int8_m128", 1e12, false);
     p.gemm_int8_large = measurement(json, path, "gemm_layer_int8_m512", 1e12, false);
     p.prefill_attention = measurement(json, path, "prefill_attention", 1e12, false);
+    p.prefill_attention_bf16 = measurement(json, path, "prefill_attention_bf16", 1e12, false);
     p.attention = measurement(json, path, "decode_attention_device", 1e9);
     p.cpu_attention = measurement(json, path, "decode_attention_cpu", 1e9, false);
     p.dequantize = measurement(json, path, "dequantize_device", 1e9, false);
@@ -223,13 +224,18 @@ Prediction predict(const ModelConfig& m, const MachineProfile& p, const RunShape
   out.prefill.gemm += expand_weights;
   out.decode.overlap = p.overlap;
   out.decode.host_overlap = p.host_overlap;
+  // bf16 math runs the attention in bf16 (with int8 weights too: their GEMMs stay int8).
+  const double attention_rate =
+      r.prefill_math == kernels::PrefillMath::bf16 && p.prefill_attention_bf16 > 0
+          ? p.prefill_attention_bf16
+      : p.prefill_attention > 0 ? p.prefill_attention
+                                : p.gemm_large;
   for (const GpuBatch& g : batches) {
     out.prefill.gemm +=
         gemm_seconds(p, double(g.size) * r.prompt_len, params, r.prefill_math, weights);
     // Causal attention: q·k and p·v over half of the P x P scores per head.
-    out.prefill.attention += 2.0 * g.size * m.num_heads * r.prompt_len * r.prompt_len *
-                             m.head_dim() /
-                             (p.prefill_attention > 0 ? p.prefill_attention : p.gemm_large);
+    out.prefill.attention +=
+        2.0 * g.size * m.num_heads * r.prompt_len * r.prompt_len * m.head_dim() / attention_rate;
   }
   out.prefill.kv_store = host * cache_bytes / p.d2h;
   // Hidden states in pinned memory: every (layer, GPU batch) loads its rows and stores them back.

@@ -73,6 +73,9 @@ struct MachineProfile {
   // Causal prefill attention FLOP/s (q·k and p·v over half the scores); 0 (older profiles): the
   // 512-row GEMM rate.
   double prefill_attention = 0;
+  // The same in bf16 (--prefill-math bf16, the AVX512-BF16 or AMX kernel); 0 (a GPU, a CPU without
+  // AVX512-BF16, older profiles): bf16 runs are predicted at the fp32 rate.
+  double prefill_attention_bf16 = 0;
   // Whether the GEMM rates are a layer's four GEMMs with cold weights (false: an older profile's
   // fc1 alone, hot in the cache, which predicts CPU runs 1.2-1.7x too fast or too slow).
   bool layer_gemms = false;

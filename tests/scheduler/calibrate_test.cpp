@@ -43,6 +43,7 @@ TEST_P(CalibrateModel, MeasuresEveryQuantityWithPositiveFiniteValues) {
         "decode_attention_cpu", "disk_read", "disk_write", "other_processes_load"}) {
     EXPECT_TRUE(names.count(wanted)) << wanted;
   }
+  EXPECT_EQ(names.count("prefill_attention_bf16"), measures_bf16(*opened.device) ? 1u : 0u);
   // The temporary file is gone.
   EXPECT_TRUE(std::filesystem::is_empty(disk.path()));
 

@@ -387,6 +387,16 @@ TEST(CostModel, LayerGemmsAndPrefillAttentionHaveTheirOwnRates) {
   MachineProfile older = p;
   older.prefill_attention = 0;
   EXPECT_NEAR(predict(model, older, run).prefill.attention, flops / 200e12, 1e-12);
+  // bf16 math: its own rate where the profile has one, else the fp32 attention's.
+  run.prefill_math = kernels::PrefillMath::bf16;
+  MachineProfile bf16 = p;
+  bf16.gemm_bf16_mid = 150e12;
+  bf16.gemm_bf16_large = 300e12;
+  EXPECT_NEAR(predict(model, bf16, run).prefill.attention, flops / 40e12, 1e-12);
+  bf16.prefill_attention_bf16 = 70e12;
+  EXPECT_NEAR(predict(model, bf16, run).prefill.attention, flops / 70e12, 1e-12);
+  run.prefill_math = kernels::PrefillMath::fp32;
+  EXPECT_NEAR(predict(model, bf16, run).prefill.attention, flops / 40e12, 1e-12);
 }
 
 }  // namespace
