@@ -66,7 +66,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline __m512 wi
 
 // The largest of 16 lanes, by a tree of swaps (max is exact in any order; a NaN lane may or may
 // not win, and the exponentials carry a NaN score either way). Masked forms, as in exp16.
-__attribute__((target("avx512f"))) inline float lane_max(__m512 v) {
+__attribute__((target("avx512f"))) inline float largest_lane(__m512 v) {
   v = _mm512_mask_max_ps(v, 0xFFFF, v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, 0x4E));
   v = _mm512_mask_max_ps(v, 0xFFFF, v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, 0xB1));
   v = _mm512_mask_max_ps(v, 0xFFFF, v, _mm512_mask_permute_ps(v, 0xFFFF, v, 0x4E));
@@ -101,7 +101,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void softmax_row
   }
   // A live row's own key is real, so its max is finite (or NaN, which the exponentials carry).
   __m512 shift[R];
-  for (int r = 0; r < R; ++r) shift[r] = _mm512_set1_ps(keys[r] > 0 ? -lane_max(top[r]) : 0.0f);
+  for (int r = 0; r < R; ++r) shift[r] = _mm512_set1_ps(keys[r] > 0 ? -largest_lane(top[r]) : 0.0f);
   // Every row through every 32 keys up to the longest (a shorter row's extra keys store zeros):
   // two vectors' exponentials rounded by one vcvtne2ps2bf16 into 16 pair words, whose low halves
   // (the even keys) and high halves (the odd ones) are already the rounded values as fp32 once
@@ -228,7 +228,7 @@ __attribute__((target("avx512f,avx512bf16"))) inline void dot_tile(
 
 // dot_tile over `blocks` column blocks, R rows, up to C blocks per call.
 template <int R, int C>
-__attribute__((target("avx512f,avx512bf16"))) void dot_rows(
+__attribute__((target("avx512f,avx512bf16"))) void dot_blocks(
     const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t b_block,
     std::int64_t ldb, std::int64_t words, std::int64_t blocks, float* out, std::int64_t ldc) {
   std::int64_t c = 0;
@@ -383,7 +383,7 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
       for (int g = 0; g < rows; g += kScoreRows) {
         const std::int64_t blocks = ceil_div(t0 + std::min(rows, g + kScoreRows), 16);
         for (std::int64_t c = 0; c < blocks; c += kScoreBlocks) {
-          dot_rows<kScoreRows, kScoreBlocks>(
+          dot_blocks<kScoreRows, kScoreBlocks>(
               qp + g * padded_words, padded_words, key_block(c), 16, kBf16PanelColumns, words,
               std::min<std::int64_t>(kScoreBlocks, blocks - c), s + g * width + 16 * c, width);
         }
@@ -423,9 +423,9 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
       }
     } else {  // 4 queries at a time, over the key pairs they see
       for (int g = 0; g < rows; g += kPvRows) {
-        dot_rows<kPvRows, kPvBlocks>(pa + g * key_pairs, key_pairs, vp, key_pairs * 16, 16,
-                                     ceil_div(t0 + std::min(rows, g + kPvRows), 2), dim_blocks,
-                                     o + g * ldo, ldo);
+        dot_blocks<kPvRows, kPvBlocks>(pa + g * key_pairs, key_pairs, vp, key_pairs * 16, 16,
+                                       ceil_div(t0 + std::min(rows, g + kPvRows), 2), dim_blocks,
+                                       o + g * ldo, ldo);
       }
     }
     for (int r = 0; r < rows; ++r) {
