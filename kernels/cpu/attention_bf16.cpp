@@ -79,18 +79,22 @@ __attribute__((target("avx512f"))) inline float largest_lane(__m512 v) {
 // scale·s[r][j] + mask[j] − the row's max)) for j < keys[r], zero up to `width`, stored as bf16
 // (the pair words of p·v: an even key in a word's low half); inv[r] = 1 / the sum of those rounded
 // values in one fixed order that depends on keys[r] alone (below). keys[r] = 0: a row of zeros, inv
-// 0. holes: whether any mask entry is -inf (else it is not read).
+// 0. holes: whether any mask entry is -inf (else it is not read). tops: the rows' running maxima
+// of their raw scores, 16 lanes a row (RowTops), or null (then a pass finds them; with holes
+// it must).
 constexpr int kSoftmaxRows = 4;
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void softmax_rows(
     const float* s, std::int64_t lds, const float* mask, bool holes, float scale,
     const int (&keys)[kSoftmaxRows], int width, std::uint16_t* p, std::int64_t ldp,
-    float (&inv)[kSoftmaxRows]) {
+    float (&inv)[kSoftmaxRows], const float* tops) {
   constexpr int R = kSoftmaxRows;
   const __m512 scales = _mm512_set1_ps(scale);
   const int most = *std::max_element(keys, keys + R);
   __m512 top[R];
   for (int r = 0; r < R; ++r) top[r] = _mm512_set1_ps(kMinusInf);
-  for (int j = 0; j < most; j += 16) {
+  // The rows' maxima: from the score tiles' lanes where they kept them (the max of scale·s is
+  // scale · the max of s, rounding being monotonic), else by a pass over the rows.
+  for (int j = 0; j < (tops != nullptr ? 0 : most); j += 16) {
     const __m512 m = holes ? _mm512_loadu_ps(mask + j) : _mm512_setzero_ps();
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -101,7 +105,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void softmax_row
   }
   // A live row's own key is real, so its max is finite (or NaN, which the exponentials carry).
   __m512 shift[R];
-  for (int r = 0; r < R; ++r) shift[r] = _mm512_set1_ps(keys[r] > 0 ? -largest_lane(top[r]) : 0.0f);
+  for (int r = 0; r < R; ++r) {
+    const float max = tops != nullptr ? largest_lane(_mm512_load_ps(tops + 16 * r)) * scale
+                                      : largest_lane(top[r]);
+    shift[r] = _mm512_set1_ps(keys[r] > 0 ? -max : 0.0f);
+  }
   // Every row through every 32 keys up to the longest (a shorter row's extra keys store zeros):
   // two vectors' exponentials rounded by one vcvtne2ps2bf16 into 16 pair words, whose low halves
   // (the even keys) and high halves (the odd ones) are already the rounded values as fp32 once
@@ -199,13 +207,22 @@ constexpr int kScoreBlocks = 3;
 constexpr int kPvRows = 4;
 constexpr int kPvBlocks = 4;
 
+// Where a score tile also keeps its rows' running maxima (the softmax then needs no pass of its
+// own for them): row r's 16 lanes at tops[16r], over the keys it sees, j < seen0 + r, the tile's
+// first key being key0.
+struct RowTops {
+  float* tops = nullptr;  // null: not kept
+  int seen0 = 0;
+  int key0 = 0;
+};
+
 // out[r·ldc + 16c + l] = Σ_t a[r·lda + t] ⊙ b[c·b_block + t·ldb + l] for r < R, c < C, l < 16:
 // the bf16 pair words of A's rows against C blocks of 16 pair-word columns, by vdpbf16ps in
 // order of t (each word of a row broadcast to the C blocks).
 template <int R, int C>
 __attribute__((target("avx512f,avx512bf16"))) inline void dot_tile(
     const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t b_block,
-    std::int64_t ldb, std::int64_t words, float* out, std::int64_t ldc) {
+    std::int64_t ldb, std::int64_t words, float* out, std::int64_t ldc, RowTops tops) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -224,26 +241,42 @@ __attribute__((target("avx512f,avx512bf16"))) inline void dot_tile(
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + r * ldc + 16 * c, acc[r][c]);
   }
+  if (tops.tops == nullptr) return;
+  for (int r = 0; r < R; ++r) {
+    __m512 top = _mm512_load_ps(tops.tops + 16 * r);
+    for (int c = 0; c < C; ++c) {
+      const __mmask16 lanes = first_lanes(tops.seen0 + r - tops.key0 - 16 * c);
+      top = _mm512_mask_max_ps(top, lanes, top, acc[r][c]);
+    }
+    _mm512_store_ps(tops.tops + 16 * r, top);
+  }
 }
 
 // dot_tile over `blocks` column blocks, R rows, up to C blocks per call.
 template <int R, int C>
 __attribute__((target("avx512f,avx512bf16"))) void dot_blocks(
     const std::uint32_t* a, std::int64_t lda, const std::uint32_t* b, std::int64_t b_block,
-    std::int64_t ldb, std::int64_t words, std::int64_t blocks, float* out, std::int64_t ldc) {
+    std::int64_t ldb, std::int64_t words, std::int64_t blocks, float* out, std::int64_t ldc,
+    RowTops tops = {}) {
   std::int64_t c = 0;
+  const auto at = [&](std::int64_t block) {  // the tops of a call from `block` on
+    RowTops t = tops;
+    t.key0 += static_cast<int>(16 * block);
+    return t;
+  };
   for (; c + C <= blocks; c += C) {
-    dot_tile<R, C>(a, lda, b + c * b_block, b_block, ldb, words, out + 16 * c, ldc);
+    dot_tile<R, C>(a, lda, b + c * b_block, b_block, ldb, words, out + 16 * c, ldc, at(c));
   }
   const std::int64_t rest = blocks - c;
   const std::uint32_t* const bc = b + c * b_block;
+  float* const oc = out + 16 * c;
   if constexpr (C > 3) {
-    if (rest == 3) return dot_tile<R, 3>(a, lda, bc, b_block, ldb, words, out + 16 * c, ldc);
+    if (rest == 3) return dot_tile<R, 3>(a, lda, bc, b_block, ldb, words, oc, ldc, at(c));
   }
   if constexpr (C > 2) {
-    if (rest == 2) return dot_tile<R, 2>(a, lda, bc, b_block, ldb, words, out + 16 * c, ldc);
+    if (rest == 2) return dot_tile<R, 2>(a, lda, bc, b_block, ldb, words, oc, ldc, at(c));
   }
-  if (rest == 1) dot_tile<R, 1>(a, lda, bc, b_block, ldb, words, out + 16 * c, ldc);
+  if (rest == 1) dot_tile<R, 1>(a, lda, bc, b_block, ldb, words, oc, ldc, at(c));
 }
 
 // One thread's scratch, reused across tasks.
@@ -363,6 +396,8 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
   // Key block c's first pair: panel c / 3, its (c % 3)-th 16 keys.
   auto key_block = [&](std::int64_t c) { return panels + (c / 3) * panel_words + (c % 3) * 16; };
 
+  // The dot product's score rows' running maxima, per lane (RowTops), for the pass's softmax.
+  alignas(64) float tops[kTileRows][16];
   if (amx) amx::load_tiles(full_tiles());
   for (int t0 = start; t0 < keys; t0 += kTileRows) {
     const int rows = std::min(kTileRows, keys - t0);
@@ -380,12 +415,14 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
                        kBf16PanelColumns * 4, padded_words / amx::kStepWords, tile_out, width * 4);
       }
     } else {  // 8 queries at a time, over the key blocks they see, a panel per tile
+      std::fill(&tops[0][0], &tops[0][0] + kTileRows * 16, kMinusInf);
       for (int g = 0; g < rows; g += kScoreRows) {
         const std::int64_t blocks = ceil_div(t0 + std::min(rows, g + kScoreRows), 16);
         for (std::int64_t c = 0; c < blocks; c += kScoreBlocks) {
           dot_blocks<kScoreRows, kScoreBlocks>(
               qp + g * padded_words, padded_words, key_block(c), 16, kBf16PanelColumns, words,
-              std::min<std::int64_t>(kScoreBlocks, blocks - c), s + g * width + 16 * c, width);
+              std::min<std::int64_t>(kScoreBlocks, blocks - c), s + g * width + 16 * c, width,
+              {tops[g], t0 + g + 1, static_cast<int>(16 * c)});
         }
       }
     }
@@ -400,7 +437,8 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
       }
       float group_inv[kSoftmaxRows];
       softmax_rows(s + std::int64_t{r0} * width, width, mask, holes, a.scale, seen_by_row,
-                   step_keys, p16 + r0 * 2 * key_pairs, 2 * key_pairs, group_inv);
+                   step_keys, p16 + r0 * 2 * key_pairs, 2 * key_pairs, group_inv,
+                   amx || holes ? nullptr : tops[r0]);
       for (int r = 0; r < kSoftmaxRows; ++r) {
         const int i = first + t0 + r0 + r;  // the query's position
         inv[r0 + r] = group_inv[r];
