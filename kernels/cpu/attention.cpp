@@ -39,6 +39,7 @@
 #include "engine/core/int_math.h"
 #include "kernels/cpu/attention_bf16.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/transpose_avx512.h"
 #include "kernels/cpu/vector_math.h"
 
 // The Vec helpers of vector_math.h take and return Vecs by value, always inlined into the target
@@ -304,6 +305,21 @@ using PrefillTileAvx512 = PrefillTile<8, 2, 8, 2, Avx512Rows, Floats16>;  // 16 
 using PrefillTileAvx2 = PrefillTile<4, 2, 4, 2, BulkRows, Floats8>;      // 8 + 8 of 16 ymm
 using PrefillTilePortable = PrefillTile<4, 2, 4, 2, BulkRows, Floats4>;  // 8 + 8 of 16 xmm
 
+#if defined(__x86_64__)
+// Sixteen keys' fp32 rows (stage[i·dim + d], dim a multiple of 16) into their K panel's columns:
+// column[d·ld + i] = stage[i·dim + d], sixteen values of d per 16 × 16 transpose (one scalar store
+// per value took a twentieth of a 1 × 128 prefill's attention).
+__attribute__((target("avx512f"))) inline void store_key_columns16(const float* stage, int dim,
+                                                                   float* column, int ld) {
+  for (int d0 = 0; d0 < dim; d0 += 16) {
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(stage + i * dim + d0);
+    transpose16(r);
+    for (int t = 0; t < 16; ++t) _mm512_storeu_ps(column + std::int64_t{d0 + t} * ld, r[t]);
+  }
+}
+#endif
+
 // acc[r][c] (r < PQ, c < NV) = Σ_{j in [j0, j1)} p[r·ldp + j] · v[j·ldv + L·c .. + L], j in
 // order: the output of PQ queries over NV·L dims, summed sequentially along the keys.
 template <int PQ, int NV, typename V>
@@ -439,7 +455,7 @@ template <typename Tile>
   // not fall into the same L1 sets.
   const int lds = panels * kKeys + 16;
 
-  thread_local std::vector<float> kp_buf, v_buf, mask_buf, s_buf, q_buf, o_buf, row_buf;
+  thread_local std::vector<float> kp_buf, v_buf, mask_buf, s_buf, q_buf, o_buf, row_buf, stage_buf;
   float* const kp = grow(kp_buf, panels * panel_size);
   float* const v = grow(v_buf, std::int64_t{keys} * ldv);
   float* const mask = grow(mask_buf, lds);  // 0 for real keys, -inf for padding
@@ -449,6 +465,13 @@ template <typename Tile>
   float* const q_all = grow(q_buf, std::int64_t{q_rows} * dim);
   float* const o = grow(o_buf, std::int64_t{kQ} * ldv);  // the group's outputs
   float* const row = grow(row_buf, dim);
+#if defined(__x86_64__)
+  // AVX-512: K rows staged sixteen at a time and transposed into the panels.
+  const bool staged = L == 16 && dim % 16 == 0;
+#else
+  const bool staged = false;
+#endif
+  float* const stage = grow(stage_buf, staged ? 16 * std::int64_t{dim} : 0);
 
   // One pass over the task's tokens for K, V and the queries: a token's q, k and v sit in one
   // row of qkv, a page or more apart (opt-125m: 4.6 KB), so each row is fetched once, a few
@@ -477,16 +500,26 @@ template <typename Tile>
       }
     }
     mask[j] = real ? 0.0f : kMinusInf;
-    if (!real) {  // finite zeros: the mask, not the data, removes padding keys
-      for (int d = 0; d < dim; ++d) panel[std::int64_t{d} * kKeys] = 0.0f;
+    float* const k_to = staged ? stage + std::int64_t{j % 16} * dim : row;
+    if (real) {
+      Tile::Convert::to_floats(k_row(j), k_to, dim);
+      float* const v_row = v + std::int64_t{j} * ldv;
+      Tile::Convert::to_floats(k_row(j) + kvd, v_row, dim);
+      std::fill(v_row + dim, v_row + ldv, 0.0f);
+    } else {  // finite zeros: the mask, not the data, removes padding keys
+      std::fill(k_to, k_to + dim, 0.0f);
       if (j < keys) std::fill(v + std::int64_t{j} * ldv, v + std::int64_t{j + 1} * ldv, 0.0f);
-      continue;
     }
-    Tile::Convert::to_floats(k_row(j), row, dim);
+#if defined(__x86_64__)
+    if constexpr (L == 16) {
+      // Panels start at multiples of 32 keys and the loop ends at one, so every 16 fill up.
+      if (staged) {
+        if (j % 16 == 15) store_key_columns16(stage, dim, panel - 15, kKeys);
+        continue;
+      }
+    }
+#endif
     for (int d = 0; d < dim; ++d) panel[std::int64_t{d} * kKeys] = row[d];
-    float* const v_row = v + std::int64_t{j} * ldv;
-    Tile::Convert::to_floats(k_row(j) + kvd, v_row, dim);
-    std::fill(v_row + dim, v_row + ldv, 0.0f);
   }
   std::fill(q_at(keys), q_at(g0 + q_rows), 0.0f);  // the last group's rows past the block
 
