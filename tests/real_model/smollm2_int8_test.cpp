@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/runtime/engine.h"
-#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/attention_bf16.h"
 #include "tests/support/golden.h"
 #include "tests/support/real_model.h"
 
@@ -60,7 +60,9 @@ TEST_F(Smollm2Int8, PerplexityStaysWithinThreePercentOfFp16AndOfTransformers) {
 }
 
 TEST_F(Smollm2Int8, WithBf16AttentionStaysWithinOnePercentOfInt8Alone) {
-  if (!kernels::cpu::cpu_features().bf16_gemm()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  if (!kernels::cpu::use_bf16_prefill_attention({.prefill_math = kernels::PrefillMath::bf16})) {
+    GTEST_SKIP() << "no bf16 attention here (no AVX512-BF16, or OFFGEN_CPU_ISA caps it)";
+  }
   const nlohmann::json fixture = test::golden_expected("smollm2-q4_1");
   const std::vector<ScoreRequest> requests = test::score_requests(fixture);
   const auto scored = [&](kernels::PrefillMath math) {

@@ -17,7 +17,7 @@
 
 #include "engine/model/model_config.h"
 #include "engine/runtime/engine.h"
-#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/attention_bf16.h"
 #include "scheduler/weight_layout.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"
@@ -151,7 +151,9 @@ TEST_P(Int8WeightsOf, StayCloseToTheFp16Model) {
 // 64) a mean |Δ log p| of 0.03-0.05; on SmolLM2 the perplexity moves 0.4% (tests/real_model). A
 // request's bits are its own.
 TEST_P(Int8WeightsOf, WithBf16PrefillMathRunTheAttentionInBf16) {
-  if (!kernels::cpu::cpu_features().bf16_gemm()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!kernels::cpu::use_bf16_prefill_attention({.prefill_math = kernels::PrefillMath::bf16})) {
+    GTEST_SKIP() << "no bf16 attention here (no AVX512-BF16, or OFFGEN_CPU_ISA caps it)";
+  }
   EngineOptions bf16_options = int8_options(GetParam());
   bf16_options.prefill_math = kernels::PrefillMath::bf16;
   Engine bf16_engine(bf16_options), int8_engine(int8_options(GetParam()));
