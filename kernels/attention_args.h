@@ -52,8 +52,9 @@ struct PrefillAttentionArgs {
   // heads: device memory of prefill_key_sum_scratch_bytes(...) bytes (null otherwise). The cpu
   // kernels ignore it.
   float* key_sum_scratch = nullptr;
-  // bf16: the cpu kernel's q·k and p·v over bf16 operands on AMX where the CPU has it
-  // (kernels/prefill_math.h); the reference and the CUDA kernel are exact either way.
+  // bf16: the cpu kernel's q·k and p·v over bf16 operands where the CPU has AVX512-BF16 (AMX's
+  // tile unit where it has that; kernels/prefill_math.h); the reference and the CUDA kernel are
+  // exact either way.
   PrefillMath prefill_math = PrefillMath::fp32;
 
   constexpr int kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }

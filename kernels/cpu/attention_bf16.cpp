@@ -80,8 +80,9 @@ __attribute__((target("avx512f"))) inline float largest_lane(__m512 v) {
 // (the pair words of p·v: an even key in a word's low half); inv[r] = 1 / the sum of those rounded
 // values in one fixed order that depends on keys[r] alone (below). keys[r] = 0: a row of zeros, inv
 // 0. holes: whether any mask entry is -inf (else it is not read). tops: the rows' running maxima
-// of their raw scores, 16 lanes a row (RowTops), or null (then a pass finds them; with holes
-// it must).
+// of their raw scores, 16 lanes a row (RowTops), or null (then a pass finds them; with holes, or a
+// scale that is not positive, it must: the tiles' maxima ignore the mask, and scale·max(s) is the
+// max of scale·s only for scale > 0).
 constexpr int kSoftmaxRows = 4;
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void softmax_rows(
     const float* s, std::int64_t lds, const float* mask, bool holes, float scale,
@@ -438,7 +439,7 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
       float group_inv[kSoftmaxRows];
       softmax_rows(s + std::int64_t{r0} * width, width, mask, holes, a.scale, seen_by_row,
                    step_keys, p16 + r0 * 2 * key_pairs, 2 * key_pairs, group_inv,
-                   amx || holes ? nullptr : tops[r0]);
+                   amx || holes || !(a.scale > 0) ? nullptr : tops[r0]);
       for (int r = 0; r < kSoftmaxRows; ++r) {
         const int i = first + t0 + r0 + r;  // the query's position
         inv[r0 + r] = group_inv[r];

@@ -6,9 +6,9 @@
 // Per (sequence, query head, block of queries), with keys and queries counted from the sequence's
 // first real token: K as bf16 panels (keys as columns), V as pair-interleaved bf16 rows, and the
 // queries 32 at a time: their score rows, an fp32 softmax with the row max subtracted whose
-// exponentials are rounded to bf16 and summed in fp32 in ordered_sum's order, then p·v, scaled by
-// the sum's reciprocal and rounded once to fp16. Key sums (H2O and its kin) add each
-// probability — a rounded exponential times that reciprocal — in fp32, query by query.
+// exponentials are rounded to bf16 and summed in fp32 in one order fixed by the row's length, then
+// p·v, scaled by the sum's reciprocal and rounded once to fp16. Key sums (H2O and its kin) add
+// each probability — a rounded exponential times that reciprocal — in fp32, query by query.
 //
 // AMX multiplies the 32 queries in 2 × 2 tile passes over 16-key (16-dim) blocks. The dot product
 // takes register tiles of queries × 16-key (16-dim) blocks, each group of queries only over the

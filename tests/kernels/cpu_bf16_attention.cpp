@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +20,7 @@
 #include "kernels/cpu/linear_amx.h"
 #include "kernels/reference/reference.h"
 #include "tests/kernels/attention_cases.h"
+#include "tests/support/test_support.h"
 
 namespace offgen::test {
 namespace {
@@ -149,16 +150,11 @@ std::vector<Engine> engines() {
   return found;
 }
 
-// Sets OFFGEN_CPU_ISA for one engine's run, and clears it after.
-class EngineCap {
- public:
-  explicit EngineCap(const Engine& e) {
-    if (e.cap != nullptr) setenv("OFFGEN_CPU_ISA", e.cap, 1);
-  }
-  ~EngineCap() { unsetenv("OFFGEN_CPU_ISA"); }
-  EngineCap(const EngineCap&) = delete;
-  EngineCap& operator=(const EngineCap&) = delete;
-};
+// OFFGEN_CPU_ISA for one engine's run; the value before it comes back after.
+test::ScopedEnv engine_cap(const Engine& e) {
+  return test::ScopedEnv("OFFGEN_CPU_ISA",
+                         e.cap != nullptr ? std::optional<std::string>(e.cap) : std::nullopt);
+}
 
 class Bf16PrefillAttention : public ::testing::Test {
  protected:
@@ -172,26 +168,38 @@ TEST_F(Bf16PrefillAttention, IsWithinBf16sBoundOfTheExactAttention) {
   SCOPED_TRACE(rng.trace());
   for (const Engine& engine : engines()) {
     SCOPED_TRACE(engine.name);
-    const EngineCap capped(engine);
+    const test::ScopedEnv capped = engine_cap(engine);
     ASSERT_TRUE(
         cpu::use_bf16_prefill_attention(PrefillAttentionArgs{.prefill_math = PrefillMath::bf16}));
     for (const PrefillCase& c : bf16_cases()) {
-      for (const int sum_queries : {-1, 0, 3}) {
+      for (const int sum_queries : {-1, 0, 3, 4}) {
+        // 4: key sums over 0 queries (all of them) with padding tokens inside the sequences too,
+        // which only a mask can remove (the kernel's max pass then runs; without holes the
+        // score tiles keep the maxima).
+        const bool holes = sum_queries == 4;
         const bool with_sums = sum_queries >= 0;
-        SCOPED_TRACE(describe(c) +
-                     (with_sums ? " key sums over " + std::to_string(sum_queries) : ""));
+        SCOPED_TRACE(
+            describe(c) +
+            (with_sums ? " key sums over " + std::to_string(holes ? 0 : sum_queries) : "") +
+            (holes ? ", with holes" : ""));
         const std::size_t tokens = std::size_t(c.batch) * c.seq;
         // Wide q and k: scores of a few units, so the probabilities are far from uniform.
         const auto qkv = rng.halves(tokens * c.qkv_width(), -2, 2);
-        const auto valid = left_padding(c.seq, c.pads);
+        auto valid = left_padding(c.seq, c.pads);
+        for (int b = 0; holes && b < c.batch; ++b) {  // two holes after each first real token
+          const int len = c.seq - c.pads[b];
+          if (len < 8) continue;
+          valid[std::size_t(b) * c.seq + c.pads[b] + 2] = 0;
+          valid[std::size_t(b) * c.seq + c.pads[b] + len / 2] = 0;
+        }
         Guarded<Half> out(tokens * c.heads * c.head_dim, half_nan());
         Guarded<float> sums(std::size_t(c.batch) * c.kv() * c.seq, float_nan());
         cpu::prefill_attention(bf16_args(c, qkv, valid, out.data(),
                                          with_sums ? sums.data() : nullptr,
-                                         std::max(0, sum_queries)));
+                                         holes ? 0 : std::max(0, sum_queries)));
         EXPECT_TRUE(out.guards_intact());
         EXPECT_TRUE(sums.guards_intact());
-        const Exact e = exact_attention(c, qkv, valid, std::max(0, sum_queries));
+        const Exact e = exact_attention(c, qkv, valid, holes ? 0 : std::max(0, sum_queries));
         const std::vector<Half> got_out = out.values();
         const std::vector<float> got_sums = sums.values();
         for (std::size_t n = 0; n < e.out.size(); ++n) {
@@ -216,7 +224,7 @@ TEST_F(Bf16PrefillAttention, ASequencesBitsDependOnItselfAlone) {
   SCOPED_TRACE(rng.trace());
   for (const Engine& engine : engines()) {
     SCOPED_TRACE(engine.name);
-    const EngineCap capped(engine);
+    const test::ScopedEnv capped = engine_cap(engine);
     for (const PrefillCase& c : bf16_cases()) {
       SCOPED_TRACE(describe(c));
       const std::size_t tokens = std::size_t(c.batch) * c.seq;
@@ -272,7 +280,7 @@ TEST(Bf16PrefillAttentionFallback, IsTheExactKernelWithoutAvx512Bf16) {
   for (const bool reference : {false, true}) {
     SCOPED_TRACE(reference ? "reference" : "cpu kernel capped at avx2");
     const auto run = reference ? ref::prefill_attention : cpu::prefill_attention;
-    if (!reference) setenv("OFFGEN_CPU_ISA", "avx2", 1);
+    const test::ScopedEnv capped("OFFGEN_CPU_ISA", std::optional<std::string>("avx2"));
     PrefillAttentionArgs args = bf16_args(c, qkv, valid, bf16_out.data(), bf16_sums.data(), 0);
     EXPECT_FALSE(!reference && cpu::use_bf16_prefill_attention(args));
     run(args);
@@ -280,7 +288,6 @@ TEST(Bf16PrefillAttentionFallback, IsTheExactKernelWithoutAvx512Bf16) {
     args.out = exact.data();
     args.key_prob_sums = exact_sums.data();
     run(args);
-    unsetenv("OFFGEN_CPU_ISA");
     EXPECT_TRUE(bitwise_equal(bf16_out, exact));
     EXPECT_EQ(bf16_sums, exact_sums);
   }
