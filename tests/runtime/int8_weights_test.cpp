@@ -118,6 +118,31 @@ TEST_P(Int8WeightsOf, EqualTheReferenceKernelsAndDoNotDependOnBatchMates) {
   }
 }
 
+// How far one run's whole-text scores moved off another's: the largest and the mean |Δ log p| over
+// every token but each text's first (which has no log-prob of its own).
+struct Drift {
+  double max = 0, mean = 0;
+};
+
+void drift_of(const std::vector<ScoreResult>& got, const std::vector<ScoreResult>& want,
+              Drift& out) {
+  double sum = 0;
+  std::size_t count = 0;
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t r = 0; r < got.size(); ++r) {
+    ASSERT_TRUE(got[r].error.empty()) << got[r].error;
+    ASSERT_EQ(got[r].token_logprobs.size(), want[r].token_logprobs.size());
+    for (std::size_t i = 1; i < got[r].token_logprobs.size(); ++i) {
+      const double d = std::abs(got[r].token_logprobs[i] - want[r].token_logprobs[i]);
+      out.max = std::max(out.max, d);
+      sum += d;
+      ++count;
+    }
+  }
+  ASSERT_GT(count, 0u);
+  out.mean = sum / static_cast<double>(count);
+}
+
 // Whole-text scores move off the fp16 model's by int8 rounding: not nothing, and boundedly. (These
 // random tiny models have one activation group per row, hidden 64, and are far less forgiving
 // than a trained one: SmolLM2's perplexity moves by 1.2%, tests/real_model.)
@@ -126,23 +151,12 @@ TEST_P(Int8WeightsOf, StayCloseToTheFp16Model) {
   fp16.compression.weights = Storage::fp16;
   Engine int8_engine(int8_options(GetParam())), fp16_engine(fp16);
   const auto texts = test::golden_score_requests();
-  const auto got = int8_engine.score(texts, 3);
-  const auto want = fp16_engine.score(texts, 3);
-  double moved = 0, sum = 0;
-  std::size_t count = 0;
-  for (std::size_t r = 0; r < texts.size(); ++r) {
-    ASSERT_EQ(got[r].token_logprobs.size(), want[r].token_logprobs.size());
-    for (std::size_t i = 1; i < got[r].token_logprobs.size(); ++i) {
-      const double d = std::abs(got[r].token_logprobs[i] - want[r].token_logprobs[i]);
-      moved = std::max(moved, d);
-      sum += d;
-      ++count;
-    }
-  }
-  ASSERT_GT(count, 0u);
-  EXPECT_GT(moved, 0.0) << "int8 weights gave the fp16 run's bits: they were not applied";
-  EXPECT_LT(sum / static_cast<double>(count), 0.3) << "mean |Δ log p|";
-  EXPECT_LT(moved, 1.5);
+  Drift moved;
+  ASSERT_NO_FATAL_FAILURE(
+      drift_of(int8_engine.score(texts, 3), fp16_engine.score(texts, 3), moved));
+  EXPECT_GT(moved.max, 0.0) << "int8 weights gave the fp16 run's bits: they were not applied";
+  EXPECT_LT(moved.mean, 0.3) << "mean |Δ log p|";
+  EXPECT_LT(moved.max, 1.5);
 }
 
 // --prefill-math bf16 with int8 weights: the GEMMs stay int8 (their own math) and the prefill's
@@ -158,26 +172,14 @@ TEST_P(Int8WeightsOf, WithBf16PrefillMathRunTheAttentionInBf16) {
   bf16_options.prefill_math = kernels::PrefillMath::bf16;
   Engine bf16_engine(bf16_options), int8_engine(int8_options(GetParam()));
   const auto texts = test::golden_score_requests();
-  const auto got = bf16_engine.score(texts, 3);
-  const auto want = int8_engine.score(texts, 3);
-  double moved = 0, sum = 0;
-  std::size_t count = 0;
-  for (std::size_t r = 0; r < texts.size(); ++r) {
-    ASSERT_TRUE(got[r].error.empty()) << got[r].error;
-    ASSERT_EQ(got[r].token_logprobs.size(), want[r].token_logprobs.size());
-    for (std::size_t i = 1; i < got[r].token_logprobs.size(); ++i) {
-      const double d = std::abs(got[r].token_logprobs[i] - want[r].token_logprobs[i]);
-      moved = std::max(moved, d);
-      sum += d;
-      ++count;
-    }
-  }
-  ASSERT_GT(count, 0u);
-  std::printf("bf16 attention against int8 alone: mean |d log p| %.4f, max %.4f\n",
-              sum / static_cast<double>(count), moved);
-  EXPECT_GT(moved, 0.0) << "bf16 attention gave the int8 run's bits: it was not applied";
-  EXPECT_LT(sum / static_cast<double>(count), 0.08) << "mean |d log p|";
-  EXPECT_LT(moved, 0.3);
+  Drift moved;
+  ASSERT_NO_FATAL_FAILURE(
+      drift_of(bf16_engine.score(texts, 3), int8_engine.score(texts, 3), moved));
+  std::printf("bf16 attention against int8 alone: mean |d log p| %.4f, max %.4f\n", moved.mean,
+              moved.max);
+  EXPECT_GT(moved.max, 0.0) << "bf16 attention gave the int8 run's bits: it was not applied";
+  EXPECT_LT(moved.mean, 0.08) << "mean |d log p|";
+  EXPECT_LT(moved.max, 0.3);
   const std::vector<GenerationRequest> requests = int8_requests();
   EngineOptions alone_options = bf16_options;
   alone_options.placement.gpu_batch = 1;
