@@ -31,10 +31,11 @@ namespace {
 constexpr int kTileRows = 2 * amx::kRows;  // queries per pass: two A tiles
 
 // exp(x) for 16 lanes, x <= 0, -inf or NaN, to within 3e-6 relative: exponentials about to be
-// rounded to bf16 (2^-9) need no more than a degree-5 polynomial. exp(r) on |r| <= ln2 / 2 after
-// Cody-Waite reduction, scaled by 2^n with vscalefps (underflow included); x is first raised to
-// -88 (exp: 6e-39, which cvtne2ps2bf16 flushes to zero), and a NaN goes through max and stays.
-// The masked forms with every lane set: GCC 12's unmasked ones warn of an uninitialised source.
+// rounded to bf16 (unit roundoff 2^-8) need no more than a degree-5 polynomial. exp(r) on |r| <=
+// ln2 / 2 after Cody-Waite reduction, scaled by 2^n with vscalefps (underflow included); x is first
+// raised to -88 (exp: 6e-39, which cvtne2ps2bf16 flushes to zero), and a NaN goes through max and
+// stays. The masked forms with every lane set: GCC 12's unmasked ones warn of an uninitialised
+// source.
 __attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
   x = _mm512_mask_max_ps(x, 0xFFFF, _mm512_set1_ps(-88.0f), x);
   const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
@@ -65,7 +66,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline __m512 wi
 }
 
 // The largest of 16 lanes, by a tree of swaps (max is exact in any order; a NaN lane may or may
-// not win, and the exponentials carry a NaN score either way). Masked forms, as in exp16.
+// not win, and the exponentials carry a NaN score either way). Masked forms, as in exp16. (Not
+// attention.cpp's lane_max over GCC vectors: clang refuses to pass a 512-bit vector from an
+// AVX-512 function to one without the target.)
 __attribute__((target("avx512f"))) inline float largest_lane(__m512 v) {
   v = _mm512_mask_max_ps(v, 0xFFFF, v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, 0x4E));
   v = _mm512_mask_max_ps(v, 0xFFFF, v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, 0xB1));
@@ -95,13 +98,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void softmax_row
   for (int r = 0; r < R; ++r) top[r] = _mm512_set1_ps(kMinusInf);
   // The rows' maxima: from the score tiles' lanes where they kept them (the max of scale·s is
   // scale · the max of s, rounding being monotonic), else by a pass over the rows.
-  for (int j = 0; j < (tops != nullptr ? 0 : most); j += 16) {
-    const __m512 m = holes ? _mm512_loadu_ps(mask + j) : _mm512_setzero_ps();
+  if (tops == nullptr) {
+    for (int j = 0; j < most; j += 16) {
+      const __m512 m = holes ? _mm512_loadu_ps(mask + j) : _mm512_setzero_ps();
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const __mmask16 lanes = first_lanes(keys[r] - j);
-      const __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, s + r * lds + j), scales, m);
-      top[r] = _mm512_mask_max_ps(top[r], lanes, top[r], v);
+      for (int r = 0; r < R; ++r) {
+        const __mmask16 lanes = first_lanes(keys[r] - j);
+        const __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, s + r * lds + j), scales, m);
+        top[r] = _mm512_mask_max_ps(top[r], lanes, top[r], v);
+      }
     }
   }
   // A live row's own key is real, so its max is finite (or NaN, which the exponentials carry).
@@ -174,8 +179,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_v_pair
       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i order = _mm512_load_si512(kInterleave);
   for (int d0 = 0, c = 0; d0 < dim; d0 += 16, ++c) {
-    const int len = std::min(16, dim - d0);
-    const auto mask = static_cast<__mmask16>(len >= 16 ? 0xFFFFu : (1u << len) - 1u);
+    const __mmask16 mask = first_lanes(dim - d0);
     const __m512 a = r0 != nullptr
                          ? _mm512_maskz_cvtph_ps(0xFFFF, _mm256_maskz_loadu_epi16(mask, r0 + d0))
                          : _mm512_setzero_ps();
@@ -192,8 +196,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void scale_to_half(const fl
                                                                         int dim, Half* out) {
   const __m512 s = _mm512_set1_ps(inv);
   for (int d0 = 0; d0 < dim; d0 += 16) {
-    const int len = std::min(16, dim - d0);
-    const auto mask = static_cast<__mmask16>(len >= 16 ? 0xFFFFu : (1u << len) - 1u);
+    const __mmask16 mask = first_lanes(dim - d0);
     const __m512 v = _mm512_mask_mul_ps(s, 0xFFFF, _mm512_maskz_loadu_ps(mask, o + d0), s);
     const __m256i h =
         _mm512_mask_cvtps_ph(_mm256_setzero_si256(), 0xFFFF, v, _MM_FROUND_TO_NEAREST_INT);
@@ -397,7 +400,9 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
   // Key block c's first pair: panel c / 3, its (c % 3)-th 16 keys.
   auto key_block = [&](std::int64_t c) { return panels + (c / 3) * panel_words + (c % 3) * 16; };
 
-  // The dot product's score rows' running maxima, per lane (RowTops), for the pass's softmax.
+  // The dot product's score rows' running maxima, per lane (RowTops), for the pass's softmax: not
+  // with a mask of holes (the tiles do not apply it), nor a scale that is not positive.
+  const bool tile_maxima = !amx && !holes && a.scale > 0;
   alignas(64) float tops[kTileRows][16];
   if (amx) amx::load_tiles(full_tiles());
   for (int t0 = start; t0 < keys; t0 += kTileRows) {
@@ -423,7 +428,7 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
           dot_blocks<kScoreRows, kScoreBlocks>(
               qp + g * padded_words, padded_words, key_block(c), 16, kBf16PanelColumns, words,
               std::min<std::int64_t>(kScoreBlocks, blocks - c), s + g * width + 16 * c, width,
-              {tops[g], t0 + g + 1, static_cast<int>(16 * c)});
+              tile_maxima ? RowTops{tops[g], t0 + g + 1, static_cast<int>(16 * c)} : RowTops{});
         }
       }
     }
@@ -439,7 +444,7 @@ void prefill_block_bf16(const PrefillAttentionArgs& a, int b, int h, int q0, int
       float group_inv[kSoftmaxRows];
       softmax_rows(s + std::int64_t{r0} * width, width, mask, holes, a.scale, seen_by_row,
                    step_keys, p16 + r0 * 2 * key_pairs, 2 * key_pairs, group_inv,
-                   amx || holes || !(a.scale > 0) ? nullptr : tops[r0]);
+                   tile_maxima ? tops[r0] : nullptr);
       for (int r = 0; r < kSoftmaxRows; ++r) {
         const int i = first + t0 + r0 + r;  // the query's position
         inv[r0 + r] = group_inv[r];
