@@ -2,8 +2,9 @@
 // mixed prompt and output lengths with stop strings, greedy and seeded sampling, run with half of
 // each GPU batch's KV in host caches and cpu attention — so continuous batching refills rows by
 // copying KV into host caches — must write what blocks write (--no-continuous-batching), and a
-// run interrupted midway (SIGINT) then resumed must end with the same file; with fp16 weights and
-// with int8 ones. Skips when the model has not been fetched.
+// run interrupted midway (SIGINT) then resumed must end with the same file; with fp16 weights,
+// with int8 ones, and with int8 ones and a bf16 prefill attention. Skips when the model has not
+// been fetched.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/attention_bf16.h"
 #include "tests/cli/offgen_process.h"
 #include "tests/support/real_model.h"
 #include "tests/support/test_support.h"
@@ -160,6 +162,18 @@ TEST(Smollm2Job, WithInt8WeightsRefillsWriteWhatBlocksWriteAndSurviveAnInterrupt
   const auto gguf = test::smollm2_gguf();
   if (!gguf) GTEST_SKIP() << test::kNoSmollm2;
   expect_the_job_whole(*gguf, {"--int8-weights"});
+}
+
+// int8 weights with the prefill's attention in bf16 (--int8-weights --prefill-math bf16), where
+// the CPU runs a bf16 attention: refilled rows' prefills attend in bf16 beside other rows, as
+// blocks' do, and must write the same file.
+TEST(Smollm2Job, WithInt8WeightsAndBf16AttentionRefillsWriteWhatBlocksWriteAndSurviveAnInterrupt) {
+  const auto gguf = test::smollm2_gguf();
+  if (!gguf) GTEST_SKIP() << test::kNoSmollm2;
+  if (!kernels::cpu::use_bf16_prefill_attention({.prefill_math = kernels::PrefillMath::bf16})) {
+    GTEST_SKIP() << "no bf16 attention here (no AVX512-BF16, or OFFGEN_CPU_ISA caps it)";
+  }
+  expect_the_job_whole(*gguf, {"--int8-weights", "--prefill-math", "bf16"});
 }
 
 // quest over the host caches attended on the gpu tier: a staging of the attended pages alone,
